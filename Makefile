@@ -1,0 +1,152 @@
+# devlet — user-facing entry points:
+#   make          build build/devlet (and the mock NVML library)
+#   make check    every test: unit (plain and ASan+UBSan), integration, fuzz smoke
+#   make demo     run the main job on the embedded demo setup, as a transcript
+#   make bench    print the benchmark table
+#   make fuzz     build the libFuzzer targets (clang)
+# Variables: BUILD (output dir), CC, SAN=1 (ASan+UBSan build).
+
+BUILD ?= build
+CC ?= gcc
+PYTHON ?= /usr/bin/python3
+PKG_CONFIG ?= pkg-config
+PKGS := libuv libnghttp2 libprotobuf-c yaml-0.1 jansson libmicrohttpd
+
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0)
+
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2 -Wformat-security \
+	-Wstrict-prototypes -Wmissing-prototypes -Wold-style-definition -Wpointer-arith \
+	-Wundef -Wvla -Wwrite-strings -Wimplicit-fallthrough -Wmissing-declarations \
+	-Wnull-dereference -Wcast-qual
+OPT ?= -O2
+CFLAGS_BASE := -std=gnu17 -g $(OPT) -D_GNU_SOURCE -fno-strict-aliasing -fstack-protector-strong \
+	-DDEVLET_VERSION=\"$(VERSION)\" -Isrc -I$(BUILD)/gen $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+ifeq ($(SAN),1)
+CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=address,undefined
+endif
+CFLAGS ?=
+CFLAGS_ALL := $(CFLAGS_BASE) $(WARN) $(CFLAGS)
+LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -ldl -lpthread -lm
+
+PROTOS := $(wildcard proto/*.proto)
+GEN_C := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
+GEN_H := $(GEN_C:.c=.h)
+GEN_O := $(GEN_C:.c=.o)
+
+LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/*/*.c src/*/*/*.c))
+LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+LIB := $(BUILD)/libdevlet.a
+
+UNIT_SRC := $(wildcard tests/unit/test-*.c)
+UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+
+MOCK_NVML_SRC := $(wildcard tests/mock-nvml/*.c)
+MOCK_NVML := $(if $(MOCK_NVML_SRC),$(BUILD)/mock-nvml/libnvidia-ml.so.1)
+
+PY_GEN := $(BUILD)/py/deviceplugin_pb2.py $(BUILD)/py/podresources_pb2.py
+
+# small C programs the integration tests drive (e.g. a gRPC test server)
+TOOL_SRC := $(wildcard tests/tools/*.c)
+TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
+
+.PHONY: all check unit integration asan fuzz fuzz-smoke demo bench clean deps deps-build py
+.DEFAULT_GOAL := all
+.SECONDARY:
+
+all: $(BUILD)/devlet $(MOCK_NVML) $(TOOL_BIN)
+
+# protoc-c sees the messages only: devlet dispatches gRPC methods by path, and
+# protoc-c's service stubs would name a struct member after the C keyword
+# `register` (the Registration service's Register method).
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(BUILD)/gen/msg
+	awk '/^service /{skip=1} !skip{print} skip&&/^}/{skip=0}' $< > $(BUILD)/gen/msg/$*.proto
+	protoc-c --c_out=$(BUILD)/gen -I$(BUILD)/gen/msg $(BUILD)/gen/msg/$*.proto
+
+$(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
+	$(CC) $(CFLAGS_BASE) -Wall -Werror -c -o $@ $<
+
+# every object may include any generated header
+$(BUILD)/obj/%.o: src/%.c $(GEN_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+$(LIB): $(LIB_OBJ) $(GEN_O)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/devlet: $(BUILD)/obj/main.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(LIB) $(LDFLAGS) $(LIBS) -lcmocka
+
+$(BUILD)/tools/%: tests/tools/%.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -o $@ $< $(LIB) $(LDFLAGS) $(LIBS)
+
+$(BUILD)/mock-nvml/libnvidia-ml.so.1: $(MOCK_NVML_SRC) $(wildcard tests/mock-nvml/*.h) src/devices/nvidia/nvml.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(WARN) -fPIC -shared -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1 \
+		-o $@ $(MOCK_NVML_SRC) $(shell $(PKG_CONFIG) --libs yaml-0.1) -lpthread
+
+$(BUILD)/py/%_pb2.py: proto/%.proto
+	@mkdir -p $(@D)
+	protoc --python_out=$(BUILD)/py -Iproto $<
+
+py: $(PY_GEN)
+
+deps:
+	@scripts/deps.sh
+
+deps-build:
+	@scripts/deps.sh build
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+asan:
+	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 unit all
+
+integration: all py
+	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+
+FUZZ_SRC := $(wildcard fuzz/fuzz-*.c)
+FUZZ_BIN := $(patsubst fuzz/%.c,build-fuzz/%,$(FUZZ_SRC))
+FUZZ_TIME ?= 10
+
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" \
+		LDFLAGS="-fsanitize=address,undefined" fuzz-bins
+
+fuzz-bins: $(FUZZ_BIN)
+
+build-fuzz/fuzz-%: fuzz/fuzz-%.c $(LIB)
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(LIB) $(LIBS)
+
+fuzz-smoke: fuzz
+	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p fuzz/corpus/$$n build-fuzz/corpus-$$n; \
+		echo "== $$n ($(FUZZ_TIME)s)"; \
+		$$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 -artifact_prefix=build-fuzz/ \
+			build-fuzz/corpus-$$n fuzz/corpus/$$n 2>&1 | tail -n 2; done
+
+check: deps
+	$(MAKE) all unit
+	$(MAKE) asan
+	$(MAKE) integration
+	$(MAKE) fuzz-smoke
+
+demo: deps
+	$(MAKE) all py
+	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) scripts/demo.py
+
+bench: deps
+	$(MAKE) all py
+	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/bench.py
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(LIB_OBJ:.o=.d) $(BUILD)/obj/main.d $(UNIT_BIN:=.d) $(TOOL_BIN:=.d)

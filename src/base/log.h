@@ -1,0 +1,33 @@
+/* Structured logging: one line per event on stderr.
+ *
+ *   2026-11-21T04:24:54.123Z info  kubelet: registered resource=devlet.io/fuse
+ *
+ * The message is a short event name followed by key=value fields that the
+ * caller formats.  Library-style modules (base/, grpc/) log only at debug
+ * level; the module that decides what to do with an error logs it once. */
+#ifndef DEVLET_BASE_LOG_H
+#define DEVLET_BASE_LOG_H
+
+enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3, LOG_TRACE = 4 };
+
+/* Verbosity: 0 prints error+warn+info; each -v step adds a level. */
+void log_set_verbosity(int v);
+int log_enabled(enum log_level level);
+void log_emit(enum log_level level, const char *component, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+#define log_error(comp, ...) log_emit(LOG_ERROR, comp, __VA_ARGS__)
+#define log_warn(comp, ...) log_emit(LOG_WARN, comp, __VA_ARGS__)
+#define log_info(comp, ...) log_emit(LOG_INFO, comp, __VA_ARGS__)
+#define log_debug(comp, ...)                                                   \
+        do {                                                                   \
+                if (log_enabled(LOG_DEBUG))                                    \
+                        log_emit(LOG_DEBUG, comp, __VA_ARGS__);                \
+        } while (0)
+#define log_trace(comp, ...)                                                   \
+        do {                                                                   \
+                if (log_enabled(LOG_TRACE))                                    \
+                        log_emit(LOG_TRACE, comp, __VA_ARGS__);                \
+        } while (0)
+
+#endif

@@ -1,0 +1,152 @@
+/* devlet's configuration: one table of options, each settable by flag, env
+ * var and config-file key (flags > env > file > default), plus the structured
+ * sections of the config file (hostDevices; later sharing/resources).
+ *
+ * The config file is NVIDIA's `version: v1` format extended with devlet's own
+ * sections; unknown keys are kept as warnings (with file:line:column), never
+ * errors, so NVIDIA's files stay accepted.  Errors carry their position. */
+#ifndef DEVLET_CONFIG_CONFIG_H
+#define DEVLET_CONFIG_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Where a config problem is, for "file:line:column: message". line and column
+ * are 1-based; 0 when the problem has no position (a flag or env var). */
+struct config_diag {
+        char file[256];
+        int line;
+        int column;
+        char message[512];
+};
+
+/* Formats "file:line:column: message" (or just the message) into buf. */
+const char *config_diag_format(const struct config_diag *d, char *buf, size_t size);
+
+/* ---- hostDevices section ---- */
+
+enum hostdev_path_type {
+        HOSTDEV_PATH_DEVICE = 0, /* a device node: DeviceSpec */
+        HOSTDEV_PATH_MOUNT = 1,  /* any file or socket: bind Mount */
+};
+
+struct hostdev_path_cfg {
+        char *path;         /* absolute; may contain glob characters */
+        char *mount_path;   /* absolute; NULL = same as the matched path */
+        char permissions[4]; /* subset of "rwm", default "rw" */
+        enum hostdev_path_type type;
+        bool read_only;     /* Mount only */
+        bool optional;      /* a missing optional path does not make the device unhealthy */
+};
+
+struct hostdev_usb_cfg {
+        char *vendor;  /* 4 hex digits, lower case */
+        char *product; /* 4 hex digits, lower case */
+        char *serial;  /* NULL = any */
+};
+
+struct hostdev_group_cfg {
+        unsigned count; /* containers that may hold one instance at once; >= 1 */
+        struct hostdev_path_cfg *paths;
+        size_t n_paths;
+        struct hostdev_usb_cfg *usb;
+        size_t n_usb;
+};
+
+struct hostdev_device_cfg {
+        char *name; /* resource = <domain>/<name> */
+        struct hostdev_group_cfg *groups;
+        size_t n_groups;
+};
+
+struct hostdev_cfg {
+        char *domain; /* default "devlet.io" */
+        struct hostdev_device_cfg *devices;
+        size_t n_devices;
+};
+
+/* ---- the whole configuration ---- */
+
+struct devlet_config {
+        /* core */
+        char *config_file;      /* --config-file, CONFIG_FILE */
+        char *plugin_directory; /* --plugin-directory, default /var/lib/kubelet/device-plugins */
+        char *kubelet_socket;   /* --kubelet-socket; default <plugin_directory>/kubelet.sock */
+        long verbosity;         /* -v N */
+        char **backends;        /* --backends auto|nvidia|hostdev,... */
+        char *sysfs_root;       /* --sysfs-root, default /sys (tests point it at a fake tree) */
+        char *dev_root;         /* --dev-root, default / */
+        int64_t rescan_interval_ms; /* --rescan-interval, hot-plug fallback rescan */
+
+        /* NVIDIA device plugin flags (used by the nvidia backend) */
+        char *mig_strategy;         /* none|single|mixed */
+        bool fail_on_init_error;
+        char *driver_root;          /* --nvidia-driver-root / --driver-root */
+        bool pass_device_specs;
+        char **device_list_strategy; /* envvar, volume-mounts, cdi-annotations, cdi-cri */
+        char *device_id_strategy;    /* uuid|index */
+        bool gds_enabled;
+        bool mofed_enabled;
+        bool gdrcopy_enabled;
+        char *cdi_annotation_prefix;
+        char *nvidia_cdi_hook_path;
+        char *container_driver_root;
+
+        /* sections */
+        struct hostdev_cfg hostdev;
+
+        /* warnings found while loading (unknown keys...), formatted with
+         * their position; the caller logs them */
+        char **warnings;
+};
+
+enum config_type {
+        CONFIG_STRING,
+        CONFIG_BOOL,
+        CONFIG_INT,
+        CONFIG_LIST,     /* comma-separated on the command line, list or string in YAML */
+        CONFIG_DURATION, /* "500ms", "5s", "2m", "1h", a bare number of seconds, or "infinite" (-1) */
+};
+
+struct config_option {
+        const char *flag;         /* long flag without "--" */
+        char short_flag;          /* 0 for none */
+        const char *envs[3];      /* env var names, first wins; NULL-terminated */
+        const char *key;          /* dotted config-file key ("flags.migStrategy") or NULL */
+        enum config_type type;
+        const char *default_value;
+        size_t offset;            /* into struct devlet_config */
+        const char *const *choices; /* allowed values (each list item for CONFIG_LIST), or NULL */
+        const char *help;
+};
+
+/* The table, in --help order. */
+const struct config_option *config_options(size_t *n);
+
+/* Loads the configuration for a subcommand: defaults, then the config file
+ * (from --config-file / CONFIG_FILE), then env vars, then flags from argv.
+ * argv[0] is the subcommand name; parsing stops at "--" or the first
+ * non-option, whose index goes to *argi (may be NULL; extra arguments are
+ * then an error).  Returns 0 and a new config in *out, -EINVAL with diag
+ * filled for bad flags/values/files, -errno when the file cannot be read. */
+int config_load(int argc, char **argv, struct devlet_config **out, struct config_diag *diag,
+                int *argi);
+
+/* Parses config-file content into cfg (which holds defaults already).
+ * file names the source in diagnostics.  Exposed for tests and fuzzing. */
+int config_parse_yaml(const char *file, const char *data, size_t len, struct devlet_config *cfg,
+                      struct config_diag *diag);
+
+/* A config holding only the defaults. */
+struct devlet_config *config_new_defaults(void);
+void config_free(struct devlet_config *cfg);
+
+/* Prints the flags table (flag, env vars, config key, default, help). */
+void config_print_help(FILE *f);
+
+/* Resource name validation shared with the backends: "<domain>/<name>". */
+bool config_valid_resource_name(const char *s);
+
+#endif

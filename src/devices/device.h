@@ -1,0 +1,143 @@
+/* The device model every backend fills and every consumer reads.
+ *
+ * A backend (devices/<family>/) owns a fixed set of resources for its whole
+ * life; each resource owns its devices.  Backends run on the loop thread and
+ * mutate their resources only there, then call dev_resource_notify() so the
+ * observer (the resource's plugin server) sends a fresh snapshot.  Consumers
+ * (kubelet/, later metrics/, labels/, cdi/) never include backend headers. */
+#ifndef DEVLET_DEVICES_DEVICE_H
+#define DEVLET_DEVICES_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <uv.h>
+
+#include "config/config.h"
+
+enum dev_health { DEV_HEALTHY = 0, DEV_UNHEALTHY = 1 };
+
+struct dev_node {
+        char *host_path;
+        char *container_path;
+        char permissions[4];
+};
+
+struct dev_mount {
+        char *host_path;
+        char *container_path;
+        bool read_only;
+};
+
+struct dev_kv {
+        char *key;
+        char *value;
+};
+
+/* What Allocate answers for one container. */
+struct dev_alloc {
+        struct dev_kv *envs;
+        size_t n_envs, cap_envs;
+        struct dev_mount *mounts;
+        size_t n_mounts, cap_mounts;
+        struct dev_node *nodes;
+        size_t n_nodes, cap_nodes;
+        struct dev_kv *annotations;
+        size_t n_annotations, cap_annotations;
+        char **cdi_devices; /* strv */
+};
+
+/* Adders copy their arguments and drop duplicates (same container path, or
+ * same key: the last value wins for env and annotations). */
+void dev_alloc_add_node(struct dev_alloc *a, const char *host, const char *ctr, const char *perms);
+void dev_alloc_add_mount(struct dev_alloc *a, const char *host, const char *ctr, bool ro);
+void dev_alloc_set_env(struct dev_alloc *a, const char *key, const char *value);
+void dev_alloc_set_annotation(struct dev_alloc *a, const char *key, const char *value);
+void dev_alloc_add_cdi(struct dev_alloc *a, const char *name);
+void dev_alloc_release(struct dev_alloc *a);
+
+struct dev_device {
+        char *id;
+        enum dev_health health;
+        int numa_node; /* -1: the host does not tell */
+        /* what a container holding this ID gets (generic allocate) */
+        struct dev_node *nodes;
+        size_t n_nodes;
+        struct dev_mount *mounts;
+        size_t n_mounts;
+        void *priv; /* backend's */
+};
+
+struct dev_resource;
+
+struct dev_resource_ops {
+        /* Fills out for one container holding ids.  On an unknown or unhealthy
+         * ID returns -EINVAL with *err naming it (heap string).  NULL: the
+         * generic merge of each device's nodes and mounts. */
+        int (*allocate)(struct dev_resource *r, char *const *ids, size_t n, struct dev_alloc *out,
+                        char **err);
+        /* Chooses size IDs from available, including every must ID.  Returns
+         * a strv in *out.  NULL: the generic choice (dev_preferred_generic). */
+        int (*preferred)(struct dev_resource *r, char *const *available, size_t n_available,
+                         char *const *must, size_t n_must, size_t size, char ***out);
+};
+
+struct dev_resource {
+        char *name; /* "devlet.io/fuse", "nvidia.com/gpu" */
+        struct dev_device *devices;
+        size_t n_devices, cap_devices;
+        bool preferred_allocation; /* advertise GetPreferredAllocation */
+        const struct dev_resource_ops *ops;
+        void *backend_data;
+
+        /* the observer, set by whoever serves the resource */
+        void (*on_change)(struct dev_resource *r, void *ud);
+        void *on_change_ud;
+};
+
+struct dev_resource *dev_resource_new(const char *name);
+void dev_resource_free(struct dev_resource *r);
+/* Appends a device (copies id; takes nothing else) and returns it. */
+struct dev_device *dev_resource_add(struct dev_resource *r, const char *id);
+struct dev_device *dev_resource_find(struct dev_resource *r, const char *id);
+void dev_device_add_node(struct dev_device *d, const char *host, const char *ctr, const char *perms);
+void dev_device_add_mount(struct dev_device *d, const char *host, const char *ctr, bool ro);
+/* Tells the observer that presence or health changed. */
+void dev_resource_notify(struct dev_resource *r);
+size_t dev_resource_healthy(const struct dev_resource *r);
+
+/* Dispatchers used by the plugin server: the resource's ops or the generic
+ * behaviour. */
+int dev_allocate(struct dev_resource *r, char *const *ids, size_t n, struct dev_alloc *out,
+                 char **err);
+int dev_preferred(struct dev_resource *r, char *const *available, size_t n_available,
+                  char *const *must, size_t n_must, size_t size, char ***out);
+/* Generic preferred allocation: every must ID, then available IDs that share
+ * a NUMA node with the must IDs, then the rest, skipping unknown and
+ * unhealthy IDs. */
+int dev_preferred_generic(struct dev_resource *r, char *const *available, size_t n_available,
+                          char *const *must, size_t n_must, size_t size, char ***out);
+
+/* ---- backends ---- */
+
+struct dev_backend;
+
+struct dev_backend_ops {
+        const char *name; /* "hostdev", "nvidia" */
+        /* Builds the backend's resources from cfg (an initial scan happens
+         * here, synchronously) and starts watching on loop (loop may be NULL
+         * for one-shot use such as `devlet list`: no watching).  Returns 0 and
+         * *out, or 0 with *out NULL when cfg configures nothing for this
+         * backend, or -errno with *err (heap) saying why. */
+        int (*create)(uv_loop_t *loop, const struct devlet_config *cfg, struct dev_backend **out,
+                      char **err);
+        /* Stops watching and frees everything; handle closes complete on the
+         * loop, so the loop must run afterwards. */
+        void (*destroy)(struct dev_backend *b);
+        struct dev_resource **(*resources)(struct dev_backend *b, size_t *n);
+};
+
+/* Every backend devlet knows, in start-up order; NULL-terminated. */
+extern const struct dev_backend_ops *const dev_backends[];
+
+#endif

@@ -1,0 +1,164 @@
+/* gRPC over HTTP/2 (nghttp2) on a libuv loop, for Unix-domain sockets.
+ *
+ * Byte-level: handlers get and send serialized protobuf messages; the caller
+ * packs and unpacks them with protobuf-c (see grpc_call_reply_pb).  Nothing
+ * here blocks: every function returns at once and reports through callbacks
+ * on the loop thread.  This module never logs above debug level. */
+#ifndef DEVLET_GRPC_GRPC_H
+#define DEVLET_GRPC_GRPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+#include <uv.h>
+
+/* Canonical gRPC status codes. */
+enum grpc_status {
+        GRPC_STATUS_OK = 0,
+        GRPC_STATUS_CANCELLED = 1,
+        GRPC_STATUS_UNKNOWN = 2,
+        GRPC_STATUS_INVALID_ARGUMENT = 3,
+        GRPC_STATUS_DEADLINE_EXCEEDED = 4,
+        GRPC_STATUS_NOT_FOUND = 5,
+        GRPC_STATUS_ALREADY_EXISTS = 6,
+        GRPC_STATUS_PERMISSION_DENIED = 7,
+        GRPC_STATUS_RESOURCE_EXHAUSTED = 8,
+        GRPC_STATUS_FAILED_PRECONDITION = 9,
+        GRPC_STATUS_ABORTED = 10,
+        GRPC_STATUS_OUT_OF_RANGE = 11,
+        GRPC_STATUS_UNIMPLEMENTED = 12,
+        GRPC_STATUS_INTERNAL = 13,
+        GRPC_STATUS_UNAVAILABLE = 14,
+        GRPC_STATUS_DATA_LOSS = 15,
+        GRPC_STATUS_UNAUTHENTICATED = 16,
+};
+
+/* Largest message accepted or sent (gRPC's default receive limit). */
+#define GRPC_MAX_MESSAGE (4u * 1024 * 1024)
+
+const char *grpc_status_name(int status);
+
+/* ---- framing (frame.c): pure functions, unit-tested and fuzzed ---- */
+
+/* Incremental parser for length-prefixed gRPC messages: 1 byte compressed
+ * flag, 4 bytes big-endian length, payload.  Prefixes and payloads may be
+ * split across any number of feeds. */
+struct grpc_deframer {
+        uint8_t hdr[5];
+        size_t hdr_len;
+        uint8_t *buf; /* payload being assembled */
+        size_t need;  /* payload length from the prefix */
+        size_t have;
+        size_t max;   /* limit; GRPC_MAX_MESSAGE by default */
+};
+
+void grpc_deframer_init(struct grpc_deframer *d, size_t max);
+void grpc_deframer_release(struct grpc_deframer *d);
+
+/* Consumes up to len bytes.  For each complete message calls
+ * on_msg(msg, msg_len, ud); a non-zero return from on_msg stops feeding and is
+ * returned.  Returns 0 when all input was consumed, -EMSGSIZE for a prefix
+ * over the limit, -ENOTSUP for a compressed message (no compression is ever
+ * negotiated). */
+int grpc_deframer_feed(struct grpc_deframer *d, const uint8_t *data, size_t len,
+                       int (*on_msg)(const uint8_t *msg, size_t len, void *ud), void *ud);
+
+/* Writes the 5-byte prefix for a message of len bytes. */
+void grpc_frame_prefix(uint8_t out[5], size_t len);
+
+/* Percent-encodes a grpc-message value per the gRPC spec (bytes outside
+ * 0x20..0x7E and '%' become %XX).  Returns a heap string. */
+char *grpc_percent_encode(const char *s);
+/* Decodes; malformed escapes are passed through literally.  Heap string. */
+char *grpc_percent_decode(const char *s, size_t len);
+
+/* ---- server (server.c) ---- */
+
+struct grpc_server;
+struct grpc_call;
+
+/* Called once per request message.  For unary methods the handler must end
+ * the call with grpc_call_reply*() or grpc_call_finish(), now or later.  For
+ * server-streaming methods it may keep the call and send messages over time
+ * with grpc_call_send(); the call stays valid until it calls
+ * grpc_call_finish() or until the on_cancel callback fires. */
+typedef void (*grpc_handler_fn)(struct grpc_call *call, const uint8_t *req, size_t len,
+                                void *userdata);
+
+struct grpc_method {
+        const char *path; /* "/v1beta1.DevicePlugin/Allocate" */
+        bool server_streaming;
+        grpc_handler_fn handler;
+};
+
+/* Creates a server listening on socket_path (an existing file there is
+ * unlinked first), serving methods with userdata passed to every handler.
+ * The methods array must outlive the server.  Returns 0 or -errno. */
+int grpc_server_new(uv_loop_t *loop, const char *socket_path, const struct grpc_method *methods,
+                    size_t n_methods, void *userdata, struct grpc_server **out);
+
+/* Closes the listener and every connection (cancelling their calls: each
+ * held streaming call gets on_cancel first), unlinks the socket, frees all
+ * memory once libuv has closed the handles. Safe with NULL. */
+void grpc_server_free(struct grpc_server *s);
+
+size_t grpc_server_connections(const struct grpc_server *s);
+
+/* Server-streaming: sends one message.  Returns 0, or -ECONNRESET if the
+ * stream is already gone, -EMSGSIZE if len > GRPC_MAX_MESSAGE. */
+int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t len);
+/* Unary: sends the one response message and status OK. */
+int grpc_call_reply(struct grpc_call *call, const uint8_t *msg, size_t len);
+/* Packs msg with protobuf-c and replies (unary). */
+int grpc_call_reply_pb(struct grpc_call *call, const ProtobufCMessage *msg);
+/* Packs and sends on a stream. */
+int grpc_call_send_pb(struct grpc_call *call, const ProtobufCMessage *msg);
+/* Ends the call with status and optional message (printf-style; NULL for
+ * none).  Uses Trailers-Only when nothing was sent yet.  After this the call
+ * pointer is invalid for the caller. */
+int grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* Registers fn to run when the peer cancels the stream, the connection
+ * drops, or the server is freed before the handler finished the call.  After
+ * fn returns the call is freed; fn must not call grpc_call_finish. */
+void grpc_call_on_cancel(struct grpc_call *call, void (*fn)(struct grpc_call *call, void *ud),
+                         void *ud);
+const char *grpc_call_method(const struct grpc_call *call);
+
+/* ---- client (client.c): one call per connection ---- */
+
+struct grpc_client_call;
+
+/* Called for every response message; return non-zero to cancel the call
+ * (on_done then reports GRPC_STATUS_CANCELLED). */
+typedef int (*grpc_client_msg_fn)(const uint8_t *msg, size_t len, void *ud);
+/* Called exactly once, when the call ends for any reason: the server's
+ * status and message, or a local status (UNAVAILABLE when the socket cannot
+ * be reached or the connection breaks, DEADLINE_EXCEEDED on timeout,
+ * CANCELLED on cancel, INTERNAL on a protocol error).  After it returns the
+ * call object is freed. */
+typedef void (*grpc_client_done_fn)(int status, const char *message, void *ud);
+
+/* Connects to socket_path, sends one request message to method and reads
+ * responses until the server ends the stream.  timeout_ms = 0 means none.
+ * The request is copied.  Never sends keepalive PINGs.  Returns 0 (on_done
+ * will be called) or -errno (it will not). *out may be NULL. */
+int grpc_client_call_start(uv_loop_t *loop, const char *socket_path, const char *method,
+                           const uint8_t *req, size_t req_len, uint64_t timeout_ms,
+                           grpc_client_msg_fn on_msg, grpc_client_done_fn on_done, void *ud,
+                           struct grpc_client_call **out);
+/* Cancels a call in progress; on_done runs (with CANCELLED) before this
+ * returns or on the next loop iteration. */
+void grpc_client_call_cancel(struct grpc_client_call *call);
+
+/* Blocking helper for command-line tools: runs a private loop for one unary
+ * call.  *reply is a heap buffer (may be NULL with *reply_len 0) when the
+ * status is OK; *message a heap string or NULL.  Returns the gRPC status. */
+int grpc_client_unary_sync(const char *socket_path, const char *method, const uint8_t *req,
+                           size_t req_len, uint64_t timeout_ms, uint8_t **reply,
+                           size_t *reply_len, char **message);
+
+#endif
