@@ -3,17 +3,22 @@
  *
  * Start: device backends build their resources (an initial scan), then the
  * kubelet manager serves one socket per resource and registers them.
- * SIGHUP reloads the configuration; a config that fails to load leaves the
- * running one in place.  SIGTERM/SIGINT remove our sockets and exit 0.
+ * SIGHUP reloads the configuration; so does a change of the config file's
+ * content (watched through its directory, because a ConfigMap volume swaps a
+ * `..data` symlink rather than writing the file).  A config that fails to
+ * load leaves the running one in place.  SIGTERM/SIGINT remove our sockets
+ * and exit 0.
  * The loop thread owns every module's state; nothing here blocks it apart
  * from the backends' initial scans. */
 #include "daemon.h"
 
 #include <errno.h>
+#include <libgen.h>
 #include <signal.h>
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "devices/device.h"
@@ -38,7 +43,16 @@ struct daemon {
 
         uv_signal_t sig_hup, sig_term, sig_int;
         int exit_code;
+
+        /* config file watch */
+        uv_fs_event_t cfg_watch;
+        uv_timer_t cfg_debounce;
+        int cfg_watching;
+        char *cfg_content; /* what the running config was loaded from */
 };
+
+#define CONFIG_MAX_BYTES (1u << 20)
+#define CONFIG_DEBOUNCE_MS 100
 
 static int backend_wanted(const struct devlet_config *cfg, const char *name)
 {
@@ -107,6 +121,17 @@ static void log_warnings(const struct devlet_config *cfg)
                 log_warn("config", "%s", cfg->warnings[i]);
 }
 
+static char *config_content(const struct devlet_config *cfg)
+{
+        char *data = NULL;
+        if (!cfg->config_file || !*cfg->config_file ||
+            fs_read_file(cfg->config_file, CONFIG_MAX_BYTES, &data, NULL) < 0)
+                return NULL;
+        return data;
+}
+
+static void config_watch_start(struct daemon *d);
+
 static void reload(struct daemon *d)
 {
         struct devlet_config *cfg = NULL;
@@ -123,10 +148,50 @@ static void reload(struct daemon *d)
         modules_stop(d);
         config_free(d->cfg);
         d->cfg = cfg;
+        free(d->cfg_content);
+        d->cfg_content = config_content(cfg);
+        config_watch_start(d);
         log_set_verbosity((int)cfg->verbosity);
         if (modules_start(d) < 0)
                 log_error("daemon", "reload could not start the new configuration; "
                                     "waiting for the next SIGHUP");
+}
+
+static void on_config_debounce(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        _cleanup_free_ char *now = config_content(d->cfg);
+        if (!now || (d->cfg_content && strcmp(now, d->cfg_content) == 0))
+                return; /* unreadable mid-swap, or unchanged: nothing to do */
+        log_info("daemon", "config file changed file=%s", d->cfg->config_file);
+        reload(d);
+}
+
+static void on_config_event(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+        struct daemon *d = h->data;
+        uv_timer_start(&d->cfg_debounce, on_config_debounce, CONFIG_DEBOUNCE_MS, 0);
+}
+
+/* Watches the directory holding the config file (again after a reload, whose
+ * file may have moved). */
+static void config_watch_start(struct daemon *d)
+{
+        if (d->cfg_watching) {
+                uv_fs_event_stop(&d->cfg_watch);
+                d->cfg_watching = 0;
+        }
+        if (!d->cfg->config_file || !*d->cfg->config_file)
+                return;
+        _cleanup_free_ char *copy = xstrdup(d->cfg->config_file);
+        const char *dir = dirname(copy);
+        int r = uv_fs_event_start(&d->cfg_watch, on_config_event, dir, 0);
+        if (r < 0) {
+                log_warn("daemon", "cannot watch the config file, reload with SIGHUP dir=%s error=\"%s\"",
+                         dir, uv_strerror(r));
+                return;
+        }
+        d->cfg_watching = 1;
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -139,6 +204,9 @@ static void on_signal(uv_signal_t *h, int signum)
         }
         log_info("daemon", "shutting down signal=%s", strsignal(signum));
         modules_stop(d);
+        uv_timer_stop(&d->cfg_debounce);
+        if (d->cfg_watching)
+                uv_fs_event_stop(&d->cfg_watch);
         uv_signal_stop(&d->sig_hup);
         uv_signal_stop(&d->sig_term);
         uv_signal_stop(&d->sig_int);
@@ -169,6 +237,13 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
                 uv_signal_start(sigs[i], on_signal, signums[i]);
         }
 
+        uv_fs_event_init(&d.loop, &d.cfg_watch);
+        d.cfg_watch.data = &d;
+        uv_timer_init(&d.loop, &d.cfg_debounce);
+        d.cfg_debounce.data = &d;
+        d.cfg_content = config_content(cfg);
+        config_watch_start(&d);
+
         log_info("daemon", "starting version=%s plugin_dir=%s kubelet_socket=%s", DEVLET_VERSION,
                  cfg->plugin_directory, cfg->kubelet_socket);
         log_warnings(cfg);
@@ -185,6 +260,7 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         if (r < 0)
                 log_warn("daemon", "event loop not empty at exit error=\"%s\"", uv_strerror(r));
         config_free(d.cfg);
+        free(d.cfg_content);
         log_info("daemon", "stopped");
         return d.exit_code;
 }
