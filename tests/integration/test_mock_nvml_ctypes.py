@@ -115,8 +115,7 @@ def test_every_profile_enumerates_as_configured():
         # NVML writes the hex digits of bus IDs in upper case.
         assert [g["busId"] for g in got["gpus"]] == [d["pciBusId"].upper() for d in cfg["devices"]]
         for g, d in zip(got["gpus"], cfg["devices"]):
-            reserved = d.get("memoryReservedMiB", 0)
-            assert g["total"] == (d["memoryMiB"] - reserved) << 20, name
+            assert g["total"] == (d["memoryMiB"] - d.get("memoryReservedMiB", 0)) << 20, name
 
 
 def test_mig_devices_as_configured():
