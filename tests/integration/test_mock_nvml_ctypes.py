@@ -1,7 +1,8 @@
 """A Python NVML client loads the mock libnvidia-ml.so.1 the way pynvml does.
 
-pynvml itself is not packaged for this system (Debian ships it in contrib), so
-the client here is a few ctypes declarations in the same style: it loads
+pynvml itself cannot be installed here (no python3-pynvml in the Debian
+archive areas this system uses, and no PyPI), so the client here is a few
+ctypes declarations in the same style: it loads
 "libnvidia-ml.so.1" by soname, found through LD_LIBRARY_PATH, in a child
 process, and reports what NVML told it; the test compares that with the
 profile's YAML.
