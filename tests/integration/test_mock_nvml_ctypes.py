@@ -1,7 +1,8 @@
 """A Python NVML client loads the mock libnvidia-ml.so.1 the way pynvml does.
 
-pynvml itself is not packaged for this system (Debian ships it in contrib), so
-the client here is a few ctypes declarations in the same style: it loads
+pynvml itself cannot be installed here (no python3-pynvml in the Debian
+archive areas this system uses, and no PyPI), so the client here is a few
+ctypes declarations in the same style: it loads
 "libnvidia-ml.so.1" by soname, found through LD_LIBRARY_PATH, in a child
 process, and reports what NVML told it; the test compares that with the
 profile's YAML.
@@ -115,8 +116,7 @@ def test_every_profile_enumerates_as_configured():
         # NVML writes the hex digits of bus IDs in upper case.
         assert [g["busId"] for g in got["gpus"]] == [d["pciBusId"].upper() for d in cfg["devices"]]
         for g, d in zip(got["gpus"], cfg["devices"]):
-            reserved = d.get("memoryReservedMiB", 0)
-            assert g["total"] == (d["memoryMiB"] - reserved) << 20, name
+            assert g["total"] == (d["memoryMiB"] - d.get("memoryReservedMiB", 0)) << 20, name
 
 
 def test_mig_devices_as_configured():

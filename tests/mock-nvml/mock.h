@@ -60,7 +60,7 @@ struct mock_gi_profile {
 struct mock_mig {
         unsigned gi, ci;
         char *uuid;
-        char *profile; /* as configured: "1g.10gb" or "1c.3g.40gb" */
+        char *profile;       /* as configured: "1g.10gb" or "1c.3g.40gb" */
         unsigned gi_profile; /* NVML_GPU_INSTANCE_PROFILE_* */
         unsigned ci_slices;
         unsigned gi_start, ci_start;
@@ -213,9 +213,8 @@ static inline void mock_unlock_guard(int *unused)
         mock_unlock();
 }
 /* Holds the state lock until the end of the enclosing scope. */
-#define MOCK_LOCKED()                                                          \
-        __attribute__((cleanup(mock_unlock_guard), unused)) int mock_guard_ =  \
-                (mock_lock(), 0)
+#define MOCK_LOCKED() \
+        __attribute__((cleanup(mock_unlock_guard), unused)) int mock_guard_ = (mock_lock(), 0)
 
 nvmlReturn_t mock_init(unsigned flags);
 nvmlReturn_t mock_shutdown(void);

@@ -17,21 +17,21 @@
 
 /* Locks, validates the handle and binds d (the device) and g (its GPU's
  * configuration) for the rest of the function. */
-#define DEVICE_CALL(handle)                                                    \
-        MOCK_LOCKED();                                                         \
-        struct nvmlDevice_st *d;                                               \
-        nvmlReturn_t r_ = mock_device((handle), &d);                           \
-        if (r_ != NVML_SUCCESS)                                                \
-                return r_;                                                     \
+#define DEVICE_CALL(handle)                          \
+        MOCK_LOCKED();                               \
+        struct nvmlDevice_st *d;                     \
+        nvmlReturn_t r_ = mock_device((handle), &d); \
+        if (r_ != NVML_SUCCESS)                      \
+                return r_;                           \
         const struct mock_gpu *g = d->gpu
 
 /* Same, for calls that only a full GPU answers. */
-#define GPU_CALL(handle)                                                       \
-        MOCK_LOCKED();                                                         \
-        struct nvmlDevice_st *d;                                               \
-        nvmlReturn_t r_ = mock_device_gpu((handle), &d);                       \
-        if (r_ != NVML_SUCCESS)                                                \
-                return r_;                                                     \
+#define GPU_CALL(handle)                                 \
+        MOCK_LOCKED();                                   \
+        struct nvmlDevice_st *d;                         \
+        nvmlReturn_t r_ = mock_device_gpu((handle), &d); \
+        if (r_ != NVML_SUCCESS)                          \
+                return r_;                               \
         const struct mock_gpu *g = d->gpu
 
 static nvmlReturn_t put_uint(unsigned int *out, const struct mock_opt *v)
@@ -308,8 +308,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned i
         return put_uint(power, &g->power);
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device,
-                                                           unsigned int *limit)
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit)
 {
         GPU_CALL(device);
         return put_uint(limit, &g->power_limit);
@@ -459,8 +458,8 @@ static void field_value(const struct mock_gpu *g, nvmlFieldValue_t *f)
         case NVML_FI_DEV_REMAPPED_UNC:
         case NVML_FI_DEV_REMAPPED_PENDING:
         case NVML_FI_DEV_REMAPPED_FAILURE: {
-                const unsigned v[] = { g->remap_cor, g->remap_unc, g->remap_pending,
-                                       g->remap_failure };
+                const unsigned v[] = {g->remap_cor, g->remap_unc, g->remap_pending,
+                                      g->remap_failure};
                 r = g->has_remap ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
                 u = v[f->fieldId - NVML_FI_DEV_REMAPPED_COR];
                 break;
@@ -476,8 +475,8 @@ static void field_value(const struct mock_gpu *g, nvmlFieldValue_t *f)
         case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
         case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX:
         case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX: {
-                const struct mock_opt *t[] = { &g->nvl_data_tx, &g->nvl_data_rx, &g->nvl_raw_tx,
-                                               &g->nvl_raw_rx };
+                const struct mock_opt *t[] = {&g->nvl_data_tx, &g->nvl_data_rx, &g->nvl_raw_tx,
+                                              &g->nvl_raw_rx};
                 r = nvlink_counter(g, t[f->fieldId - NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX],
                                    f->scopeId, &u);
                 type = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
@@ -485,7 +484,7 @@ static void field_value(const struct mock_gpu *g, nvmlFieldValue_t *f)
         }
         default:
                 r = f->fieldId >= NVML_FI_MAX ? NVML_ERROR_INVALID_ARGUMENT
-                                               : NVML_ERROR_NOT_SUPPORTED;
+                                              : NVML_ERROR_NOT_SUPPORTED;
         }
         f->timestamp = (long long)mock_realtime_us();
         f->latencyUsec = 0;
@@ -541,10 +540,10 @@ static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *count, void *in
                 if (!sees(d, p, graphics))
                         continue;
                 nvmlProcessInfo_v2_t e = {
-                        .pid = p->pid,
-                        .usedGpuMemory = p->used_mib * MIB,
-                        .gpuInstanceId = p->gi,
-                        .computeInstanceId = p->ci,
+                    .pid = p->pid,
+                    .usedGpuMemory = p->used_mib * MIB,
+                    .gpuInstanceId = p->gi,
+                    .computeInstanceId = p->ci,
                 };
                 memcpy((char *)infos + (size_t)k++ * size, &e, size);
         }
@@ -596,10 +595,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d
 
 /* One sample per process with utilisation figures, stamped now (so always
  * newer than a timestamp the caller saw before). */
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
-                                                         nvmlProcessUtilizationSample_t *utilization,
-                                                         unsigned int *processSamplesCount,
-                                                         unsigned long long lastSeenTimeStamp)
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
+    nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+    unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp)
 {
         GPU_CALL(device);
         if (!processSamplesCount)
@@ -624,12 +622,12 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                 if (!p->sm_util.set)
                         continue;
                 utilization[k++] = (nvmlProcessUtilizationSample_t){
-                        .pid = p->pid,
-                        .timeStamp = now,
-                        .smUtil = (unsigned)p->sm_util.v,
-                        .memUtil = (unsigned)p->mem_util.v,
-                        .encUtil = (unsigned)p->enc_util.v,
-                        .decUtil = (unsigned)p->dec_util.v,
+                    .pid = p->pid,
+                    .timeStamp = now,
+                    .smUtil = (unsigned)p->sm_util.v,
+                    .memUtil = (unsigned)p->mem_util.v,
+                    .encUtil = (unsigned)p->enc_util.v,
+                    .decUtil = (unsigned)p->dec_util.v,
                 };
         }
         *processSamplesCount = n;

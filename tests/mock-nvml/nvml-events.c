@@ -56,8 +56,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
  * with the instance IDs set.  Asking for a type the GPU does not support
  * registers nothing. */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
-                                                  unsigned long long eventTypes,
-                                                  nvmlEventSet_t set)
+                                                  unsigned long long eventTypes, nvmlEventSet_t set)
 {
         MOCK_LOCKED();
         struct nvmlDevice_st *d;
@@ -74,7 +73,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
                         return NVML_SUCCESS;
                 }
         mock_grow((void **)&set->regs, &set->cap_regs, set->n_regs + 1, sizeof(*set->regs));
-        set->regs[set->n_regs++] = (struct mock_reg){ .dev = d, .mask = eventTypes };
+        set->regs[set->n_regs++] = (struct mock_reg){.dev = d, .mask = eventTypes};
         return NVML_SUCCESS;
 }
 
@@ -110,11 +109,11 @@ static nvmlReturn_t wait_event(nvmlEventSet_t set, nvmlEventData_t *data, unsign
                 }
                 if ((e = next_event(set))) {
                         nvmlEventData_t v = {
-                                .device = e->gpu,
-                                .eventType = e->type,
-                                .eventData = e->data,
-                                .gpuInstanceId = e->gi,
-                                .computeInstanceId = e->ci,
+                            .device = e->gpu,
+                            .eventType = e->type,
+                            .eventData = e->data,
+                            .gpuInstanceId = e->gi,
+                            .computeInstanceId = e->ci,
                         };
                         memcpy(data, &v, size);
                         r = NVML_SUCCESS;

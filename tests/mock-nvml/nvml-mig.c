@@ -22,8 +22,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int 
                 return NVML_ERROR_INVALID_ARGUMENT;
         if (!d->gpu->mig_capable)
                 return NVML_ERROR_NOT_SUPPORTED;
-        *currentMode = *pendingMode = d->gpu->mig_enabled ? NVML_DEVICE_MIG_ENABLE
-                                                          : NVML_DEVICE_MIG_DISABLE;
+        *currentMode = *pendingMode =
+            d->gpu->mig_enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
         return NVML_SUCCESS;
 }
 
@@ -132,15 +132,15 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
         if (!m)
                 return NVML_ERROR_NOT_SUPPORTED;
         *attributes = (nvmlDeviceAttributes_t){
-                .multiprocessorCount = m->sms,
-                .sharedCopyEngineCount = m->ce,
-                .sharedDecoderCount = m->dec,
-                .sharedEncoderCount = m->enc,
-                .sharedJpegCount = m->jpeg,
-                .sharedOfaCount = m->ofa,
-                .gpuInstanceSliceCount = d->gpu->profiles[m->gi_profile].slices,
-                .computeInstanceSliceCount = m->ci_slices,
-                .memorySizeMB = m->memory_mib,
+            .multiprocessorCount = m->sms,
+            .sharedCopyEngineCount = m->ce,
+            .sharedDecoderCount = m->dec,
+            .sharedEncoderCount = m->enc,
+            .sharedJpegCount = m->jpeg,
+            .sharedOfaCount = m->ofa,
+            .gpuInstanceSliceCount = d->gpu->profiles[m->gi_profile].slices,
+            .computeInstanceSliceCount = m->ci_slices,
+            .memorySizeMB = m->memory_mib,
         };
         return NVML_SUCCESS;
 }
@@ -181,17 +181,17 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device
         if (!info)
                 return NVML_ERROR_INVALID_ARGUMENT;
         *info = (nvmlGpuInstanceProfileInfo_t){
-                .id = p->id,
-                .isP2pSupported = 0,
-                .sliceCount = p->slices,
-                .instanceCount = p->instances,
-                .multiprocessorCount = p->sms,
-                .copyEngineCount = p->ce,
-                .decoderCount = p->dec,
-                .encoderCount = p->enc,
-                .jpegCount = p->jpeg,
-                .ofaCount = p->ofa,
-                .memorySizeMB = p->memory_mib,
+            .id = p->id,
+            .isP2pSupported = 0,
+            .sliceCount = p->slices,
+            .instanceCount = p->instances,
+            .multiprocessorCount = p->sms,
+            .copyEngineCount = p->ce,
+            .decoderCount = p->dec,
+            .encoderCount = p->enc,
+            .jpegCount = p->jpeg,
+            .ofaCount = p->ofa,
+            .memorySizeMB = p->memory_mib,
         };
         return NVML_SUCCESS;
 }
@@ -212,36 +212,37 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t devic
         snprintf(name, sizeof(name), "MIG %s", p->name);
         if (info->version == nvmlGpuInstanceProfileInfo_v2) {
                 *info = (nvmlGpuInstanceProfileInfo_v2_t){
-                        .version = nvmlGpuInstanceProfileInfo_v2,
-                        .id = p->id,
-                        .sliceCount = p->slices,
-                        .instanceCount = p->instances,
-                        .multiprocessorCount = p->sms,
-                        .copyEngineCount = p->ce,
-                        .decoderCount = p->dec,
-                        .encoderCount = p->enc,
-                        .jpegCount = p->jpeg,
-                        .ofaCount = p->ofa,
-                        .memorySizeMB = p->memory_mib,
+                    .version = nvmlGpuInstanceProfileInfo_v2,
+                    .id = p->id,
+                    .sliceCount = p->slices,
+                    .instanceCount = p->instances,
+                    .multiprocessorCount = p->sms,
+                    .copyEngineCount = p->ce,
+                    .decoderCount = p->dec,
+                    .encoderCount = p->enc,
+                    .jpegCount = p->jpeg,
+                    .ofaCount = p->ofa,
+                    .memorySizeMB = p->memory_mib,
                 };
                 memcpy(info->name, name, sizeof(name));
                 return NVML_SUCCESS;
         }
         if (info->version == nvmlGpuInstanceProfileInfo_v3) {
-                nvmlGpuInstanceProfileInfo_v3_t *v3 = (nvmlGpuInstanceProfileInfo_v3_t *)(void *)info;
+                nvmlGpuInstanceProfileInfo_v3_t *v3 =
+                    (nvmlGpuInstanceProfileInfo_v3_t *)(void *)info;
                 *v3 = (nvmlGpuInstanceProfileInfo_v3_t){
-                        .version = nvmlGpuInstanceProfileInfo_v3,
-                        .id = p->id,
-                        .sliceCount = p->slices,
-                        .instanceCount = p->instances,
-                        .multiprocessorCount = p->sms,
-                        .copyEngineCount = p->ce,
-                        .decoderCount = p->dec,
-                        .encoderCount = p->enc,
-                        .jpegCount = p->jpeg,
-                        .ofaCount = p->ofa,
-                        .memorySizeMB = p->memory_mib,
-                        .capabilities = 0,
+                    .version = nvmlGpuInstanceProfileInfo_v3,
+                    .id = p->id,
+                    .sliceCount = p->slices,
+                    .instanceCount = p->instances,
+                    .multiprocessorCount = p->sms,
+                    .copyEngineCount = p->ce,
+                    .decoderCount = p->dec,
+                    .encoderCount = p->enc,
+                    .jpegCount = p->jpeg,
+                    .ofaCount = p->ofa,
+                    .memorySizeMB = p->memory_mib,
+                    .capabilities = 0,
                 };
                 memcpy(v3->name, name, sizeof(name));
                 return NVML_SUCCESS;
@@ -253,8 +254,8 @@ static nvmlGpuInstancePlacement_t gi_placement(const struct nvmlGpuInstance_st *
 {
         const struct mock_gpu *g = gi->gpu->gpu;
         return (nvmlGpuInstancePlacement_t){
-                .start = gi->mig->gi_start,
-                .size = g->profiles[gi->mig->gi_profile].mem_slices,
+            .start = gi->mig->gi_start,
+            .size = g->profiles[gi->mig->gi_profile].mem_slices,
         };
 }
 
@@ -318,10 +319,10 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance,
         if (!info)
                 return NVML_ERROR_INVALID_ARGUMENT;
         *info = (nvmlGpuInstanceInfo_t){
-                .device = gi->gpu,
-                .id = gi->id,
-                .profileId = gi->gpu->gpu->profiles[gi->mig->gi_profile].id,
-                .placement = gi_placement(gi),
+            .device = gi->gpu,
+            .id = gi->id,
+            .profileId = gi->gpu->gpu->profiles[gi->mig->gi_profile].id,
+            .placement = gi_placement(gi),
         };
         return NVML_SUCCESS;
 }
@@ -336,8 +337,8 @@ struct ci_profile {
 
 /* Compute-instance profile IDs equal their NVML_COMPUTE_INSTANCE_PROFILE_*
  * index; each shares the engines of its GPU instance. */
-static nvmlReturn_t ci_profile(nvmlGpuInstance_t gpuInstance, unsigned profile,
-                               unsigned engProfile, struct ci_profile *out)
+static nvmlReturn_t ci_profile(nvmlGpuInstance_t gpuInstance, unsigned profile, unsigned engProfile,
+                               struct ci_profile *out)
 {
         struct nvmlGpuInstance_st *gi;
         nvmlReturn_t r = mock_gpu_instance(gpuInstance, &gi);
@@ -348,13 +349,14 @@ static nvmlReturn_t ci_profile(nvmlGpuInstance_t gpuInstance, unsigned profile,
                 return NVML_ERROR_INVALID_ARGUMENT;
         const struct mock_gi_profile *p = &gi->gpu->gpu->profiles[gi->mig->gi_profile];
         for (unsigned c = 1; c <= 8; c++)
-                if (mock_ci_profile_index(c) == (int)profile && mock_ci_slices_allowed(p->slices, c)) {
+                if (mock_ci_profile_index(c) == (int)profile &&
+                    mock_ci_slices_allowed(p->slices, c)) {
                         *out = (struct ci_profile){
-                                .id = profile,
-                                .slices = c,
-                                .instances = p->slices / c,
-                                .sms = p->sms * c / p->slices,
-                                .gi = p,
+                            .id = profile,
+                            .slices = c,
+                            .instances = p->slices / c,
+                            .sms = p->sms * c / p->slices,
+                            .gi = p,
                         };
                         return NVML_SUCCESS;
                 }
@@ -362,8 +364,8 @@ static nvmlReturn_t ci_profile(nvmlGpuInstance_t gpuInstance, unsigned profile,
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(
-        nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,
-        nvmlComputeInstanceProfileInfo_t *info)
+    nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,
+    nvmlComputeInstanceProfileInfo_t *info)
 {
         MOCK_LOCKED();
         struct ci_profile c;
@@ -373,22 +375,22 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(
         if (!info)
                 return NVML_ERROR_INVALID_ARGUMENT;
         *info = (nvmlComputeInstanceProfileInfo_t){
-                .id = c.id,
-                .sliceCount = c.slices,
-                .instanceCount = c.instances,
-                .multiprocessorCount = c.sms,
-                .sharedCopyEngineCount = c.gi->ce,
-                .sharedDecoderCount = c.gi->dec,
-                .sharedEncoderCount = c.gi->enc,
-                .sharedJpegCount = c.gi->jpeg,
-                .sharedOfaCount = c.gi->ofa,
+            .id = c.id,
+            .sliceCount = c.slices,
+            .instanceCount = c.instances,
+            .multiprocessorCount = c.sms,
+            .sharedCopyEngineCount = c.gi->ce,
+            .sharedDecoderCount = c.gi->dec,
+            .sharedEncoderCount = c.gi->enc,
+            .sharedJpegCount = c.gi->jpeg,
+            .sharedOfaCount = c.gi->ofa,
         };
         return NVML_SUCCESS;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(
-        nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,
-        nvmlComputeInstanceProfileInfo_v2_t *info)
+    nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,
+    nvmlComputeInstanceProfileInfo_v2_t *info)
 {
         MOCK_LOCKED();
         struct ci_profile c;
@@ -403,15 +405,15 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(
         else
                 snprintf(name, sizeof(name), "MIG %uc.%s", c.slices, c.gi->name);
         nvmlComputeInstanceProfileInfo_v2_t v = {
-                .id = c.id,
-                .sliceCount = c.slices,
-                .instanceCount = c.instances,
-                .multiprocessorCount = c.sms,
-                .sharedCopyEngineCount = c.gi->ce,
-                .sharedDecoderCount = c.gi->dec,
-                .sharedEncoderCount = c.gi->enc,
-                .sharedJpegCount = c.gi->jpeg,
-                .sharedOfaCount = c.gi->ofa,
+            .id = c.id,
+            .sliceCount = c.slices,
+            .instanceCount = c.instances,
+            .multiprocessorCount = c.sms,
+            .sharedCopyEngineCount = c.gi->ce,
+            .sharedDecoderCount = c.gi->dec,
+            .sharedEncoderCount = c.gi->enc,
+            .sharedJpegCount = c.gi->jpeg,
+            .sharedOfaCount = c.gi->ofa,
         };
         memcpy(v.name, name, sizeof(name));
         if (info->version == nvmlComputeInstanceProfileInfo_v2) {
@@ -422,7 +424,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(
         if (info->version == nvmlComputeInstanceProfileInfo_v3) {
                 /* v3 is v2 plus a capabilities word at the end. */
                 nvmlComputeInstanceProfileInfo_v3_t *v3 =
-                        (nvmlComputeInstanceProfileInfo_v3_t *)(void *)info;
+                    (nvmlComputeInstanceProfileInfo_v3_t *)(void *)info;
                 v.version = nvmlComputeInstanceProfileInfo_v3;
                 memcpy(v3, &v, sizeof(v));
                 v3->capabilities = 0;
@@ -438,8 +440,8 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gp
 {
         MOCK_LOCKED();
         struct ci_profile c;
-        nvmlReturn_t r = ci_profile(gpuInstance, profileId,
-                                    NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &c);
+        nvmlReturn_t r =
+            ci_profile(gpuInstance, profileId, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &c);
         if (r != NVML_SUCCESS)
                 return r;
         if (!computeInstances || !count)
@@ -454,9 +456,8 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gp
         return NVML_SUCCESS;
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance,
-                                                               unsigned int id,
-                                                               nvmlComputeInstance_t *computeInstance)
+MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(
+    nvmlGpuInstance_t gpuInstance, unsigned int id, nvmlComputeInstance_t *computeInstance)
 {
         MOCK_LOCKED();
         struct nvmlGpuInstance_st *gi;
@@ -483,11 +484,11 @@ static nvmlReturn_t ci_info(nvmlComputeInstance_t computeInstance, nvmlComputeIn
         if (!info)
                 return NVML_ERROR_INVALID_ARGUMENT;
         nvmlComputeInstanceInfo_t v = {
-                .device = ci->gi->gpu,
-                .gpuInstance = ci->gi,
-                .id = ci->id,
-                .profileId = (unsigned)mock_ci_profile_index(ci->mig->ci_slices),
-                .placement = { .start = ci->mig->ci_start, .size = ci->mig->ci_slices },
+            .device = ci->gi->gpu,
+            .gpuInstance = ci->gi,
+            .id = ci->id,
+            .profileId = (unsigned)mock_ci_profile_index(ci->mig->ci_slices),
+            .placement = {.start = ci->mig->ci_start, .size = ci->mig->ci_slices},
         };
         memcpy(info, &v, size);
         return NVML_SUCCESS;

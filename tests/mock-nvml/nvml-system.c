@@ -136,8 +136,7 @@ MOCK_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersio
 }
 
 /* A configured process name, else the running process's, else not found. */
-MOCK_EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name,
-                                                  unsigned int length)
+MOCK_EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length)
 {
         MOCK_LOCKED();
         nvmlReturn_t r = mock_enter();

@@ -107,8 +107,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice
         switch (p2pIndex) {
         case NVML_P2P_CAPS_INDEX_READ:
         case NVML_P2P_CAPS_INDEX_WRITE:
-                *p2pStatus = nvlink || pcie ? NVML_P2P_STATUS_OK
-                                            : NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED;
+                *p2pStatus =
+                    nvlink || pcie ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED;
                 break;
         case NVML_P2P_CAPS_INDEX_NVLINK:
         case NVML_P2P_CAPS_INDEX_ATOMICS:
@@ -173,8 +173,8 @@ static nvmlReturn_t remote_pci(nvmlDevice_t device, unsigned link, struct mock_p
         return NVML_SUCCESS;
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device,
-                                                             unsigned int link, nvmlPciInfo_t *pci)
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                             nvmlPciInfo_t *pci)
 {
         MOCK_LOCKED();
         struct mock_pci p;
@@ -201,8 +201,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, u
         return NVML_SUCCESS;
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device,
-                                                             unsigned int link,
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
                                                              nvmlIntNvLinkDeviceType_t *type)
 {
         MOCK_LOCKED();
@@ -215,8 +214,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device
                 return NVML_ERROR_INVALID_ARGUMENT;
         if (l->kind == MOCK_LINK_NONE)
                 return NVML_ERROR_NOT_SUPPORTED;
-        *type = l->kind == MOCK_LINK_GPU ? NVML_NVLINK_DEVICE_TYPE_GPU
-                                         : NVML_NVLINK_DEVICE_TYPE_SWITCH;
+        *type =
+            l->kind == MOCK_LINK_GPU ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_SWITCH;
         return NVML_SUCCESS;
 }
 

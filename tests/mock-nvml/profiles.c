@@ -23,13 +23,13 @@ struct row {
 };
 
 static const struct row rows[] = {
-        { NVML_GPU_INSTANCE_PROFILE_1_SLICE, 19, 1, 1, 7, false },
-        { NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 20, 1, 1, 1, true },
-        { NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, 15, 1, 2, 4, false },
-        { NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, 2, 2, 3, false },
-        { NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, 3, 4, 2, false },
-        { NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, 4, 4, 1, false },
-        { NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 8, 1, false },
+    {NVML_GPU_INSTANCE_PROFILE_1_SLICE, 19, 1, 1, 7, false},
+    {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 20, 1, 1, 1, true},
+    {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, 15, 1, 2, 4, false},
+    {NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, 2, 2, 3, false},
+    {NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, 3, 4, 2, false},
+    {NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, 4, 4, 1, false},
+    {NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 8, 1, false},
 };
 
 /* Engine counts of a row when the configuration gives none: A100 values from
@@ -41,7 +41,7 @@ static void default_engines(const struct mock_gpu *g, const struct row *r,
         p->sms = r->slices * (ampere ? 14 : 16);
         p->ce = r->slices == 7 && !ampere ? 8 : r->slices;
         if (ampere) {
-                static const unsigned dec[8] = { 0, 0, 1, 2, 2, 0, 0, 5 };
+                static const unsigned dec[8] = {0, 0, 1, 2, 2, 0, 0, 5};
                 p->dec = r->media || r->mem_slices == 2 ? 1 : dec[r->slices];
                 p->jpeg = r->media || r->slices == 7 ? 1 : 0;
         } else {
@@ -67,8 +67,8 @@ static void build_table(struct mock_gpu *g)
                 p->slices = r->slices;
                 p->mem_slices = r->mem_slices;
                 p->instances = r->instances;
-                unsigned long long gb = (card_gb * r->mem_slices + MOCK_MEM_SLICES - 1) /
-                                        MOCK_MEM_SLICES;
+                unsigned long long gb =
+                    (card_gb * r->mem_slices + MOCK_MEM_SLICES - 1) / MOCK_MEM_SLICES;
                 snprintf(p->name, sizeof(p->name), "%ug.%llugb%s", r->slices, gb,
                          r->media ? "+me" : "");
                 /* The driver keeps a little of each slice; an approximation
@@ -199,7 +199,8 @@ static int place(struct mock_gpu *g, size_t k, char *err, size_t errlen, unsigne
                 if (g->mig[j].gi == m->gi)
                         used += g->mig[j].ci_slices;
         if (used + m->ci_slices > p->slices) {
-                snprintf(err, errlen, "devices[%u].mig[%zu]: GPU instance %u has no %u free compute slices",
+                snprintf(err, errlen,
+                         "devices[%u].mig[%zu]: GPU instance %u has no %u free compute slices",
                          gpu_index, k, m->gi, m->ci_slices);
                 return -1;
         }
@@ -218,7 +219,8 @@ int mock_profiles_build(struct mock_gpu *g, unsigned gpu_index, char *err, size_
                 int found = -1;
                 if (split_profile(m->profile, gi_part, sizeof(gi_part), &c))
                         for (unsigned i = 0; i < NVML_GPU_INSTANCE_PROFILE_COUNT; i++)
-                                if (g->profiles[i].supported && !strcmp(g->profiles[i].name, gi_part))
+                                if (g->profiles[i].supported &&
+                                    !strcmp(g->profiles[i].name, gi_part))
                                         found = (int)i;
                 if (found < 0) {
                         char names[256] = "";
@@ -236,20 +238,24 @@ int mock_profiles_build(struct mock_gpu *g, unsigned gpu_index, char *err, size_
                 m->gi_profile = (unsigned)found;
                 m->ci_slices = c ? c : p->slices;
                 if (!mock_ci_slices_allowed(p->slices, m->ci_slices)) {
-                        snprintf(err, errlen, "devices[%u].mig[%zu]: no %uc compute instance in a %ug GPU instance",
-                                 gpu_index, k, m->ci_slices, p->slices);
+                        snprintf(
+                            err, errlen,
+                            "devices[%u].mig[%zu]: no %uc compute instance in a %ug GPU instance",
+                            gpu_index, k, m->ci_slices, p->slices);
                         return -1;
                 }
                 const struct mock_mig *head = first_of_gi(g, k);
                 if (head && head->gi_profile != m->gi_profile) {
-                        snprintf(err, errlen, "devices[%u].mig[%zu]: GPU instance %u has two profiles",
+                        snprintf(err, errlen,
+                                 "devices[%u].mig[%zu]: GPU instance %u has two profiles",
                                  gpu_index, k, m->gi);
                         return -1;
                 }
                 for (size_t j = 0; j < k; j++)
                         if (g->mig[j].gi == m->gi && g->mig[j].ci == m->ci) {
-                                snprintf(err, errlen, "devices[%u].mig[%zu]: gi %u ci %u given twice",
-                                         gpu_index, k, m->gi, m->ci);
+                                snprintf(err, errlen,
+                                         "devices[%u].mig[%zu]: gi %u ci %u given twice", gpu_index,
+                                         k, m->gi, m->ci);
                                 return -1;
                         }
                 if (m->memory_mib)

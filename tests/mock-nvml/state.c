@@ -56,7 +56,7 @@ static struct {
         struct mock_event *log;
         size_t n_log, cap_log;
         struct nvmlEventSet_st *sets;
-} S = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
 
@@ -83,15 +83,15 @@ void mock_unlock(void)
 void mock_wait_until(unsigned long long deadline_us)
 {
         struct timespec ts = {
-                .tv_sec = (time_t)(deadline_us / 1000000ULL),
-                .tv_nsec = (long)(deadline_us % 1000000ULL) * 1000L,
+            .tv_sec = (time_t)(deadline_us / 1000000ULL),
+            .tv_nsec = (long)(deadline_us % 1000000ULL) * 1000L,
         };
         pthread_cond_timedwait(&S.cond, &S.lock, &ts);
 }
 
 static struct file_id file_id_of(const struct stat *st)
 {
-        return (struct file_id){ st->st_dev, st->st_ino, st->st_size, st->st_mtim };
+        return (struct file_id){st->st_dev, st->st_ino, st->st_size, st->st_mtim};
 }
 
 static bool file_id_equal(const struct file_id *a, const struct file_id *b)
@@ -233,11 +233,11 @@ static void apply(struct mock_config *cfg, const char *path, const struct file_i
                 const struct mock_event_cfg *e = &cfg->events[i];
                 mock_grow((void **)&S.log, &S.cap_log, S.n_log + 1, sizeof(*S.log));
                 S.log[S.n_log++] = (struct mock_event){
-                        .gpu = mock_gpu_at(e->gpu),
-                        .type = e->type,
-                        .data = e->data,
-                        .gi = e->gi,
-                        .ci = e->ci,
+                    .gpu = mock_gpu_at(e->gpu),
+                    .type = e->type,
+                    .data = e->data,
+                    .gi = e->gi,
+                    .ci = e->ci,
                 };
         }
         mock_config_free(old);

@@ -77,10 +77,9 @@ unsigned long long mock_monotonic_us(void)
 void mock_fill_pci(const struct mock_pci *p, nvmlPciInfo_t *out)
 {
         memset(out, 0, sizeof(*out));
-        snprintf(out->busIdLegacy, sizeof(out->busIdLegacy), "%04X:%02X:%02X.0",
-                 p->domain & 0xffff, p->bus, p->device);
-        snprintf(out->busId, sizeof(out->busId), "%08X:%02X:%02X.0", p->domain, p->bus,
-                 p->device);
+        snprintf(out->busIdLegacy, sizeof(out->busIdLegacy), "%04X:%02X:%02X.0", p->domain & 0xffff,
+                 p->bus, p->device);
+        snprintf(out->busId, sizeof(out->busId), "%08X:%02X:%02X.0", p->domain, p->bus, p->device);
         out->domain = p->domain;
         out->bus = p->bus;
         out->device = p->device;
@@ -118,8 +117,8 @@ bool mock_parse_pci(const char *s, struct mock_pci *out)
 {
         unsigned domain, bus, dev, fn;
         if (!s || !parse_hex(&s, 8, &domain) || *s++ != ':' || !parse_hex(&s, 2, &bus) ||
-            *s++ != ':' || !parse_hex(&s, 2, &dev) || *s++ != '.' || !parse_hex(&s, 1, &fn) ||
-            *s || dev > 31 || fn > 7)
+            *s++ != ':' || !parse_hex(&s, 2, &dev) || *s++ != '.' || !parse_hex(&s, 1, &fn) || *s ||
+            dev > 31 || fn > 7)
                 return false;
         out->domain = domain;
         out->bus = bus;

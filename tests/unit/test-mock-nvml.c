@@ -24,45 +24,51 @@
 
 #include "devices/nvidia/nvml.h"
 
-#define NVML_FUNCS(X)                                                                              \
-        X(nvmlInit) X(nvmlInit_v2) X(nvmlInitWithFlags) X(nvmlShutdown) X(nvmlErrorString)         \
-        X(nvmlSystemGetDriverVersion) X(nvmlSystemGetNVMLVersion) X(nvmlSystemGetCudaDriverVersion) \
-        X(nvmlSystemGetCudaDriverVersion_v2) X(nvmlSystemGetProcessName) X(nvmlDeviceGetCount)     \
-        X(nvmlDeviceGetCount_v2) X(nvmlDeviceGetHandleByIndex) X(nvmlDeviceGetHandleByIndex_v2)    \
-        X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetHandleBySerial)                                \
-        X(nvmlDeviceGetHandleByPciBusId) X(nvmlDeviceGetHandleByPciBusId_v2) X(nvmlDeviceGetUUID)  \
-        X(nvmlDeviceGetName) X(nvmlDeviceGetBrand) X(nvmlDeviceGetIndex)                           \
-        X(nvmlDeviceGetMinorNumber) X(nvmlDeviceGetSerial) X(nvmlDeviceGetBoardPartNumber)         \
-        X(nvmlDeviceGetVbiosVersion) X(nvmlDeviceGetPciInfo) X(nvmlDeviceGetPciInfo_v2)            \
-        X(nvmlDeviceGetPciInfo_v3) X(nvmlDeviceGetCudaComputeCapability)                           \
-        X(nvmlDeviceGetArchitecture) X(nvmlDeviceGetPersistenceMode) X(nvmlDeviceGetComputeMode)   \
-        X(nvmlDeviceGetEccMode) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)           \
-        X(nvmlDeviceGetNumaNodeId) X(nvmlDeviceGetMemoryAffinity) X(nvmlDeviceGetCpuAffinity)      \
-        X(nvmlDeviceGetCpuAffinityWithinScope) X(nvmlDeviceGetTopologyCommonAncestor)              \
-        X(nvmlDeviceGetP2PStatus) X(nvmlDeviceGetNvLinkState) X(nvmlDeviceGetNvLinkRemotePciInfo)  \
-        X(nvmlDeviceGetNvLinkRemotePciInfo_v2) X(nvmlDeviceGetNvLinkRemoteDeviceType)              \
-        X(nvmlDeviceGetNvLinkCapability) X(nvmlDeviceGetMigMode) X(nvmlDeviceGetMaxMigDeviceCount) \
-        X(nvmlDeviceGetMigDeviceHandleByIndex) X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle)     \
-        X(nvmlDeviceIsMigDeviceHandle) X(nvmlDeviceGetGpuInstanceId)                               \
-        X(nvmlDeviceGetComputeInstanceId) X(nvmlDeviceGetAttributes) X(nvmlDeviceGetAttributes_v2) \
-        X(nvmlDeviceGetGpuInstanceProfileInfo) X(nvmlDeviceGetGpuInstanceProfileInfoV)             \
-        X(nvmlDeviceGetGpuInstances) X(nvmlDeviceGetGpuInstanceById) X(nvmlGpuInstanceGetInfo)     \
-        X(nvmlGpuInstanceGetComputeInstanceProfileInfo)                                            \
-        X(nvmlGpuInstanceGetComputeInstanceProfileInfoV) X(nvmlGpuInstanceGetComputeInstances)     \
-        X(nvmlGpuInstanceGetComputeInstanceById) X(nvmlComputeInstanceGetInfo)                     \
-        X(nvmlComputeInstanceGetInfo_v2) X(nvmlEventSetCreate) X(nvmlDeviceRegisterEvents)         \
-        X(nvmlDeviceGetSupportedEventTypes) X(nvmlEventSetWait) X(nvmlEventSetWait_v2)             \
-        X(nvmlEventSetFree) X(nvmlDeviceGetUtilizationRates) X(nvmlDeviceGetEncoderUtilization)    \
-        X(nvmlDeviceGetDecoderUtilization) X(nvmlDeviceGetTemperature) X(nvmlDeviceGetPowerUsage)  \
-        X(nvmlDeviceGetPowerManagementLimit) X(nvmlDeviceGetEnforcedPowerLimit)                    \
-        X(nvmlDeviceGetTotalEnergyConsumption) X(nvmlDeviceGetClockInfo)                           \
-        X(nvmlDeviceGetMaxClockInfo) X(nvmlDeviceGetPerformanceState)                              \
-        X(nvmlDeviceGetCurrentClocksThrottleReasons) X(nvmlDeviceGetCurrentClocksEventReasons)     \
-        X(nvmlDeviceGetPcieReplayCounter) X(nvmlDeviceGetRemappedRows) X(nvmlDeviceGetFieldValues) \
-        X(nvmlDeviceGetComputeRunningProcesses) X(nvmlDeviceGetComputeRunningProcesses_v2)         \
-        X(nvmlDeviceGetComputeRunningProcesses_v3) X(nvmlDeviceGetGraphicsRunningProcesses)        \
-        X(nvmlDeviceGetGraphicsRunningProcesses_v2) X(nvmlDeviceGetGraphicsRunningProcesses_v3)    \
-        X(nvmlDeviceGetProcessUtilization)
+/* Every function nvml.h declares. */
+/* clang-format off */
+#define NVML_FUNCS(X) \
+        X(nvmlInit) X(nvmlInit_v2) X(nvmlInitWithFlags) X(nvmlShutdown) X(nvmlErrorString) \
+        X(nvmlSystemGetDriverVersion) X(nvmlSystemGetNVMLVersion) \
+        X(nvmlSystemGetCudaDriverVersion) X(nvmlSystemGetCudaDriverVersion_v2) \
+        X(nvmlSystemGetProcessName) X(nvmlDeviceGetCount) X(nvmlDeviceGetCount_v2) \
+        X(nvmlDeviceGetHandleByIndex) X(nvmlDeviceGetHandleByIndex_v2) \
+        X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetHandleBySerial) \
+        X(nvmlDeviceGetHandleByPciBusId) X(nvmlDeviceGetHandleByPciBusId_v2) \
+        X(nvmlDeviceGetUUID) X(nvmlDeviceGetName) X(nvmlDeviceGetBrand) X(nvmlDeviceGetIndex) \
+        X(nvmlDeviceGetMinorNumber) X(nvmlDeviceGetSerial) X(nvmlDeviceGetBoardPartNumber) \
+        X(nvmlDeviceGetVbiosVersion) X(nvmlDeviceGetPciInfo) X(nvmlDeviceGetPciInfo_v2) \
+        X(nvmlDeviceGetPciInfo_v3) X(nvmlDeviceGetCudaComputeCapability) \
+        X(nvmlDeviceGetArchitecture) X(nvmlDeviceGetPersistenceMode) X(nvmlDeviceGetComputeMode) \
+        X(nvmlDeviceGetEccMode) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2) \
+        X(nvmlDeviceGetNumaNodeId) X(nvmlDeviceGetMemoryAffinity) X(nvmlDeviceGetCpuAffinity) \
+        X(nvmlDeviceGetCpuAffinityWithinScope) X(nvmlDeviceGetTopologyCommonAncestor) \
+        X(nvmlDeviceGetP2PStatus) X(nvmlDeviceGetNvLinkState) \
+        X(nvmlDeviceGetNvLinkRemotePciInfo) X(nvmlDeviceGetNvLinkRemotePciInfo_v2) \
+        X(nvmlDeviceGetNvLinkRemoteDeviceType) X(nvmlDeviceGetNvLinkCapability) \
+        X(nvmlDeviceGetMigMode) X(nvmlDeviceGetMaxMigDeviceCount) \
+        X(nvmlDeviceGetMigDeviceHandleByIndex) X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle) \
+        X(nvmlDeviceIsMigDeviceHandle) X(nvmlDeviceGetGpuInstanceId) \
+        X(nvmlDeviceGetComputeInstanceId) X(nvmlDeviceGetAttributes) \
+        X(nvmlDeviceGetAttributes_v2) X(nvmlDeviceGetGpuInstanceProfileInfo) \
+        X(nvmlDeviceGetGpuInstanceProfileInfoV) X(nvmlDeviceGetGpuInstances) \
+        X(nvmlDeviceGetGpuInstanceById) X(nvmlGpuInstanceGetInfo) \
+        X(nvmlGpuInstanceGetComputeInstanceProfileInfo) \
+        X(nvmlGpuInstanceGetComputeInstanceProfileInfoV) X(nvmlGpuInstanceGetComputeInstances) \
+        X(nvmlGpuInstanceGetComputeInstanceById) X(nvmlComputeInstanceGetInfo) \
+        X(nvmlComputeInstanceGetInfo_v2) X(nvmlEventSetCreate) X(nvmlDeviceRegisterEvents) \
+        X(nvmlDeviceGetSupportedEventTypes) X(nvmlEventSetWait) X(nvmlEventSetWait_v2) \
+        X(nvmlEventSetFree) X(nvmlDeviceGetUtilizationRates) X(nvmlDeviceGetEncoderUtilization) \
+        X(nvmlDeviceGetDecoderUtilization) X(nvmlDeviceGetTemperature) \
+        X(nvmlDeviceGetPowerUsage) X(nvmlDeviceGetPowerManagementLimit) \
+        X(nvmlDeviceGetEnforcedPowerLimit) X(nvmlDeviceGetTotalEnergyConsumption) \
+        X(nvmlDeviceGetClockInfo) X(nvmlDeviceGetMaxClockInfo) X(nvmlDeviceGetPerformanceState) \
+        X(nvmlDeviceGetCurrentClocksThrottleReasons) X(nvmlDeviceGetCurrentClocksEventReasons) \
+        X(nvmlDeviceGetPcieReplayCounter) X(nvmlDeviceGetRemappedRows) \
+        X(nvmlDeviceGetFieldValues) X(nvmlDeviceGetComputeRunningProcesses) \
+        X(nvmlDeviceGetComputeRunningProcesses_v2) X(nvmlDeviceGetComputeRunningProcesses_v3) \
+        X(nvmlDeviceGetGraphicsRunningProcesses) X(nvmlDeviceGetGraphicsRunningProcesses_v2) \
+        X(nvmlDeviceGetGraphicsRunningProcesses_v3) X(nvmlDeviceGetProcessUtilization)
+/* clang-format on */
 
 #define DECLARE(f) static typeof(f) *p_##f;
 NVML_FUNCS(DECLARE)
@@ -95,13 +101,14 @@ static int setup(void **state)
                 return -1;
         }
         int missing = 0;
-#define LOAD(f)                                                                \
-        if (!(p_##f = (typeof(f) *)dlsym(lib, #f))) {                          \
-                fprintf(stderr, "mock NVML lacks %s\n", #f);                   \
-                missing++;                                                     \
+#define LOAD(f)                                              \
+        if (!(p_##f = (typeof(f) *)dlsym(lib, #f))) {        \
+                fprintf(stderr, "mock NVML lacks %s\n", #f); \
+                missing++;                                   \
         }
         NVML_FUNCS(LOAD)
-        snprintf(dir, sizeof(dir), "%s/mock-nvml-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        snprintf(dir, sizeof(dir), "%s/mock-nvml-XXXXXX",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
         if (!mkdtemp(dir))
                 return -1;
         snprintf(cfg_path, sizeof(cfg_path), "%s/nvml.yaml", dir);
@@ -181,14 +188,14 @@ static char *capture_stderr(nvmlReturn_t (*fn)(void), nvmlReturn_t *r)
 }
 
 static const char two_gpus[] =
-        "driverVersion: \"550.54.15\"\n"
-        "devices:\n"
-        "  - {uuid: GPU-aaaaaaaa-0000-0000-0000-000000000001, name: NVIDIA H100 80GB HBM3,\n"
-        "     memoryMiB: 81559, pciBusId: \"00000000:18:00.0\", computeCapability: \"9.0\",\n"
-        "     temperatureC: 41}\n"
-        "  - {uuid: GPU-aaaaaaaa-0000-0000-0000-000000000002, name: NVIDIA H100 80GB HBM3,\n"
-        "     memoryMiB: 81559, pciBusId: \"00000000:2a:00.0\", computeCapability: \"9.0\",\n"
-        "     temperatureC: 42}\n";
+    "driverVersion: \"550.54.15\"\n"
+    "devices:\n"
+    "  - {uuid: GPU-aaaaaaaa-0000-0000-0000-000000000001, name: NVIDIA H100 80GB HBM3,\n"
+    "     memoryMiB: 81559, pciBusId: \"00000000:18:00.0\", computeCapability: \"9.0\",\n"
+    "     temperatureC: 41}\n"
+    "  - {uuid: GPU-aaaaaaaa-0000-0000-0000-000000000002, name: NVIDIA H100 80GB HBM3,\n"
+    "     memoryMiB: 81559, pciBusId: \"00000000:2a:00.0\", computeCapability: \"9.0\",\n"
+    "     temperatureC: 42, memoryReservedMiB: 530, processes: [{pid: 7, usedMemoryMiB: 1000}]}\n";
 
 static void test_all_symbols(void **state)
 {
@@ -258,13 +265,16 @@ static void test_init_errors(void **state)
         assert_int_equal(r, NVML_ERROR_UNKNOWN);
         assert_non_null(strstr(err, "nvml.yaml:3:32: devices[0]: unknown key"));
         write_cfg("devices:\n"
-                  "  - {uuid: GPU-1, name: a, memoryMiB: 1, pciBusId: \"0:1:0.0\", computeCapability: \"7.0\", nvlink: {1: 2}}\n"
-                  "  - {uuid: GPU-2, name: b, memoryMiB: 1, pciBusId: \"0:2:0.0\", computeCapability: \"7.0\", nvlink: {0: 1}}\n");
+                  "  - {uuid: GPU-1, name: a, memoryMiB: 1, pciBusId: \"0:1:0.0\", "
+                  "computeCapability: \"7.0\", nvlink: {1: 2}}\n"
+                  "  - {uuid: GPU-2, name: b, memoryMiB: 1, pciBusId: \"0:2:0.0\", "
+                  "computeCapability: \"7.0\", nvlink: {0: 1}}\n");
         err = capture_stderr(N(nvmlInit_v2), &r);
         assert_int_equal(r, NVML_ERROR_UNKNOWN);
         assert_non_null(strstr(err, "2 links to device 1, which has 1 back"));
         write_cfg("devices:\n  - {uuid: GPU-1, name: a, memoryMiB: 40960, pciBusId: \"0:1:0.0\",\n"
-                  "     computeCapability: \"8.0\", mig: [{gi: 1, ci: 0, profile: 5g.50gb, uuid: MIG-1}]}\n");
+                  "     computeCapability: \"8.0\", mig: [{gi: 1, ci: 0, profile: 5g.50gb, uuid: "
+                  "MIG-1}]}\n");
         err = capture_stderr(N(nvmlInit_v2), &r);
         assert_int_equal(r, NVML_ERROR_UNKNOWN);
         assert_non_null(strstr(err, "profile '5g.50gb' is not one of: 1g.5gb 2g.10gb 3g.20gb"));
@@ -294,16 +304,20 @@ static void test_enumeration(void **state)
         }
         assert_int_equal(N(nvmlDeviceGetHandleByIndex)(1, &d), NVML_SUCCESS);
         assert_ptr_equal(d, dev(1));
-        assert_int_equal(N(nvmlDeviceGetHandleByPciBusId_v2)("00000000:2A:00.0", &other), NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceGetHandleByPciBusId_v2)("00000000:2A:00.0", &other),
+                         NVML_SUCCESS);
         assert_ptr_equal(other, d);
         assert_int_equal(N(nvmlDeviceGetHandleByPciBusId)("0000:2a:00.0", &other), NVML_SUCCESS);
         assert_ptr_equal(other, d);
-        assert_int_equal(N(nvmlDeviceGetHandleByPciBusId_v2)("0000:2b:00.0", &other), NVML_ERROR_NOT_FOUND);
-        assert_int_equal(N(nvmlDeviceGetHandleByPciBusId_v2)("garbage", &other), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N(nvmlDeviceGetHandleByPciBusId_v2)("0000:2b:00.0", &other),
+                         NVML_ERROR_NOT_FOUND);
+        assert_int_equal(N(nvmlDeviceGetHandleByPciBusId_v2)("garbage", &other),
+                         NVML_ERROR_INVALID_ARGUMENT);
         assert_int_equal(N(nvmlDeviceGetHandleByIndex_v2)(8, &d), NVML_ERROR_INVALID_ARGUMENT);
         assert_int_equal(N(nvmlDeviceGetHandleByIndex_v2)(0, NULL), NVML_ERROR_INVALID_ARGUMENT);
-        assert_int_equal(N(nvmlDeviceGetHandleByUUID)("GPU-00000000-0000-0000-0000-000000000000", &d),
-                         NVML_ERROR_NOT_FOUND);
+        assert_int_equal(
+            N(nvmlDeviceGetHandleByUUID)("GPU-00000000-0000-0000-0000-000000000000", &d),
+            NVML_ERROR_NOT_FOUND);
         /* A pointer the library never handed out is refused, not followed. */
         assert_int_equal(N(nvmlDeviceGetUUID)((nvmlDevice_t)(void *)uuid, uuid, sizeof(uuid)),
                          NVML_ERROR_INVALID_ARGUMENT);
@@ -361,16 +375,16 @@ static void test_attributes(void **state)
         assert_int_equal(raw[51], 0);
 
         nvmlMemory_t m1;
-        nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
+        nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
         assert_int_equal(N(nvmlDeviceGetMemoryInfo)(d, &m1), NVML_SUCCESS);
-        assert_int_equal(m1.total, (81559ULL - 530) << 20);
-        assert_int_equal(m1.used + m1.free, m1.total);
+        assert_int_equal(m1.total, 81559ULL << 20);
+        assert_int_equal(m1.used, 0);
+        assert_int_equal(m1.free, m1.total);
         assert_int_equal(N(nvmlDeviceGetMemoryInfo_v2)(d, &m2), NVML_SUCCESS);
         assert_int_equal(m2.total, 81559ULL << 20);
-        assert_int_equal(m2.reserved, 530ULL << 20);
-        assert_int_equal(m2.used, 530ULL << 20);
         m2.version = 1;
-        assert_int_equal(N(nvmlDeviceGetMemoryInfo_v2)(d, &m2), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        assert_int_equal(N(nvmlDeviceGetMemoryInfo_v2)(d, &m2),
+                         NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
 
         nvmlUtilization_t ut;
         assert_int_equal(N(nvmlDeviceGetUtilizationRates)(d, &ut), NVML_SUCCESS);
@@ -393,7 +407,8 @@ static void test_attributes(void **state)
         assert_int_equal(u, 345);
         assert_int_equal(N(nvmlDeviceGetMaxClockInfo)(d, NVML_CLOCK_MEM, &u), NVML_SUCCESS);
         assert_int_equal(u, 2619);
-        assert_int_equal(N(nvmlDeviceGetClockInfo)(d, (nvmlClockType_t)9, &u), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N(nvmlDeviceGetClockInfo)(d, (nvmlClockType_t)9, &u),
+                         NVML_ERROR_INVALID_ARGUMENT);
         assert_int_equal(N(nvmlDeviceGetPcieReplayCounter)(d, &u), NVML_SUCCESS);
         assert_int_equal(u, 0);
         assert_int_equal(N(nvmlDeviceGetRemappedRows)(d, &u, &u2, &u3, &u4), NVML_SUCCESS);
@@ -408,10 +423,10 @@ static void test_attributes(void **state)
         assert_int_equal(N(nvmlDeviceGetCurrentClocksThrottleReasons)(d, &ull), NVML_SUCCESS);
 
         nvmlFieldValue_t f[4] = {
-                { .fieldId = NVML_FI_DEV_MEMORY_TEMP },
-                { .fieldId = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION },
-                { .fieldId = NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT },
-                { .fieldId = 7 },
+            {.fieldId = NVML_FI_DEV_MEMORY_TEMP},
+            {.fieldId = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION},
+            {.fieldId = NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT},
+            {.fieldId = 7},
         };
         assert_int_equal(N(nvmlDeviceGetFieldValues)(d, 4, f), NVML_SUCCESS);
         assert_int_equal(f[0].nvmlReturn, NVML_SUCCESS);
@@ -427,6 +442,18 @@ static void test_attributes(void **state)
         assert_int_equal(N(nvmlInit_v2)(), NVML_SUCCESS);
         assert_int_equal(N(nvmlDeviceGetPowerUsage)(dev(0), &u), NVML_ERROR_NOT_SUPPORTED);
         assert_int_equal(N(nvmlDeviceGetSerial)(dev(0), s, sizeof(s)), NVML_ERROR_NOT_SUPPORTED);
+        /* Reserved memory: left out of v1's total, reported and counted as
+         * used by v2; processes' memory is used memory. */
+        assert_int_equal(N(nvmlDeviceGetMemoryInfo)(dev(1), &m1), NVML_SUCCESS);
+        assert_int_equal(m1.total, (81559ULL - 530) << 20);
+        assert_int_equal(m1.used, 1000ULL << 20);
+        assert_int_equal(m1.used + m1.free, m1.total);
+        m2.version = nvmlMemory_v2;
+        assert_int_equal(N(nvmlDeviceGetMemoryInfo_v2)(dev(1), &m2), NVML_SUCCESS);
+        assert_int_equal(m2.total, 81559ULL << 20);
+        assert_int_equal(m2.reserved, 530ULL << 20);
+        assert_int_equal(m2.used, 1530ULL << 20);
+        assert_int_equal(m2.free, (81559ULL - 1530) << 20);
         assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
         assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
 }
@@ -447,8 +474,10 @@ static void test_mig(void **state)
         assert_int_equal(N(nvmlDeviceGetMaxMigDeviceCount)(g4, &n), NVML_SUCCESS);
         assert_int_equal(n, 0);
         assert_int_equal(N(nvmlDeviceGetMigDeviceHandleByIndex)(g0, 4, &m), NVML_ERROR_NOT_FOUND);
-        assert_int_equal(N(nvmlDeviceGetMigDeviceHandleByIndex)(g0, 7, &m), NVML_ERROR_INVALID_ARGUMENT);
-        assert_int_equal(N(nvmlDeviceGetMigDeviceHandleByIndex)(g4, 0, &m), NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N(nvmlDeviceGetMigDeviceHandleByIndex)(g0, 7, &m),
+                         NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N(nvmlDeviceGetMigDeviceHandleByIndex)(g4, 0, &m),
+                         NVML_ERROR_NOT_SUPPORTED);
 
         /* GPU 0, MIG device 1: the 3g.40gb in GPU instance 1. */
         m = mig(g0, 1);
@@ -484,39 +513,48 @@ static void test_mig(void **state)
         assert_int_equal(mem.total, 40192ULL << 20);
         nvmlUtilization_t ut;
         assert_int_equal(N(nvmlDeviceGetUtilizationRates)(g0, &ut), NVML_ERROR_NOT_SUPPORTED);
-        assert_int_equal(N(nvmlDeviceGetTemperature)(m, NVML_TEMPERATURE_GPU, &n), NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N(nvmlDeviceGetTemperature)(m, NVML_TEMPERATURE_GPU, &n),
+                         NVML_ERROR_NOT_SUPPORTED);
 
         /* Profiles: the argument is the profile index, the answer its ID. */
         nvmlGpuInstanceProfileInfo_t pi;
-        assert_int_equal(N(nvmlDeviceGetGpuInstanceProfileInfo)(g0, NVML_GPU_INSTANCE_PROFILE_1_SLICE, &pi),
-                         NVML_SUCCESS);
+        assert_int_equal(
+            N(nvmlDeviceGetGpuInstanceProfileInfo)(g0, NVML_GPU_INSTANCE_PROFILE_1_SLICE, &pi),
+            NVML_SUCCESS);
         assert_int_equal(pi.id, 19);
         assert_int_equal(pi.sliceCount, 1);
         assert_int_equal(pi.instanceCount, 7);
         assert_int_equal(pi.multiprocessorCount, 14);
         assert_int_equal(pi.memorySizeMB, 9728);
-        assert_int_equal(N(nvmlDeviceGetGpuInstanceProfileInfo)(g0, NVML_GPU_INSTANCE_PROFILE_3_SLICE, &pi),
-                         NVML_SUCCESS);
+        assert_int_equal(
+            N(nvmlDeviceGetGpuInstanceProfileInfo)(g0, NVML_GPU_INSTANCE_PROFILE_3_SLICE, &pi),
+            NVML_SUCCESS);
         assert_int_equal(pi.id, 9);
-        assert_int_equal(N(nvmlDeviceGetGpuInstanceProfileInfo)(g0, NVML_GPU_INSTANCE_PROFILE_8_SLICE, &pi),
+        assert_int_equal(
+            N(nvmlDeviceGetGpuInstanceProfileInfo)(g0, NVML_GPU_INSTANCE_PROFILE_8_SLICE, &pi),
+            NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(
+            N(nvmlDeviceGetGpuInstanceProfileInfo)(g0, NVML_GPU_INSTANCE_PROFILE_COUNT, &pi),
+            NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N(nvmlDeviceGetGpuInstanceProfileInfo)(g4, 0, &pi),
                          NVML_ERROR_NOT_SUPPORTED);
-        assert_int_equal(N(nvmlDeviceGetGpuInstanceProfileInfo)(g0, NVML_GPU_INSTANCE_PROFILE_COUNT, &pi),
-                         NVML_ERROR_INVALID_ARGUMENT);
-        assert_int_equal(N(nvmlDeviceGetGpuInstanceProfileInfo)(g4, 0, &pi), NVML_ERROR_NOT_SUPPORTED);
-        nvmlGpuInstanceProfileInfo_v2_t p2 = { .version = nvmlGpuInstanceProfileInfo_v2 };
-        assert_int_equal(N(nvmlDeviceGetGpuInstanceProfileInfoV)(g0, NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, &p2),
+        nvmlGpuInstanceProfileInfo_v2_t p2 = {.version = nvmlGpuInstanceProfileInfo_v2};
+        assert_int_equal(N(nvmlDeviceGetGpuInstanceProfileInfoV)(
+                             g0, NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, &p2),
                          NVML_SUCCESS);
         assert_int_equal(p2.id, 20);
         assert_string_equal(p2.name, "MIG 1g.10gb+me");
-        nvmlGpuInstanceProfileInfo_v3_t p3 = { .version = nvmlGpuInstanceProfileInfo_v3 };
-        assert_int_equal(N(nvmlDeviceGetGpuInstanceProfileInfoV)(g0, NVML_GPU_INSTANCE_PROFILE_7_SLICE,
-                                                                 (nvmlGpuInstanceProfileInfo_v2_t *)(void *)&p3),
-                         NVML_SUCCESS);
+        nvmlGpuInstanceProfileInfo_v3_t p3 = {.version = nvmlGpuInstanceProfileInfo_v3};
+        assert_int_equal(
+            N(nvmlDeviceGetGpuInstanceProfileInfoV)(g0, NVML_GPU_INSTANCE_PROFILE_7_SLICE,
+                                                    (nvmlGpuInstanceProfileInfo_v2_t *)(void *)&p3),
+            NVML_SUCCESS);
         assert_int_equal(p3.id, 0);
         assert_int_equal(p3.sliceCount, 7);
         assert_string_equal(p3.name, "MIG 7g.80gb");
         p2.version = 7;
-        assert_int_equal(N(nvmlDeviceGetGpuInstanceProfileInfoV)(g0, 0, &p2), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        assert_int_equal(N(nvmlDeviceGetGpuInstanceProfileInfoV)(g0, 0, &p2),
+                         NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
 
         /* GPU instances and compute instances. */
         nvmlGpuInstance_t gis[7], gi;
@@ -541,7 +579,8 @@ static void test_mig(void **state)
         assert_ptr_equal(cii.gpuInstance, gi);
         assert_int_equal(cii.profileId, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE);
         assert_int_equal(cii.placement.size, 3);
-        assert_int_equal(N(nvmlGpuInstanceGetComputeInstanceById)(gi, 1, &ci), NVML_ERROR_NOT_FOUND);
+        assert_int_equal(N(nvmlGpuInstanceGetComputeInstanceById)(gi, 1, &ci),
+                         NVML_ERROR_NOT_FOUND);
 
         /* GPU 3: GPU instance 2 split into a 1-slice and a 2-slice compute instance. */
         nvmlDevice_t g3 = dev(3), sub = mig(g3, 1);
@@ -554,22 +593,26 @@ static void test_mig(void **state)
         assert_int_equal(a.memorySizeMB, 40192);
         assert_int_equal(N(nvmlDeviceGetGpuInstanceById)(g3, 2, &gi), NVML_SUCCESS);
         nvmlComputeInstanceProfileInfo_t cp;
-        assert_int_equal(N(nvmlGpuInstanceGetComputeInstanceProfileInfo)(gi, NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE,
-                                                                         NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &cp),
+        assert_int_equal(N(nvmlGpuInstanceGetComputeInstanceProfileInfo)(
+                             gi, NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE,
+                             NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &cp),
                          NVML_SUCCESS);
         assert_int_equal(cp.sliceCount, 2);
         assert_int_equal(cp.instanceCount, 1);
         assert_int_equal(cp.multiprocessorCount, 28);
-        assert_int_equal(N(nvmlGpuInstanceGetComputeInstanceProfileInfo)(gi, NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE,
-                                                                         NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &cp),
+        assert_int_equal(N(nvmlGpuInstanceGetComputeInstanceProfileInfo)(
+                             gi, NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE,
+                             NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &cp),
                          NVML_ERROR_NOT_SUPPORTED);
-        nvmlComputeInstanceProfileInfo_v2_t cp2 = { .version = nvmlComputeInstanceProfileInfo_v2 };
-        assert_int_equal(N(nvmlGpuInstanceGetComputeInstanceProfileInfoV)(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
-                                                                          NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &cp2),
+        nvmlComputeInstanceProfileInfo_v2_t cp2 = {.version = nvmlComputeInstanceProfileInfo_v2};
+        assert_int_equal(N(nvmlGpuInstanceGetComputeInstanceProfileInfoV)(
+                             gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
+                             NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &cp2),
                          NVML_SUCCESS);
         assert_string_equal(cp2.name, "MIG 1c.3g.40gb");
         n = 0;
-        assert_int_equal(N(nvmlGpuInstanceGetComputeInstances)(gi, NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE, cis, &n),
+        assert_int_equal(N(nvmlGpuInstanceGetComputeInstances)(
+                             gi, NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE, cis, &n),
                          NVML_SUCCESS);
         assert_int_equal(n, 1);
         /* The unversioned call fills only the members before placement. */
@@ -604,9 +647,9 @@ static void test_topology(void **state)
 {
         (void)state;
         static const unsigned dgx1[8][8] = {
-                { 0, 1, 1, 2, 2, 0, 0, 0 }, { 1, 0, 2, 1, 0, 2, 0, 0 }, { 1, 2, 0, 2, 0, 0, 1, 0 },
-                { 2, 1, 2, 0, 0, 0, 0, 1 }, { 2, 0, 0, 0, 0, 1, 1, 2 }, { 0, 2, 0, 0, 1, 0, 2, 1 },
-                { 0, 0, 1, 0, 1, 2, 0, 2 }, { 0, 0, 0, 1, 2, 1, 2, 0 },
+            {0, 1, 1, 2, 2, 0, 0, 0}, {1, 0, 2, 1, 0, 2, 0, 0}, {1, 2, 0, 2, 0, 0, 1, 0},
+            {2, 1, 2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 1, 1, 2}, {0, 2, 0, 0, 1, 0, 2, 1},
+            {0, 0, 1, 0, 1, 2, 0, 2}, {0, 0, 0, 1, 2, 1, 2, 0},
         };
         use_profile("v100-dgx1.yaml");
         nvmlGpuTopologyLevel_t lvl;
@@ -619,14 +662,18 @@ static void test_topology(void **state)
                         assert_int_equal(links_to(dev(i), &pci[j], &active), dgx1[i][j]);
                         assert_int_equal(active, 6);
                 }
-        struct { unsigned a, b; nvmlGpuTopologyLevel_t want; } v100[] = {
-                { 0, 0, NVML_TOPOLOGY_INTERNAL }, { 0, 1, NVML_TOPOLOGY_SINGLE },
-                { 0, 2, NVML_TOPOLOGY_HOSTBRIDGE }, { 0, 4, NVML_TOPOLOGY_SYSTEM },
-                { 6, 7, NVML_TOPOLOGY_SINGLE }, { 5, 7, NVML_TOPOLOGY_HOSTBRIDGE },
+        struct {
+                unsigned a, b;
+                nvmlGpuTopologyLevel_t want;
+        } v100[] = {
+            {0, 0, NVML_TOPOLOGY_INTERNAL},   {0, 1, NVML_TOPOLOGY_SINGLE},
+            {0, 2, NVML_TOPOLOGY_HOSTBRIDGE}, {0, 4, NVML_TOPOLOGY_SYSTEM},
+            {6, 7, NVML_TOPOLOGY_SINGLE},     {5, 7, NVML_TOPOLOGY_HOSTBRIDGE},
         };
         for (size_t k = 0; k < sizeof(v100) / sizeof(v100[0]); k++) {
-                assert_int_equal(N(nvmlDeviceGetTopologyCommonAncestor)(dev(v100[k].a), dev(v100[k].b), &lvl),
-                                 NVML_SUCCESS);
+                assert_int_equal(
+                    N(nvmlDeviceGetTopologyCommonAncestor)(dev(v100[k].a), dev(v100[k].b), &lvl),
+                    NVML_SUCCESS);
                 assert_int_equal(lvl, v100[k].want);
         }
         nvmlEnableState_t on;
@@ -637,16 +684,22 @@ static void test_topology(void **state)
         assert_int_equal(N(nvmlDeviceGetNvLinkRemoteDeviceType)(dev(0), 0, &type), NVML_SUCCESS);
         assert_int_equal(type, NVML_NVLINK_DEVICE_TYPE_GPU);
         unsigned cap;
-        assert_int_equal(N(nvmlDeviceGetNvLinkCapability)(dev(0), 0, NVML_NVLINK_CAP_P2P_SUPPORTED, &cap),
-                         NVML_SUCCESS);
+        assert_int_equal(
+            N(nvmlDeviceGetNvLinkCapability)(dev(0), 0, NVML_NVLINK_CAP_P2P_SUPPORTED, &cap),
+            NVML_SUCCESS);
         assert_int_equal(cap, 1);
         nvmlGpuP2PStatus_t p2p;
-        assert_int_equal(N(nvmlDeviceGetP2PStatus)(dev(0), dev(4), NVML_P2P_CAPS_INDEX_NVLINK, &p2p), NVML_SUCCESS);
+        assert_int_equal(
+            N(nvmlDeviceGetP2PStatus)(dev(0), dev(4), NVML_P2P_CAPS_INDEX_NVLINK, &p2p),
+            NVML_SUCCESS);
         assert_int_equal(p2p, NVML_P2P_STATUS_OK);
-        assert_int_equal(N(nvmlDeviceGetP2PStatus)(dev(0), dev(5), NVML_P2P_CAPS_INDEX_NVLINK, &p2p), NVML_SUCCESS);
+        assert_int_equal(
+            N(nvmlDeviceGetP2PStatus)(dev(0), dev(5), NVML_P2P_CAPS_INDEX_NVLINK, &p2p),
+            NVML_SUCCESS);
         assert_int_equal(p2p, NVML_P2P_STATUS_NOT_SUPPORTED);
         unsigned long set[2], cpus[4];
-        assert_int_equal(N(nvmlDeviceGetMemoryAffinity)(dev(5), 2, set, NVML_AFFINITY_SCOPE_NODE), NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceGetMemoryAffinity)(dev(5), 2, set, NVML_AFFINITY_SCOPE_NODE),
+                         NVML_SUCCESS);
         assert_int_equal(set[0], 2);
         assert_int_equal(N(nvmlDeviceGetCpuAffinity)(dev(5), 4, cpus), NVML_SUCCESS);
         assert_int_equal(cpus[0], 0xf00000fffff00000UL); /* CPUs 20-39, 60-63 */
@@ -663,22 +716,29 @@ static void test_topology(void **state)
                 nvmlPciInfo_t r;
                 assert_int_equal(N(nvmlDeviceGetNvLinkState)(dev(3), l, &on), NVML_SUCCESS);
                 assert_int_equal(on, NVML_FEATURE_ENABLED);
-                assert_int_equal(N(nvmlDeviceGetNvLinkRemoteDeviceType)(dev(3), l, &type), NVML_SUCCESS);
+                assert_int_equal(N(nvmlDeviceGetNvLinkRemoteDeviceType)(dev(3), l, &type),
+                                 NVML_SUCCESS);
                 assert_int_equal(type, NVML_NVLINK_DEVICE_TYPE_SWITCH);
-                assert_int_equal(N(nvmlDeviceGetNvLinkRemotePciInfo_v2)(dev(3), l, &r), NVML_SUCCESS);
+                assert_int_equal(N(nvmlDeviceGetNvLinkRemotePciInfo_v2)(dev(3), l, &r),
+                                 NVML_SUCCESS);
                 assert_int_equal(r.pciDeviceId, 0x22a310de);
                 assert_int_equal(r.bus, 5 + l % 4);
         }
-        assert_int_equal(N(nvmlDeviceGetP2PStatus)(dev(0), dev(7), NVML_P2P_CAPS_INDEX_NVLINK, &p2p), NVML_SUCCESS);
+        assert_int_equal(
+            N(nvmlDeviceGetP2PStatus)(dev(0), dev(7), NVML_P2P_CAPS_INDEX_NVLINK, &p2p),
+            NVML_SUCCESS);
         assert_int_equal(p2p, NVML_P2P_STATUS_OK);
-        assert_int_equal(N(nvmlDeviceGetTopologyCommonAncestor)(dev(0), dev(3), &lvl), NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceGetTopologyCommonAncestor)(dev(0), dev(3), &lvl),
+                         NVML_SUCCESS);
         assert_int_equal(lvl, NVML_TOPOLOGY_NODE);
-        assert_int_equal(N(nvmlDeviceGetTopologyCommonAncestor)(dev(0), dev(4), &lvl), NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceGetTopologyCommonAncestor)(dev(0), dev(4), &lvl),
+                         NVML_SUCCESS);
         assert_int_equal(lvl, NVML_TOPOLOGY_SYSTEM);
         assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
 
         use_profile("a100-mig-mixed.yaml");
-        assert_int_equal(N(nvmlDeviceGetTopologyCommonAncestor)(dev(0), dev(1), &lvl), NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceGetTopologyCommonAncestor)(dev(0), dev(1), &lvl),
+                         NVML_SUCCESS);
         assert_int_equal(lvl, NVML_TOPOLOGY_MULTIPLE);
         assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
 }
@@ -690,7 +750,8 @@ static void test_processes(void **state)
         nvmlDevice_t g4 = dev(4), g1 = dev(1);
         unsigned n = 0;
         nvmlProcessInfo_t v3[4];
-        assert_int_equal(N(nvmlDeviceGetComputeRunningProcesses_v3)(g4, &n, NULL), NVML_ERROR_INSUFFICIENT_SIZE);
+        assert_int_equal(N(nvmlDeviceGetComputeRunningProcesses_v3)(g4, &n, NULL),
+                         NVML_ERROR_INSUFFICIENT_SIZE);
         assert_int_equal(n, 1);
         n = 4;
         assert_int_equal(N(nvmlDeviceGetComputeRunningProcesses_v3)(g4, &n, v3), NVML_SUCCESS);
@@ -719,10 +780,12 @@ static void test_processes(void **state)
         assert_int_equal(v2[0].gpuInstanceId, 7);
         assert_int_equal(v2[1].gpuInstanceId, 9);
         n = 1;
-        assert_int_equal(N(nvmlDeviceGetComputeRunningProcesses_v2)(g1, &n, v2), NVML_ERROR_INSUFFICIENT_SIZE);
+        assert_int_equal(N(nvmlDeviceGetComputeRunningProcesses_v2)(g1, &n, v2),
+                         NVML_ERROR_INSUFFICIENT_SIZE);
         assert_int_equal(n, 2);
         n = 2;
-        assert_int_equal(N(nvmlDeviceGetComputeRunningProcesses_v3)(mig(g1, 2), &n, v3), NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceGetComputeRunningProcesses_v3)(mig(g1, 2), &n, v3),
+                         NVML_SUCCESS);
         assert_int_equal(n, 1);
         assert_int_equal(v3[0].pid, 3102);
         nvmlMemory_t mem;
@@ -731,29 +794,33 @@ static void test_processes(void **state)
 
         nvmlProcessUtilizationSample_t s[2];
         n = 0;
-        assert_int_equal(N(nvmlDeviceGetProcessUtilization)(g4, NULL, &n, 0), NVML_ERROR_INSUFFICIENT_SIZE);
+        assert_int_equal(N(nvmlDeviceGetProcessUtilization)(g4, NULL, &n, 0),
+                         NVML_ERROR_INSUFFICIENT_SIZE);
         assert_int_equal(n, 1);
         assert_int_equal(N(nvmlDeviceGetProcessUtilization)(g4, s, &n, 0), NVML_SUCCESS);
         assert_int_equal(s[0].pid, 4242);
         assert_int_equal(s[0].smUtil, 63);
         assert_int_equal(s[0].memUtil, 21);
-        assert_int_equal(N(nvmlDeviceGetProcessUtilization)(g4, s, &n, s[0].timeStamp + 3600000000ULL),
-                         NVML_ERROR_NOT_FOUND);
-        assert_int_equal(N(nvmlDeviceGetProcessUtilization)(g1, s, &n, 0), NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(
+            N(nvmlDeviceGetProcessUtilization)(g4, s, &n, s[0].timeStamp + 3600000000ULL),
+            NVML_ERROR_NOT_FOUND);
+        assert_int_equal(N(nvmlDeviceGetProcessUtilization)(g1, s, &n, 0),
+                         NVML_ERROR_NOT_SUPPORTED);
         assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
 }
 
 static const char events_cfg[] =
-        "devices:\n"
-        "  - {uuid: GPU-bbbbbbbb-0000-0000-0000-000000000001, name: NVIDIA A100-SXM4-40GB,\n"
-        "     memoryMiB: 40960, pciBusId: \"00000000:07:00.0\", computeCapability: \"8.0\",\n"
-        "     mig: [{gi: 1, ci: 0, profile: 3g.20gb, uuid: MIG-bbbbbbbb-0000-0000-0000-000000000011}]}\n"
-        "  - {uuid: GPU-bbbbbbbb-0000-0000-0000-000000000002, name: NVIDIA A100-SXM4-40GB,\n"
-        "     memoryMiB: 40960, pciBusId: \"00000000:0f:00.0\", computeCapability: \"8.0\"}\n"
-        "events:\n"
-        "  - {device: 0, type: xid, xid: 79}\n"
-        "  - {device: GPU-bbbbbbbb-0000-0000-0000-000000000002, type: doubleBitEcc}\n"
-        "  - {device: 0, type: xid, xid: 43, gi: 1, ci: 0}\n";
+    "devices:\n"
+    "  - {uuid: GPU-bbbbbbbb-0000-0000-0000-000000000001, name: NVIDIA A100-SXM4-40GB,\n"
+    "     memoryMiB: 40960, pciBusId: \"00000000:07:00.0\", computeCapability: \"8.0\",\n"
+    "     mig: [{gi: 1, ci: 0, profile: 3g.20gb, uuid: "
+    "MIG-bbbbbbbb-0000-0000-0000-000000000011}]}\n"
+    "  - {uuid: GPU-bbbbbbbb-0000-0000-0000-000000000002, name: NVIDIA A100-SXM4-40GB,\n"
+    "     memoryMiB: 40960, pciBusId: \"00000000:0f:00.0\", computeCapability: \"8.0\"}\n"
+    "events:\n"
+    "  - {device: 0, type: xid, xid: 79}\n"
+    "  - {device: GPU-bbbbbbbb-0000-0000-0000-000000000002, type: doubleBitEcc}\n"
+    "  - {device: 0, type: xid, xid: 43, gi: 1, ci: 0}\n";
 
 struct waiter {
         nvmlEventSet_t set;
@@ -783,11 +850,15 @@ static void test_events(void **state)
         assert_int_equal(N(nvmlEventSetCreate)(&both), NVML_SUCCESS);
         assert_int_equal(N(nvmlDeviceRegisterEvents)(g0, nvmlEventTypePowerSourceChange, only0),
                          NVML_ERROR_NOT_SUPPORTED);
-        assert_int_equal(N(nvmlDeviceRegisterEvents)(mig(g0, 0), nvmlEventTypeXidCriticalError, only0),
-                         NVML_ERROR_NOT_SUPPORTED);
-        assert_int_equal(N(nvmlDeviceRegisterEvents)(g0, nvmlEventTypeXidCriticalError, only0), NVML_SUCCESS);
-        assert_int_equal(N(nvmlDeviceRegisterEvents)(g0, nvmlEventTypeXidCriticalError, both), NVML_SUCCESS);
-        assert_int_equal(N(nvmlDeviceRegisterEvents)(g1, nvmlEventTypeDoubleBitEccError, both), NVML_SUCCESS);
+        assert_int_equal(
+            N(nvmlDeviceRegisterEvents)(mig(g0, 0), nvmlEventTypeXidCriticalError, only0),
+            NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N(nvmlDeviceRegisterEvents)(g0, nvmlEventTypeXidCriticalError, only0),
+                         NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceRegisterEvents)(g0, nvmlEventTypeXidCriticalError, both),
+                         NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceRegisterEvents)(g1, nvmlEventTypeDoubleBitEccError, both),
+                         NVML_SUCCESS);
 
         assert_int_equal(N(nvmlEventSetWait_v2)(only0, &e, 1000), NVML_SUCCESS);
         assert_ptr_equal(e.device, g0);
@@ -803,7 +874,8 @@ static void test_events(void **state)
         /* The unversioned wait fills 24 bytes. */
         unsigned char raw[sizeof(nvmlEventData_t)];
         memset(raw, 0xa5, sizeof(raw));
-        assert_int_equal(N(nvmlEventSetWait)(both, (nvmlEventData_t *)(void *)raw, 1000), NVML_SUCCESS);
+        assert_int_equal(N(nvmlEventSetWait)(both, (nvmlEventData_t *)(void *)raw, 1000),
+                         NVML_SUCCESS);
         assert_int_equal(raw[24], 0xa5);
         assert_int_equal(N(nvmlEventSetWait_v2)(both, &e, 1000), NVML_SUCCESS);
         assert_ptr_equal(e.device, g1);
@@ -815,7 +887,7 @@ static void test_events(void **state)
         /* A waiter blocked in another thread does not hold the library, and
          * an event appended to the file reaches it (and only that one: the
          * three already seen are not delivered again). */
-        struct waiter w = { .set = only0 };
+        struct waiter w = {.set = only0};
         pthread_t t;
         assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
         unsigned n;
@@ -831,7 +903,8 @@ static void test_events(void **state)
         /* A set created now sees the whole log. */
         nvmlEventSet_t late;
         assert_int_equal(N(nvmlEventSetCreate)(&late), NVML_SUCCESS);
-        assert_int_equal(N(nvmlDeviceRegisterEvents)(g0, nvmlEventTypeXidCriticalError, late), NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceRegisterEvents)(g0, nvmlEventTypeXidCriticalError, late),
+                         NVML_SUCCESS);
         unsigned seen = 0;
         while (N(nvmlEventSetWait_v2)(late, &e, 0) == NVML_SUCCESS)
                 seen++;
@@ -841,7 +914,7 @@ static void test_events(void **state)
         assert_int_equal(N(nvmlEventSetFree)(only0), NVML_SUCCESS);
 
         /* Shutdown ends a wait, whether it is under way or not yet begun. */
-        w = (struct waiter){ .set = both };
+        w = (struct waiter){.set = both};
         assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
         assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
         assert_int_equal(pthread_join(t, NULL), 0);
@@ -849,12 +922,15 @@ static void test_events(void **state)
 }
 
 static const char lost_cfg[] =
-        "devices:\n"
-        "  - {uuid: GPU-cccccccc-0000-0000-0000-000000000001, name: NVIDIA A100-SXM4-40GB,\n"
-        "     memoryMiB: 40960, pciBusId: \"00000000:07:00.0\", computeCapability: \"8.0\", temperatureC: 40,\n"
-        "     lost: %s, mig: [{gi: 2, ci: 0, profile: 3g.20gb, uuid: MIG-cccccccc-0000-0000-0000-000000000011}]}\n"
-        "  - {uuid: GPU-cccccccc-0000-0000-0000-000000000002, name: NVIDIA A100-SXM4-40GB,\n"
-        "     memoryMiB: 40960, pciBusId: \"00000000:0f:00.0\", computeCapability: \"8.0\", temperatureC: %d}\n";
+    "devices:\n"
+    "  - {uuid: GPU-cccccccc-0000-0000-0000-000000000001, name: NVIDIA A100-SXM4-40GB,\n"
+    "     memoryMiB: 40960, pciBusId: \"00000000:07:00.0\", computeCapability: \"8.0\", "
+    "temperatureC: 40,\n"
+    "     lost: %s, mig: [{gi: 2, ci: 0, profile: 3g.20gb, uuid: "
+    "MIG-cccccccc-0000-0000-0000-000000000011}]}\n"
+    "  - {uuid: GPU-cccccccc-0000-0000-0000-000000000002, name: NVIDIA A100-SXM4-40GB,\n"
+    "     memoryMiB: 40960, pciBusId: \"00000000:0f:00.0\", computeCapability: \"8.0\", "
+    "temperatureC: %d}\n";
 
 static void write_lost(const char *lost, int temp)
 {
@@ -886,10 +962,12 @@ static void test_lost_and_reload(void **state)
         assert_int_equal(N(nvmlDeviceGetTemperature)(g1, NVML_TEMPERATURE_GPU, &t), NVML_SUCCESS);
         assert_int_equal(t, 61);
         assert_int_equal(N(nvmlDeviceGetName)(g0, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
-        assert_int_equal(N(nvmlDeviceGetTemperature)(g0, NVML_TEMPERATURE_GPU, &t), NVML_ERROR_GPU_IS_LOST);
-        assert_int_equal(N(nvmlDeviceGetName)(m0, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
-        assert_int_equal(N(nvmlDeviceGetHandleByUUID)("GPU-cccccccc-0000-0000-0000-000000000001", &d),
+        assert_int_equal(N(nvmlDeviceGetTemperature)(g0, NVML_TEMPERATURE_GPU, &t),
                          NVML_ERROR_GPU_IS_LOST);
+        assert_int_equal(N(nvmlDeviceGetName)(m0, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
+        assert_int_equal(
+            N(nvmlDeviceGetHandleByUUID)("GPU-cccccccc-0000-0000-0000-000000000001", &d),
+            NVML_ERROR_GPU_IS_LOST);
         assert_int_equal(N(nvmlDeviceGetHandleByIndex_v2)(0, &d), NVML_SUCCESS);
         assert_ptr_equal(d, g0);
         assert_int_equal(N(nvmlDeviceGetMigDeviceHandleByIndex)(g0, 0, &m), NVML_ERROR_GPU_IS_LOST);
@@ -917,9 +995,10 @@ static void test_lost_and_reload(void **state)
         assert_int_equal(t, 63);
 
         /* GPU 0 and its MIG device disappear from the file. */
-        write_cfg("devices:\n"
-                  "  - {uuid: GPU-cccccccc-0000-0000-0000-000000000002, name: NVIDIA A100-SXM4-40GB,\n"
-                  "     memoryMiB: 40960, pciBusId: \"00000000:0f:00.0\", computeCapability: \"8.0\"}\n");
+        write_cfg(
+            "devices:\n"
+            "  - {uuid: GPU-cccccccc-0000-0000-0000-000000000002, name: NVIDIA A100-SXM4-40GB,\n"
+            "     memoryMiB: 40960, pciBusId: \"00000000:0f:00.0\", computeCapability: \"8.0\"}\n");
         assert_int_equal(N(nvmlDeviceGetName)(g0, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
         assert_int_equal(N(nvmlDeviceGetName)(m0, name, sizeof(name)), NVML_ERROR_INVALID_ARGUMENT);
         assert_ptr_equal(dev(0), g1);
@@ -929,17 +1008,17 @@ static void test_lost_and_reload(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_all_symbols),
-                cmocka_unit_test(test_error_strings),
-                cmocka_unit_test(test_init_refcount),
-                cmocka_unit_test(test_init_errors),
-                cmocka_unit_test(test_enumeration),
-                cmocka_unit_test(test_attributes),
-                cmocka_unit_test(test_mig),
-                cmocka_unit_test(test_topology),
-                cmocka_unit_test(test_processes),
-                cmocka_unit_test(test_events),
-                cmocka_unit_test(test_lost_and_reload),
+            cmocka_unit_test(test_all_symbols),
+            cmocka_unit_test(test_error_strings),
+            cmocka_unit_test(test_init_refcount),
+            cmocka_unit_test(test_init_errors),
+            cmocka_unit_test(test_enumeration),
+            cmocka_unit_test(test_attributes),
+            cmocka_unit_test(test_mig),
+            cmocka_unit_test(test_topology),
+            cmocka_unit_test(test_processes),
+            cmocka_unit_test(test_events),
+            cmocka_unit_test(test_lost_and_reload),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
