@@ -1,0 +1,164 @@
+"""The container image: built offline FROM scratch by scripts/build-image.sh
+(the script is idempotent, so each run of this file calls it), then run with
+podman the way that works in this sandbox and on CI (root, runc, cgroupfs,
+no network)."""
+
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("DEVLET_BUILD", ROOT / "build"))
+# the containers-storage driver build-image.sh used, when not storage.conf's
+STORAGE = [f"--storage-driver={os.environ['STORAGE_DRIVER']}"] if os.environ.get("STORAGE_DRIVER") else []
+PODMAN = ["podman", *STORAGE]
+PODMAN_RUN = PODMAN + [
+    "--runtime", "runc", "--cgroup-manager=cgroupfs",
+    "run", "--rm", "--pull=never", "--network=none",
+    "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000",
+]
+GLIBC_FOR_NVML = {"libdl.so.2", "libpthread.so.0", "librt.so.1", "libm.so.6"}
+
+
+def build_image():
+    """Runs build-image.sh; returns (image reference, image ID)."""
+    res = subprocess.run(
+        [str(ROOT / "scripts" / "build-image.sh")],
+        env={**os.environ, "BUILD": str(BUILD)},
+        capture_output=True, text=True, timeout=900,
+    )
+    assert res.returncode == 0, res.stderr
+    ref = res.stdout.strip().splitlines()[-1].split()[0]
+    return ref, inspect(ref)["Id"]
+
+
+def inspect(ref):
+    out = subprocess.run(PODMAN + ["image", "inspect", ref], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)[0]
+
+
+def run(ref, *args, podman_args=()):
+    res = subprocess.run(PODMAN_RUN + list(podman_args) + [ref, *args],
+                         capture_output=True, text=True, timeout=120)
+    return res
+
+
+@pytest.fixture(scope="module")
+def image():
+    return build_image()[0]
+
+
+def test_build_is_idempotent(image):
+    first = inspect(image)["Id"]
+    ref, second = build_image()
+    assert ref == image
+    assert second == first
+    assert inspect(ref.rsplit(":", 1)[0] + ":latest")["Id"] == first
+
+
+def test_image_config(image):
+    info = inspect(image)
+    cfg = info["Config"]
+    assert cfg["Entrypoint"] == ["/usr/bin/devlet"]
+    assert cfg["Cmd"] == ["run"]
+    assert cfg["User"] == "65534:65534"
+    assert "9400/tcp" in cfg["ExposedPorts"]
+    labels = cfg["Labels"]
+    assert labels["org.opencontainers.image.title"] == "devlet"
+    assert labels["org.opencontainers.image.version"] == image.rsplit(":", 1)[1]
+    assert labels["org.opencontainers.image.base.name"] == "scratch"
+
+
+def ldd_names(binary):
+    out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True).stdout
+    names = set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] == "=>" and parts[2].startswith("/"):
+            names.add(pathlib.Path(parts[2]).name)
+        elif parts and parts[0].startswith("/"):
+            names.add(pathlib.Path(parts[0]).name)  # the dynamic loader
+    return names
+
+
+def test_image_holds_only_devlet_and_its_libraries(image):
+    """No shell, no package manager: the binary, what ldd says it loads, and
+    glibc's libraries that a dlopened libnvidia-ml.so.1 needs."""
+    mnt = subprocess.run(PODMAN + ["image", "mount", image], capture_output=True, text=True, check=True)
+    root = pathlib.Path(mnt.stdout.strip())
+    try:
+        files = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
+        links = {p.relative_to(root).as_posix(): os.readlink(p) for p in root.rglob("*") if p.is_symlink()}
+    finally:
+        subprocess.run(PODMAN + ["image", "unmount", image], capture_output=True, check=True)
+    assert "usr/bin/devlet" in files
+    libs = {f for f in files if f != "usr/bin/devlet"}
+    assert {pathlib.PurePosixPath(f).name for f in libs} == ldd_names(BUILD / "devlet") | GLIBC_FOR_NVML
+    assert all(".so" in pathlib.PurePosixPath(f).name for f in libs)
+    # only the host's merged-/usr directory links (lib -> usr/lib)
+    assert all(target.startswith("usr/") for target in links.values()), links
+    for shell in ("bin/sh", "usr/bin/sh", "bin/bash", "usr/bin/apt-get", "usr/bin/dpkg"):
+        assert shell not in files and shell not in links
+
+
+def test_version_matches_the_binary(image):
+    host = subprocess.run([str(BUILD / "devlet"), "version"], capture_output=True, text=True, check=True)
+    res = run(image, "version")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == host.stdout
+    assert res.stdout.startswith("devlet ")
+
+
+HOSTDEV_CONFIG = """\
+version: v1
+hostDevices:
+  domain: devlet.io
+  devices:
+  - name: imagetest
+    groups:
+    - count: 2
+      paths:
+      - path: /dev/devlet-imagetest
+"""
+
+
+@pytest.fixture
+def config_dir(tmp_path):
+    d = tmp_path / "config"
+    d.mkdir()
+    (d / "config.yaml").write_text(HOSTDEV_CONFIG)
+    # readable by the image's default user, 65534
+    tmp_path.chmod(0o755)
+    d.chmod(0o755)
+    (d / "config.yaml").chmod(0o644)
+    return d
+
+
+def strings_in(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from strings_in(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings_in(v)
+    else:
+        yield str(value)
+
+
+def test_list_sees_a_host_device_mapped_into_the_container(image, config_dir):
+    """devlet list, as user 65534, on a config mounted from the host, finds the
+    host's /dev/null that podman maps to /dev/devlet-imagetest."""
+    podman_args = ["-v", f"{config_dir}:/etc/devlet:ro", "--device", "/dev/null:/dev/devlet-imagetest"]
+    res = run(image, "list", "--config-file", "/etc/devlet/config.yaml", "-o", "json", podman_args=podman_args)
+    assert res.returncode == 0, res.stderr
+    found = set(strings_in(json.loads(res.stdout)))
+    assert "devlet.io/imagetest" in found
+    assert "/dev/devlet-imagetest" in found
+
+    res = run(image, "list", "--config-file", "/etc/devlet/config.yaml", "-o", "table", podman_args=podman_args)
+    assert res.returncode == 0, res.stderr
+    assert "devlet.io/imagetest" in res.stdout
