@@ -137,28 +137,36 @@ def config_dir(tmp_path):
     return d
 
 
-def strings_in(value):
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield str(k)
-            yield from strings_in(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from strings_in(v)
-    else:
-        yield str(value)
+def list_json(image, config_dir, *podman_args):
+    res = run(image, "list", "--config-file", "/etc/devlet/config.yaml", "-o", "json",
+              podman_args=["-v", f"{config_dir}:/etc/devlet:ro", *podman_args])
+    assert res.returncode == 0, res.stderr
+    (resource,) = json.loads(res.stdout)["resources"]
+    assert resource["name"] == "devlet.io/imagetest" and resource["backend"] == "hostdev"
+    return resource["devices"]
 
 
 def test_list_sees_a_host_device_mapped_into_the_container(image, config_dir):
     """devlet list, as user 65534, on a config mounted from the host, finds the
-    host's /dev/null that podman maps to /dev/devlet-imagetest."""
-    podman_args = ["-v", f"{config_dir}:/etc/devlet:ro", "--device", "/dev/null:/dev/devlet-imagetest"]
-    res = run(image, "list", "--config-file", "/etc/devlet/config.yaml", "-o", "json", podman_args=podman_args)
-    assert res.returncode == 0, res.stderr
-    found = set(strings_in(json.loads(res.stdout)))
-    assert "devlet.io/imagetest" in found
-    assert "/dev/devlet-imagetest" in found
+    host's /dev/null that podman maps to /dev/devlet-imagetest: two IDs
+    (count: 2), healthy, each handing out that device node."""
+    devices = list_json(image, config_dir, "--device", "/dev/null:/dev/devlet-imagetest")
+    assert [d["id"] for d in devices] == ["imagetest-0", "imagetest-1"]
+    for d in devices:
+        assert d["health"] == "Healthy"
+        assert [(n["host_path"], n["container_path"]) for n in d["devices"]] == \
+            [("/dev/devlet-imagetest", "/dev/devlet-imagetest")]
 
-    res = run(image, "list", "--config-file", "/etc/devlet/config.yaml", "-o", "table", podman_args=podman_args)
+    res = run(image, "list", "--config-file", "/etc/devlet/config.yaml", "-o", "table",
+              podman_args=["-v", f"{config_dir}:/etc/devlet:ro", "--device", "/dev/null:/dev/devlet-imagetest"])
     assert res.returncode == 0, res.stderr
-    assert "devlet.io/imagetest" in res.stdout
+    rows = [line.split() for line in res.stdout.splitlines()[1:]]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("devlet.io/imagetest", "imagetest-0", "Healthy"),
+                                                  ("devlet.io/imagetest", "imagetest-1", "Healthy")]
+
+
+def test_list_without_the_device_reports_it_unhealthy(image, config_dir):
+    """The same config in a container that lacks the device: devlet looks
+    inside the container, where the path is missing."""
+    devices = list_json(image, config_dir)
+    assert [d["health"] for d in devices] == ["Unhealthy", "Unhealthy"]
