@@ -24,6 +24,17 @@
 # digest nothing is rebuilt.  Prints the image reference and its size.
 set -eu
 
+rootfs_only=""
+case "${1:-}" in
+--rootfs)
+        rootfs_only=1
+        stage=${2:?usage: build-image.sh --rootfs DIR}
+        case "$stage" in /*) ;; *) stage="$PWD/$stage" ;; esac
+        ;;
+"") stage="" ;;
+*) echo "usage: build-image.sh [--rootfs DIR]" >&2; exit 2 ;;
+esac
+
 cd "$(dirname "$0")/.."
 root=$(pwd)
 BUILD=${BUILD:-build}
@@ -32,13 +43,6 @@ IMAGE=${IMAGE:-localhost/devlet}
 make_version=${VERSION:+VERSION=$VERSION}
 VERSION=${VERSION:-$(git describe --always --dirty 2>/dev/null || echo 0.1.0)}
 DRIVER_OPT=${STORAGE_DRIVER:+--storage-driver=$STORAGE_DRIVER}
-
-rootfs_only=""
-case "${1:-}" in
---rootfs) rootfs_only=1; stage=${2:?usage: build-image.sh --rootfs DIR} ;;
-"") stage="" ;;
-*) echo "usage: build-image.sh [--rootfs DIR]" >&2; exit 2 ;;
-esac
 
 tools="ldd strip sha256sum"
 [ -n "$rootfs_only" ] || tools="buildah $tools"

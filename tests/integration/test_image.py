@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import subprocess
+import time
 
 import pytest
 
@@ -170,3 +171,93 @@ def test_list_without_the_device_reports_it_unhealthy(image, config_dir):
     inside the container, where the path is missing."""
     devices = list_json(image, config_dir)
     assert [d["health"] for d in devices] == ["Unhealthy", "Unhealthy"]
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_run_serves_the_kubelet_api_as_root_without_capabilities(image, config_dir, tmp_path):
+    """`devlet run` as the DaemonSet runs it: uid 0, every capability dropped,
+    no privilege escalation, read-only root, the config directory mounted
+    read-only and the device-plugins directory from the host.  The host's
+    devlet probe, acting as the kubelet, reaches the socket it creates; a
+    SIGTERM removes the socket and exits 0."""
+    plugins = tmp_path / "device-plugins"
+    plugins.mkdir()
+    sock = plugins / "devlet-devlet.io_imagetest.sock"
+    cmd = PODMAN_RUN + [
+        "-d", "--user", "0:0", "--cap-drop=all", "--security-opt", "no-new-privileges", "--read-only",
+        "-v", f"{config_dir}:/etc/devlet:ro", "-v", f"{plugins}:/var/lib/kubelet/device-plugins",
+        "--device", "/dev/null:/dev/devlet-imagetest",
+        image, "run", "--config-file", "/etc/devlet/config.yaml",
+    ]
+    cmd.remove("--rm")  # keep the container to read its exit code
+    cid = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        wait_for(sock.exists)
+        probe = subprocess.run([str(BUILD / "devlet"), "probe", "--socket", str(sock), "--allocate", "imagetest-1"],
+                               capture_output=True, text=True, timeout=60)
+        assert probe.returncode == 0, probe.stderr
+        out = json.loads(probe.stdout)
+        assert [(d["id"], d["health"]) for d in out["devices"]] == [("imagetest-0", "Healthy"),
+                                                                   ("imagetest-1", "Healthy")]
+        assert out["allocate"]["devices"] == [{"container_path": "/dev/devlet-imagetest",
+                                               "host_path": "/dev/devlet-imagetest", "permissions": "rw"}]
+        subprocess.run(PODMAN + ["stop", "-t", "10", cid], capture_output=True, check=True)
+        state = subprocess.run(PODMAN + ["inspect", cid, "--format", "{{.State.ExitCode}}"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        assert state == "0"
+        assert not sock.exists()
+    finally:
+        subprocess.run(PODMAN + ["rm", "-f", cid], capture_output=True)
+
+
+def configmap_volume(d, content, generation):
+    """Lays content out as the kubelet lays out a ConfigMap volume: the data in
+    a timestamped directory, ..data pointing at it, config.yaml pointing
+    through ..data; a later generation swaps ..data with one rename."""
+    data = d / f"..gen_{generation}"
+    data.mkdir(mode=0o755)
+    (data / "config.yaml").write_text(content)
+    (data / "config.yaml").chmod(0o644)
+    tmp = d / "..data_tmp"
+    tmp.symlink_to(data.name)
+    tmp.rename(d / "..data")
+    if not (d / "config.yaml").is_symlink():
+        (d / "config.yaml").symlink_to("..data/config.yaml")
+
+
+def test_run_reloads_a_configmap_volume_update(image, tmp_path):
+    """The DaemonSet mounts the ConfigMap as a directory (no subPath): an
+    update swaps ..data, and devlet in the container serves the new config
+    without a restart."""
+    config = tmp_path / "config"
+    config.mkdir(mode=0o755)
+    tmp_path.chmod(0o755)
+    configmap_volume(config, HOSTDEV_CONFIG, 1)
+    plugins = tmp_path / "device-plugins"
+    plugins.mkdir()
+    sock = plugins / "devlet-devlet.io_imagetest.sock"
+    cmd = PODMAN_RUN + [
+        "-d", "--user", "0:0", "--cap-drop=all", "--read-only",
+        "-v", f"{config}:/etc/devlet:ro", "-v", f"{plugins}:/var/lib/kubelet/device-plugins",
+        "--device", "/dev/null:/dev/devlet-imagetest",
+        image, "run", "--config-file", "/etc/devlet/config.yaml",
+    ]
+    cid = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+
+    def device_ids():
+        probe = subprocess.run([str(BUILD / "devlet"), "probe", "--socket", str(sock)],
+                               capture_output=True, text=True, timeout=60)
+        return [d["id"] for d in json.loads(probe.stdout)["devices"]] if probe.returncode == 0 else None
+
+    try:
+        wait_for(lambda: device_ids() == ["imagetest-0", "imagetest-1"])
+        configmap_volume(config, HOSTDEV_CONFIG.replace("count: 2", "count: 3"), 2)
+        wait_for(lambda: device_ids() == ["imagetest-0", "imagetest-1", "imagetest-2"])
+    finally:
+        subprocess.run(PODMAN + ["rm", "-f", "-t", "10", cid], capture_output=True)
