@@ -7,8 +7,11 @@ privilege, and host paths only where a job needs them."""
 
 import os
 import pathlib
+import selectors
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -277,3 +280,36 @@ def test_pod_monitor_selects_the_pods():
     (ep,) = pm["spec"]["podMetricsEndpoints"]
     assert ep["port"] in {p["name"] for p in container("metrics-podmonitor")["ports"]}
     assert "ServiceMonitor" not in {o["kind"] for o in objects("metrics-podmonitor")}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_config_map_loads_without_warnings(overlay, tmp_path):
+    """devlet run reads the overlay's config.yaml without a warning (an
+    unknown or misspelt key is a warning, never an error, so only the log
+    shows it).  The kubelet manager's first line comes after the config's
+    warnings; then devlet is stopped."""
+    config = tmp_path / "config.yaml"
+    config.write_text(one(overlay, "ConfigMap")["data"]["config.yaml"])
+    plugins = tmp_path / "device-plugins"
+    plugins.mkdir()
+    proc = subprocess.Popen([str(BUILD / "devlet"), "run", "--config-file", str(config),
+                             "--plugin-directory", str(plugins)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = b""
+    try:
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        deadline = time.monotonic() + 30
+        while b" kubelet: " not in log:
+            assert time.monotonic() < deadline, log.decode()
+            if sel.select(timeout=deadline - time.monotonic()):
+                chunk = os.read(proc.stderr.fileno(), 65536)
+                assert chunk, "devlet exited: " + log.decode()
+                log += chunk
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=30)
+        log += rest
+    text = log.decode()
+    assert proc.returncode == 0, text
+    assert not [line for line in text.splitlines() if " config: " in line and " warn " in line], text
