@@ -11,6 +11,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -26,6 +27,15 @@ GPU = {"all-in-one", "nvidia-only", "metrics", "metrics-podmonitor"}
 ATTRIBUTION = {"all-in-one", "metrics", "metrics-podmonitor"}
 NAMESPACED = {"ServiceAccount", "ConfigMap", "Service", "DaemonSet", "ServiceMonitor", "PodMonitor"}
 NVIDIA_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+@pytest.fixture
+def plugin_dir():
+    """A device-plugins directory with a short path: a Unix socket path must
+    fit in 108 bytes, and pytest's tmp_path can be longer."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="devlet-dp-", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 # host path -> (mounted read-only, overlays that mount it)
 HOST_PATHS = {
@@ -283,17 +293,15 @@ def test_pod_monitor_selects_the_pods():
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_config_map_loads_without_warnings(overlay, tmp_path):
+def test_config_map_loads_without_warnings(overlay, tmp_path, plugin_dir):
     """devlet run reads the overlay's config.yaml without a warning (an
     unknown or misspelt key is a warning, never an error, so only the log
     shows it).  The kubelet manager's first line comes after the config's
     warnings; then devlet is stopped."""
     config = tmp_path / "config.yaml"
     config.write_text(one(overlay, "ConfigMap")["data"]["config.yaml"])
-    plugins = tmp_path / "device-plugins"
-    plugins.mkdir()
     proc = subprocess.Popen([str(BUILD / "devlet"), "run", "--config-file", str(config),
-                             "--plugin-directory", str(plugins)],
+                             "--plugin-directory", str(plugin_dir)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     log = b""
     try:

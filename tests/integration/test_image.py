@@ -6,7 +6,9 @@ no network)."""
 import json
 import os
 import pathlib
+import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -22,6 +24,15 @@ PODMAN_RUN = PODMAN + [
     "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000",
 ]
 GLIBC_FOR_NVML = {"libdl.so.2", "libpthread.so.0", "librt.so.1", "libm.so.6"}
+
+
+@pytest.fixture
+def plugin_dir():
+    """A device-plugins directory with a short path: a Unix socket path must
+    fit in 108 bytes, and pytest's tmp_path can be longer."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="devlet-dp-", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def build_image():
@@ -180,18 +191,16 @@ def wait_for(predicate, timeout=30.0):
         time.sleep(0.05)
 
 
-def test_run_serves_the_kubelet_api_as_root_without_capabilities(image, config_dir, tmp_path):
+def test_run_serves_the_kubelet_api_as_root_without_capabilities(image, config_dir, plugin_dir):
     """`devlet run` as the DaemonSet runs it: uid 0, every capability dropped,
     no privilege escalation, read-only root, the config directory mounted
     read-only and the device-plugins directory from the host.  The host's
     devlet probe, acting as the kubelet, reaches the socket it creates; a
     SIGTERM removes the socket and exits 0."""
-    plugins = tmp_path / "device-plugins"
-    plugins.mkdir()
-    sock = plugins / "devlet-devlet.io_imagetest.sock"
+    sock = plugin_dir / "devlet-devlet.io_imagetest.sock"
     cmd = PODMAN_RUN + [
         "-d", "--user", "0:0", "--cap-drop=all", "--security-opt", "no-new-privileges", "--read-only",
-        "-v", f"{config_dir}:/etc/devlet:ro", "-v", f"{plugins}:/var/lib/kubelet/device-plugins",
+        "-v", f"{config_dir}:/etc/devlet:ro", "-v", f"{plugin_dir}:/var/lib/kubelet/device-plugins",
         "--device", "/dev/null:/dev/devlet-imagetest",
         image, "run", "--config-file", "/etc/devlet/config.yaml",
     ]
@@ -231,7 +240,7 @@ def configmap_volume(d, content, generation):
         (d / "config.yaml").symlink_to("..data/config.yaml")
 
 
-def test_run_reloads_a_configmap_volume_update(image, tmp_path):
+def test_run_reloads_a_configmap_volume_update(image, tmp_path, plugin_dir):
     """The DaemonSet mounts the ConfigMap as a directory (no subPath): an
     update swaps ..data, and devlet in the container serves the new config
     without a restart."""
@@ -239,12 +248,10 @@ def test_run_reloads_a_configmap_volume_update(image, tmp_path):
     config.mkdir(mode=0o755)
     tmp_path.chmod(0o755)
     configmap_volume(config, HOSTDEV_CONFIG, 1)
-    plugins = tmp_path / "device-plugins"
-    plugins.mkdir()
-    sock = plugins / "devlet-devlet.io_imagetest.sock"
+    sock = plugin_dir / "devlet-devlet.io_imagetest.sock"
     cmd = PODMAN_RUN + [
         "-d", "--user", "0:0", "--cap-drop=all", "--read-only",
-        "-v", f"{config}:/etc/devlet:ro", "-v", f"{plugins}:/var/lib/kubelet/device-plugins",
+        "-v", f"{config}:/etc/devlet:ro", "-v", f"{plugin_dir}:/var/lib/kubelet/device-plugins",
         "--device", "/dev/null:/dev/devlet-imagetest",
         image, "run", "--config-file", "/etc/devlet/config.yaml",
     ]
