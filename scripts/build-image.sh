@@ -88,7 +88,7 @@ for lib in $libs; do
         stage_lib "$lib"
 done
 for extra in libdl.so.2 libpthread.so.0 librt.so.1 libm.so.6; do
-        [ -e "$libc_dir/$extra" ] && stage_lib "$libc_dir/$extra"
+        if [ -e "$libc_dir/$extra" ]; then stage_lib "$libc_dir/$extra"; fi
 done
 mkdir -p "$stage/usr/bin"
 strip --strip-unneeded -o "$stage/usr/bin/devlet" "$bin"
