@@ -104,7 +104,7 @@ deps:
 deps-build:
 	@scripts/deps.sh build
 
-unit: $(UNIT_BIN)
+unit: $(UNIT_BIN) $(MOCK_NVML)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 asan:
