@@ -159,3 +159,12 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/main.d $(UNIT_BIN:=.d) $(TOOL_BIN:=.d) $(BENCH_BIN:=.d)
+
+# Container image, built offline with buildah FROM scratch (scripts/build-image.sh);
+# image-test runs it with podman (tests/integration/test_image.py).
+.PHONY: image image-test
+image: $(BUILD)/devlet
+	BUILD=$(BUILD) VERSION=$(VERSION) scripts/build-image.sh
+
+image-test: all
+	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration/test_image.py
