@@ -1,7 +1,7 @@
 /* Shared between the config module's files only: typed option values
  * (options.c), the YAML node tree (yaml.c), typed reads from it (walk.c)
- * and the section parsers (hostdev.c).  Nothing outside src/config/
- * includes this. */
+ * and the section parsers (hostdev.c, sharing.c, health.c).  Nothing
+ * outside src/config/ includes this. */
 #ifndef DEVLET_CONFIG_CONFIG_INTERNAL_H
 #define DEVLET_CONFIG_CONFIG_INTERNAL_H
 
@@ -44,6 +44,10 @@ bool config_key_is_section(const char *prefix);
 
 /* true/false, yes/no, on/off, 1/0, case-insensitive. */
 int config_parse_bool(const char *s, bool *out);
+/* CONFIG_DURATION's syntax: "500ms", "5s", "2m", "1h", "1h30m", a bare
+ * number of seconds, or "infinite" (-1).  -EINVAL on anything else or on
+ * overflow. */
+int config_parse_duration(const char *s, int64_t *out);
 
 /* Sets diag (may be NULL) and returns -EINVAL. */
 int config_diag_set(struct config_diag *d, const char *file, int line, int column,
@@ -130,6 +134,30 @@ int config_walk_list(struct config_walk *w, const struct config_node *map, const
 int config_hostdev_parse(const struct config_node *node, const char *file, struct hostdev_cfg *out,
                          char ***warnings, struct config_diag *diag);
 void config_hostdev_clear(struct hostdev_cfg *h);
+
+/* ---- sharing and resources (sharing.c) ---- */
+
+/* Parse NVIDIA's `resources` and `sharing` sections (node may be a YAML
+ * null: nothing).  Sharing names are checked against resources (MPS takes
+ * no MIG resource), so resources is parsed first.  Each fills out only on
+ * success; -EINVAL with diag otherwise. */
+int config_resources_parse(const struct config_node *node, const char *file,
+                           struct resources_cfg *out, char ***warnings,
+                           struct config_diag *diag);
+int config_sharing_parse(const struct config_node *node, const char *file,
+                         const struct resources_cfg *resources, struct sharing_cfg *out,
+                         char ***warnings, struct config_diag *diag);
+void config_resources_clear(struct resources_cfg *r);
+void config_sharing_clear(struct sharing_cfg *s);
+
+/* ---- health (health.c) ---- */
+
+#define CONFIG_HEALTH_QUIET_DEFAULT_MS 60000
+
+/* Parses devlet's `health` section (node may be a YAML null: all defaults).
+ * Fills out only on success; -EINVAL with diag otherwise. */
+int config_health_parse(const struct config_node *node, const char *file, struct health_cfg *out,
+                        char ***warnings, struct config_diag *diag);
 
 /* A DNS-1123 subdomain: at most 253 characters, dot-separated labels of
  * lowercase letters, digits and '-', each starting and ending alphanumeric. */
