@@ -1,0 +1,184 @@
+/* Unit tests for metrics/expo.c: the Prometheus text format writer —
+ * escaping, families kept contiguous, duplicate series refused, values. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/cleanup.h"
+#include "metrics/expo.h"
+
+DEFINE_CLEANUP_FUNC(struct expo, expo_free)
+#define _cleanup_expo_ _cleanup_(expo_freep)
+
+#define L(n, v) ((struct expo_label){ (n), (v) })
+
+static char *render(struct expo *e)
+{
+        size_t len;
+        char *s = expo_render(e, &len);
+        assert_int_equal(strlen(s), len);
+        return s;
+}
+
+static void test_escaping(void **state)
+{
+        _cleanup_expo_ struct expo *e = expo_new();
+        struct expo_family *f = expo_family(e, "x_total", EXPO_COUNTER, "help with \\ and\nnewline \"q\"");
+        assert_non_null(f);
+        struct expo_label l[] = { L("a", "back\\slash \"quoted\"\nline"), L("b", "") };
+        assert_int_equal(expo_add(f, l, 2, 3), 1);
+        _cleanup_free_ char *s = render(e);
+        assert_string_equal(s, "# HELP x_total help with \\\\ and\\nnewline \"q\"\n"
+                               "# TYPE x_total counter\n"
+                               "x_total{a=\"back\\\\slash \\\"quoted\\\"\\nline\",b=\"\"} 3\n");
+}
+
+static void test_families_contiguous(void **state)
+{
+        _cleanup_expo_ struct expo *e = expo_new();
+        struct expo_family *a = expo_family(e, "a", EXPO_GAUGE, "A");
+        struct expo_family *b = expo_family(e, "b", EXPO_GAUGE, "B");
+        struct expo_label g0[] = { L("gpu", "0") }, g1[] = { L("gpu", "1") };
+        expo_add(a, g0, 1, 1);
+        expo_add(b, g0, 1, 2);
+        /* a later declaration returns the same family, first help and type stay */
+        assert_ptr_equal(expo_family(e, "a", EXPO_COUNTER, "other"), a);
+        expo_add(a, g1, 1, 3);
+        expo_add(b, g1, 1, 4);
+        _cleanup_free_ char *s = render(e);
+        assert_string_equal(s, "# HELP a A\n# TYPE a gauge\na{gpu=\"0\"} 1\na{gpu=\"1\"} 3\n"
+                               "# HELP b B\n# TYPE b gauge\nb{gpu=\"0\"} 2\nb{gpu=\"1\"} 4\n");
+        assert_int_equal(expo_family_samples(a), 2);
+}
+
+static void test_empty_family_not_rendered(void **state)
+{
+        _cleanup_expo_ struct expo *e = expo_new();
+        expo_family(e, "unused", EXPO_GAUGE, "never sampled");
+        struct expo_family *f = expo_family(e, "used", EXPO_GAUGE, "");
+        expo_add(f, NULL, 0, 1);
+        _cleanup_free_ char *s = render(e);
+        assert_string_equal(s, "# HELP used \n# TYPE used gauge\nused 1\n");
+}
+
+static void test_duplicates_dropped(void **state)
+{
+        _cleanup_expo_ struct expo *e = expo_new();
+        struct expo_family *f = expo_family(e, "m", EXPO_GAUGE, "h");
+        struct expo_label ab[] = { L("a", "1"), L("b", "2") };
+        struct expo_label ba[] = { L("b", "2"), L("a", "1") };
+        struct expo_label ab3[] = { L("a", "1"), L("b", "3") };
+        /* "a" "1\0b" must not collide with "a\0" "1" "b": keys keep the separators */
+        struct expo_label odd[] = { L("a", "1b"), L("b", "2") };
+        assert_int_equal(expo_add(f, ab, 2, 1), 1);
+        assert_int_equal(expo_add(f, ba, 2, 9), 0); /* same set, other order */
+        assert_int_equal(expo_add_u64(f, ab, 2, 9), 0);
+        assert_int_equal(expo_add(f, ab3, 2, 2), 1);
+        assert_int_equal(expo_add(f, odd, 2, 3), 1);
+        assert_int_equal(expo_add(f, NULL, 0, 4), 1);
+        assert_int_equal(expo_add(f, NULL, 0, 5), 0);
+        assert_int_equal(expo_family_samples(f), 4);
+        _cleanup_free_ char *s = render(e);
+        assert_string_equal(s, "# HELP m h\n# TYPE m gauge\nm{a=\"1\",b=\"2\"} 1\nm{a=\"1\",b=\"3\"} 2\n"
+                               "m{a=\"1b\",b=\"2\"} 3\nm 4\n");
+        /* the same label set in another family is another series */
+        struct expo_family *g = expo_family(e, "n", EXPO_GAUGE, "h");
+        assert_int_equal(expo_add(g, ab, 2, 1), 1);
+}
+
+static void test_many_series(void **state)
+{
+        _cleanup_expo_ struct expo *e = expo_new();
+        struct expo_family *f = expo_family(e, "m", EXPO_GAUGE, "h");
+        char v[16];
+        for (int i = 0; i < 5000; i++) {
+                snprintf(v, sizeof(v), "%d", i);
+                struct expo_label l[] = { L("i", v) };
+                assert_int_equal(expo_add(f, l, 1, i), 1);
+        }
+        for (int i = 0; i < 5000; i += 7) {
+                snprintf(v, sizeof(v), "%d", i);
+                struct expo_label l[] = { L("i", v) };
+                assert_int_equal(expo_add(f, l, 1, i), 0);
+        }
+        assert_int_equal(expo_family_samples(f), 5000);
+}
+
+static void test_invalid_names(void **state)
+{
+        _cleanup_expo_ struct expo *e = expo_new();
+        assert_null(expo_family(e, "9abc", EXPO_GAUGE, ""));
+        assert_null(expo_family(e, "a-b", EXPO_GAUGE, ""));
+        assert_null(expo_family(e, "", EXPO_GAUGE, ""));
+        struct expo_family *f = expo_family(e, "ns:sub_total", EXPO_COUNTER, "");
+        assert_non_null(f);
+        struct expo_label bad1[] = { L("a:b", "x") };
+        struct expo_label bad2[] = { L("__name__", "x") };
+        struct expo_label bad3[] = { L("a", "x"), L("a", "y") };
+        struct expo_label bad4[] = { L("1a", "x") };
+        assert_int_equal(expo_add(f, bad1, 1, 1), -EINVAL);
+        assert_int_equal(expo_add(f, bad2, 1, 1), -EINVAL);
+        assert_int_equal(expo_add(f, bad3, 2, 1), -EINVAL);
+        assert_int_equal(expo_add(f, bad4, 1, 1), -EINVAL);
+        assert_int_equal(expo_family_samples(f), 0);
+        _cleanup_free_ char *s = render(e);
+        assert_string_equal(s, "");
+}
+
+static void test_values(void **state)
+{
+        _cleanup_expo_ struct expo *e = expo_new();
+        struct expo_family *f = expo_family(e, "v", EXPO_GAUGE, "h");
+        const char *names[] = { "a", "b", "c", "d", "e", "f", "g", "h" };
+        double values[] = { 0, -3, 0.5, 1e300, NAN, INFINITY, -INFINITY, 9007199254740992.0 };
+        for (size_t i = 0; i < 8; i++) {
+                struct expo_label l[] = { L("k", names[i]) };
+                expo_add(f, l, 1, values[i]);
+        }
+        struct expo_label big[] = { L("k", "u64") };
+        expo_add_u64(f, big, 1, UINT64_MAX);
+        _cleanup_free_ char *s = render(e);
+        assert_string_equal(s, "# HELP v h\n# TYPE v gauge\n"
+                               "v{k=\"a\"} 0\nv{k=\"b\"} -3\nv{k=\"c\"} 0.5\nv{k=\"d\"} 1.0000000000000001e+300\n"
+                               "v{k=\"e\"} NaN\nv{k=\"f\"} +Inf\nv{k=\"g\"} -Inf\n"
+                               "v{k=\"h\"} 9007199254740992\nv{k=\"u64\"} 18446744073709551615\n");
+}
+
+static void test_buf(void **state)
+{
+        struct expo_buf b = { 0 };
+        size_t len = 99;
+        _cleanup_free_ char *empty = expo_buf_take(&b, &len);
+        assert_string_equal(empty, "");
+        assert_int_equal(len, 0);
+        char big[1000];
+        memset(big, 'x', sizeof(big) - 1);
+        big[sizeof(big) - 1] = '\0';
+        expo_buf_printf(&b, "%s-%d", big, 7);
+        assert_int_equal(b.len, 1001);
+        assert_string_equal(b.data + 999, "-7");
+        expo_buf_release(&b);
+        assert_null(b.data);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_escaping),
+                cmocka_unit_test(test_families_contiguous),
+                cmocka_unit_test(test_empty_family_not_rendered),
+                cmocka_unit_test(test_duplicates_dropped),
+                cmocka_unit_test(test_many_series),
+                cmocka_unit_test(test_invalid_names),
+                cmocka_unit_test(test_values),
+                cmocka_unit_test(test_buf),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
