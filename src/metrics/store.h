@@ -1,0 +1,54 @@
+/* Published metrics: immutable, reference-counted text snapshots, one per
+ * producer slot, swapped under a mutex.
+ *
+ * Producers (the collector thread, the loop) render a whole exposition and
+ * publish it; readers (the HTTP threads, `devlet metrics`) take references
+ * to the latest snapshot of every slot and concatenate them.  A reader never
+ * waits for a collection, and a producer never waits for a reader beyond
+ * the pointer swap.  The store also keeps the loop's heartbeat for /health. */
+#ifndef DEVLET_METRICS_STORE_H
+#define DEVLET_METRICS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum metrics_slot {
+        METRICS_SLOT_GPU = 0,    /* DCGM families, from the collector thread */
+        METRICS_SLOT_DEVLET = 1, /* devlet's own families, from the loop */
+        METRICS_SLOTS
+};
+
+struct metrics_snap {
+        size_t len;
+        char *text; /* NUL-terminated, owned */
+};
+
+struct metrics_store;
+
+struct metrics_store *metrics_store_new(void);
+/* Frees the store and its snapshots; readers must be done. */
+void metrics_store_free(struct metrics_store *s);
+
+/* Publishes text (taken: a heap string of len bytes) in slot. */
+void metrics_store_publish(struct metrics_store *s, enum metrics_slot slot, char *text, size_t len);
+
+/* Takes a reference to the latest snapshot of every slot (NULL where none
+ * was published yet) into out[]; each must be given back with
+ * metrics_snap_unref. */
+void metrics_store_get(struct metrics_store *s, const struct metrics_snap *out[METRICS_SLOTS]);
+void metrics_snap_unref(const struct metrics_snap *snap);
+
+/* The slots concatenated into one heap string (*len its length). */
+char *metrics_store_render(struct metrics_store *s, size_t *len);
+
+/* Number of snapshots published in slot so far. */
+uint64_t metrics_store_generation(struct metrics_store *s, enum metrics_slot slot);
+
+/* The loop calls this on every tick; /health is good while the last beat
+ * is at most max_age_ms old (CLOCK_MONOTONIC). */
+void metrics_store_heartbeat(struct metrics_store *s);
+int metrics_store_healthy(struct metrics_store *s, uint64_t max_age_ms);
+
+uint64_t metrics_now_ms(void);
+
+#endif
