@@ -1,0 +1,380 @@
+/* OCI runtime specs of running containers: their names and their GPUs.
+ *
+ * attr_spec_parse() reads one config.json with jansson and keeps only what
+ * attribution needs (see attrib.h).  The cache walks each configured state
+ * directory (<dir>/<id>/config.json for containerd's task directories,
+ * <dir>/<id>/userdata/config.json for CRI-O and podman), stats every spec,
+ * and parses a file again only when its (device, inode, size, mtime)
+ * changed.  Files are opened non-blocking, must be regular and at most
+ * ATTR_SPEC_MAX_BYTES; anything malformed is skipped.  Runs on the collector
+ * thread; never logs above debug. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+#include "metrics/attrib.h"
+
+#define NVIDIA_MAJOR 195
+#define NVIDIA_MODESET_MINOR 254
+#define NVIDIACTL_MINOR 255
+#define SPECS_PER_DIR_MAX 4096
+
+static const char *const mount_dirs[] = { "/var/run/nvidia-container-devices/",
+                                          "/run/nvidia-container-devices/" };
+
+void attr_spec_free(struct attr_spec *s)
+{
+        if (!s)
+                return;
+        free(s->id);
+        free(s->pod);
+        free(s->namespace);
+        free(s->container);
+        strv_free(s->refs);
+        free(s->minors);
+        free(s);
+}
+
+DEFINE_CLEANUP_FUNC(struct attr_spec, attr_spec_free)
+
+static const char *get_str(json_t *obj, const char *key)
+{
+        json_t *v = json_object_get(obj, key);
+        return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static char *dup_or_null(const char *s)
+{
+        return s && *s ? xstrdup(s) : NULL;
+}
+
+static void parse_annotations(struct attr_spec *s, json_t *ann, const char *cdi_prefix)
+{
+        if (!json_is_object(ann))
+                return;
+        /* containerd's CRI names first, then CRI-O's */
+        const char *pod = get_str(ann, "io.kubernetes.cri.sandbox-name");
+        const char *ns = get_str(ann, "io.kubernetes.cri.sandbox-namespace");
+        const char *ctr = get_str(ann, "io.kubernetes.cri.container-name");
+        const char *type = get_str(ann, "io.kubernetes.cri.container-type");
+        if (!pod)
+                pod = get_str(ann, "io.kubernetes.pod.name");
+        if (!ns)
+                ns = get_str(ann, "io.kubernetes.pod.namespace");
+        if (!ctr)
+                ctr = get_str(ann, "io.kubernetes.container.name");
+        if (!type)
+                type = get_str(ann, "io.kubernetes.cri-o.ContainerType");
+        s->pod = dup_or_null(pod);
+        s->namespace = dup_or_null(ns);
+        s->container = dup_or_null(ctr);
+        s->sandbox = type && strcmp(type, "sandbox") == 0;
+
+        size_t plen = cdi_prefix ? strlen(cdi_prefix) : 0;
+        const char *key;
+        json_t *value;
+        json_object_foreach(ann, key, value) {
+                if (plen == 0 || strncmp(key, cdi_prefix, plen) != 0 || !json_is_string(value))
+                        continue;
+                _cleanup_free_ char *list = xstrdup(json_string_value(value));
+                char *save = NULL;
+                for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+                        s->refs = attr_cdi_device(t, s->refs);
+        }
+}
+
+static bool is_privileged(json_t *process)
+{
+        json_t *bounding = json_object_get(json_object_get(process, "capabilities"), "bounding");
+        size_t i;
+        json_t *cap;
+        json_array_foreach(bounding, i, cap) {
+                if (json_is_string(cap) && strcmp(json_string_value(cap), "CAP_SYS_ADMIN") == 0)
+                        return true;
+        }
+        return false;
+}
+
+static void parse_env(struct attr_spec *s, json_t *process)
+{
+        static const char key[] = "NVIDIA_VISIBLE_DEVICES=";
+        const char *value = NULL;
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(process, "env"), i, e) {
+                /* the last definition wins, as in execve's environment lookup */
+                if (json_is_string(e) && strncmp(json_string_value(e), key, sizeof(key) - 1) == 0)
+                        value = json_string_value(e) + sizeof(key) - 1;
+        }
+        if (!value)
+                return;
+        char **refs = attr_visible_devices(value, NULL);
+        for (size_t k = 0; refs && refs[k]; k++) {
+                if (strcmp(refs[k], "all") == 0 && !s->privileged)
+                        continue;
+                s->refs = strv_push(s->refs, refs[k]);
+        }
+        strv_free(refs);
+}
+
+static void parse_mounts(struct attr_spec *s, json_t *mounts)
+{
+        size_t i;
+        json_t *m;
+        json_array_foreach(mounts, i, m) {
+                const char *dst = get_str(m, "destination");
+                if (!dst)
+                        continue;
+                for (size_t k = 0; k < ARRAY_SIZE(mount_dirs); k++) {
+                        size_t n = strlen(mount_dirs[k]);
+                        if (strncmp(dst, mount_dirs[k], n) == 0 && dst[n] && !strchr(dst + n, '/')) {
+                                s->refs = strv_push(s->refs, dst + n);
+                                break;
+                        }
+                }
+        }
+}
+
+static void parse_devices(struct attr_spec *s, json_t *linux_)
+{
+        size_t i;
+        json_t *d;
+        json_array_foreach(json_object_get(linux_, "devices"), i, d) {
+                const char *type = get_str(d, "type");
+                json_t *major = json_object_get(d, "major"), *minor = json_object_get(d, "minor");
+                if (!type || strcmp(type, "c") != 0 || !json_is_integer(major) ||
+                    !json_is_integer(minor) || json_integer_value(major) != NVIDIA_MAJOR)
+                        continue;
+                json_int_t m = json_integer_value(minor);
+                if (m < 0 || m >= NVIDIA_MODESET_MINOR || s->n_minors >= 1024)
+                        continue;
+                s->minors = xrealloc(s->minors, (s->n_minors + 1) * sizeof(*s->minors));
+                s->minors[s->n_minors++] = (unsigned)m;
+        }
+}
+
+int attr_spec_parse(const char *json, size_t len, const char *id, const char *cdi_prefix,
+                    struct attr_spec **out, char **err)
+{
+        json_error_t jerr;
+        json_auto_t *root = json_loadb(json, len, 0, &jerr);
+        if (!root) {
+                *err = xasprintf("line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+                return -EINVAL;
+        }
+        if (!json_is_object(root)) {
+                *err = xstrdup("not a JSON object");
+                return -EINVAL;
+        }
+        _cleanup_(attr_spec_freep) struct attr_spec *s = xcalloc(1, sizeof(*s));
+        s->id = xstrdup(id);
+        json_t *process = json_object_get(root, "process");
+        s->privileged = is_privileged(process);
+        parse_annotations(s, json_object_get(root, "annotations"), cdi_prefix);
+        parse_env(s, process);
+        parse_mounts(s, json_object_get(root, "mounts"));
+        if (!s->privileged)
+                parse_devices(s, json_object_get(root, "linux"));
+        *out = TAKE_PTR(s);
+        return 0;
+}
+
+/* ---- the cache ---- */
+
+struct spec_entry {
+        char *path;
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        struct timespec mtime;
+        uint64_t seen; /* scan generation */
+        struct attr_spec *spec; /* NULL: the file did not parse */
+};
+
+struct attr_specs {
+        char **dirs;
+        char *cdi_prefix;
+        struct spec_entry *entries;
+        size_t n, cap;
+        uint64_t generation;
+        uint64_t parsed;
+};
+
+struct attr_specs *attr_specs_new(char *const *dirs, const char *cdi_prefix)
+{
+        struct attr_specs *c = xcalloc(1, sizeof(*c));
+        for (size_t i = 0; dirs && dirs[i]; i++)
+                if (*dirs[i])
+                        c->dirs = strv_push(c->dirs, dirs[i]);
+        c->cdi_prefix = xstrdup(cdi_prefix && *cdi_prefix ? cdi_prefix : "cdi.k8s.io/");
+        return c;
+}
+
+void attr_specs_free(struct attr_specs *c)
+{
+        if (!c)
+                return;
+        for (size_t i = 0; i < c->n; i++) {
+                free(c->entries[i].path);
+                attr_spec_free(c->entries[i].spec);
+        }
+        free(c->entries);
+        strv_free(c->dirs);
+        free(c->cdi_prefix);
+        free(c);
+}
+
+/* Reads a regular file of at most max bytes without blocking on FIFOs. */
+static int read_spec(const char *path, char **out, size_t *len)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        struct stat fst;
+        if (fstat(fd, &fst) < 0)
+                return -errno;
+        if (!S_ISREG(fst.st_mode))
+                return -EBADF;
+        if (fst.st_size > (off_t)ATTR_SPEC_MAX_BYTES)
+                return -EFBIG;
+        size_t want = (size_t)fst.st_size, n = 0;
+        _cleanup_free_ char *buf = xmalloc(want + 1);
+        while (n < want) {
+                ssize_t r = read(fd, buf + n, want - n);
+                if (r < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (r == 0)
+                        break; /* shrank while we read: parse what is there */
+                n += (size_t)r;
+        }
+        buf[n] = '\0';
+        *out = TAKE_PTR(buf);
+        *len = n;
+        return 0;
+}
+
+static struct spec_entry *entry_find(struct attr_specs *c, const char *path)
+{
+        for (size_t i = 0; i < c->n; i++)
+                if (strcmp(c->entries[i].path, path) == 0)
+                        return &c->entries[i];
+        return NULL;
+}
+
+static void visit(struct attr_specs *c, const char *path, const char *id)
+{
+        struct stat st;
+        if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
+                return;
+        struct spec_entry *e = entry_find(c, path);
+        if (e && e->dev == st.st_dev && e->ino == st.st_ino && e->size == st.st_size &&
+            e->mtime.tv_sec == st.st_mtim.tv_sec && e->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+                e->seen = c->generation;
+                return;
+        }
+        if (!e) {
+                xgrow((void **)&c->entries, &c->cap, c->n + 1, sizeof(*c->entries));
+                e = &c->entries[c->n++];
+                *e = (struct spec_entry){ .path = xstrdup(path) };
+        }
+        e->dev = st.st_dev;
+        e->ino = st.st_ino;
+        e->size = st.st_size;
+        e->mtime = st.st_mtim;
+        e->seen = c->generation;
+        attr_spec_free(TAKE_PTR(e->spec));
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        int r = read_spec(path, &data, &len);
+        c->parsed++;
+        if (r < 0) {
+                log_debug("metrics", "OCI spec skipped path=%s error=\"%s\"", path, strerror(-r));
+                return;
+        }
+        _cleanup_free_ char *err = NULL;
+        if (attr_spec_parse(data, len, id, c->cdi_prefix, &e->spec, &err) < 0)
+                log_debug("metrics", "OCI spec skipped path=%s error=\"%s\"", path, err);
+}
+
+static void scan_dir(struct attr_specs *c, const char *dir)
+{
+        DIR *d = opendir(dir);
+        if (!d)
+                return;
+        size_t count = 0;
+        struct dirent *de;
+        while ((de = readdir(d)) && count < SPECS_PER_DIR_MAX) {
+                if (de->d_name[0] == '.' || strlen(de->d_name) > 128)
+                        continue;
+                if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
+                        continue;
+                count++;
+                char path[4096];
+                snprintf(path, sizeof(path), "%s/%s/config.json", dir, de->d_name);
+                if (access(path, F_OK) == 0) {
+                        visit(c, path, de->d_name);
+                        continue;
+                }
+                snprintf(path, sizeof(path), "%s/%s/userdata/config.json", dir, de->d_name);
+                visit(c, path, de->d_name);
+        }
+        closedir(d);
+}
+
+size_t attr_specs_scan(struct attr_specs *c)
+{
+        c->generation++;
+        for (size_t i = 0; c->dirs && c->dirs[i]; i++)
+                scan_dir(c, c->dirs[i]);
+        /* drop what was not seen this time, keeping the order of the rest */
+        size_t w = 0;
+        for (size_t i = 0; i < c->n; i++) {
+                if (c->entries[i].seen == c->generation) {
+                        c->entries[w++] = c->entries[i];
+                        continue;
+                }
+                free(c->entries[i].path);
+                attr_spec_free(c->entries[i].spec);
+        }
+        c->n = w;
+        size_t good = 0;
+        for (size_t i = 0; i < c->n; i++)
+                good += c->entries[i].spec != NULL;
+        return good;
+}
+
+uint64_t attr_specs_parsed(const struct attr_specs *c)
+{
+        return c->parsed;
+}
+
+size_t attr_specs_count(const struct attr_specs *c)
+{
+        return c->n;
+}
+
+const struct attr_spec *attr_specs_at(const struct attr_specs *c, size_t i)
+{
+        return i < c->n ? c->entries[i].spec : NULL;
+}
+
+const struct attr_spec *attr_specs_find(const struct attr_specs *c, const char *id)
+{
+        for (size_t k = 0; k < c->n; k++)
+                if (c->entries[k].spec && strcmp(c->entries[k].spec->id, id) == 0)
+                        return c->entries[k].spec;
+        return NULL;
+}
