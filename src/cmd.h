@@ -8,6 +8,7 @@
 
 int cmd_list(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
+int cmd_metrics(int argc, char **argv);
 
 /* Loads the configuration for a subcommand, printing errors and warnings to
  * stderr.  Returns 0, or EXIT_USAGE / 1 after printing why. */

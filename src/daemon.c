@@ -23,6 +23,7 @@
 #include "base/xalloc.h"
 #include "devices/device.h"
 #include "kubelet/kubelet.h"
+#include "metrics/metrics.h"
 
 struct backend_slot {
         const struct dev_backend_ops *ops;
@@ -40,6 +41,8 @@ struct daemon {
         struct dev_resource **resources;
         size_t n_resources;
         struct kubelet_manager *kubelet;
+        struct metrics *metrics;
+        uint64_t kubelet_restarts; /* across the rebuilds each restart causes */
 
         uv_signal_t sig_hup, sig_term, sig_int;
         int exit_code;
@@ -65,6 +68,7 @@ static int backend_wanted(const struct devlet_config *cfg, const char *name)
 /* Stops every module; the loop must run afterwards to finish the closes. */
 static void modules_stop(struct daemon *d)
 {
+        metrics_stop(TAKE_PTR(d->metrics));
         kubelet_manager_free(TAKE_PTR(d->kubelet));
         for (size_t i = 0; i < d->n_backends; i++)
                 d->backends[i].ops->destroy(d->backends[i].b);
@@ -74,6 +78,28 @@ static void modules_stop(struct daemon *d)
 }
 
 static void on_kubelet_restart(void *ud);
+
+/* ---- what the metrics module reads (on the loop) ---- */
+
+static size_t metrics_resources(void *ud, struct metrics_resource *out, size_t max)
+{
+        struct daemon *d = ud;
+        for (size_t i = 0; i < d->n_resources && i < max; i++) {
+                struct plugin_server *p = d->kubelet ? kubelet_manager_server(d->kubelet, i) : NULL;
+                out[i] = (struct metrics_resource){
+                        .resource = d->resources[i],
+                        .stats = p ? plugin_server_stats(p) : NULL,
+                        .registered = p && plugin_server_registered(p),
+                };
+        }
+        return d->n_resources;
+}
+
+static uint64_t metrics_kubelet_restarts(void *ud)
+{
+        struct daemon *d = ud;
+        return d->kubelet_restarts;
+}
 
 static int modules_start(struct daemon *d)
 {
@@ -116,6 +142,13 @@ static int modules_start(struct daemon *d)
                 modules_stop(d);
                 return r;
         }
+        /* metrics are an extra: failing to serve them leaves the plugins running */
+        const struct metrics_sources src = {
+                .ud = d,
+                .resources = metrics_resources,
+                .kubelet_restarts = metrics_kubelet_restarts,
+        };
+        metrics_start(&d->loop, cfg, &src, &d->metrics);
         return 0;
 }
 
@@ -179,6 +212,7 @@ static void on_restart_reload(uv_timer_t *t)
 static void on_kubelet_restart(void *ud)
 {
         struct daemon *d = ud;
+        d->kubelet_restarts++;
         uv_timer_start(&d->restart_reload, on_restart_reload, 0, 0);
 }
 

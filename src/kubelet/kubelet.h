@@ -72,5 +72,8 @@ int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kub
                         kubelet_restart_fn on_restart, void *ud, struct kubelet_manager **out);
 void kubelet_manager_free(struct kubelet_manager *m);
 uint64_t kubelet_manager_restarts_seen(const struct kubelet_manager *m);
+/* The plugin server of the i-th resource given to kubelet_manager_new, or
+ * NULL past the end. */
+struct plugin_server *kubelet_manager_server(const struct kubelet_manager *m, size_t i);
 
 #endif

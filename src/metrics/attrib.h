@@ -143,6 +143,10 @@ typedef void (*attr_podres_fn)(struct attr_podres *p, int status, const char *me
  * (fn will be called exactly once) or -errno. */
 int attr_podres_list(uv_loop_t *loop, const char *socket_path, uint64_t timeout_ms,
                      attr_podres_fn fn, void *ud, struct attr_podres_client **out);
+/* The same, blocking on a private loop (for `devlet metrics`).  Returns 0
+ * and *out, or -errno with *err (heap) saying why. */
+int attr_podres_list_sync(const char *socket_path, uint64_t timeout_ms, struct attr_podres **out,
+                          char **err);
 /* Cancels a List in progress: fn runs with CANCELLED, before this returns
  * or on the next loop iteration. */
 void attr_podres_cancel(struct attr_podres_client *c);

@@ -292,6 +292,17 @@ static void sample_head(struct expo_family *f, const struct expo_label *labels, 
         expo_buf_put(b, " ", 1);
 }
 
+/* The shortest of %.15g and %.17g that reads back as the same double. */
+static void put_double(struct expo_buf *b, double value)
+{
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%.15g", value);
+        if (strtod(buf, NULL) != value)
+                snprintf(buf, sizeof(buf), "%.17g", value);
+        expo_buf_puts(b, buf);
+        expo_buf_put(b, "\n", 1);
+}
+
 int expo_add(struct expo_family *f, const struct expo_label *labels, size_t n, double value)
 {
         int r = series_new(f, labels, n);
@@ -306,7 +317,7 @@ int expo_add(struct expo_family *f, const struct expo_label *labels, size_t n, d
         else if (value == (double)(int64_t)value && fabs(value) <= 9007199254740992.0)
                 expo_buf_printf(b, "%" PRId64 "\n", (int64_t)value);
         else
-                expo_buf_printf(b, "%.17g\n", value);
+                put_double(b, value);
         f->n_samples++;
         return 1;
 }

@@ -119,7 +119,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply_text(c, MHD_HTTP_NOT_FOUND, "not found; try /metrics\n", NULL);
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
         if (!log_enabled(LOG_DEBUG))
                 return;

@@ -136,9 +136,9 @@ static void test_values(void **state)
 {
         _cleanup_expo_ struct expo *e = expo_new();
         struct expo_family *f = expo_family(e, "v", EXPO_GAUGE, "h");
-        const char *names[] = { "a", "b", "c", "d", "e", "f", "g", "h" };
-        double values[] = { 0, -3, 0.5, 1e300, NAN, INFINITY, -INFINITY, 9007199254740992.0 };
-        for (size_t i = 0; i < 8; i++) {
+        const char *names[] = { "a", "b", "c", "d", "e", "f", "g", "h", "i", "j" };
+        double values[] = { 0, -3, 0.5, 1e300, NAN, INFINITY, -INFINITY, 9007199254740992.0, 0.004582, 0.1 + 0.2 };
+        for (size_t i = 0; i < 10; i++) {
                 struct expo_label l[] = { L("k", names[i]) };
                 expo_add(f, l, 1, values[i]);
         }
@@ -146,9 +146,10 @@ static void test_values(void **state)
         expo_add_u64(f, big, 1, UINT64_MAX);
         _cleanup_free_ char *s = render(e);
         assert_string_equal(s, "# HELP v h\n# TYPE v gauge\n"
-                               "v{k=\"a\"} 0\nv{k=\"b\"} -3\nv{k=\"c\"} 0.5\nv{k=\"d\"} 1.0000000000000001e+300\n"
+                               "v{k=\"a\"} 0\nv{k=\"b\"} -3\nv{k=\"c\"} 0.5\nv{k=\"d\"} 1e+300\n"
                                "v{k=\"e\"} NaN\nv{k=\"f\"} +Inf\nv{k=\"g\"} -Inf\n"
-                               "v{k=\"h\"} 9007199254740992\nv{k=\"u64\"} 18446744073709551615\n");
+                               "v{k=\"h\"} 9007199254740992\nv{k=\"i\"} 0.004582\nv{k=\"j\"} 0.30000000000000004\n"
+                               "v{k=\"u64\"} 18446744073709551615\n");
 }
 
 static void test_buf(void **state)

@@ -1,0 +1,55 @@
+/* The GPU collector: samples NVML, attributes devices to containers, renders
+ * the DCGM families and publishes them in the store's GPU slot.
+ *
+ * It runs on its own thread (or once on the caller's, for `devlet
+ * metrics`).  The loop hands it two inputs through a mutex-guarded mailbox:
+ * the latest pod-resources table and each GPU's last XID.  A scrape never
+ * reaches in here: it reads what the collector published. */
+#ifndef DEVLET_METRICS_COLLECTOR_H
+#define DEVLET_METRICS_COLLECTOR_H
+
+#include <stdint.h>
+
+#include "metrics/attrib.h"
+#include "metrics/sample.h"
+#include "metrics/store.h"
+
+struct collector_opts {
+        uint64_t interval_ms;
+        const char *hostname_label; /* "Hostname" (dcgm-exporter's) or "hostname" */
+        const char *hostname;
+        const char *proc_root;      /* "/proc" */
+        char *const *state_dirs;    /* container state directories */
+        const char *cdi_prefix;     /* "cdi.k8s.io/" */
+};
+
+/* One GPU's last XID, from the NVIDIA backend's health thread. */
+struct collector_xid {
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        unsigned xid;
+};
+
+struct collector;
+
+/* Takes nvml (NULL: no GPU families, attribution inputs are still kept). */
+struct collector *collector_new(const struct collector_opts *o, struct smp_nvml *nvml,
+                                struct metrics_store *store);
+/* Starts the sampling thread: a collection at once, then every interval.
+ * Returns 0 or -errno. */
+int collector_start(struct collector *c);
+/* Stops and joins the thread (if any) and frees everything. */
+void collector_free(struct collector *c);
+
+/* One collection on the calling thread. */
+void collector_run_once(struct collector *c);
+
+/* Mailbox (any thread): the latest pod-resources table (taken; NULL = the
+ * source is gone) and the GPUs' last XIDs (copied). */
+void collector_put_podres(struct collector *c, struct attr_podres *p);
+void collector_put_xids(struct collector *c, const struct collector_xid *x, size_t n);
+
+/* Figures for devlet's own families (any thread). */
+uint64_t collector_last_duration_us(struct collector *c);
+uint64_t collector_collections(struct collector *c);
+
+#endif

@@ -1,0 +1,399 @@
+/* The metrics module's loop side: owns the store, the HTTP endpoint and
+ * the collector thread, and renders devlet's own families.
+ *
+ * Every collect-interval the loop's timer (1) starts an asynchronous
+ * pod-resources List (one at a time, 2 s timeout) whose table goes to the
+ * collector's mailbox, (2) passes the GPUs' last XIDs to the collector and
+ * (3) renders devlet's families from the sources and publishes them.  A
+ * 1 s timer beats the heart that /health checks.  An absent or failing
+ * pod-resources socket is logged once (and once more when it answers
+ * again); its attribution is dropped meanwhile.  Never blocks the loop:
+ * sampling, /proc and OCI specs belong to the collector thread. */
+#include "metrics/metrics.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+#include "grpc/grpc.h"
+#include "metrics/attrib.h"
+#include "metrics/collector.h"
+#include "metrics/expo.h"
+#include "metrics/http.h"
+#include "metrics/store.h"
+
+#define PODRES_TIMEOUT_MS 2000
+#define HEARTBEAT_MS 1000
+#define HEALTH_MAX_AGE_MS 10000
+#define MAX_RESOURCES 256
+#define MAX_XIDS 1024
+
+struct metrics {
+        uv_loop_t *loop;
+        struct metrics_sources src;
+        struct metrics_store *store;
+        struct metrics_http *http;
+        struct collector *collector;
+        void *own_dl; /* libnvidia-ml we loaded ourselves */
+        char *pod_resources_socket;
+        uint64_t interval_ms;
+
+        uv_timer_t *tick, *beat;
+        struct attr_podres_client *podres_call;
+        int podres_up; /* -1 unknown, 0 failing, 1 answering */
+        int refs;      /* handles and calls still to finish, +1 until stopped */
+};
+
+static char *node_name(void)
+{
+        const char *env = getenv("NODE_NAME");
+        if (env && *env)
+                return xstrdup(env);
+        char buf[256];
+        if (gethostname(buf, sizeof(buf)) < 0)
+                return xstrdup("");
+        buf[sizeof(buf) - 1] = '\0';
+        return xstrdup(buf);
+}
+
+/* Loads NVML for the collector: the backend's handle when given, else the
+ * library by soname (or $DEVLET_NVML_LIBRARY).  NULL: no GPU metrics. */
+static struct smp_nvml *nvml_open(void *dl, void **own_dl)
+{
+        *own_dl = NULL;
+        if (!dl) {
+                const char *path = getenv("DEVLET_NVML_LIBRARY");
+                dl = dlopen(path && *path ? path : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+                if (!dl) {
+                        log_info("metrics", "no NVML library, GPU metrics off error=\"%s\"", dlerror());
+                        return NULL;
+                }
+                *own_dl = dl;
+        }
+        struct smp_nvml *n = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (smp_nvml_new(dl, &n, &err) < 0) {
+                log_info("metrics", "NVML unusable, GPU metrics off error=\"%s\"", err);
+                if (*own_dl)
+                        dlclose(TAKE_PTR(*own_dl));
+                return NULL;
+        }
+        return n;
+}
+
+static struct collector *collector_for(const struct devlet_config *cfg, struct smp_nvml *nvml,
+                                       struct metrics_store *store)
+{
+        _cleanup_free_ char *host = node_name();
+        struct collector_opts o = {
+                .interval_ms = cfg->collect_interval_ms > 0 ? (uint64_t)cfg->collect_interval_ms : 30000,
+                .hostname_label = cfg->hostname_label,
+                .hostname = host,
+                .proc_root = "/proc",
+                .state_dirs = cfg->container_state_dirs,
+                .cdi_prefix = cfg->cdi_annotation_prefix,
+        };
+        return collector_new(&o, nvml, store);
+}
+
+/* ---- devlet's own families ---- */
+
+static char *render_devlet(struct metrics *m, struct collector *col, size_t *len)
+{
+        struct expo *e = expo_new();
+        struct expo_family *info = expo_family(e, "devlet_build_info", EXPO_GAUGE,
+                                               "devlet's version (always 1).");
+        struct expo_label vl[] = { { "version", DEVLET_VERSION } };
+        expo_add(info, vl, 1, 1);
+
+        if (m && m->src.resources) {
+                _cleanup_free_ struct metrics_resource *res = xcalloc(MAX_RESOURCES, sizeof(*res));
+                size_t n = m->src.resources(m->src.ud, res, MAX_RESOURCES);
+                if (n > MAX_RESOURCES)
+                        n = MAX_RESOURCES;
+                struct expo_family *dev = expo_family(e, "devlet_devices", EXPO_GAUGE,
+                                                      "Devices advertised per resource and health.");
+                struct expo_family *reg = expo_family(e, "devlet_plugin_registered", EXPO_GAUGE,
+                                                      "Whether the resource is registered with the kubelet.");
+                struct expo_family *regs = expo_family(e, "devlet_registrations_total", EXPO_COUNTER,
+                                                       "Successful registrations with the kubelet.");
+                struct expo_family *rege = expo_family(e, "devlet_registration_errors_total", EXPO_COUNTER,
+                                                       "Failed registration attempts.");
+                struct expo_family *al = expo_family(e, "devlet_allocations_total", EXPO_COUNTER,
+                                                     "Container allocations answered.");
+                struct expo_family *ale = expo_family(e, "devlet_allocation_errors_total", EXPO_COUNTER,
+                                                      "Container allocations refused.");
+                struct expo_family *snap = expo_family(e, "devlet_list_and_watch_updates_total", EXPO_COUNTER,
+                                                       "ListAndWatch messages sent.");
+                for (size_t i = 0; i < n; i++) {
+                        const struct dev_resource *r = res[i].resource;
+                        if (!r)
+                                continue;
+                        size_t healthy = dev_resource_healthy(r);
+                        struct expo_label h[] = { { "resource", r->name }, { "health", "healthy" } };
+                        expo_add(dev, h, 2, (double)healthy);
+                        h[1].value = "unhealthy";
+                        expo_add(dev, h, 2, (double)(r->n_devices - healthy));
+                        struct expo_label rl[] = { { "resource", r->name } };
+                        expo_add(reg, rl, 1, res[i].registered ? 1 : 0);
+                        if (!res[i].stats)
+                                continue;
+                        expo_add_u64(regs, rl, 1, res[i].stats->registrations);
+                        expo_add_u64(rege, rl, 1, res[i].stats->registration_errors);
+                        expo_add_u64(al, rl, 1, res[i].stats->allocations);
+                        expo_add_u64(ale, rl, 1, res[i].stats->allocation_errors);
+                        expo_add_u64(snap, rl, 1, res[i].stats->snapshots);
+                }
+        }
+        if (m && m->src.kubelet_restarts) {
+                struct expo_family *f = expo_family(e, "devlet_kubelet_restarts_total", EXPO_COUNTER,
+                                                    "Kubelet restarts seen.");
+                expo_add_u64(f, NULL, 0, m->src.kubelet_restarts(m->src.ud));
+        }
+        if (m && m->src.xids) {
+                _cleanup_free_ struct metrics_xid *x = xcalloc(MAX_XIDS, sizeof(*x));
+                size_t n = m->src.xids(m->src.ud, x, MAX_XIDS);
+                if (n > MAX_XIDS)
+                        n = MAX_XIDS;
+                struct expo_family *f = expo_family(e, "devlet_xid_events_total", EXPO_COUNTER,
+                                                    "XID events per GPU and code.");
+                _cleanup_free_ struct collector_xid *last = xcalloc(n + 1, sizeof(*last));
+                _cleanup_free_ uint64_t *last_seq = xcalloc(n + 1, sizeof(*last_seq));
+                size_t n_last = 0;
+                for (size_t i = 0; i < n; i++) {
+                        if (!x[i].uuid)
+                                continue;
+                        char code[16];
+                        snprintf(code, sizeof(code), "%u", x[i].xid);
+                        struct expo_label l[] = { { "UUID", x[i].uuid }, { "xid", code } };
+                        expo_add_u64(f, l, 2, x[i].count);
+                        size_t k = 0;
+                        while (k < n_last && strcmp(last[k].uuid, x[i].uuid) != 0)
+                                k++;
+                        if (k == n_last) {
+                                snprintf(last[n_last].uuid, sizeof(last[n_last].uuid), "%s", x[i].uuid);
+                                n_last++;
+                        } else if (x[i].seq < last_seq[k]) {
+                                continue;
+                        }
+                        last[k].xid = x[i].xid;
+                        last_seq[k] = x[i].seq;
+                }
+                if (col)
+                        collector_put_xids(col, last, n_last);
+        }
+        if (m) {
+                struct expo_family *f = expo_family(e, "devlet_pod_resources_up", EXPO_GAUGE,
+                                                    "Whether the kubelet's pod-resources List answered last time.");
+                if (m->podres_up >= 0)
+                        expo_add(f, NULL, 0, m->podres_up);
+        }
+        if (col) {
+                struct expo_family *d = expo_family(e, "devlet_collection_duration_seconds", EXPO_GAUGE,
+                                                    "Duration of the last GPU collection.");
+                struct expo_family *c = expo_family(e, "devlet_collections_total", EXPO_COUNTER,
+                                                    "GPU collections done.");
+                uint64_t done = collector_collections(col);
+                if (done > 0)
+                        expo_add(d, NULL, 0, (double)collector_last_duration_us(col) / 1e6);
+                expo_add_u64(c, NULL, 0, done);
+        }
+        char *text = expo_render(e, len);
+        expo_free(e);
+        return text;
+}
+
+/* ---- the loop side ---- */
+
+static void unref(struct metrics *m)
+{
+        if (--m->refs > 0)
+                return;
+        free(m->pod_resources_socket);
+        free(m);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+        struct metrics *m = h->data;
+        free(h);
+        unref(m);
+}
+
+static void podres_state(struct metrics *m, int up, const char *why)
+{
+        if (m->podres_up == up)
+                return;
+        if (up)
+                log_info("metrics", "pod-resources answering socket=%s", m->pod_resources_socket);
+        else
+                log_info("metrics", "pod-resources unavailable, no attribution from it socket=%s error=\"%s\"",
+                         m->pod_resources_socket, why);
+        m->podres_up = up;
+}
+
+static void on_podres(struct attr_podres *p, int status, const char *message, void *ud)
+{
+        struct metrics *m = ud;
+        m->podres_call = NULL;
+        if (!m->collector) { /* stopping */
+                attr_podres_free(p);
+                unref(m);
+                return;
+        }
+        if (p) {
+                podres_state(m, 1, NULL);
+                collector_put_podres(m->collector, p);
+        } else {
+                _cleanup_free_ char *why = xasprintf("%s%s%s", grpc_status_name(status),
+                                                     message && *message ? ": " : "", message ? message : "");
+                podres_state(m, 0, why);
+                collector_put_podres(m->collector, NULL);
+        }
+        unref(m);
+}
+
+static void podres_start(struct metrics *m)
+{
+        if (m->podres_call || !*m->pod_resources_socket)
+                return;
+        m->refs++;
+        int r = attr_podres_list(m->loop, m->pod_resources_socket, PODRES_TIMEOUT_MS, on_podres, m,
+                                 &m->podres_call);
+        if (r < 0) {
+                m->refs--;
+                podres_state(m, 0, strerror(-r));
+                collector_put_podres(m->collector, NULL);
+        }
+}
+
+static void on_tick(uv_timer_t *t)
+{
+        struct metrics *m = t->data;
+        podres_start(m);
+        size_t len;
+        char *text = render_devlet(m, m->collector, &len);
+        metrics_store_publish(m->store, METRICS_SLOT_DEVLET, text, len);
+}
+
+static void on_beat(uv_timer_t *t)
+{
+        struct metrics *m = t->data;
+        metrics_store_heartbeat(m->store);
+}
+
+static uv_timer_t *timer_new(struct metrics *m)
+{
+        uv_timer_t *t = xcalloc(1, sizeof(*t));
+        uv_timer_init(m->loop, t);
+        t->data = m;
+        m->refs++;
+        return t;
+}
+
+int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
+                  const struct metrics_sources *src, struct metrics **out)
+{
+        *out = NULL;
+        if (!cfg->metrics_address || !*cfg->metrics_address)
+                return 0;
+        struct metrics *m = xcalloc(1, sizeof(*m));
+        m->loop = loop;
+        m->src = *src;
+        m->refs = 1;
+        m->podres_up = -1;
+        m->pod_resources_socket = xstrdup(cfg->pod_resources_socket ? cfg->pod_resources_socket : "");
+        m->interval_ms = cfg->collect_interval_ms > 0 ? (uint64_t)cfg->collect_interval_ms : 30000;
+        m->store = metrics_store_new();
+        _cleanup_free_ char *err = NULL;
+        int r = metrics_http_start(cfg->metrics_address, m->store, HEALTH_MAX_AGE_MS, &m->http, &err);
+        if (r < 0) {
+                log_error("metrics", "cannot serve metrics error=\"%s\"", err);
+                metrics_store_free(m->store);
+                free(m->pod_resources_socket);
+                free(m);
+                return r;
+        }
+        struct smp_nvml *nvml = nvml_open(src->nvml_dl, &m->own_dl);
+        m->collector = collector_for(cfg, nvml, m->store);
+        r = collector_start(m->collector);
+        if (r < 0) {
+                log_error("metrics", "cannot start the collector thread error=\"%s\"", strerror(-r));
+                metrics_http_stop(m->http);
+                collector_free(m->collector);
+                if (m->own_dl)
+                        dlclose(m->own_dl);
+                metrics_store_free(m->store);
+                free(m->pod_resources_socket);
+                free(m);
+                return r;
+        }
+        m->tick = timer_new(m);
+        m->beat = timer_new(m);
+        uv_timer_start(m->tick, on_tick, 0, m->interval_ms);
+        uv_timer_start(m->beat, on_beat, HEARTBEAT_MS, HEARTBEAT_MS);
+        log_info("metrics", "serving metrics address=%s port=%u interval_ms=%llu gpus=%s",
+                 cfg->metrics_address, (unsigned)metrics_http_port(m->http),
+                 (unsigned long long)m->interval_ms, nvml ? "yes" : "no");
+        *out = m;
+        return 0;
+}
+
+uint16_t metrics_port(const struct metrics *m)
+{
+        return metrics_http_port(m->http);
+}
+
+void metrics_stop(struct metrics *m)
+{
+        if (!m)
+                return;
+        metrics_http_stop(TAKE_PTR(m->http));
+        collector_free(TAKE_PTR(m->collector)); /* joins the thread; on_podres sees NULL */
+        if (m->own_dl)
+                dlclose(TAKE_PTR(m->own_dl));
+        metrics_store_free(TAKE_PTR(m->store));
+        if (m->podres_call)
+                attr_podres_cancel(m->podres_call);
+        uv_close((uv_handle_t *)TAKE_PTR(m->tick), on_handle_closed);
+        uv_close((uv_handle_t *)TAKE_PTR(m->beat), on_handle_closed);
+        unref(m);
+}
+
+/* ---- devlet metrics ---- */
+
+int metrics_print_once(const struct devlet_config *cfg, FILE *out)
+{
+        struct metrics_store *store = metrics_store_new();
+        void *own_dl = NULL;
+        struct smp_nvml *nvml = nvml_open(NULL, &own_dl);
+        struct collector *col = collector_for(cfg, nvml, store);
+        if (cfg->pod_resources_socket && *cfg->pod_resources_socket &&
+            access(cfg->pod_resources_socket, F_OK) == 0) {
+                struct attr_podres *p = NULL;
+                _cleanup_free_ char *err = NULL;
+                if (attr_podres_list_sync(cfg->pod_resources_socket, PODRES_TIMEOUT_MS, &p, &err) < 0)
+                        fprintf(stderr, "devlet metrics: pod-resources List failed: %s\n", err);
+                else
+                        collector_put_podres(col, p);
+        }
+        collector_run_once(col);
+        size_t len;
+        char *text = render_devlet(NULL, col, &len);
+        metrics_store_publish(store, METRICS_SLOT_DEVLET, text, len);
+        _cleanup_free_ char *all = metrics_store_render(store, &len);
+        collector_free(col);
+        if (own_dl)
+                dlclose(own_dl);
+        metrics_store_free(store);
+        if (fwrite(all, 1, len, out) != len || fflush(out) != 0) {
+                fprintf(stderr, "devlet metrics: cannot write the output\n");
+                return 1;
+        }
+        return 0;
+}
