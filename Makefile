@@ -20,7 +20,7 @@ WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2 -Wformat
 	-Wnull-dereference -Wcast-qual
 OPT ?= -O2
 CFLAGS_BASE := -std=gnu17 -g $(OPT) -D_GNU_SOURCE -fno-strict-aliasing -fstack-protector-strong \
-	-DDEVLET_VERSION=\"$(VERSION)\" -Isrc -I$(BUILD)/gen $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+	-DDEVLET_VERSION=\"$(VERSION)\" -Isrc -isystem $(BUILD)/gen $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 ifeq ($(SAN),1)
 CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined

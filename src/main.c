@@ -1,8 +1,104 @@
-/* Placeholder until the CLI lands. */
+/* devlet's entry point: subcommand dispatch only. */
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
-int main(void)
+#include "base/log.h"
+#include "cmd.h"
+#include "config/config.h"
+#include "daemon.h"
+
+static void usage(FILE *f)
 {
-        puts("devlet " DEVLET_VERSION);
+        fputs("usage: devlet <command> [flags]\n"
+              "\n"
+              "devlet makes a Kubernetes node's devices usable and observable: a kubelet\n"
+              "device plugin for host devices (and GPUs), in one small daemon.\n"
+              "\n"
+              "commands:\n"
+              "  run       serve the node's devices to the kubelet (the DaemonSet's job)\n"
+              "  list      print the resources and devices devlet would serve\n"
+              "  probe     act as the kubelet toward one plugin socket and print its answers\n"
+              "  version   print the version\n"
+              "  help      print this text; `devlet help flags` lists every flag\n"
+              "\n"
+              "`devlet <command> --help` prints that command's flags.\n",
+              f);
+}
+
+static int wants_help(int argc, char **argv)
+{
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--") == 0)
+                        break;
+                if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+                        return 1;
+        }
         return 0;
+}
+
+int cmd_load_config(int argc, char **argv, struct devlet_config **out, int *argi)
+{
+        struct config_diag diag = { 0 };
+        int r = config_load(argc, argv, out, &diag, argi);
+        if (r < 0) {
+                char buf[1024];
+                fprintf(stderr, "devlet %s: %s\n", argv[0], config_diag_format(&diag, buf, sizeof(buf)));
+                return r == -EINVAL ? EXIT_USAGE : 1;
+        }
+        return 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+        struct devlet_config *cfg = NULL;
+        int r = cmd_load_config(argc, argv, &cfg, NULL);
+        if (r)
+                return r;
+        log_set_verbosity((int)cfg->verbosity);
+        return daemon_run(cfg, argc, argv);
+}
+
+int main(int argc, char **argv)
+{
+        if (argc < 2) {
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+        const char *cmd = argv[1];
+        if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+                printf("devlet %s\n", DEVLET_VERSION);
+                return 0;
+        }
+        if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+                if (argc > 2 && strcmp(argv[2], "flags") == 0)
+                        config_print_help(stdout);
+                else
+                        usage(stdout);
+                return 0;
+        }
+
+        static const struct {
+                const char *name;
+                int (*fn)(int argc, char **argv);
+                int config_flags; /* --help lists the config flags */
+        } cmds[] = {
+                { "run", cmd_run, 1 },
+                { "list", cmd_list, 1 },
+                { "probe", cmd_probe, 0 },
+        };
+        for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+                if (strcmp(cmd, cmds[i].name) != 0)
+                        continue;
+                if (cmds[i].config_flags && wants_help(argc - 1, argv + 1)) {
+                        printf("usage: devlet %s [flags]\n\nflags (flag > env > config file > default):\n",
+                               cmd);
+                        config_print_help(stdout);
+                        return 0;
+                }
+                return cmds[i].fn(argc - 1, argv + 1);
+        }
+        fprintf(stderr, "devlet: unknown command \"%s\"\n\n", cmd);
+        usage(stderr);
+        return EXIT_USAGE;
 }

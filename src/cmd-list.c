@@ -1,0 +1,143 @@
+/* `devlet list`: the resources and devices devlet would serve, as a table or
+ * JSON.  Backends are created without a loop: one scan, no watching. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "cmd.h"
+#include "config/config.h"
+#include "devices/device.h"
+
+static const char *health_name(enum dev_health h)
+{
+        return h == DEV_HEALTHY ? "Healthy" : "Unhealthy";
+}
+
+static json_t *device_json(const struct dev_device *d)
+{
+        json_t *specs = json_array(), *mounts = json_array();
+        for (size_t i = 0; i < d->n_nodes; i++)
+                json_array_append_new(specs, json_pack("{s:s, s:s, s:s}", "container_path",
+                                                       d->nodes[i].container_path, "host_path",
+                                                       d->nodes[i].host_path, "permissions",
+                                                       d->nodes[i].permissions));
+        for (size_t i = 0; i < d->n_mounts; i++)
+                json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "container_path",
+                                                        d->mounts[i].container_path, "host_path",
+                                                        d->mounts[i].host_path, "read_only",
+                                                        d->mounts[i].read_only));
+        return json_pack("{s:s, s:s, s:o, s:o, s:o}", "id", d->id, "health", health_name(d->health),
+                         "numa", d->numa_node >= 0 ? json_integer(d->numa_node) : json_null(),
+                         "devices", specs, "mounts", mounts);
+}
+
+static void print_table(const char *backend, struct dev_resource *const *res, size_t n, int header)
+{
+        if (header)
+                printf("%-32s %-24s %-10s %-5s %s\n", "RESOURCE", "DEVICE", "HEALTH", "NUMA",
+                       "CONTAINER GETS");
+        for (size_t i = 0; i < n; i++) {
+                const struct dev_resource *r = res[i];
+                if (r->n_devices == 0)
+                        printf("%-32s %-24s\n", r->name, "(no devices)");
+                for (size_t j = 0; j < r->n_devices; j++) {
+                        const struct dev_device *d = &r->devices[j];
+                        char numa[16] = "-";
+                        if (d->numa_node >= 0)
+                                snprintf(numa, sizeof(numa), "%d", d->numa_node);
+                        printf("%-32s %-24s %-10s %-5s", r->name, d->id, health_name(d->health), numa);
+                        for (size_t k = 0; k < d->n_nodes; k++)
+                                printf(" %s=%s(%s)", d->nodes[k].container_path, d->nodes[k].host_path,
+                                       d->nodes[k].permissions);
+                        for (size_t k = 0; k < d->n_mounts; k++)
+                                printf(" %s=%s(mount%s)", d->mounts[k].container_path,
+                                       d->mounts[k].host_path, d->mounts[k].read_only ? ",ro" : "");
+                        putchar('\n');
+                }
+        }
+        (void)backend;
+}
+
+int cmd_list(int argc, char **argv)
+{
+        const char *format = "table";
+        /* -o/--output is list's own flag; everything else is configuration. */
+        _cleanup_free_ char **rest = xcalloc((size_t)argc + 1, sizeof(*rest));
+        int n_rest = 0;
+        for (int i = 0; i < argc; i++) {
+                if (i > 0 && (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0)) {
+                        if (i + 1 >= argc) {
+                                fprintf(stderr, "devlet list: %s needs a value (table or json)\n", argv[i]);
+                                return EXIT_USAGE;
+                        }
+                        format = argv[++i];
+                } else if (i > 0 && strncmp(argv[i], "--output=", 9) == 0) {
+                        format = argv[i] + 9;
+                } else if (i > 0 && strncmp(argv[i], "-o=", 3) == 0) {
+                        format = argv[i] + 3;
+                } else {
+                        rest[n_rest++] = argv[i];
+                }
+        }
+        if (strcmp(format, "table") != 0 && strcmp(format, "json") != 0) {
+                fprintf(stderr, "devlet list: unknown output format \"%s\" (table or json)\n", format);
+                return EXIT_USAGE;
+        }
+
+        struct devlet_config *cfg = NULL;
+        int r = cmd_load_config(n_rest, rest, &cfg, NULL);
+        if (r)
+                return r;
+
+        int rc = 0, header = 1;
+        json_t *jres = json_array();
+        for (size_t i = 0; dev_backends[i]; i++) {
+                const struct dev_backend_ops *ops = dev_backends[i];
+                if (cfg->backends && cfg->backends[0] && !strv_contains(cfg->backends, "auto") &&
+                    !strv_contains(cfg->backends, ops->name))
+                        continue;
+                struct dev_backend *b = NULL;
+                _cleanup_free_ char *err = NULL;
+                r = ops->create(NULL, cfg, &b, &err);
+                if (r < 0) {
+                        fprintf(stderr, "devlet list: backend %s: %s\n", ops->name,
+                                err ? err : strerror(-r));
+                        rc = 1;
+                        continue;
+                }
+                if (!b)
+                        continue;
+                size_t n;
+                struct dev_resource **res = ops->resources(b, &n);
+                if (strcmp(format, "json") == 0) {
+                        for (size_t j = 0; j < n; j++) {
+                                json_t *devs = json_array();
+                                for (size_t k = 0; k < res[j]->n_devices; k++)
+                                        json_array_append_new(devs, device_json(&res[j]->devices[k]));
+                                json_array_append_new(jres, json_pack("{s:s, s:s, s:o}", "name",
+                                                                      res[j]->name, "backend",
+                                                                      ops->name, "devices", devs));
+                        }
+                } else {
+                        print_table(ops->name, res, n, header);
+                        header = 0;
+                }
+                ops->destroy(b);
+        }
+        if (strcmp(format, "json") == 0) {
+                json_t *root = json_pack("{s:o}", "resources", jres);
+                json_dumpf(root, stdout, JSON_INDENT(2));
+                putchar('\n');
+                json_decref(root);
+        } else {
+                if (header)
+                        printf("no resources configured\n");
+                json_decref(jres);
+        }
+        config_free(cfg);
+        return rc;
+}

@@ -1,0 +1,266 @@
+/* `devlet run`: owns the event loop and the modules, in start-up and
+ * shutdown order.
+ *
+ * Start: device backends build their resources (an initial scan), then the
+ * kubelet manager serves one socket per resource and registers them.
+ * SIGHUP reloads the configuration; so does a change of the config file's
+ * content (watched through its directory, because a ConfigMap volume swaps a
+ * `..data` symlink rather than writing the file).  A config that fails to
+ * load leaves the running one in place.  SIGTERM/SIGINT remove our sockets
+ * and exit 0.
+ * The loop thread owns every module's state; nothing here blocks it apart
+ * from the backends' initial scans. */
+#include "daemon.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <signal.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+#include "devices/device.h"
+#include "kubelet/kubelet.h"
+
+struct backend_slot {
+        const struct dev_backend_ops *ops;
+        struct dev_backend *b;
+};
+
+struct daemon {
+        uv_loop_t loop;
+        int argc;
+        char **argv;
+        struct devlet_config *cfg;
+
+        struct backend_slot backends[8];
+        size_t n_backends;
+        struct dev_resource **resources;
+        size_t n_resources;
+        struct kubelet_manager *kubelet;
+
+        uv_signal_t sig_hup, sig_term, sig_int;
+        int exit_code;
+
+        /* config file watch */
+        uv_fs_event_t cfg_watch;
+        uv_timer_t cfg_debounce;
+        int cfg_watching;
+        char *cfg_content; /* what the running config was loaded from */
+};
+
+#define CONFIG_MAX_BYTES (1u << 20)
+#define CONFIG_DEBOUNCE_MS 100
+
+static int backend_wanted(const struct devlet_config *cfg, const char *name)
+{
+        if (!cfg->backends || !cfg->backends[0])
+                return 1;
+        return strv_contains(cfg->backends, "auto") || strv_contains(cfg->backends, name);
+}
+
+/* Stops every module; the loop must run afterwards to finish the closes. */
+static void modules_stop(struct daemon *d)
+{
+        kubelet_manager_free(TAKE_PTR(d->kubelet));
+        for (size_t i = 0; i < d->n_backends; i++)
+                d->backends[i].ops->destroy(d->backends[i].b);
+        d->n_backends = 0;
+        free(TAKE_PTR(d->resources));
+        d->n_resources = 0;
+}
+
+static int modules_start(struct daemon *d)
+{
+        const struct devlet_config *cfg = d->cfg;
+
+        for (size_t i = 0; dev_backends[i] && d->n_backends < ARRAY_SIZE(d->backends); i++) {
+                const struct dev_backend_ops *ops = dev_backends[i];
+                if (!backend_wanted(cfg, ops->name))
+                        continue;
+                struct dev_backend *b = NULL;
+                _cleanup_free_ char *err = NULL;
+                int r = ops->create(&d->loop, cfg, &b, &err);
+                if (r < 0) {
+                        log_error("daemon", "backend failed backend=%s error=\"%s\"", ops->name,
+                                  err ? err : strerror(-r));
+                        modules_stop(d);
+                        return r;
+                }
+                if (!b) {
+                        log_debug("daemon", "backend not configured backend=%s", ops->name);
+                        continue;
+                }
+                d->backends[d->n_backends].ops = ops;
+                d->backends[d->n_backends++].b = b;
+                size_t n;
+                struct dev_resource **res = ops->resources(b, &n);
+                d->resources = xrealloc(d->resources, (d->n_resources + n) * sizeof(*d->resources));
+                memcpy(d->resources + d->n_resources, res, n * sizeof(*res));
+                d->n_resources += n;
+                log_info("daemon", "backend started backend=%s resources=%zu", ops->name, n);
+        }
+        if (d->n_resources == 0)
+                log_warn("daemon", "nothing to serve: no backend found devices to advertise "
+                                   "(configure hostDevices, or check the backends)");
+
+        int r = kubelet_manager_new(&d->loop, cfg->plugin_directory, cfg->kubelet_socket,
+                                    d->resources, d->n_resources, &d->kubelet);
+        if (r < 0) {
+                modules_stop(d);
+                return r;
+        }
+        return 0;
+}
+
+static void log_warnings(const struct devlet_config *cfg)
+{
+        for (size_t i = 0; cfg->warnings && cfg->warnings[i]; i++)
+                log_warn("config", "%s", cfg->warnings[i]);
+}
+
+static char *config_content(const struct devlet_config *cfg)
+{
+        char *data = NULL;
+        if (!cfg->config_file || !*cfg->config_file ||
+            fs_read_file(cfg->config_file, CONFIG_MAX_BYTES, &data, NULL) < 0)
+                return NULL;
+        return data;
+}
+
+static void config_watch_start(struct daemon *d);
+
+static void reload(struct daemon *d)
+{
+        struct devlet_config *cfg = NULL;
+        struct config_diag diag = { 0 };
+        int r = config_load(d->argc, d->argv, &cfg, &diag, NULL);
+        if (r < 0) {
+                char buf[1024];
+                log_error("config", "reload failed, keeping the running configuration error=\"%s\"",
+                          config_diag_format(&diag, buf, sizeof(buf)));
+                return;
+        }
+        log_warnings(cfg);
+        log_info("daemon", "reloading configuration");
+        modules_stop(d);
+        config_free(d->cfg);
+        d->cfg = cfg;
+        free(d->cfg_content);
+        d->cfg_content = config_content(cfg);
+        config_watch_start(d);
+        log_set_verbosity((int)cfg->verbosity);
+        if (modules_start(d) < 0)
+                log_error("daemon", "reload could not start the new configuration; "
+                                    "waiting for the next SIGHUP");
+}
+
+static void on_config_debounce(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        _cleanup_free_ char *now = config_content(d->cfg);
+        if (!now || (d->cfg_content && strcmp(now, d->cfg_content) == 0))
+                return; /* unreadable mid-swap, or unchanged: nothing to do */
+        log_info("daemon", "config file changed file=%s", d->cfg->config_file);
+        reload(d);
+}
+
+static void on_config_event(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+        struct daemon *d = h->data;
+        uv_timer_start(&d->cfg_debounce, on_config_debounce, CONFIG_DEBOUNCE_MS, 0);
+}
+
+/* Watches the directory holding the config file (again after a reload, whose
+ * file may have moved). */
+static void config_watch_start(struct daemon *d)
+{
+        if (d->cfg_watching) {
+                uv_fs_event_stop(&d->cfg_watch);
+                d->cfg_watching = 0;
+        }
+        if (!d->cfg->config_file || !*d->cfg->config_file)
+                return;
+        _cleanup_free_ char *copy = xstrdup(d->cfg->config_file);
+        const char *dir = dirname(copy);
+        int r = uv_fs_event_start(&d->cfg_watch, on_config_event, dir, 0);
+        if (r < 0) {
+                log_warn("daemon", "cannot watch the config file, reload with SIGHUP dir=%s error=\"%s\"",
+                         dir, uv_strerror(r));
+                return;
+        }
+        d->cfg_watching = 1;
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+        struct daemon *d = h->data;
+        if (signum == SIGHUP) {
+                log_info("daemon", "SIGHUP received");
+                reload(d);
+                return;
+        }
+        log_info("daemon", "shutting down signal=%s", strsignal(signum));
+        modules_stop(d);
+        uv_timer_stop(&d->cfg_debounce);
+        if (d->cfg_watching)
+                uv_fs_event_stop(&d->cfg_watch);
+        uv_signal_stop(&d->sig_hup);
+        uv_signal_stop(&d->sig_term);
+        uv_signal_stop(&d->sig_int);
+        uv_stop(&d->loop);
+}
+
+static void close_any(uv_handle_t *h, void *arg)
+{
+        if (!uv_is_closing(h))
+                uv_close(h, NULL);
+}
+
+int daemon_run(struct devlet_config *cfg, int argc, char **argv)
+{
+        struct daemon d = { .argc = argc, .argv = argv, .cfg = cfg };
+        int r = uv_loop_init(&d.loop);
+        if (r < 0) {
+                log_error("daemon", "cannot create the event loop error=\"%s\"", uv_strerror(r));
+                config_free(cfg);
+                return 1;
+        }
+        signal(SIGPIPE, SIG_IGN);
+        uv_signal_t *sigs[] = { &d.sig_hup, &d.sig_term, &d.sig_int };
+        int signums[] = { SIGHUP, SIGTERM, SIGINT };
+        for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+                uv_signal_init(&d.loop, sigs[i]);
+                sigs[i]->data = &d;
+                uv_signal_start(sigs[i], on_signal, signums[i]);
+        }
+
+        uv_fs_event_init(&d.loop, &d.cfg_watch);
+        d.cfg_watch.data = &d;
+        uv_timer_init(&d.loop, &d.cfg_debounce);
+        d.cfg_debounce.data = &d;
+        d.cfg_content = config_content(cfg);
+        config_watch_start(&d);
+
+        log_info("daemon", "starting version=%s plugin_dir=%s kubelet_socket=%s", DEVLET_VERSION,
+                 cfg->plugin_directory, cfg->kubelet_socket);
+        log_warnings(cfg);
+        if (modules_start(&d) < 0)
+                d.exit_code = 1;
+        else
+                uv_run(&d.loop, UV_RUN_DEFAULT);
+
+        /* Finish every close the modules started, then tear the loop down. */
+        modules_stop(&d);
+        uv_walk(&d.loop, close_any, NULL);
+        uv_run(&d.loop, UV_RUN_DEFAULT);
+        r = uv_loop_close(&d.loop);
+        if (r < 0)
+                log_warn("daemon", "event loop not empty at exit error=\"%s\"", uv_strerror(r));
+        config_free(d.cfg);
+        free(d.cfg_content);
+        log_info("daemon", "stopped");
+        return d.exit_code;
+}

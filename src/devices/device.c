@@ -1,0 +1,362 @@
+/* The device model: allocation answers, resources and their devices, and the
+ * generic Allocate / GetPreferredAllocation behaviour every backend gets
+ * unless it brings its own (struct dev_resource_ops).
+ *
+ * Everything here runs on the loop thread and never blocks.  Devices are only
+ * ever appended to a resource, never removed (a vanished device stays, marked
+ * unhealthy), so indices into r->devices stay valid; pointers do not survive
+ * dev_resource_add().  Nothing here logs: callers turn -EINVAL and *err into
+ * gRPC errors. */
+#include "devices/device.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+
+/* ---- dev_alloc ---- */
+
+/* NULL permissions mean "rw"; longer strings are cut to three letters. */
+static void copy_perms(char dst[4], const char *perms)
+{
+        if (!perms)
+                perms = "rw";
+        size_t n = strnlen(perms, 3);
+        memcpy(dst, perms, n);
+        dst[n] = '\0';
+}
+
+void dev_alloc_add_node(struct dev_alloc *a, const char *host, const char *ctr, const char *perms)
+{
+        for (size_t i = 0; i < a->n_nodes; i++)
+                if (strcmp(a->nodes[i].container_path, ctr) == 0)
+                        return;
+        xgrow((void **)&a->nodes, &a->cap_nodes, a->n_nodes + 1, sizeof(*a->nodes));
+        struct dev_node *n = &a->nodes[a->n_nodes++];
+        n->host_path = xstrdup(host);
+        n->container_path = xstrdup(ctr);
+        copy_perms(n->permissions, perms);
+}
+
+void dev_alloc_add_mount(struct dev_alloc *a, const char *host, const char *ctr, bool ro)
+{
+        for (size_t i = 0; i < a->n_mounts; i++)
+                if (strcmp(a->mounts[i].container_path, ctr) == 0)
+                        return;
+        xgrow((void **)&a->mounts, &a->cap_mounts, a->n_mounts + 1, sizeof(*a->mounts));
+        struct dev_mount *m = &a->mounts[a->n_mounts++];
+        m->host_path = xstrdup(host);
+        m->container_path = xstrdup(ctr);
+        m->read_only = ro;
+}
+
+static void kv_set(struct dev_kv **v, size_t *n, size_t *cap, const char *key, const char *value)
+{
+        for (size_t i = 0; i < *n; i++)
+                if (strcmp((*v)[i].key, key) == 0) {
+                        free((*v)[i].value);
+                        (*v)[i].value = xstrdup(value);
+                        return;
+                }
+        xgrow((void **)v, cap, *n + 1, sizeof(**v));
+        (*v)[*n].key = xstrdup(key);
+        (*v)[*n].value = xstrdup(value);
+        (*n)++;
+}
+
+void dev_alloc_set_env(struct dev_alloc *a, const char *key, const char *value)
+{
+        kv_set(&a->envs, &a->n_envs, &a->cap_envs, key, value);
+}
+
+void dev_alloc_set_annotation(struct dev_alloc *a, const char *key, const char *value)
+{
+        kv_set(&a->annotations, &a->n_annotations, &a->cap_annotations, key, value);
+}
+
+void dev_alloc_add_cdi(struct dev_alloc *a, const char *name)
+{
+        if (!strv_contains(a->cdi_devices, name))
+                a->cdi_devices = strv_push(a->cdi_devices, name);
+}
+
+static void kv_free(struct dev_kv *v, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                free(v[i].key);
+                free(v[i].value);
+        }
+        free(v);
+}
+
+static void nodes_free(struct dev_node *v, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                free(v[i].host_path);
+                free(v[i].container_path);
+        }
+        free(v);
+}
+
+static void mounts_free(struct dev_mount *v, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                free(v[i].host_path);
+                free(v[i].container_path);
+        }
+        free(v);
+}
+
+void dev_alloc_release(struct dev_alloc *a)
+{
+        kv_free(a->envs, a->n_envs);
+        mounts_free(a->mounts, a->n_mounts);
+        nodes_free(a->nodes, a->n_nodes);
+        kv_free(a->annotations, a->n_annotations);
+        strv_free(a->cdi_devices);
+        memset(a, 0, sizeof(*a));
+}
+
+/* ---- resources ---- */
+
+struct dev_resource *dev_resource_new(const char *name)
+{
+        struct dev_resource *r = xcalloc(1, sizeof(*r));
+        r->name = xstrdup(name);
+        return r;
+}
+
+/* Frees the devices and the resource; priv and backend_data are the
+ * backend's to free first. */
+void dev_resource_free(struct dev_resource *r)
+{
+        if (!r)
+                return;
+        for (size_t i = 0; i < r->n_devices; i++) {
+                struct dev_device *d = &r->devices[i];
+                free(d->id);
+                nodes_free(d->nodes, d->n_nodes);
+                mounts_free(d->mounts, d->n_mounts);
+        }
+        free(r->devices);
+        free(r->name);
+        free(r);
+}
+
+struct dev_device *dev_resource_add(struct dev_resource *r, const char *id)
+{
+        xgrow((void **)&r->devices, &r->cap_devices, r->n_devices + 1, sizeof(*r->devices));
+        struct dev_device *d = &r->devices[r->n_devices++];
+        memset(d, 0, sizeof(*d));
+        d->id = xstrdup(id);
+        d->health = DEV_HEALTHY;
+        d->numa_node = -1;
+        return d;
+}
+
+struct dev_device *dev_resource_find(struct dev_resource *r, const char *id)
+{
+        for (size_t i = 0; i < r->n_devices; i++)
+                if (strcmp(r->devices[i].id, id) == 0)
+                        return &r->devices[i];
+        return NULL;
+}
+
+void dev_device_add_node(struct dev_device *d, const char *host, const char *ctr, const char *perms)
+{
+        d->nodes = xrealloc(d->nodes, (d->n_nodes + 1) * sizeof(*d->nodes));
+        struct dev_node *n = &d->nodes[d->n_nodes++];
+        n->host_path = xstrdup(host);
+        n->container_path = xstrdup(ctr);
+        copy_perms(n->permissions, perms);
+}
+
+void dev_device_add_mount(struct dev_device *d, const char *host, const char *ctr, bool ro)
+{
+        d->mounts = xrealloc(d->mounts, (d->n_mounts + 1) * sizeof(*d->mounts));
+        struct dev_mount *m = &d->mounts[d->n_mounts++];
+        m->host_path = xstrdup(host);
+        m->container_path = xstrdup(ctr);
+        m->read_only = ro;
+}
+
+void dev_resource_notify(struct dev_resource *r)
+{
+        if (r->on_change)
+                r->on_change(r, r->on_change_ud);
+}
+
+size_t dev_resource_healthy(const struct dev_resource *r)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < r->n_devices; i++)
+                if (r->devices[i].health == DEV_HEALTHY)
+                        n++;
+        return n;
+}
+
+/* ---- Allocate ---- */
+
+/* Every ID is checked before anything is merged, so out is untouched when the
+ * request is refused. */
+static int allocate_generic(struct dev_resource *r, char *const *ids, size_t n,
+                            struct dev_alloc *out, char **err)
+{
+        _cleanup_free_ const struct dev_device **ds = xcalloc(n, sizeof(*ds));
+        for (size_t i = 0; i < n; i++) {
+                ds[i] = dev_resource_find(r, ids[i]);
+                if (!ds[i]) {
+                        *err = xasprintf("unknown device ID \"%s\"", ids[i]);
+                        return -EINVAL;
+                }
+                if (ds[i]->health != DEV_HEALTHY) {
+                        *err = xasprintf("device \"%s\" is unhealthy", ids[i]);
+                        return -EINVAL;
+                }
+        }
+        for (size_t i = 0; i < n; i++) {
+                const struct dev_device *d = ds[i];
+                for (size_t j = 0; j < d->n_nodes; j++)
+                        dev_alloc_add_node(out, d->nodes[j].host_path, d->nodes[j].container_path,
+                                           d->nodes[j].permissions);
+                for (size_t j = 0; j < d->n_mounts; j++)
+                        dev_alloc_add_mount(out, d->mounts[j].host_path,
+                                            d->mounts[j].container_path, d->mounts[j].read_only);
+        }
+        return 0;
+}
+
+int dev_allocate(struct dev_resource *r, char *const *ids, size_t n, struct dev_alloc *out,
+                 char **err)
+{
+        if (r->ops && r->ops->allocate)
+                return r->ops->allocate(r, ids, n, out, err);
+        return allocate_generic(r, ids, n, out, err);
+}
+
+/* ---- GetPreferredAllocation ---- */
+
+int dev_preferred(struct dev_resource *r, char *const *available, size_t n_available,
+                  char *const *must, size_t n_must, size_t size, char ***out)
+{
+        if (r->ops && r->ops->preferred)
+                return r->ops->preferred(r, available, n_available, must, n_must, size, out);
+        return dev_preferred_generic(r, available, n_available, must, n_must, size, out);
+}
+
+struct pick {
+        char **ids; /* strv being built */
+        size_t n;
+        const int *numa; /* NUMA nodes to prefer; n_numa == 0: none */
+        size_t n_numa;
+};
+
+static bool numa_wanted(const struct pick *p, int node)
+{
+        for (size_t i = 0; i < p->n_numa; i++)
+                if (p->numa[i] == node)
+                        return true;
+        return false;
+}
+
+/* A healthy device of r that is not chosen yet. */
+static const struct dev_device *eligible(struct dev_resource *r, const struct pick *p,
+                                         const char *id)
+{
+        const struct dev_device *d = dev_resource_find(r, id);
+        if (!d || d->health != DEV_HEALTHY || strv_contains(p->ids, id))
+                return NULL;
+        return d;
+}
+
+static void pick_add(struct pick *p, const char *id)
+{
+        p->ids = strv_push(p->ids, id);
+        p->n++;
+}
+
+/* With no must IDs to anchor on, prefer one NUMA node: the first (in the
+ * order of available) whose eligible devices alone satisfy size, or else the
+ * one with the most eligible devices.  Returns -1 when no eligible device has
+ * a known node. */
+static int numa_anchor(struct dev_resource *r, char *const *available, size_t n_available,
+                       size_t size)
+{
+        _cleanup_free_ int *nodes = xcalloc(n_available, sizeof(int));
+        _cleanup_free_ size_t *counts = xcalloc(n_available, sizeof(size_t));
+        size_t n_nodes = 0;
+        struct pick none = { 0 };
+        for (size_t i = 0; i < n_available; i++) {
+                /* duplicates in available would count twice: only the first */
+                bool dup = false;
+                for (size_t j = 0; j < i && !dup; j++)
+                        dup = strcmp(available[j], available[i]) == 0;
+                const struct dev_device *d = dup ? NULL : eligible(r, &none, available[i]);
+                if (!d || d->numa_node < 0)
+                        continue;
+                size_t k = 0;
+                while (k < n_nodes && nodes[k] != d->numa_node)
+                        k++;
+                if (k == n_nodes)
+                        nodes[n_nodes++] = d->numa_node;
+                counts[k]++;
+        }
+        size_t best = 0;
+        for (size_t k = 0; k < n_nodes; k++) {
+                if (counts[k] >= size)
+                        return nodes[k];
+                if (counts[k] > counts[best])
+                        best = k;
+        }
+        return n_nodes ? nodes[best] : -1;
+}
+
+/* The choice, in order:
+ *   1. every must ID (each must be a device of r, else -EINVAL; health is
+ *      not checked: the kubelet insists on them);
+ *   2. healthy available IDs on the NUMA nodes of the must IDs (with no must
+ *      IDs: on the node numa_anchor() picks);
+ *   3. the remaining healthy available IDs, in the order given.
+ * Unknown and unhealthy available IDs are skipped, nothing is chosen twice,
+ * and the answer holds exactly min(size, what is possible) IDs, except that
+ * when size < n_must it holds the must IDs and nothing else: dropping one
+ * would break the kubelet's own constraint, and the kubelet rejects the
+ * mismatch itself. */
+int dev_preferred_generic(struct dev_resource *r, char *const *available, size_t n_available,
+                          char *const *must, size_t n_must, size_t size, char ***out)
+{
+        _cleanup_free_ int *numa = xcalloc(n_must + 1, sizeof(int));
+        struct pick p = { .ids = xcalloc(1, sizeof(char *)), .numa = numa };
+
+        for (size_t i = 0; i < n_must; i++) {
+                const struct dev_device *d = dev_resource_find(r, must[i]);
+                if (!d) {
+                        strv_free(p.ids);
+                        return -EINVAL;
+                }
+                if (strv_contains(p.ids, must[i]))
+                        continue;
+                pick_add(&p, must[i]);
+                if (d->numa_node >= 0 && !numa_wanted(&p, d->numa_node))
+                        numa[p.n_numa++] = d->numa_node;
+        }
+        if (n_must == 0 && size > 1) {
+                int anchor = numa_anchor(r, available, n_available, size);
+                if (anchor >= 0)
+                        numa[p.n_numa++] = anchor;
+        }
+
+        for (size_t i = 0; i < n_available && p.n < size && p.n_numa > 0; i++) {
+                const struct dev_device *d = eligible(r, &p, available[i]);
+                if (d && numa_wanted(&p, d->numa_node))
+                        pick_add(&p, available[i]);
+        }
+        for (size_t i = 0; i < n_available && p.n < size; i++)
+                if (eligible(r, &p, available[i]))
+                        pick_add(&p, available[i]);
+
+        *out = p.ids;
+        return 0;
+}

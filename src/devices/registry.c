@@ -1,0 +1,10 @@
+/* The table of device backends, in start-up order.  Adding a device family
+ * means adding its folder under devices/ and one line here; nothing else in
+ * devlet names a backend. */
+#include "devices/device.h"
+#include "devices/hostdev/hostdev.h"
+
+const struct dev_backend_ops *const dev_backends[] = {
+        &hostdev_backend_ops,
+        NULL,
+};

@@ -1,0 +1,68 @@
+/* The kubelet-facing side of devlet: one plugin server (one socket, one
+ * gRPC DevicePlugin service) per resource, registration with the kubelet, and
+ * the watch that re-registers whenever the kubelet restarts.
+ *
+ * Everything here runs on the loop thread and owns all kubelet-facing state. */
+#ifndef DEVLET_KUBELET_KUBELET_H
+#define DEVLET_KUBELET_KUBELET_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "devices/device.h"
+
+#define KUBELET_API_VERSION "v1beta1"
+
+/* ---- plugin.c: one resource's DevicePlugin server ---- */
+
+struct plugin_server;
+
+/* Counters kept per plugin server (later exported as metrics). */
+struct plugin_stats {
+        uint64_t registrations;        /* successful Register calls */
+        uint64_t registration_errors;
+        uint64_t allocations;          /* container allocations answered */
+        uint64_t allocation_errors;
+        uint64_t snapshots;            /* ListAndWatch messages sent */
+};
+
+/* Creates the socket <plugin_dir>/devlet-<resource with '/' -> '_'>.sock and
+ * serves the DevicePlugin service for res on it at once.  Observes res
+ * (res->on_change) until freed.  Returns 0 or -errno. */
+int plugin_server_new(uv_loop_t *loop, const char *plugin_dir, struct dev_resource *res,
+                      struct plugin_server **out);
+/* Stops serving, unlinks the socket, detaches from the resource. */
+void plugin_server_free(struct plugin_server *p);
+
+/* Re-creates the socket if it is missing or no longer ours (the kubelet
+ * deletes every file in its plugin directory when it starts).  Returns 1 when
+ * it was re-created, 0 when it was fine, -errno on failure. */
+int plugin_server_ensure_socket(struct plugin_server *p);
+
+/* Starts (or restarts) registration with the kubelet at kubelet_socket; it
+ * never blocks and retries with backoff until it succeeds. */
+void plugin_server_register(struct plugin_server *p, const char *kubelet_socket);
+
+const char *plugin_server_endpoint(const struct plugin_server *p);
+const char *plugin_server_socket(const struct plugin_server *p);
+const struct plugin_stats *plugin_server_stats(const struct plugin_server *p);
+struct dev_resource *plugin_server_resource(const struct plugin_server *p);
+int plugin_server_registered(const struct plugin_server *p);
+
+/* The socket file name for a resource: "devlet-devlet.io_fuse.sock". */
+char *plugin_endpoint_name(const char *resource);
+
+/* ---- manager.c: all plugin servers and the kubelet watch ---- */
+
+struct kubelet_manager;
+
+/* Serves every resource, registers each with the kubelet when its socket
+ * exists (or as soon as it appears) and keeps doing so across kubelet
+ * restarts.  resources must outlive the manager. */
+int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kubelet_socket,
+                        struct dev_resource *const *resources, size_t n,
+                        struct kubelet_manager **out);
+void kubelet_manager_free(struct kubelet_manager *m);
+uint64_t kubelet_manager_restarts_seen(const struct kubelet_manager *m);
+
+#endif

@@ -1,0 +1,216 @@
+/* All plugin servers, and the watch that keeps them registered.
+ *
+ * The kubelet, when it starts, deletes every file in its device-plugins
+ * directory and then creates kubelet.sock anew.  We watch that directory
+ * (inotify through uv_fs_event) and, on any event, compare what is there with
+ * what we expect: a missing or replaced plugin socket is re-created and
+ * registered again; a kubelet.sock with a new inode means a new kubelet, so
+ * every resource registers again.  A slow timer repeats the same check, which
+ * covers a directory that is itself removed and re-created (its inotify watch
+ * dies with it).  devlet never exits because the kubelet went away.
+ * Runs on the loop thread; every check is a few stat(2) calls. */
+#include "kubelet/kubelet.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+
+#define DEBOUNCE_MS 5
+#define POLL_MS 1000
+
+struct dir_watch {
+        char *path;
+        uv_fs_event_t *handle; /* heap: closed asynchronously */
+        dev_t dev;
+        ino_t ino;
+};
+
+struct kubelet_manager {
+        uv_loop_t *loop;
+        char *plugin_dir;
+        char *kubelet_socket;
+        struct plugin_server **servers;
+        size_t n_servers;
+
+        struct dir_watch watches[2]; /* the plugin dir, and kubelet.sock's dir if different */
+        size_t n_watches;
+        uv_timer_t *debounce;
+        uv_timer_t *poll;
+
+        int kubelet_present;
+        dev_t kubelet_dev;
+        ino_t kubelet_ino;
+        uint64_t restarts_seen;
+};
+
+static void schedule_check(struct kubelet_manager *m);
+
+static void free_handle(uv_handle_t *h)
+{
+        free(h);
+}
+
+static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+        struct kubelet_manager *m = h->data;
+        log_trace("kubelet", "directory event file=%s events=%d status=%d", filename ? filename : "",
+                  events, status);
+        schedule_check(m);
+}
+
+/* (Re)arms the inotify watch when the directory is new or was replaced. */
+static void watch_refresh(struct kubelet_manager *m, struct dir_watch *w)
+{
+        struct stat st;
+        if (stat(w->path, &st) < 0) {
+                if (w->handle) {
+                        uv_close((uv_handle_t *)TAKE_PTR(w->handle), free_handle);
+                        log_warn("kubelet", "directory gone, polling dir=%s", w->path);
+                }
+                return;
+        }
+        if (w->handle && st.st_dev == w->dev && st.st_ino == w->ino)
+                return;
+        if (w->handle)
+                uv_close((uv_handle_t *)TAKE_PTR(w->handle), free_handle);
+        w->handle = xcalloc(1, sizeof(*w->handle));
+        uv_fs_event_init(m->loop, w->handle);
+        w->handle->data = m;
+        int r = uv_fs_event_start(w->handle, on_dir_event, w->path, 0);
+        if (r < 0) {
+                log_warn("kubelet", "cannot watch dir=%s error=\"%s\", polling every %d ms", w->path,
+                         uv_strerror(r), POLL_MS);
+                uv_close((uv_handle_t *)TAKE_PTR(w->handle), free_handle);
+                return;
+        }
+        w->dev = st.st_dev;
+        w->ino = st.st_ino;
+        log_debug("kubelet", "watching dir=%s", w->path);
+}
+
+static void check(struct kubelet_manager *m)
+{
+        for (size_t i = 0; i < m->n_watches; i++)
+                watch_refresh(m, &m->watches[i]);
+
+        struct stat st;
+        int present = stat(m->kubelet_socket, &st) == 0 && S_ISSOCK(st.st_mode);
+        int kubelet_new = present && (!m->kubelet_present || st.st_dev != m->kubelet_dev ||
+                                      st.st_ino != m->kubelet_ino);
+        if (present && kubelet_new) {
+                if (m->kubelet_present || m->kubelet_ino)
+                        m->restarts_seen++;
+                log_info("kubelet", "kubelet socket found socket=%s restarts_seen=%llu",
+                         m->kubelet_socket, (unsigned long long)m->restarts_seen);
+                m->kubelet_dev = st.st_dev;
+                m->kubelet_ino = st.st_ino;
+        } else if (!present && m->kubelet_present) {
+                log_warn("kubelet", "kubelet socket gone, waiting for the kubelet socket=%s",
+                         m->kubelet_socket);
+        }
+        m->kubelet_present = present;
+
+        for (size_t i = 0; i < m->n_servers; i++) {
+                int recreated = plugin_server_ensure_socket(m->servers[i]);
+                if (present && (kubelet_new || recreated > 0))
+                        plugin_server_register(m->servers[i], m->kubelet_socket);
+        }
+}
+
+static void on_debounce(uv_timer_t *t)
+{
+        check(t->data);
+}
+
+static void schedule_check(struct kubelet_manager *m)
+{
+        if (!uv_is_active((uv_handle_t *)m->debounce))
+                uv_timer_start(m->debounce, on_debounce, DEBOUNCE_MS, 0);
+}
+
+static void on_poll(uv_timer_t *t)
+{
+        check(t->data);
+}
+
+static uv_timer_t *timer_new(struct kubelet_manager *m)
+{
+        uv_timer_t *t = xcalloc(1, sizeof(*t));
+        uv_timer_init(m->loop, t);
+        t->data = m;
+        return t;
+}
+
+int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kubelet_socket,
+                        struct dev_resource *const *resources, size_t n,
+                        struct kubelet_manager **out)
+{
+        int r = fs_mkdir_p(plugin_dir, 0755);
+        if (r < 0) {
+                log_error("kubelet", "cannot create plugin directory dir=%s error=\"%s\"", plugin_dir,
+                          strerror(-r));
+                return r;
+        }
+
+        struct kubelet_manager *m = xcalloc(1, sizeof(*m));
+        m->loop = loop;
+        m->plugin_dir = xstrdup(plugin_dir);
+        m->kubelet_socket = xstrdup(kubelet_socket);
+        m->debounce = timer_new(m);
+        m->poll = timer_new(m);
+
+        m->watches[m->n_watches++].path = xstrdup(plugin_dir);
+        _cleanup_free_ char *ks = xstrdup(kubelet_socket);
+        const char *kdir = dirname(ks);
+        if (strcmp(kdir, plugin_dir) != 0)
+                m->watches[m->n_watches++].path = xstrdup(kdir);
+
+        m->servers = xcalloc(n, sizeof(*m->servers));
+        for (size_t i = 0; i < n; i++) {
+                r = plugin_server_new(loop, plugin_dir, resources[i], &m->servers[m->n_servers]);
+                if (r < 0) {
+                        log_error("kubelet", "cannot serve resource=%s error=\"%s\"",
+                                  resources[i]->name, strerror(-r));
+                        kubelet_manager_free(m);
+                        return r;
+                }
+                m->n_servers++;
+        }
+
+        check(m);
+        if (!m->kubelet_present)
+                log_info("kubelet", "waiting for the kubelet socket=%s", m->kubelet_socket);
+        uv_timer_start(m->poll, on_poll, POLL_MS, POLL_MS);
+        *out = m;
+        return 0;
+}
+
+void kubelet_manager_free(struct kubelet_manager *m)
+{
+        if (!m)
+                return;
+        for (size_t i = 0; i < m->n_servers; i++)
+                plugin_server_free(m->servers[i]);
+        free(m->servers);
+        for (size_t i = 0; i < m->n_watches; i++) {
+                if (m->watches[i].handle)
+                        uv_close((uv_handle_t *)m->watches[i].handle, free_handle);
+                free(m->watches[i].path);
+        }
+        uv_close((uv_handle_t *)m->debounce, free_handle);
+        uv_close((uv_handle_t *)m->poll, free_handle);
+        free(m->plugin_dir);
+        free(m->kubelet_socket);
+        free(m);
+}
+
+uint64_t kubelet_manager_restarts_seen(const struct kubelet_manager *m)
+{
+        return m->restarts_seen;
+}

@@ -1,0 +1,325 @@
+/* Unit tests for devices/device.c: allocation answers, generic Allocate and
+ * generic GetPreferredAllocation, and the backend table. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "devices/device.h"
+#include "devices/hostdev/hostdev.h"
+
+DEFINE_CLEANUP_FUNC(char *, strv_free)
+#define _cleanup_strv_ _cleanup_(strv_freep)
+
+/* "a b c" -> a strv (NULL for ""); tests spell ID lists this way. */
+static char **split(const char *s)
+{
+        char **v = xcalloc(1, sizeof(char *));
+        char *copy = xstrdup(s), *save = NULL;
+        for (char *t = strtok_r(copy, " ", &save); t; t = strtok_r(NULL, " ", &save))
+                v = strv_push(v, t);
+        free(copy);
+        return v;
+}
+
+static void test_alloc_dedup(void **state)
+{
+        struct dev_alloc a = { 0 };
+        dev_alloc_add_node(&a, "/dev/a", "/dev/x", "rw");
+        dev_alloc_add_node(&a, "/dev/b", "/dev/x", "r"); /* same container path: dropped */
+        dev_alloc_add_node(&a, "/dev/a", "/dev/y", NULL);
+        assert_int_equal(a.n_nodes, 2);
+        assert_string_equal(a.nodes[0].host_path, "/dev/a");
+        assert_string_equal(a.nodes[0].permissions, "rw");
+        assert_string_equal(a.nodes[1].container_path, "/dev/y");
+        assert_string_equal(a.nodes[1].permissions, "rw");
+
+        dev_alloc_add_mount(&a, "/h1", "/c", true);
+        dev_alloc_add_mount(&a, "/h2", "/c", false);
+        dev_alloc_add_mount(&a, "/h2", "/d", false);
+        assert_int_equal(a.n_mounts, 2);
+        assert_string_equal(a.mounts[0].host_path, "/h1");
+        assert_true(a.mounts[0].read_only);
+        assert_false(a.mounts[1].read_only);
+
+        dev_alloc_set_env(&a, "A", "1");
+        dev_alloc_set_env(&a, "B", "2");
+        dev_alloc_set_env(&a, "A", "3"); /* last value wins */
+        assert_int_equal(a.n_envs, 2);
+        assert_string_equal(a.envs[0].key, "A");
+        assert_string_equal(a.envs[0].value, "3");
+        assert_string_equal(a.envs[1].value, "2");
+
+        dev_alloc_set_annotation(&a, "k", "v1");
+        dev_alloc_set_annotation(&a, "k", "v2");
+        assert_int_equal(a.n_annotations, 1);
+        assert_string_equal(a.annotations[0].value, "v2");
+
+        dev_alloc_add_cdi(&a, "devlet.io/fuse=fuse-0");
+        dev_alloc_add_cdi(&a, "devlet.io/fuse=fuse-1");
+        dev_alloc_add_cdi(&a, "devlet.io/fuse=fuse-0");
+        assert_int_equal(strv_len(a.cdi_devices), 2);
+
+        dev_alloc_release(&a);
+        assert_null(a.nodes);
+        assert_int_equal(a.n_nodes, 0);
+        dev_alloc_release(&a); /* idempotent */
+}
+
+/* d0..d5: NUMA 0,0,1,1,-1,1; d5 unhealthy.  Each has its own node and a
+ * shared mount. */
+static struct dev_resource *make_resource(void)
+{
+        static const int numa[] = { 0, 0, 1, 1, -1, 1 };
+        struct dev_resource *r = dev_resource_new("devlet.io/test");
+        for (int i = 0; i < 6; i++) {
+                char id[16], path[32];
+                snprintf(id, sizeof(id), "d%d", i);
+                snprintf(path, sizeof(path), "/dev/test%d", i);
+                struct dev_device *d = dev_resource_add(r, id);
+                assert_int_equal(d->health, DEV_HEALTHY);
+                d->numa_node = numa[i];
+                dev_device_add_node(d, path, path, "rw");
+                dev_device_add_mount(d, "/lib/test", "/lib/test", true);
+        }
+        dev_resource_find(r, "d5")->health = DEV_UNHEALTHY;
+        return r;
+}
+
+static void test_resource_basics(void **state)
+{
+        struct dev_resource *r = make_resource();
+        assert_string_equal(r->name, "devlet.io/test");
+        assert_int_equal(r->n_devices, 6);
+        assert_int_equal(dev_resource_healthy(r), 5);
+        assert_null(dev_resource_find(r, "nope"));
+        assert_string_equal(dev_resource_find(r, "d3")->id, "d3");
+        assert_int_equal(dev_resource_find(r, "d0")->numa_node, 0);
+        dev_resource_free(r);
+        dev_resource_free(NULL);
+}
+
+static int notified;
+static void on_change(struct dev_resource *r, void *ud)
+{
+        assert_ptr_equal(ud, &notified);
+        notified++;
+}
+
+static void test_notify(void **state)
+{
+        struct dev_resource *r = dev_resource_new("devlet.io/n");
+        notified = 0;
+        dev_resource_notify(r); /* no observer: nothing happens */
+        r->on_change = on_change;
+        r->on_change_ud = &notified;
+        dev_resource_notify(r);
+        dev_resource_notify(r);
+        assert_int_equal(notified, 2);
+        dev_resource_free(r);
+}
+
+static void test_allocate_one(void **state)
+{
+        struct dev_resource *r = make_resource();
+        struct dev_alloc a = { 0 };
+        char *err = NULL;
+        _cleanup_strv_ char **ids = split("d1");
+        assert_int_equal(dev_allocate(r, ids, 1, &a, &err), 0);
+        assert_null(err);
+        assert_int_equal(a.n_nodes, 1);
+        assert_string_equal(a.nodes[0].host_path, "/dev/test1");
+        assert_string_equal(a.nodes[0].container_path, "/dev/test1");
+        assert_string_equal(a.nodes[0].permissions, "rw");
+        assert_int_equal(a.n_mounts, 1);
+        assert_true(a.mounts[0].read_only);
+        dev_alloc_release(&a);
+        dev_resource_free(r);
+}
+
+static void test_allocate_many(void **state)
+{
+        struct dev_resource *r = make_resource();
+        struct dev_alloc a = { 0 };
+        char *err = NULL;
+        _cleanup_strv_ char **ids = split("d3 d0 d4");
+        assert_int_equal(dev_allocate(r, ids, 3, &a, &err), 0);
+        assert_int_equal(a.n_nodes, 3);
+        assert_string_equal(a.nodes[0].host_path, "/dev/test3");
+        assert_string_equal(a.nodes[1].host_path, "/dev/test0");
+        assert_string_equal(a.nodes[2].host_path, "/dev/test4");
+        assert_int_equal(a.n_mounts, 1); /* shared mount merged once */
+        dev_alloc_release(&a);
+        dev_resource_free(r);
+}
+
+static void test_allocate_errors(void **state)
+{
+        struct dev_resource *r = make_resource();
+        struct dev_alloc a = { 0 };
+        char *err = NULL;
+        _cleanup_strv_ char **unknown = split("d0 gpu-7");
+        assert_int_equal(dev_allocate(r, unknown, 2, &a, &err), -EINVAL);
+        assert_string_equal(err, "unknown device ID \"gpu-7\"");
+        assert_int_equal(a.n_nodes, 0); /* untouched on failure */
+        free(err);
+        err = NULL;
+        _cleanup_strv_ char **sick = split("d1 d5");
+        assert_int_equal(dev_allocate(r, sick, 2, &a, &err), -EINVAL);
+        assert_string_equal(err, "device \"d5\" is unhealthy");
+        assert_int_equal(a.n_nodes, 0);
+        free(err);
+        dev_alloc_release(&a);
+        dev_resource_free(r);
+}
+
+static int custom_allocate(struct dev_resource *r, char *const *ids, size_t n,
+                           struct dev_alloc *out, char **err)
+{
+        dev_alloc_set_env(out, "CUSTOM", ids[0]);
+        return 0;
+}
+
+static int custom_preferred(struct dev_resource *r, char *const *available, size_t n_available,
+                            char *const *must, size_t n_must, size_t size, char ***out)
+{
+        *out = strv_push(NULL, "custom");
+        return 0;
+}
+
+static void test_dispatch_ops(void **state)
+{
+        static const struct dev_resource_ops ops = { .allocate = custom_allocate,
+                                                     .preferred = custom_preferred };
+        struct dev_resource *r = make_resource();
+        r->ops = &ops;
+        struct dev_alloc a = { 0 };
+        char *err = NULL;
+        _cleanup_strv_ char **ids = split("anything");
+        assert_int_equal(dev_allocate(r, ids, 1, &a, &err), 0);
+        assert_int_equal(a.n_envs, 1);
+        assert_string_equal(a.envs[0].value, "anything");
+        assert_int_equal(a.n_nodes, 0);
+        char **out = NULL;
+        assert_int_equal(dev_preferred(r, ids, 1, NULL, 0, 1, &out), 0);
+        assert_string_equal(out[0], "custom");
+        strv_free(out);
+        dev_alloc_release(&a);
+        dev_resource_free(r);
+}
+
+/* Runs the generic choice and compares with a space-separated expectation. */
+static void expect_preferred(struct dev_resource *r, char **avail, char **must, size_t size,
+                             const char *want)
+{
+        char **out = NULL;
+        assert_int_equal(dev_preferred(r, avail, strv_len(avail), must, strv_len(must), size, &out),
+                         0);
+        assert_non_null(out);
+        char got[256] = "";
+        for (size_t i = 0; out[i]; i++) {
+                if (i)
+                        strcat(got, " ");
+                strcat(got, out[i]);
+        }
+        assert_string_equal(got, want);
+        strv_free(out);
+}
+
+static void test_preferred_must_and_size(void **state)
+{
+        struct dev_resource *r = make_resource();
+        _cleanup_strv_ char **all = split("d0 d1 d2 d3 d4 d5");
+        /* must first, then its NUMA node (1: d3; d5 is unhealthy), then the rest in order */
+        _cleanup_strv_ char **must = split("d2");
+        expect_preferred(r, all, must, 3, "d2 d3 d0");
+        expect_preferred(r, all, must, 1, "d2");
+        /* size larger than possible: every healthy one, once */
+        expect_preferred(r, all, must, 10, "d2 d3 d0 d1 d4");
+        /* size below the must count: the must IDs only */
+        _cleanup_strv_ char **two = split("d4 d0");
+        expect_preferred(r, all, two, 1, "d4 d0");
+        /* size 0, nothing required: empty answer */
+        expect_preferred(r, all, NULL, 0, "");
+        dev_resource_free(r);
+}
+
+static void test_preferred_numa(void **state)
+{
+        struct dev_resource *r = make_resource();
+        _cleanup_strv_ char **all = split("d4 d0 d2 d1 d3");
+        /* must d0 (node 0): d1 joins it before the earlier-listed d4 and d2 */
+        _cleanup_strv_ char **must0 = split("d0");
+        expect_preferred(r, all, must0, 2, "d0 d1");
+        /* must on two nodes: both nodes preferred, the unknown-node d4 last */
+        _cleanup_strv_ char **mixed = split("d0 d2");
+        expect_preferred(r, all, mixed, 4, "d0 d2 d1 d3");
+        /* must with unknown NUMA: no preference, order given */
+        _cleanup_strv_ char **unk = split("d4");
+        expect_preferred(r, all, unk, 3, "d4 d0 d2");
+        /* nothing required: the first node that holds size on its own */
+        expect_preferred(r, all, NULL, 2, "d0 d1");
+        _cleanup_strv_ char **rev = split("d3 d2 d1 d0");
+        expect_preferred(r, rev, NULL, 2, "d3 d2");
+        /* no node holds 3: the fullest node, then the rest in order */
+        dev_resource_find(r, "d1")->numa_node = 2;
+        expect_preferred(r, all, NULL, 3, "d2 d3 d4");
+        dev_resource_free(r);
+}
+
+static void test_preferred_skips(void **state)
+{
+        struct dev_resource *r = make_resource();
+        /* unhealthy d5, unknown x and duplicates are skipped */
+        _cleanup_strv_ char **avail = split("d5 x d3 d3 d1 d1");
+        expect_preferred(r, avail, NULL, 4, "d3 d1");
+        /* a duplicated must ID counts once */
+        _cleanup_strv_ char **must = split("d1 d1");
+        expect_preferred(r, avail, must, 2, "d1 d3");
+        /* an unknown must ID is refused */
+        char **out = NULL;
+        _cleanup_strv_ char **bad = split("nope");
+        assert_int_equal(dev_preferred(r, avail, 6, bad, 1, 2, &out), -EINVAL);
+        assert_null(out);
+        dev_resource_free(r);
+}
+
+static void test_backend_table(void **state)
+{
+        assert_ptr_equal(dev_backends[0], &hostdev_backend_ops);
+        assert_string_equal(dev_backends[0]->name, "hostdev");
+        size_t n = 0;
+        while (dev_backends[n])
+                n++;
+        assert_true(n >= 1);
+        for (size_t i = 0; i < n; i++) {
+                assert_non_null(dev_backends[i]->create);
+                assert_non_null(dev_backends[i]->destroy);
+                assert_non_null(dev_backends[i]->resources);
+        }
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_alloc_dedup),
+                cmocka_unit_test(test_resource_basics),
+                cmocka_unit_test(test_notify),
+                cmocka_unit_test(test_allocate_one),
+                cmocka_unit_test(test_allocate_many),
+                cmocka_unit_test(test_allocate_errors),
+                cmocka_unit_test(test_dispatch_ops),
+                cmocka_unit_test(test_preferred_must_and_size),
+                cmocka_unit_test(test_preferred_numa),
+                cmocka_unit_test(test_preferred_skips),
+                cmocka_unit_test(test_backend_table),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
