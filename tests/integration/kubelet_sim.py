@@ -406,7 +406,9 @@ class KubeletSim:
 
     # -------------------------------------------------------- waiting
 
-    def _wait(self, check: Callable[[], object], timeout: float, what: Callable[[], str]):
+    def wait_for(self, check: Callable[[], object], timeout: float, what: Callable[[], str]):
+        """Waits (under self.cond, woken by every change) until check()
+        returns a true value, and returns it; TimeoutError says what()."""
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
@@ -435,7 +437,7 @@ class KubeletSim:
         def check():
             regs = self.accepted(resource, generation)
             return regs[count - 1] if len(regs) >= count else None
-        return self._wait(check, timeout, lambda: (
+        return self.wait_for(check, timeout, lambda: (
             f"registration #{count} of {resource} (generation {generation}); "
             f"attempts so far: {[(r.resource_name, r.generation, r.accepted, r.error) for r in self.registrations]}"))
 
@@ -447,7 +449,7 @@ class KubeletSim:
             if len(regs) >= count and (regs[count - 1].accepted or regs[count - 1].error):
                 return regs[:count]
             return None
-        return self._wait(check, timeout, lambda: f"{count} Register attempts for {resource}")
+        return self.wait_for(check, timeout, lambda: f"{count} Register attempts for {resource}")
 
     def endpoint(self, resource: str) -> Endpoint:
         with self.cond:
@@ -469,10 +471,10 @@ class KubeletSim:
             ep = self.endpoints.get(resource)
             return (f"a matching snapshot of {resource}; latest: "
                     f"{ep.latest if ep else 'not registered'}")
-        return self._wait(check, timeout, what)
+        return self.wait_for(check, timeout, what)
 
     def wait_for_stream_end(self, ep: Endpoint, timeout: float = DEFAULT_TIMEOUT) -> Endpoint:
-        self._wait(lambda: ep.stream_done, timeout, lambda: f"the end of {ep.resource}'s ListAndWatch")
+        self.wait_for(lambda: ep.stream_done, timeout, lambda: f"the end of {ep.resource}'s ListAndWatch")
         return ep
 
     # -------------------------------------------------------- calls

@@ -76,7 +76,7 @@ def test_stop_during_dial_back_is_clean(kubelet, plugin_dir):
             errors.append(e.code())
     t = threading.Thread(target=reg)
     t.start()
-    kubelet._wait(lambda: kubelet.attempts("example.com/ghost"), 10, lambda: "the Register call")
+    kubelet.wait_for(lambda: kubelet.attempts("example.com/ghost"), 10, lambda: "the Register call")
     kubelet.stop()
     t.join(15)
     assert not t.is_alive() and errors

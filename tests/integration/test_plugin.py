@@ -278,7 +278,8 @@ def test_kubelet_absent_at_start_and_gone_later(dirs, kubelet_factory, devlet):
 
     # the kubelet goes away (socket and all) and comes back later
     sim.stop()
-    os.unlink(sim.socket_path)
+    if os.path.exists(sim.socket_path):
+        os.unlink(sim.socket_path)
     with plugin_client(sock) as c:
         assert len(c.allocate([["fuse-1"]]).container_responses) == 1
     assert d.alive()
@@ -291,7 +292,7 @@ def test_rejected_registration_is_retried(dirs, kubelet, devlet):
     kubelet.reject_next(2)
     devlet(hostdev_config([fuse_dev(dirs, count=1)]))
     kubelet.wait_for_registration(FUSE, timeout=20)
-    assert [a.accepted for a in kubelet.attempts(FUSE)] == [False, False, True]
+    assert [a.accepted for a in kubelet.attempts(FUSE)][:3] == [False, False, True]
     assert kubelet.wait_for_snapshot(FUSE).ids() == ["fuse"]
 
 
@@ -321,7 +322,7 @@ def test_sighup_adds_and_removes_resources(dirs, kubelet, devlet):
     d.sighup()
     wait_until(lambda: not os.path.exists(d.socket_path(FUSE)), 10, "the removed resource's socket to go")
     # the kubelet's stream for the removed resource ends
-    kubelet._wait(lambda: kubelet.endpoints[FUSE].stream_done, 10, lambda: "fuse's ListAndWatch to end")
+    kubelet.wait_for(lambda: kubelet.endpoints[FUSE].stream_done, 10, lambda: "fuse's ListAndWatch to end")
     assert d.own_sockets() == [d.socket_path(SERIAL)]
     with plugin_client(d.socket_path(SERIAL)) as c:
         assert len(c.allocate([["ttyUSB0"]]).container_responses) == 1
