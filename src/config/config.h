@@ -69,16 +69,19 @@ struct hostdev_cfg {
 
 /* ---- the whole configuration ---- */
 
+/* Every string is non-NULL ("" when empty); lists are NULL-terminated
+ * string vectors with at least one item. */
 struct devlet_config {
         /* core */
         char *config_file;      /* --config-file, CONFIG_FILE */
         char *plugin_directory; /* --plugin-directory, default /var/lib/kubelet/device-plugins */
-        char *kubelet_socket;   /* --kubelet-socket; default <plugin_directory>/kubelet.sock */
+        char *kubelet_socket;   /* --kubelet-socket; "" = <plugin_directory>/kubelet.sock,
+                                 * which config_load fills in */
         long verbosity;         /* -v N */
         char **backends;        /* --backends auto|nvidia|hostdev,... */
         char *sysfs_root;       /* --sysfs-root, default /sys (tests point it at a fake tree) */
         char *dev_root;         /* --dev-root, default / */
-        int64_t rescan_interval_ms; /* --rescan-interval, hot-plug fallback rescan */
+        int64_t rescan_interval_ms; /* --rescan-interval, hot-plug fallback rescan; -1 = never */
 
         /* NVIDIA device plugin flags (used by the nvidia backend) */
         char *mig_strategy;         /* none|single|mixed */
@@ -102,6 +105,9 @@ struct devlet_config {
         char **warnings;
 };
 
+/* Config files larger than this are refused. */
+#define CONFIG_FILE_MAX (1024 * 1024)
+
 enum config_type {
         CONFIG_STRING,
         CONFIG_BOOL,
@@ -113,12 +119,14 @@ enum config_type {
 struct config_option {
         const char *flag;         /* long flag without "--" */
         char short_flag;          /* 0 for none */
+        const char *alias;        /* second long flag name (NVIDIA's older name), or NULL */
         const char *envs[3];      /* env var names, first wins; NULL-terminated */
         const char *key;          /* dotted config-file key ("flags.migStrategy") or NULL */
         enum config_type type;
         const char *default_value;
         size_t offset;            /* into struct devlet_config */
-        const char *const *choices; /* allowed values (each list item for CONFIG_LIST), or NULL */
+        const char *const *choices; /* allowed values (each list item for CONFIG_LIST),
+                                     * NULL-terminated; NULL = any */
         const char *help;
 };
 
@@ -135,11 +143,13 @@ int config_load(int argc, char **argv, struct devlet_config **out, struct config
                 int *argi);
 
 /* Parses config-file content into cfg (which holds defaults already).
- * file names the source in diagnostics.  Exposed for tests and fuzzing. */
+ * file names the source in diagnostics.  Exposed for tests and fuzzing.
+ * Content larger than CONFIG_FILE_MAX is refused.  cfg changes only when
+ * the whole file is good: -EINVAL with diag filled leaves it as it was. */
 int config_parse_yaml(const char *file, const char *data, size_t len, struct devlet_config *cfg,
                       struct config_diag *diag);
 
-/* A config holding only the defaults. */
+/* A config holding only the defaults (kubelet_socket is "", see above). */
 struct devlet_config *config_new_defaults(void);
 void config_free(struct devlet_config *cfg);
 

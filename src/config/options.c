@@ -1,0 +1,846 @@
+/* The option table and the sources that feed it: defaults, environment
+ * variables and the command line (the config file is yaml.c's).
+ *
+ * Every option is one row of options[]: flag, short flag, alias, env vars,
+ * config-file key, type, default, choices, help.  A value goes through two
+ * steps: config_value_parse() turns text into a typed value and checks it
+ * against the row, config_value_store() moves it into struct devlet_config.
+ * Parsing never touches the config, so a source with an error changes
+ * nothing.  config_load() applies default, file, env, flags in that order, so
+ * the later source wins; the command line is parsed first, so a bad flag is
+ * reported before any file is read.
+ *
+ * Never logs and never exits: every problem goes back as -EINVAL with a
+ * diag that names the flag, env var or file position and what is allowed. */
+#include "config/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/xalloc.h"
+#include "config/config-internal.h"
+
+static const char *const backend_choices[] = { "auto", "nvidia", "hostdev", NULL };
+static const char *const mig_strategy_choices[] = { "none", "single", "mixed", NULL };
+static const char *const device_list_strategy_choices[] = { "envvar", "volume-mounts",
+                                                            "cdi-annotations", "cdi-cri", NULL };
+static const char *const device_id_strategy_choices[] = { "uuid", "index", NULL };
+
+#define FIELD(f) offsetof(struct devlet_config, f)
+
+static const struct config_option options[] = {
+        {
+                .flag = "config-file",
+                .envs = { "CONFIG_FILE" },
+                .type = CONFIG_STRING,
+                .default_value = "",
+                .offset = FIELD(config_file),
+                .help = "YAML config file: NVIDIA's \"version: v1\" format plus devlet's sections",
+        },
+        {
+                .flag = "plugin-directory",
+                .envs = { "PLUGIN_DIRECTORY" },
+                .key = "flags.pluginDirectory",
+                .type = CONFIG_STRING,
+                .default_value = "/var/lib/kubelet/device-plugins",
+                .offset = FIELD(plugin_directory),
+                .help = "Directory of the kubelet's device-plugin sockets",
+        },
+        {
+                .flag = "kubelet-socket",
+                .envs = { "KUBELET_SOCKET" },
+                .key = "flags.kubeletSocket",
+                .type = CONFIG_STRING,
+                .default_value = "",
+                .offset = FIELD(kubelet_socket),
+                .help = "Kubelet registration socket (empty: <plugin-directory>/kubelet.sock)",
+        },
+        {
+                .flag = "verbosity",
+                .short_flag = 'v',
+                .alias = "v",
+                .envs = { "DEVLET_VERBOSITY" },
+                .key = "flags.verbosity",
+                .type = CONFIG_INT,
+                .default_value = "0",
+                .offset = FIELD(verbosity),
+                .help = "Log verbosity: 1 adds debug messages, 2 adds trace",
+        },
+        {
+                .flag = "backends",
+                .envs = { "DEVLET_BACKENDS" },
+                .key = "flags.backends",
+                .type = CONFIG_LIST,
+                .default_value = "auto",
+                .offset = FIELD(backends),
+                .choices = backend_choices,
+                .help = "Device backends to run (auto: each backend that finds devices)",
+        },
+        {
+                .flag = "sysfs-root",
+                .envs = { "DEVLET_SYSFS_ROOT" },
+                .type = CONFIG_STRING,
+                .default_value = "/sys",
+                .offset = FIELD(sysfs_root),
+                .help = "Where sysfs is mounted",
+        },
+        {
+                .flag = "dev-root",
+                .envs = { "NVIDIA_DEV_ROOT", "DEV_ROOT" },
+                .key = "flags.nvidiaDevRoot",
+                .type = CONFIG_STRING,
+                .default_value = "/",
+                .offset = FIELD(dev_root),
+                .help = "Root under which /dev is found",
+        },
+        {
+                .flag = "rescan-interval",
+                .envs = { "DEVLET_RESCAN_INTERVAL" },
+                .key = "flags.rescanInterval",
+                .type = CONFIG_DURATION,
+                .default_value = "5s",
+                .offset = FIELD(rescan_interval_ms),
+                .help = "Fallback rescan for hot-plugged devices (infinite: never)",
+        },
+        {
+                .flag = "mig-strategy",
+                .envs = { "MIG_STRATEGY" },
+                .key = "flags.migStrategy",
+                .type = CONFIG_STRING,
+                .default_value = "none",
+                .offset = FIELD(mig_strategy),
+                .choices = mig_strategy_choices,
+                .help = "How MIG devices are exposed",
+        },
+        {
+                .flag = "fail-on-init-error",
+                .envs = { "FAIL_ON_INIT_ERROR" },
+                .key = "flags.failOnInitError",
+                .type = CONFIG_BOOL,
+                .default_value = "true",
+                .offset = FIELD(fail_on_init_error),
+                .help = "Exit when the NVIDIA backend cannot start (false: run without it)",
+        },
+        {
+                .flag = "nvidia-driver-root",
+                .alias = "driver-root",
+                .envs = { "NVIDIA_DRIVER_ROOT" },
+                .key = "flags.nvidiaDriverRoot",
+                .type = CONFIG_STRING,
+                .default_value = "/",
+                .offset = FIELD(driver_root),
+                .help = "Root of the NVIDIA driver installation on the host",
+        },
+        {
+                .flag = "pass-device-specs",
+                .envs = { "PASS_DEVICE_SPECS" },
+                .key = "flags.plugin.passDeviceSpecs",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(pass_device_specs),
+                .help = "Return device nodes to the kubelet in Allocate responses",
+        },
+        {
+                .flag = "device-list-strategy",
+                .envs = { "DEVICE_LIST_STRATEGY" },
+                .key = "flags.plugin.deviceListStrategy",
+                .type = CONFIG_LIST,
+                .default_value = "envvar",
+                .offset = FIELD(device_list_strategy),
+                .choices = device_list_strategy_choices,
+                .help = "How allocated GPUs are passed to the container runtime",
+        },
+        {
+                .flag = "device-id-strategy",
+                .envs = { "DEVICE_ID_STRATEGY" },
+                .key = "flags.plugin.deviceIDStrategy",
+                .type = CONFIG_STRING,
+                .default_value = "uuid",
+                .offset = FIELD(device_id_strategy),
+                .choices = device_id_strategy_choices,
+                .help = "How GPUs are named to the container runtime",
+        },
+        {
+                .flag = "gds-enabled",
+                .envs = { "GDS_ENABLED" },
+                .key = "flags.gdsEnabled",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(gds_enabled),
+                .help = "Give containers the GPUDirect Storage devices",
+        },
+        {
+                .flag = "mofed-enabled",
+                .envs = { "MOFED_ENABLED" },
+                .key = "flags.mofedEnabled",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(mofed_enabled),
+                .help = "Give containers the Mellanox OFED devices",
+        },
+        {
+                .flag = "gdrcopy-enabled",
+                .envs = { "GDRCOPY_ENABLED" },
+                .key = "flags.gdrcopyEnabled",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(gdrcopy_enabled),
+                .help = "Give containers the gdrcopy device",
+        },
+        {
+                .flag = "cdi-annotation-prefix",
+                .envs = { "CDI_ANNOTATION_PREFIX" },
+                .key = "flags.plugin.cdiAnnotationPrefix",
+                .type = CONFIG_STRING,
+                .default_value = "cdi.k8s.io/",
+                .offset = FIELD(cdi_annotation_prefix),
+                .help = "Prefix of the CDI annotations (cdi-annotations strategy)",
+        },
+        {
+                .flag = "nvidia-cdi-hook-path",
+                .alias = "nvidia-ctk-path",
+                .envs = { "NVIDIA_CDI_HOOK_PATH", "NVIDIA_CTK_PATH" },
+                .key = "flags.plugin.nvidiaCTKPath",
+                .type = CONFIG_STRING,
+                .default_value = "/usr/bin/nvidia-ctk",
+                .offset = FIELD(nvidia_cdi_hook_path),
+                .help = "Host path of the hook program named in generated CDI specs",
+        },
+        {
+                .flag = "driver-root-ctr-path",
+                .alias = "container-driver-root",
+                .envs = { "DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT" },
+                .key = "flags.plugin.containerDriverRoot",
+                .type = CONFIG_STRING,
+                .default_value = "/driver-root",
+                .offset = FIELD(container_driver_root),
+                .help = "Where the driver root is mounted in devlet's container",
+        },
+};
+
+const struct config_option *config_options(size_t *n)
+{
+        if (n)
+                *n = ARRAY_SIZE(options);
+        return options;
+}
+
+const struct config_option *config_option_by_key(const char *key)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+                if (options[i].key && strcmp(options[i].key, key) == 0)
+                        return &options[i];
+        return NULL;
+}
+
+bool config_key_is_section(const char *prefix)
+{
+        size_t n = strlen(prefix);
+        for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+                if (options[i].key && strncmp(options[i].key, prefix, n) == 0 &&
+                    options[i].key[n] == '.')
+                        return true;
+        return false;
+}
+
+/* ---- diagnostics ---- */
+
+int config_diag_set(struct config_diag *d, const char *file, int line, int column,
+                    const char *fmt, ...)
+{
+        if (!d)
+                return -EINVAL;
+        snprintf(d->file, sizeof(d->file), "%s", file ? file : "");
+        d->line = line;
+        d->column = column;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->message, sizeof(d->message), fmt, ap);
+        va_end(ap);
+        return -EINVAL;
+}
+
+const char *config_diag_format(const struct config_diag *d, char *buf, size_t size)
+{
+        if (d->file[0] && d->line > 0)
+                snprintf(buf, size, "%s:%d:%d: %s", d->file, d->line, d->column, d->message);
+        else if (d->file[0])
+                snprintf(buf, size, "%s: %s", d->file, d->message);
+        else
+                snprintf(buf, size, "%s", d->message);
+        return buf;
+}
+
+/* ---- values ---- */
+
+int config_parse_bool(const char *s, bool *out)
+{
+        static const char *const yes[] = { "true", "yes", "on", "1" };
+        static const char *const no[] = { "false", "no", "off", "0" };
+        for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+                if (strcasecmp(s, yes[i]) == 0) {
+                        *out = true;
+                        return 0;
+                }
+                if (strcasecmp(s, no[i]) == 0) {
+                        *out = false;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+static int parse_nonneg_long(const char *s, long *out)
+{
+        if (!isdigit((unsigned char)s[0]))
+                return -EINVAL;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno || *end)
+                return -EINVAL;
+        *out = v;
+        return 0;
+}
+
+/* "500ms", "5s", "2m", "1h", sequences like "1h30m", a bare number of
+ * seconds, or "infinite" (-1). */
+static int parse_duration(const char *s, int64_t *out)
+{
+        if (strcmp(s, "infinite") == 0) {
+                *out = -1;
+                return 0;
+        }
+        if (!s[0])
+                return -EINVAL;
+        bool bare = s[strspn(s, "0123456789")] == '\0';
+        int64_t total = 0;
+        const char *p = s;
+        while (*p) {
+                if (!isdigit((unsigned char)*p))
+                        return -EINVAL;
+                int64_t n = 0, unit;
+                for (; isdigit((unsigned char)*p); p++)
+                        if (__builtin_mul_overflow(n, 10, &n) ||
+                            __builtin_add_overflow(n, *p - '0', &n))
+                                return -EINVAL;
+                if (bare)
+                        unit = 1000;
+                else if (strncmp(p, "ms", 2) == 0)
+                        unit = 1, p += 2;
+                else if (*p == 's')
+                        unit = 1000, p++;
+                else if (*p == 'm')
+                        unit = 60 * 1000, p++;
+                else if (*p == 'h')
+                        unit = 3600 * 1000, p++;
+                else
+                        return -EINVAL;
+                if (__builtin_mul_overflow(n, unit, &n) || __builtin_add_overflow(total, n, &total))
+                        return -EINVAL;
+        }
+        *out = total;
+        return 0;
+}
+
+static bool in_choices(const struct config_option *opt, const char *s)
+{
+        if (!opt->choices)
+                return true;
+        for (size_t i = 0; opt->choices[i]; i++)
+                if (strcmp(opt->choices[i], s) == 0)
+                        return true;
+        return false;
+}
+
+static const char *choices_join(const struct config_option *opt, const char *sep, char *buf,
+                                size_t size)
+{
+        size_t off = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; opt->choices && opt->choices[i] && off < size; i++)
+                off += (size_t)snprintf(buf + off, size - off, "%s%s", i ? sep : "",
+                                        opt->choices[i]);
+        return buf;
+}
+
+static const char *choices_text(const struct config_option *opt, char *buf, size_t size)
+{
+        return choices_join(opt, ", ", buf, size);
+}
+
+static int bad_choice(const struct config_option *opt, const char *who, const char *value,
+                      struct config_diag *diag)
+{
+        char allowed[256];
+        return config_diag_set(diag, NULL, 0, 0, "%s: invalid value \"%.100s\" (allowed: %s)",
+                               who, value, choices_text(opt, allowed, sizeof(allowed)));
+}
+
+int config_value_parse_items(const struct config_option *opt, char *const *items,
+                             const char *who, union config_value *out,
+                             struct config_diag *diag)
+{
+        char allowed[256];
+        if (!items || !items[0])
+                return config_diag_set(diag, NULL, 0, 0, "%s: needs at least one value%s%s%s",
+                                       who, opt->choices ? " (allowed: " : "",
+                                       choices_text(opt, allowed, sizeof(allowed)),
+                                       opt->choices ? ")" : "");
+        for (size_t i = 0; items[i]; i++) {
+                if (!items[i][0])
+                        return config_diag_set(diag, NULL, 0, 0, "%s: empty list item", who);
+                if (!in_choices(opt, items[i]))
+                        return bad_choice(opt, who, items[i], diag);
+        }
+        char **v = NULL;
+        for (size_t i = 0; items[i]; i++)
+                v = strv_push(v, items[i]);
+        out->list = v;
+        return 0;
+}
+
+/* Splits on commas, trimming blanks; empty items are dropped. */
+static char **split_list(const char *text)
+{
+        char **v = NULL;
+        const char *p = text;
+        for (;;) {
+                const char *end = strchrnul(p, ',');
+                const char *a = p, *b = end;
+                while (a < b && isblank((unsigned char)*a))
+                        a++;
+                while (b > a && isblank((unsigned char)b[-1]))
+                        b--;
+                if (b > a) {
+                        _cleanup_free_ char *item = xstrndup(a, (size_t)(b - a));
+                        v = strv_push(v, item);
+                }
+                if (!*end)
+                        return v;
+                p = end + 1;
+        }
+}
+
+int config_value_parse(const struct config_option *opt, const char *text, const char *who,
+                       union config_value *out, struct config_diag *diag)
+{
+        switch (opt->type) {
+        case CONFIG_STRING:
+                if (!in_choices(opt, text))
+                        return bad_choice(opt, who, text, diag);
+                out->s = xstrdup(text);
+                return 0;
+        case CONFIG_BOOL:
+                if (config_parse_bool(text, &out->b) < 0)
+                        return config_diag_set(diag, NULL, 0, 0,
+                                               "%s: invalid value \"%.100s\" (expected true or false)",
+                                               who, text);
+                return 0;
+        case CONFIG_INT:
+                if (parse_nonneg_long(text, &out->i) < 0)
+                        return config_diag_set(
+                                diag, NULL, 0, 0,
+                                "%s: invalid value \"%.100s\" (expected a non-negative integer)", who,
+                                text);
+                return 0;
+        case CONFIG_DURATION:
+                if (parse_duration(text, &out->ms) < 0)
+                        return config_diag_set(diag, NULL, 0, 0,
+                                               "%s: invalid value \"%.100s\" (expected a duration "
+                                               "such as 500ms, 5s, 2m, 1h, a number of seconds, "
+                                               "or infinite)",
+                                               who, text);
+                return 0;
+        case CONFIG_LIST: {
+                char **items = split_list(text);
+                int r = config_value_parse_items(opt, items, who, out, diag);
+                strv_free(items);
+                return r;
+        }
+        }
+        return -EINVAL;
+}
+
+void config_value_clear(const struct config_option *opt, union config_value *v)
+{
+        if (opt->type == CONFIG_STRING)
+                free(TAKE_PTR(v->s));
+        else if (opt->type == CONFIG_LIST)
+                strv_free(TAKE_PTR(v->list));
+}
+
+void config_value_store(struct devlet_config *cfg, const struct config_option *opt,
+                        union config_value *v)
+{
+        void *field = (char *)cfg + opt->offset;
+        switch (opt->type) {
+        case CONFIG_STRING:
+                free(*(char **)field);
+                *(char **)field = TAKE_PTR(v->s);
+                break;
+        case CONFIG_LIST:
+                strv_free(*(char ***)field);
+                *(char ***)field = TAKE_PTR(v->list);
+                break;
+        case CONFIG_BOOL:
+                *(bool *)field = v->b;
+                break;
+        case CONFIG_INT:
+                *(long *)field = v->i;
+                break;
+        case CONFIG_DURATION:
+                *(int64_t *)field = v->ms;
+                break;
+        }
+}
+
+/* ---- the whole config ---- */
+
+struct devlet_config *config_new_defaults(void)
+{
+        struct devlet_config *cfg = xcalloc(1, sizeof(*cfg));
+        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+                union config_value v = { 0 };
+                int r = config_value_parse(&options[i], options[i].default_value, options[i].flag,
+                                           &v, NULL);
+                if (r < 0)
+                        abort(); /* a bad default in the table is a programming error */
+                config_value_store(cfg, &options[i], &v);
+        }
+        cfg->hostdev.domain = xstrdup("devlet.io");
+        return cfg;
+}
+
+void config_free(struct devlet_config *cfg)
+{
+        if (!cfg)
+                return;
+        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+                void *field = (char *)cfg + options[i].offset;
+                if (options[i].type == CONFIG_STRING)
+                        free(*(char **)field);
+                else if (options[i].type == CONFIG_LIST)
+                        strv_free(*(char ***)field);
+        }
+        config_hostdev_clear(&cfg->hostdev);
+        strv_free(cfg->warnings);
+        free(cfg);
+}
+
+DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
+
+/* ---- command line ---- */
+
+struct flag_value {
+        const struct config_option *opt;
+        union config_value v;
+};
+
+struct flag_set {
+        struct flag_value *items;
+        size_t n, cap;
+};
+
+static void flag_set_clear(struct flag_set *s)
+{
+        for (size_t i = 0; i < s->n; i++)
+                config_value_clear(s->items[i].opt, &s->items[i].v);
+        free(s->items);
+}
+
+static void flag_set_add(struct flag_set *s, const struct config_option *opt,
+                         union config_value *v)
+{
+        /* A list flag given twice collects both (--backends nvidia --backends hostdev). */
+        if (opt->type == CONFIG_LIST)
+                for (size_t i = 0; i < s->n; i++)
+                        if (s->items[i].opt == opt) {
+                                for (size_t j = 0; v->list[j]; j++)
+                                        s->items[i].v.list = strv_push(s->items[i].v.list,
+                                                                       v->list[j]);
+                                config_value_clear(opt, v);
+                                return;
+                        }
+        xgrow((void **)&s->items, &s->cap, s->n + 1, sizeof(*s->items));
+        s->items[s->n].opt = opt;
+        s->items[s->n].v = *v;
+        s->n++;
+        *v = (union config_value){ 0 };
+}
+
+static const struct config_option *find_long(const char *name, size_t len)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+                const char *names[] = { options[i].flag, options[i].alias };
+                for (size_t j = 0; j < ARRAY_SIZE(names); j++)
+                        if (names[j] && strlen(names[j]) == len && strncmp(names[j], name, len) == 0)
+                                return &options[i];
+        }
+        return NULL;
+}
+
+static const struct config_option *find_short(char c)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+                if (options[i].short_flag && options[i].short_flag == c)
+                        return &options[i];
+        return NULL;
+}
+
+/* Levenshtein distance; SIZE_MAX for names too long to be worth it. */
+static size_t edit_distance(const char *a, size_t la, const char *b)
+{
+        size_t lb = strlen(b);
+        if (la > 64 || lb > 64)
+                return SIZE_MAX;
+        size_t row[65];
+        for (size_t j = 0; j <= lb; j++)
+                row[j] = j;
+        for (size_t i = 1; i <= la; i++) {
+                size_t diag = row[0];
+                row[0] = i;
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t up = row[j];
+                        size_t best = diag + (a[i - 1] != b[j - 1]);
+                        if (up + 1 < best)
+                                best = up + 1;
+                        if (row[j - 1] + 1 < best)
+                                best = row[j - 1] + 1;
+                        row[j] = best;
+                        diag = up;
+                }
+        }
+        return row[lb];
+}
+
+static int unknown_flag(const char *shown, const char *name, size_t len, struct config_diag *diag)
+{
+        const char *best = NULL;
+        size_t best_d = 3;
+        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+                const char *names[] = { options[i].flag, options[i].alias };
+                for (size_t j = 0; j < ARRAY_SIZE(names); j++) {
+                        if (!names[j])
+                                continue;
+                        /* a suggestion must keep something of what was typed */
+                        size_t d = edit_distance(name, len, names[j]);
+                        if (d < best_d && d < len && d < strlen(names[j])) {
+                                best_d = d;
+                                best = names[j];
+                        }
+                }
+        }
+        if (best)
+                return config_diag_set(diag, NULL, 0, 0,
+                                       "unknown flag %.*s%.*s; did you mean --%s?",
+                                       (int)(name - shown), shown, (int)len, name, best);
+        return config_diag_set(diag, NULL, 0, 0, "unknown flag %.*s%.*s", (int)(name - shown),
+                               shown, (int)len, name);
+}
+
+/* Collects argv's flags into s; *first_arg gets the index of the first
+ * argument that is not a flag (argc if none). */
+static int parse_args(int argc, char **argv, struct flag_set *s, int *first_arg,
+                      struct config_diag *diag)
+{
+        int i;
+        for (i = 1; i < argc; i++) {
+                const char *a = argv[i];
+                if (strcmp(a, "--") == 0) {
+                        i++;
+                        break;
+                }
+                if (a[0] != '-' || a[1] == '\0')
+                        break;
+
+                const struct config_option *opt;
+                const char *value = NULL;
+                char who[80];
+                if (a[1] == '-') {
+                        const char *name = a + 2;
+                        const char *eq = strchr(name, '=');
+                        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+                        opt = find_long(name, len);
+                        if (!opt)
+                                return unknown_flag(a, name, len, diag);
+                        snprintf(who, sizeof(who), "--%.*s", (int)len, name);
+                        if (eq)
+                                value = eq + 1;
+                } else {
+                        opt = find_short(a[1]);
+                        if (!opt) {
+                                const char *eq = strchr(a + 1, '=');
+                                size_t len = eq ? (size_t)(eq - a - 1) : strlen(a + 1);
+                                return unknown_flag(a, a + 1, len, diag);
+                        }
+                        snprintf(who, sizeof(who), "-%c", a[1]);
+                        if (a[2] == '=')
+                                value = a + 3;
+                        else if (a[2])
+                                value = a + 2;
+                }
+                if (!value) {
+                        if (opt->type == CONFIG_BOOL)
+                                value = "true"; /* bools take a value only as --flag=VALUE */
+                        else if (i + 1 < argc)
+                                value = argv[++i];
+                        else
+                                return config_diag_set(diag, NULL, 0, 0, "flag %s needs a value",
+                                                       who);
+                }
+                union config_value v = { 0 };
+                int r = config_value_parse(opt, value, who, &v, diag);
+                if (r < 0)
+                        return r;
+                flag_set_add(s, opt, &v);
+        }
+        *first_arg = i;
+        return 0;
+}
+
+/* The value of opt's first env var that is set and not empty, or NULL. */
+static const char *option_env(const struct config_option *opt, const char **name)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(opt->envs) && opt->envs[i]; i++) {
+                const char *v = getenv(opt->envs[i]);
+                if (v && v[0]) {
+                        if (name)
+                                *name = opt->envs[i];
+                        return v;
+                }
+        }
+        return NULL;
+}
+
+static int apply_env(struct devlet_config *cfg, struct config_diag *diag)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+                const char *name;
+                const char *text = option_env(&options[i], &name);
+                if (!text)
+                        continue;
+                union config_value v = { 0 };
+                int r = config_value_parse(&options[i], text, name, &v, diag);
+                if (r < 0)
+                        return r;
+                config_value_store(cfg, &options[i], &v);
+        }
+        return 0;
+}
+
+static int load_file(struct devlet_config *cfg, const char *path, struct config_diag *diag)
+{
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        int r = fs_read_file(path, CONFIG_FILE_MAX, &data, &len);
+        if (r == -EFBIG)
+                return config_diag_set(diag, path, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
+        if (r < 0) {
+                config_diag_set(diag, path, 0, 0, "cannot read: %s", strerror(-r));
+                return r;
+        }
+        return config_parse_yaml(path, data, len, cfg, diag);
+}
+
+int config_load(int argc, char **argv, struct devlet_config **out, struct config_diag *diag,
+                int *argi)
+{
+        struct config_diag scratch;
+        if (!diag)
+                diag = &scratch;
+        memset(diag, 0, sizeof(*diag));
+
+        _cleanup_(flag_set_clear) struct flag_set flags = { 0 };
+        int first_arg = argc;
+        int r = parse_args(argc, argv, &flags, &first_arg, diag);
+        if (r < 0)
+                return r;
+        if (first_arg < argc && !argi)
+                return config_diag_set(diag, NULL, 0, 0, "unexpected argument \"%.100s\"",
+                                       argv[first_arg]);
+
+        _cleanup_(config_freep) struct devlet_config *cfg = config_new_defaults();
+
+        const struct config_option *file_opt = &options[0];
+        const char *path = option_env(file_opt, NULL);
+        for (size_t i = 0; i < flags.n; i++)
+                if (flags.items[i].opt == file_opt)
+                        path = flags.items[i].v.s;
+        if (path && path[0]) {
+                r = load_file(cfg, path, diag);
+                if (r < 0)
+                        return r;
+        }
+
+        r = apply_env(cfg, diag);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < flags.n; i++)
+                config_value_store(cfg, flags.items[i].opt, &flags.items[i].v);
+
+        if (!cfg->kubelet_socket[0]) {
+                size_t n = strlen(cfg->plugin_directory);
+                while (n > 1 && cfg->plugin_directory[n - 1] == '/')
+                        n--;
+                free(cfg->kubelet_socket);
+                cfg->kubelet_socket = xasprintf("%.*s/kubelet.sock", (int)n, cfg->plugin_directory);
+        }
+
+        if (argi)
+                *argi = first_arg;
+        *out = TAKE_PTR(cfg);
+        return 0;
+}
+
+/* ---- help ---- */
+
+static const char *metavar(const struct config_option *opt, char *buf, size_t size)
+{
+        char choices[256];
+        switch (opt->type) {
+        case CONFIG_BOOL:
+                return "[=true|false]";
+        case CONFIG_INT:
+                return " N";
+        case CONFIG_DURATION:
+                return " DURATION";
+        case CONFIG_STRING:
+        case CONFIG_LIST:
+                break;
+        }
+        if (!opt->choices)
+                return opt->type == CONFIG_LIST ? " A,B,..." : " VALUE";
+        choices_join(opt, "|", choices, sizeof(choices));
+        snprintf(buf, size, " %s%s", choices, opt->type == CONFIG_LIST ? "[,...]" : "");
+        return buf;
+}
+
+void config_print_help(FILE *f)
+{
+        fputs("Options (a flag beats its env var, which beats the config file key):\n", f);
+        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+                const struct config_option *o = &options[i];
+                char mv[300];
+                fputs("\n  ", f);
+                if (o->short_flag)
+                        fprintf(f, "-%c, ", o->short_flag);
+                fprintf(f, "--%s%s", o->flag, metavar(o, mv, sizeof(mv)));
+                if (o->alias)
+                        fprintf(f, "  (also --%s)", o->alias);
+                fprintf(f, "\n      %s\n      ", o->help);
+                for (size_t j = 0; j < ARRAY_SIZE(o->envs) && o->envs[j]; j++)
+                        fprintf(f, "%s%s", j ? ", " : "env: ", o->envs[j]);
+                if (o->key)
+                        fprintf(f, "; key: %s", o->key);
+                fprintf(f, "; default: %s\n", o->default_value[0] ? o->default_value : "(none)");
+        }
+}

@@ -1,0 +1,483 @@
+/* The config file: libyaml events -> a small node tree -> struct devlet_config.
+ *
+ * The tree keeps each node's 1-based line:column (libyaml's marks are
+ * 0-based) so every error and warning points at the text to fix.  Building
+ * it is where hostile input is bounded: the size is capped, aliases are
+ * refused (no billion-laughs expansion), nesting depth and node count are
+ * capped, duplicate keys and NUL characters are errors.  The walk then
+ * checks `version: v1`, maps `flags.*` keys onto the option table, hands
+ * `hostDevices` to hostdev.c, and accepts NVIDIA's `sharing`, `resources`
+ * and `health` untouched; any other key is a warning, never an error, so
+ * NVIDIA's own files stay loadable.  Values are collected first and stored
+ * into the config only when the whole file is good.
+ *
+ * Never logs and never reads files (config_load does). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yaml.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "config/config-internal.h"
+
+#define NODE_MAX 200000 /* a real config has hundreds */
+#define DEPTH_MAX 64
+
+/* ---- nodes ---- */
+
+static void node_free(struct config_node *n)
+{
+        if (!n)
+                return;
+        for (size_t i = 0; i < n->n_items; i++)
+                node_free(n->items[i]);
+        free(n->items);
+        free(n->text);
+        free(n);
+}
+
+DEFINE_CLEANUP_FUNC(struct config_node, node_free)
+
+const struct config_node *config_node_get(const struct config_node *map, const char *key)
+{
+        if (!map || map->kind != CONFIG_NODE_MAP)
+                return NULL;
+        for (size_t i = 0; i + 1 < map->n_items; i += 2)
+                if (strcmp(map->items[i]->text, key) == 0)
+                        return map->items[i + 1];
+        return NULL;
+}
+
+bool config_node_is_null(const struct config_node *n)
+{
+        return n && n->kind == CONFIG_NODE_SCALAR && n->plain &&
+               (!n->text[0] || strcmp(n->text, "~") == 0 || strcmp(n->text, "null") == 0 ||
+                strcmp(n->text, "Null") == 0 || strcmp(n->text, "NULL") == 0);
+}
+
+const char *config_node_kind_name(const struct config_node *n)
+{
+        switch (n->kind) {
+        case CONFIG_NODE_MAP:
+                return "a mapping";
+        case CONFIG_NODE_SEQ:
+                return "a list";
+        case CONFIG_NODE_SCALAR:
+                break;
+        }
+        return "a value";
+}
+
+int config_node_error(struct config_diag *d, const char *file, const struct config_node *n,
+                      const char *path, const char *fmt, ...)
+{
+        char msg[400];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        return config_diag_set(d, file, n ? n->line : 0, n ? n->column : 0, "%s%s%s", path,
+                               path[0] ? ": " : "", msg);
+}
+
+void config_node_warn_unknown(char ***warnings, const char *file, const struct config_node *k)
+{
+        _cleanup_free_ char *w = xasprintf("%s:%d:%d: unknown key \"%.100s\" (ignored)", file,
+                                           k->line, k->column, k->text);
+        *warnings = strv_push(*warnings, w);
+}
+
+void config_node_warn_unknown_keys(char ***warnings, const char *file,
+                                   const struct config_node *map, const char *const *known)
+{
+        for (size_t i = 0; map && map->kind == CONFIG_NODE_MAP && i + 1 < map->n_items; i += 2) {
+                bool found = false;
+                for (size_t j = 0; known[j] && !found; j++)
+                        found = strcmp(map->items[i]->text, known[j]) == 0;
+                if (!found)
+                        config_node_warn_unknown(warnings, file, map->items[i]);
+        }
+}
+
+/* ---- building the tree ---- */
+
+struct builder {
+        const char *file;
+        struct config_diag *diag;
+        struct config_node *root;
+        struct config_node *stack[DEPTH_MAX];
+        size_t depth;
+        size_t n_nodes;
+        bool seen_document;
+};
+
+struct key_ref {
+        const char *text;
+        size_t index;
+};
+
+static int key_ref_cmp(const void *a, const void *b)
+{
+        const struct key_ref *x = a, *y = b;
+        int c = strcmp(x->text, y->text);
+        if (c)
+                return c;
+        return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Sorting makes this O(n log n) even for a hostile mapping with many keys. */
+static int check_duplicate_keys(struct builder *b, const struct config_node *map)
+{
+        size_t n = map->n_items / 2;
+        if (n < 2)
+                return 0;
+        _cleanup_free_ struct key_ref *keys = xmalloc(n * sizeof(*keys));
+        for (size_t i = 0; i < n; i++)
+                keys[i] = (struct key_ref){ map->items[2 * i]->text, 2 * i };
+        qsort(keys, n, sizeof(*keys), key_ref_cmp);
+        size_t second = SIZE_MAX;
+        for (size_t i = 1; i < n; i++)
+                if (strcmp(keys[i - 1].text, keys[i].text) == 0 && keys[i].index < second)
+                        second = keys[i].index;
+        if (second == SIZE_MAX)
+                return 0;
+        const struct config_node *k = map->items[second];
+        return config_node_error(b->diag, b->file, k, "", "duplicate key \"%.100s\"", k->text);
+}
+
+static struct config_node *node_new(enum config_node_kind kind, const yaml_mark_t *mark)
+{
+        struct config_node *n = xcalloc(1, sizeof(*n));
+        n->kind = kind;
+        n->line = (int)mark->line + 1;
+        n->column = (int)mark->column + 1;
+        return n;
+}
+
+/* Hands n to the tree (root, or the open container) before any check, so
+ * that freeing the root always frees it. */
+static int attach(struct builder *b, struct config_node *n)
+{
+        if (++b->n_nodes > NODE_MAX) {
+                int r = config_node_error(b->diag, b->file, n, "", "more than %d YAML nodes",
+                                          NODE_MAX);
+                node_free(n);
+                return r;
+        }
+        if (b->depth == 0) {
+                b->root = n;
+                return 0;
+        }
+        struct config_node *parent = b->stack[b->depth - 1];
+        xgrow((void **)&parent->items, &parent->cap_items, parent->n_items + 1,
+              sizeof(*parent->items));
+        parent->items[parent->n_items++] = n;
+        if (parent->kind == CONFIG_NODE_MAP && parent->n_items % 2 == 1 &&
+            n->kind != CONFIG_NODE_SCALAR)
+                return config_node_error(b->diag, b->file, n, "",
+                                         "mapping keys must be plain values, not %s",
+                                         config_node_kind_name(n));
+        return 0;
+}
+
+static int on_event(struct builder *b, const yaml_event_t *ev, bool *done)
+{
+        struct config_node *n;
+        int r;
+
+        switch (ev->type) {
+        case YAML_NO_EVENT:
+        case YAML_STREAM_START_EVENT:
+        case YAML_DOCUMENT_END_EVENT:
+                return 0;
+        case YAML_STREAM_END_EVENT:
+                *done = true;
+                return 0;
+        case YAML_DOCUMENT_START_EVENT:
+                if (b->seen_document) {
+                        n = node_new(CONFIG_NODE_SCALAR, &ev->start_mark);
+                        r = config_node_error(b->diag, b->file, n, "",
+                                              "only one YAML document is allowed");
+                        node_free(n);
+                        return r;
+                }
+                b->seen_document = true;
+                return 0;
+        case YAML_ALIAS_EVENT:
+                n = node_new(CONFIG_NODE_SCALAR, &ev->start_mark);
+                r = config_node_error(b->diag, b->file, n, "",
+                                      "YAML aliases (*%.100s) are not supported",
+                                      (const char *)ev->data.alias.anchor);
+                node_free(n);
+                return r;
+        case YAML_SCALAR_EVENT: {
+                const char *v = (const char *)ev->data.scalar.value;
+                size_t len = ev->data.scalar.length;
+                n = node_new(CONFIG_NODE_SCALAR, &ev->start_mark);
+                n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+                n->text = xstrndup(v, len);
+                r = attach(b, n);
+                if (r < 0)
+                        return r;
+                if (memchr(v, '\0', len))
+                        return config_node_error(b->diag, b->file, n, "",
+                                                 "NUL characters are not allowed");
+                return 0;
+        }
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+                n = node_new(ev->type == YAML_MAPPING_START_EVENT ? CONFIG_NODE_MAP
+                                                                  : CONFIG_NODE_SEQ,
+                             &ev->start_mark);
+                r = attach(b, n);
+                if (r < 0)
+                        return r;
+                if (b->depth == DEPTH_MAX)
+                        return config_node_error(b->diag, b->file, n, "",
+                                                 "nested deeper than %d levels", DEPTH_MAX);
+                b->stack[b->depth++] = n;
+                return 0;
+        case YAML_SEQUENCE_END_EVENT:
+                b->depth--;
+                return 0;
+        case YAML_MAPPING_END_EVENT:
+                n = b->stack[--b->depth];
+                return check_duplicate_keys(b, n);
+        }
+        return 0;
+}
+
+/* libyaml reports reader errors (bad UTF-8, control characters) as a byte
+ * offset; the others with a mark. */
+static int syntax_error(struct builder *b, const yaml_parser_t *p, const char *data, size_t len)
+{
+        int line, column;
+        if (p->error == YAML_MEMORY_ERROR)
+                abort(); /* as xmalloc would */
+        if (p->error == YAML_READER_ERROR) {
+                line = 1, column = 1;
+                for (size_t i = 0; i < p->problem_offset && i < len; i++) {
+                        if (data[i] == '\n')
+                                line++, column = 1;
+                        else if (((unsigned char)data[i] & 0xc0) != 0x80)
+                                column++;
+                }
+        } else {
+                line = (int)p->problem_mark.line + 1;
+                column = (int)p->problem_mark.column + 1;
+        }
+        const char *problem = p->problem ? p->problem : "invalid YAML";
+        if (p->context && p->error != YAML_READER_ERROR)
+                return config_diag_set(b->diag, b->file, line, column,
+                                       "%s (%s started at %d:%d)", problem, p->context,
+                                       (int)p->context_mark.line + 1,
+                                       (int)p->context_mark.column + 1);
+        return config_diag_set(b->diag, b->file, line, column, "%s", problem);
+}
+
+static int tree_build(const char *file, const char *data, size_t len, struct config_node **out,
+                      struct config_diag *diag)
+{
+        struct builder b = { .file = file, .diag = diag };
+        yaml_parser_t parser;
+        if (!yaml_parser_initialize(&parser))
+                abort();
+        yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
+
+        int r = 0;
+        bool done = false;
+        while (r == 0 && !done) {
+                yaml_event_t ev;
+                if (!yaml_parser_parse(&parser, &ev)) {
+                        r = syntax_error(&b, &parser, data, len);
+                        break;
+                }
+                r = on_event(&b, &ev, &done);
+                yaml_event_delete(&ev);
+        }
+        yaml_parser_delete(&parser);
+        if (r < 0) {
+                node_free(b.root);
+                return r;
+        }
+        *out = b.root;
+        return 0;
+}
+
+/* ---- walking the tree ---- */
+
+struct pending {
+        const struct config_option *opt;
+        union config_value v;
+};
+
+struct walk {
+        const char *file;
+        struct config_diag *diag;
+        char **warnings;
+        struct pending *values;
+        size_t n_values, cap_values;
+};
+
+static void walk_clear(struct walk *w)
+{
+        for (size_t i = 0; i < w->n_values; i++)
+                config_value_clear(w->values[i].opt, &w->values[i].v);
+        free(w->values);
+        strv_free(w->warnings);
+}
+
+static int walk_option(struct walk *w, const struct config_option *opt,
+                       const struct config_node *n, const char *path)
+{
+        union config_value v = { 0 };
+        int r;
+        if (config_node_is_null(n))
+                return 0; /* as if absent: the value stays */
+        if (n->kind == CONFIG_NODE_SEQ && opt->type == CONFIG_LIST) {
+                char **items = NULL;
+                for (size_t i = 0; i < n->n_items; i++) {
+                        if (n->items[i]->kind != CONFIG_NODE_SCALAR) {
+                                strv_free(items);
+                                return config_node_error(w->diag, w->file, n->items[i], path,
+                                                         "expected a value, found %s",
+                                                         config_node_kind_name(n->items[i]));
+                        }
+                        items = strv_push(items, n->items[i]->text);
+                }
+                r = config_value_parse_items(opt, items, path, &v, w->diag);
+                strv_free(items);
+        } else if (n->kind == CONFIG_NODE_SCALAR) {
+                r = config_value_parse(opt, n->text, path, &v, w->diag);
+        } else {
+                return config_node_error(w->diag, w->file, n, path, "expected %s, found %s",
+                                         opt->type == CONFIG_LIST ? "a list or a value"
+                                                                  : "a value",
+                                         config_node_kind_name(n));
+        }
+        if (r < 0) {
+                /* the message names the key; add where it is */
+                snprintf(w->diag->file, sizeof(w->diag->file), "%s", w->file);
+                w->diag->line = n->line;
+                w->diag->column = n->column;
+                return r;
+        }
+        xgrow((void **)&w->values, &w->cap_values, w->n_values + 1, sizeof(*w->values));
+        w->values[w->n_values++] = (struct pending){ opt, v };
+        return 0;
+}
+
+/* A mapping of option keys under prefix ("flags", "flags.plugin"). */
+static int walk_section(struct walk *w, const struct config_node *map, const char *prefix)
+{
+        if (config_node_is_null(map))
+                return 0;
+        if (map->kind != CONFIG_NODE_MAP)
+                return config_node_error(w->diag, w->file, map, prefix,
+                                         "expected a mapping, found %s",
+                                         config_node_kind_name(map));
+        for (size_t i = 0; i + 1 < map->n_items; i += 2) {
+                const struct config_node *k = map->items[i], *v = map->items[i + 1];
+                char path[256];
+                /* a dotted key ("plugin.passDeviceSpecs") is not a path */
+                if (strchr(k->text, '.') ||
+                    (size_t)snprintf(path, sizeof(path), "%s.%s", prefix, k->text) >=
+                            sizeof(path)) {
+                        config_node_warn_unknown(&w->warnings, w->file, k);
+                        continue;
+                }
+                const struct config_option *opt = config_option_by_key(path);
+                int r = 0;
+                if (opt)
+                        r = walk_option(w, opt, v, path);
+                else if (config_key_is_section(path))
+                        r = walk_section(w, v, path);
+                else
+                        config_node_warn_unknown(&w->warnings, w->file, k);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int check_version(struct walk *w, const struct config_node *root)
+{
+        const struct config_node *v = config_node_get(root, "version");
+        if (!v)
+                return config_node_error(w->diag, w->file, root, "",
+                                         "missing \"version: v1\"");
+        if (v->kind != CONFIG_NODE_SCALAR || strcmp(v->text, "v1") != 0)
+                return config_node_error(w->diag, w->file, v, "version",
+                                         "unsupported version %s%.100s%s (expected v1)",
+                                         v->kind == CONFIG_NODE_SCALAR ? "\"" : "",
+                                         v->kind == CONFIG_NODE_SCALAR
+                                                 ? v->text
+                                                 : config_node_kind_name(v),
+                                         v->kind == CONFIG_NODE_SCALAR ? "\"" : "");
+        return 0;
+}
+
+int config_parse_yaml(const char *file, const char *data, size_t len, struct devlet_config *cfg,
+                      struct config_diag *diag)
+{
+        struct config_diag scratch;
+        if (!diag)
+                diag = &scratch;
+        memset(diag, 0, sizeof(*diag));
+        if (!file)
+                file = "<config>";
+        if (len > CONFIG_FILE_MAX)
+                return config_diag_set(diag, file, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
+
+        _cleanup_(node_freep) struct config_node *root = NULL;
+        int r = tree_build(file, data, len, &root, diag);
+        if (r < 0)
+                return r;
+        if (!root || config_node_is_null(root)) /* empty, or comments only */
+                return config_diag_set(diag, file, 1, 1, "missing \"version: v1\"");
+        if (root->kind != CONFIG_NODE_MAP)
+                return config_node_error(diag, file, root, "",
+                                         "expected a mapping at the top, found %s",
+                                         config_node_kind_name(root));
+
+        _cleanup_(walk_clear) struct walk w = { .file = file, .diag = diag };
+        r = check_version(&w, root);
+        if (r < 0)
+                return r;
+
+        struct hostdev_cfg hostdev = { 0 };
+        bool have_hostdev = false;
+        for (size_t i = 0; i + 1 < root->n_items; i += 2) {
+                const struct config_node *k = root->items[i], *v = root->items[i + 1];
+                if (strcmp(k->text, "version") == 0 || strcmp(k->text, "sharing") == 0 ||
+                    strcmp(k->text, "resources") == 0 || strcmp(k->text, "health") == 0)
+                        continue; /* NVIDIA's sections: parsed by a later module */
+                if (strcmp(k->text, "flags") == 0) {
+                        r = walk_section(&w, v, "flags");
+                } else if (strcmp(k->text, "hostDevices") == 0) {
+                        r = config_hostdev_parse(v, file, &hostdev, &w.warnings, diag);
+                        have_hostdev = r >= 0;
+                } else {
+                        config_node_warn_unknown(&w.warnings, file, k);
+                }
+                if (r < 0) {
+                        config_hostdev_clear(&hostdev);
+                        return r;
+                }
+        }
+
+        /* all good: only now does cfg change */
+        for (size_t i = 0; i < w.n_values; i++)
+                config_value_store(cfg, w.values[i].opt, &w.values[i].v);
+        w.n_values = 0;
+        if (have_hostdev) {
+                config_hostdev_clear(&cfg->hostdev);
+                cfg->hostdev = hostdev;
+        }
+        for (size_t i = 0; w.warnings && w.warnings[i]; i++)
+                cfg->warnings = strv_push(cfg->warnings, w.warnings[i]);
+        return 0;
+}

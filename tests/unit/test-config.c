@@ -1,0 +1,1293 @@
+/* Unit tests for src/config: the option table and its sources (flags, env,
+ * file, defaults), the YAML parser's errors and warnings with their exact
+ * positions, the hostDevices section, and the parser's input bounds. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "config/config.h"
+
+#define assert_contains(hay, needle)                                                     \
+        do {                                                                             \
+                const char *h_ = (hay);                                                  \
+                if (!h_ || !strstr(h_, (needle))) {                                      \
+                        print_error("\"%s\" does not contain \"%s\"\n", h_ ? h_ : "(null)", \
+                                    (needle));                                           \
+                        fail();                                                          \
+                }                                                                        \
+        } while (0)
+
+/* ---- helpers ---- */
+
+static char tmp_paths[4][64];
+static size_t n_tmp;
+
+static void clear_env(void)
+{
+        size_t n;
+        const struct config_option *o = config_options(&n);
+        for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < ARRAY_SIZE(o[i].envs) && o[i].envs[j]; j++)
+                        unsetenv(o[i].envs[j]);
+}
+
+static int setup(void **state)
+{
+        clear_env();
+        n_tmp = 0;
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        clear_env();
+        for (size_t i = 0; i < n_tmp; i++)
+                unlink(tmp_paths[i]);
+        return 0;
+}
+
+static const char *write_tmp(const char *content, size_t len)
+{
+        assert_true(n_tmp < ARRAY_SIZE(tmp_paths));
+        char *path = tmp_paths[n_tmp++];
+        snprintf(path, 64, "/tmp/test-config-XXXXXX");
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, content, len), (ssize_t)len);
+        close(fd);
+        return path;
+}
+
+static struct devlet_config *parse_ok(const char *yaml)
+{
+        struct devlet_config *cfg = config_new_defaults();
+        struct config_diag d;
+        int r = config_parse_yaml("t.yaml", yaml, strlen(yaml), cfg, &d);
+        if (r != 0) {
+                char buf[1024];
+                print_error("unexpected error: %s\n", config_diag_format(&d, buf, sizeof(buf)));
+                fail();
+        }
+        return cfg;
+}
+
+static struct config_diag parse_err(const char *yaml)
+{
+        struct devlet_config *cfg = config_new_defaults();
+        struct config_diag d;
+        int r = config_parse_yaml("t.yaml", yaml, strlen(yaml), cfg, &d);
+        assert_int_equal(r, -EINVAL);
+        assert_string_equal(d.file, "t.yaml");
+        config_free(cfg);
+        return d;
+}
+
+/* config_load takes char **: give it a heap copy of literal arguments. */
+static int load_args(size_t argc, const char *const *args, struct devlet_config **cfg,
+                     struct config_diag *d, int *argi)
+{
+        char **argv = xcalloc(argc + 1, sizeof(*argv));
+        for (size_t i = 0; i < argc; i++)
+                argv[i] = xstrdup(args[i]);
+        int r = config_load((int)argc, argv, cfg, d, argi);
+        strv_free(argv);
+        return r;
+}
+
+#define LOAD(cfgp, diagp, argip, ...)                                                   \
+        ({                                                                              \
+                const char *const args_[] = { "run", __VA_ARGS__ };                     \
+                load_args(ARRAY_SIZE(args_), args_, (cfgp), (diagp), (argip));          \
+        })
+
+static struct devlet_config *load_ok(size_t argc, const char *const *args)
+{
+        struct devlet_config *cfg = NULL;
+        struct config_diag d;
+        int r = load_args(argc, args, &cfg, &d, NULL);
+        if (r != 0) {
+                char buf[1024];
+                print_error("unexpected error %d: %s\n", r,
+                            config_diag_format(&d, buf, sizeof(buf)));
+                fail();
+        }
+        assert_non_null(cfg);
+        return cfg;
+}
+
+#define LOAD_OK(...)                                                                    \
+        ({                                                                              \
+                const char *const args_[] = { "run", __VA_ARGS__ };                     \
+                load_ok(ARRAY_SIZE(args_), args_);                                      \
+        })
+
+static struct config_diag load_err(size_t argc, const char *const *args)
+{
+        struct devlet_config *cfg = NULL;
+        struct config_diag d;
+        assert_int_equal(load_args(argc, args, &cfg, &d, NULL), -EINVAL);
+        assert_null(cfg);
+        return d;
+}
+
+#define LOAD_ERR(...)                                                                   \
+        ({                                                                              \
+                const char *const args_[] = { "run", __VA_ARGS__ };                     \
+                load_err(ARRAY_SIZE(args_), args_);                                     \
+        })
+
+static void assert_strv(char **v, const char *const *want)
+{
+        size_t i = 0;
+        for (; want[i]; i++) {
+                assert_non_null(v[i]);
+                assert_string_equal(v[i], want[i]);
+        }
+        assert_null(v[i]);
+}
+
+#define STRV(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+/* ---- defaults and sources ---- */
+
+static void test_defaults(void **state)
+{
+        struct devlet_config *c = config_new_defaults();
+        assert_string_equal(c->config_file, "");
+        assert_string_equal(c->plugin_directory, "/var/lib/kubelet/device-plugins");
+        assert_string_equal(c->kubelet_socket, "");
+        assert_int_equal(c->verbosity, 0);
+        assert_strv(c->backends, STRV("auto"));
+        assert_string_equal(c->sysfs_root, "/sys");
+        assert_string_equal(c->dev_root, "/");
+        assert_int_equal(c->rescan_interval_ms, 5000);
+        assert_string_equal(c->mig_strategy, "none");
+        assert_true(c->fail_on_init_error);
+        assert_string_equal(c->driver_root, "/");
+        assert_false(c->pass_device_specs);
+        assert_strv(c->device_list_strategy, STRV("envvar"));
+        assert_string_equal(c->device_id_strategy, "uuid");
+        assert_false(c->gds_enabled);
+        assert_false(c->mofed_enabled);
+        assert_false(c->gdrcopy_enabled);
+        assert_string_equal(c->cdi_annotation_prefix, "cdi.k8s.io/");
+        assert_string_equal(c->nvidia_cdi_hook_path, "/usr/bin/nvidia-ctk");
+        assert_string_equal(c->container_driver_root, "/driver-root");
+        assert_string_equal(c->hostdev.domain, "devlet.io");
+        assert_int_equal(c->hostdev.n_devices, 0);
+        assert_null(c->warnings);
+        config_free(c);
+}
+
+static void test_load_no_args(void **state)
+{
+        struct devlet_config *c = LOAD_OK();
+        assert_string_equal(c->kubelet_socket, "/var/lib/kubelet/device-plugins/kubelet.sock");
+        assert_string_equal(c->config_file, "");
+        config_free(c);
+}
+
+static const char precedence_yaml[] = "version: v1\n"
+                                      "flags:\n"
+                                      "  pluginDirectory: /file\n"
+                                      "  failOnInitError: false\n"
+                                      "  verbosity: 1\n"
+                                      "  backends: [nvidia]\n"
+                                      "  rescanInterval: 1m\n";
+
+static void test_precedence(void **state)
+{
+        const char *file = write_tmp(precedence_yaml, strlen(precedence_yaml));
+        struct devlet_config *c;
+
+        /* file over default */
+        c = LOAD_OK("--config-file", file);
+        assert_string_equal(c->plugin_directory, "/file");
+        assert_false(c->fail_on_init_error);
+        assert_int_equal(c->verbosity, 1);
+        assert_strv(c->backends, STRV("nvidia"));
+        assert_int_equal(c->rescan_interval_ms, 60000);
+        assert_string_equal(c->kubelet_socket, "/file/kubelet.sock");
+        assert_string_equal(c->config_file, file);
+        config_free(c);
+
+        /* env over file */
+        setenv("PLUGIN_DIRECTORY", "/env", 1);
+        setenv("FAIL_ON_INIT_ERROR", "true", 1);
+        setenv("DEVLET_VERBOSITY", "2", 1);
+        setenv("DEVLET_BACKENDS", "hostdev", 1);
+        setenv("DEVLET_RESCAN_INTERVAL", "2s", 1);
+        c = LOAD_OK("--config-file", file);
+        assert_string_equal(c->plugin_directory, "/env");
+        assert_true(c->fail_on_init_error);
+        assert_int_equal(c->verbosity, 2);
+        assert_strv(c->backends, STRV("hostdev"));
+        assert_int_equal(c->rescan_interval_ms, 2000);
+        config_free(c);
+
+        /* flags over env */
+        c = LOAD_OK("--config-file", file, "--plugin-directory=/flag",
+                    "--fail-on-init-error=false", "-v", "3", "--backends", "auto",
+                    "--rescan-interval", "3s");
+        assert_string_equal(c->plugin_directory, "/flag");
+        assert_false(c->fail_on_init_error);
+        assert_int_equal(c->verbosity, 3);
+        assert_strv(c->backends, STRV("auto"));
+        assert_int_equal(c->rescan_interval_ms, 3000);
+        assert_string_equal(c->kubelet_socket, "/flag/kubelet.sock");
+        config_free(c);
+
+        /* an empty env var counts as unset */
+        setenv("PLUGIN_DIRECTORY", "", 1);
+        c = LOAD_OK("--config-file", file);
+        assert_string_equal(c->plugin_directory, "/file");
+        config_free(c);
+}
+
+static void test_config_file_source(void **state)
+{
+        static const char a[] = "version: v1\nflags:\n  migStrategy: single\n";
+        static const char b[] = "version: v1\nflags:\n  migStrategy: mixed\n";
+        const char *fa = write_tmp(a, strlen(a));
+        const char *fb = write_tmp(b, strlen(b));
+
+        setenv("CONFIG_FILE", fa, 1);
+        struct devlet_config *c = LOAD_OK("--mig-strategy=none");
+        assert_string_equal(c->mig_strategy, "none"); /* flag beats the env's file */
+        assert_string_equal(c->config_file, fa);
+        config_free(c);
+
+        c = LOAD_OK("-v0");
+        assert_string_equal(c->mig_strategy, "single");
+        config_free(c);
+
+        c = LOAD_OK("--config-file", fb);
+        assert_string_equal(c->mig_strategy, "mixed"); /* --config-file beats CONFIG_FILE */
+        assert_string_equal(c->config_file, fb);
+        config_free(c);
+}
+
+static void test_kubelet_socket(void **state)
+{
+        struct devlet_config *c = LOAD_OK("--plugin-directory", "/tmp/plugins/");
+        assert_string_equal(c->kubelet_socket, "/tmp/plugins/kubelet.sock");
+        config_free(c);
+
+        c = LOAD_OK("--kubelet-socket", "/run/k.sock");
+        assert_string_equal(c->kubelet_socket, "/run/k.sock");
+        config_free(c);
+}
+
+static void test_flag_forms(void **state)
+{
+        struct devlet_config *c;
+
+        c = LOAD_OK("-v", "3");
+        assert_int_equal(c->verbosity, 3);
+        config_free(c);
+        c = LOAD_OK("-v=4");
+        assert_int_equal(c->verbosity, 4);
+        config_free(c);
+        c = LOAD_OK("-v5");
+        assert_int_equal(c->verbosity, 5);
+        config_free(c);
+        c = LOAD_OK("--verbosity=6");
+        assert_int_equal(c->verbosity, 6);
+        config_free(c);
+        c = LOAD_OK("--v", "7");
+        assert_int_equal(c->verbosity, 7);
+        config_free(c);
+
+        c = LOAD_OK("--mig-strategy", "single", "--device-id-strategy=index");
+        assert_string_equal(c->mig_strategy, "single");
+        assert_string_equal(c->device_id_strategy, "index");
+        config_free(c);
+
+        /* bools: bare, =value, and never a separate value */
+        c = LOAD_OK("--pass-device-specs", "--fail-on-init-error=false", "--gds-enabled=YES",
+                    "--mofed-enabled=1", "--gdrcopy-enabled=on");
+        assert_true(c->pass_device_specs);
+        assert_false(c->fail_on_init_error);
+        assert_true(c->gds_enabled);
+        assert_true(c->mofed_enabled);
+        assert_true(c->gdrcopy_enabled);
+        config_free(c);
+
+        /* the last of a repeated flag wins */
+        c = LOAD_OK("--mig-strategy=single", "--mig-strategy=mixed");
+        assert_string_equal(c->mig_strategy, "mixed");
+        config_free(c);
+}
+
+static void test_unknown_flag(void **state)
+{
+        struct config_diag d;
+
+        d = LOAD_ERR("--plugin-directroy", "/x");
+        assert_string_equal(d.message,
+                            "unknown flag --plugin-directroy; did you mean --plugin-directory?");
+        assert_int_equal(d.line, 0);
+        assert_string_equal(d.file, "");
+
+        d = LOAD_ERR("--foo");
+        assert_string_equal(d.message, "unknown flag --foo");
+
+        d = LOAD_ERR("--mig-stratgy=single");
+        assert_string_equal(d.message, "unknown flag --mig-stratgy; did you mean --mig-strategy?");
+
+        d = LOAD_ERR("-x");
+        assert_string_equal(d.message, "unknown flag -x");
+
+        /* a Go-style single-dash long flag points at the real one */
+        d = LOAD_ERR("-mig-strategy=single");
+        assert_string_equal(d.message, "unknown flag -mig-strategy; did you mean --mig-strategy?");
+}
+
+static void test_flag_errors(void **state)
+{
+        struct config_diag d;
+
+        d = LOAD_ERR("--mig-strategy");
+        assert_string_equal(d.message, "flag --mig-strategy needs a value");
+
+        d = LOAD_ERR("--mig-strategy=bogus");
+        assert_string_equal(d.message,
+                            "--mig-strategy: invalid value \"bogus\" (allowed: none, single, mixed)");
+
+        d = LOAD_ERR("--fail-on-init-error=maybe");
+        assert_string_equal(d.message,
+                            "--fail-on-init-error: invalid value \"maybe\" (expected true or false)");
+
+        d = LOAD_ERR("-v", "high");
+        assert_string_equal(d.message, "-v: invalid value \"high\" (expected a non-negative integer)");
+
+        d = LOAD_ERR("--v=-1");
+        assert_contains(d.message, "--v: invalid value \"-1\"");
+
+        d = LOAD_ERR("--device-list-strategy", "envvar,bogus");
+        assert_string_equal(d.message,
+                            "--device-list-strategy: invalid value \"bogus\" (allowed: envvar, "
+                            "volume-mounts, cdi-annotations, cdi-cri)");
+
+        d = LOAD_ERR("--backends", " , ");
+        assert_string_equal(d.message,
+                            "--backends: needs at least one value (allowed: auto, nvidia, hostdev)");
+
+        setenv("MIG_STRATEGY", "bogus", 1);
+        d = LOAD_ERR("-v1");
+        assert_string_equal(d.message,
+                            "MIG_STRATEGY: invalid value \"bogus\" (allowed: none, single, mixed)");
+        assert_int_equal(d.line, 0);
+        unsetenv("MIG_STRATEGY");
+
+        setenv("FAIL_ON_INIT_ERROR", "sometimes", 1);
+        d = LOAD_ERR("-v1");
+        assert_contains(d.message, "FAIL_ON_INIT_ERROR: invalid value \"sometimes\"");
+}
+
+static void test_positional(void **state)
+{
+        struct devlet_config *c = NULL;
+        struct config_diag d;
+        int argi = -1;
+
+        assert_int_equal(LOAD(&c, &d, NULL, "-v1", "extra"), -EINVAL);
+        assert_string_equal(d.message, "unexpected argument \"extra\"");
+        assert_null(c);
+
+        assert_int_equal(LOAD(&c, &d, &argi, "-v", "2", "foo", "--mig-strategy", "single"), 0);
+        assert_int_equal(argi, 3);
+        assert_int_equal(c->verbosity, 2);
+        assert_string_equal(c->mig_strategy, "none"); /* parsing stopped at foo */
+        config_free(c);
+
+        assert_int_equal(LOAD(&c, &d, &argi, "--v=1", "--", "--mig-strategy=single"), 0);
+        assert_int_equal(argi, 3);
+        assert_string_equal(c->mig_strategy, "none");
+        config_free(c);
+
+        assert_int_equal(LOAD(&c, &d, &argi, "--v=1"), 0);
+        assert_int_equal(argi, 2);
+        config_free(c);
+
+        /* "--" with nothing after it is fine without argi */
+        assert_int_equal(LOAD(&c, &d, NULL, "--v=1", "--"), 0);
+        config_free(c);
+        assert_int_equal(LOAD(&c, &d, NULL, "--", "x"), -EINVAL);
+        assert_string_equal(d.message, "unexpected argument \"x\"");
+}
+
+static void test_aliases(void **state)
+{
+        struct devlet_config *c;
+
+        c = LOAD_OK("--driver-root", "/a", "--nvidia-ctk-path=/b", "--container-driver-root",
+                    "/c");
+        assert_string_equal(c->driver_root, "/a");
+        assert_string_equal(c->nvidia_cdi_hook_path, "/b");
+        assert_string_equal(c->container_driver_root, "/c");
+        config_free(c);
+
+        c = LOAD_OK("--nvidia-driver-root", "/d", "--nvidia-cdi-hook-path=/e",
+                    "--driver-root-ctr-path", "/f");
+        assert_string_equal(c->driver_root, "/d");
+        assert_string_equal(c->nvidia_cdi_hook_path, "/e");
+        assert_string_equal(c->container_driver_root, "/f");
+        config_free(c);
+
+        /* second env name alone, then the first one wins over it */
+        setenv("NVIDIA_CTK_PATH", "/old", 1);
+        setenv("CONTAINER_DRIVER_ROOT", "/old-root", 1);
+        setenv("DEV_ROOT", "/old-dev", 1);
+        c = LOAD_OK("-v0");
+        assert_string_equal(c->nvidia_cdi_hook_path, "/old");
+        assert_string_equal(c->container_driver_root, "/old-root");
+        assert_string_equal(c->dev_root, "/old-dev");
+        config_free(c);
+        setenv("NVIDIA_CDI_HOOK_PATH", "/new", 1);
+        setenv("DRIVER_ROOT_CTR_PATH", "/new-root", 1);
+        setenv("NVIDIA_DEV_ROOT", "/new-dev", 1);
+        c = LOAD_OK("-v0");
+        assert_string_equal(c->nvidia_cdi_hook_path, "/new");
+        assert_string_equal(c->container_driver_root, "/new-root");
+        assert_string_equal(c->dev_root, "/new-dev");
+        config_free(c);
+}
+
+static void test_bool_forms(void **state)
+{
+        static const struct {
+                const char *text;
+                bool value;
+        } forms[] = { { "true", true },  { "TRUE", true },   { "1", true },   { "yes", true },
+                      { "Yes", true },   { "on", true },     { "false", false }, { "False", false },
+                      { "0", false },    { "no", false },    { "NO", false }, { "off", false } };
+        for (size_t i = 0; i < ARRAY_SIZE(forms); i++) {
+                setenv("PASS_DEVICE_SPECS", forms[i].text, 1);
+                struct devlet_config *c = LOAD_OK("-v0");
+                assert_int_equal(c->pass_device_specs, forms[i].value);
+                config_free(c);
+
+                /* the config file: plain and quoted */
+                char yaml[128];
+                snprintf(yaml, sizeof(yaml), "version: v1\nflags:\n  plugin:\n    passDeviceSpecs: %s\n",
+                         forms[i].text);
+                c = parse_ok(yaml);
+                assert_int_equal(c->pass_device_specs, forms[i].value);
+                config_free(c);
+                snprintf(yaml, sizeof(yaml),
+                         "version: v1\nflags:\n  plugin:\n    passDeviceSpecs: \"%s\"\n",
+                         forms[i].text);
+                c = parse_ok(yaml);
+                assert_int_equal(c->pass_device_specs, forms[i].value);
+                config_free(c);
+        }
+
+        struct config_diag d = parse_err("version: v1\nflags:\n  gdsEnabled: maybe\n");
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 15);
+        assert_string_equal(d.message,
+                            "flags.gdsEnabled: invalid value \"maybe\" (expected true or false)");
+}
+
+static void test_durations(void **state)
+{
+        static const struct {
+                const char *text;
+                int64_t ms;
+        } ok[] = { { "500ms", 500 },   { "5s", 5000 },     { "2m", 120000 }, { "1h", 3600000 },
+                   { "10", 10000 },    { "infinite", -1 }, { "0", 0 },       { "1h30m", 5400000 },
+                   { "1m500ms", 60500 } };
+        for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+                struct devlet_config *c = LOAD_OK("--rescan-interval", ok[i].text);
+                assert_int_equal(c->rescan_interval_ms, ok[i].ms);
+                config_free(c);
+        }
+        static const char *const bad[] = { "5x", "-1", "", "1.5s", "s", "5s5",
+                                           "99999999999999999999h", "9999999999999999h", "forever" };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                struct config_diag d = LOAD_ERR("--rescan-interval", bad[i]);
+                assert_contains(d.message, "--rescan-interval: invalid value");
+                assert_contains(d.message, "500ms, 5s, 2m, 1h");
+        }
+
+        struct devlet_config *c = parse_ok("version: v1\nflags:\n  rescanInterval: 250ms\n");
+        assert_int_equal(c->rescan_interval_ms, 250);
+        config_free(c);
+        c = parse_ok("version: v1\nflags:\n  rescanInterval: infinite\n");
+        assert_int_equal(c->rescan_interval_ms, -1);
+        config_free(c);
+}
+
+static void test_lists(void **state)
+{
+        struct devlet_config *c;
+
+        c = LOAD_OK("--backends", "nvidia,hostdev");
+        assert_strv(c->backends, STRV("nvidia", "hostdev"));
+        config_free(c);
+
+        c = LOAD_OK("--backends= nvidia , hostdev,");
+        assert_strv(c->backends, STRV("nvidia", "hostdev"));
+        config_free(c);
+
+        /* a repeated list flag collects */
+        c = LOAD_OK("--device-list-strategy=envvar", "--device-list-strategy", "cdi-cri");
+        assert_strv(c->device_list_strategy, STRV("envvar", "cdi-cri"));
+        config_free(c);
+
+        setenv("DEVICE_LIST_STRATEGY", "volume-mounts,cdi-annotations", 1);
+        c = LOAD_OK("-v0");
+        assert_strv(c->device_list_strategy, STRV("volume-mounts", "cdi-annotations"));
+        config_free(c);
+
+        c = parse_ok("version: v1\nflags:\n  plugin:\n    deviceListStrategy: [envvar, cdi-cri]\n");
+        assert_strv(c->device_list_strategy, STRV("envvar", "cdi-cri"));
+        config_free(c);
+        c = parse_ok("version: v1\nflags:\n  plugin:\n    deviceListStrategy:\n      - cdi-cri\n");
+        assert_strv(c->device_list_strategy, STRV("cdi-cri"));
+        config_free(c);
+        c = parse_ok("version: v1\nflags:\n  plugin:\n    deviceListStrategy: envvar,cdi-annotations\n");
+        assert_strv(c->device_list_strategy, STRV("envvar", "cdi-annotations"));
+        config_free(c);
+
+        struct config_diag d =
+                parse_err("version: v1\nflags:\n  backends: [nvidia, amd]\n");
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 13);
+        assert_string_equal(d.message, "flags.backends: invalid value \"amd\" (allowed: auto, "
+                                       "nvidia, hostdev)");
+
+        d = parse_err("version: v1\nflags:\n  backends: []\n");
+        assert_contains(d.message, "flags.backends: needs at least one value");
+
+        d = parse_err("version: v1\nflags:\n  backends: [nvidia, {a: b}]\n");
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 22);
+        assert_string_equal(d.message, "flags.backends: expected a value, found a mapping");
+}
+
+/* ---- the config file ---- */
+
+static const char example_yaml[] = "version: v1\n"
+                                   "hostDevices:\n"
+                                   "  domain: devlet.io\n"
+                                   "  devices:\n"
+                                   "    - name: fuse\n"
+                                   "      groups:\n"
+                                   "        - count: 10\n"
+                                   "          paths:\n"
+                                   "            - path: /dev/fuse\n"
+                                   "    - name: serial\n"
+                                   "      groups:\n"
+                                   "        - paths:\n"
+                                   "            - path: /dev/ttyUSB*\n"
+                                   "              mountPath: /dev/ttyUSB0\n"
+                                   "              permissions: rw\n"
+                                   "    - name: logitech-cam\n"
+                                   "      groups:\n"
+                                   "        - usb:\n"
+                                   "            - vendor: \"046d\"\n"
+                                   "              product: \"0825\"\n"
+                                   "    - name: runtime-socket\n"
+                                   "      groups:\n"
+                                   "        - paths:\n"
+                                   "            - path: /run/foo.sock\n"
+                                   "              type: Mount\n"
+                                   "              readOnly: true\n";
+
+static void test_example_hostdev(void **state)
+{
+        struct devlet_config *c = parse_ok(example_yaml);
+        const struct hostdev_cfg *h = &c->hostdev;
+        assert_null(c->warnings);
+        assert_string_equal(h->domain, "devlet.io");
+        assert_int_equal(h->n_devices, 4);
+
+        const struct hostdev_device_cfg *d = &h->devices[0];
+        assert_string_equal(d->name, "fuse");
+        assert_int_equal(d->n_groups, 1);
+        assert_int_equal(d->groups[0].count, 10);
+        assert_int_equal(d->groups[0].n_paths, 1);
+        assert_int_equal(d->groups[0].n_usb, 0);
+        assert_null(d->groups[0].usb);
+        const struct hostdev_path_cfg *p = &d->groups[0].paths[0];
+        assert_string_equal(p->path, "/dev/fuse");
+        assert_null(p->mount_path);
+        assert_string_equal(p->permissions, "rw");
+        assert_int_equal(p->type, HOSTDEV_PATH_DEVICE);
+        assert_false(p->read_only);
+        assert_false(p->optional);
+
+        d = &h->devices[1];
+        assert_string_equal(d->name, "serial");
+        assert_int_equal(d->n_groups, 1);
+        assert_int_equal(d->groups[0].count, 1);
+        assert_int_equal(d->groups[0].n_paths, 1);
+        p = &d->groups[0].paths[0];
+        assert_string_equal(p->path, "/dev/ttyUSB*");
+        assert_string_equal(p->mount_path, "/dev/ttyUSB0");
+        assert_string_equal(p->permissions, "rw");
+        assert_int_equal(p->type, HOSTDEV_PATH_DEVICE);
+
+        d = &h->devices[2];
+        assert_string_equal(d->name, "logitech-cam");
+        assert_int_equal(d->groups[0].count, 1);
+        assert_int_equal(d->groups[0].n_paths, 0);
+        assert_null(d->groups[0].paths);
+        assert_int_equal(d->groups[0].n_usb, 1);
+        assert_string_equal(d->groups[0].usb[0].vendor, "046d");
+        assert_string_equal(d->groups[0].usb[0].product, "0825");
+        assert_null(d->groups[0].usb[0].serial);
+
+        d = &h->devices[3];
+        assert_string_equal(d->name, "runtime-socket");
+        p = &d->groups[0].paths[0];
+        assert_string_equal(p->path, "/run/foo.sock");
+        assert_null(p->mount_path);
+        assert_int_equal(p->type, HOSTDEV_PATH_MOUNT);
+        assert_true(p->read_only);
+        assert_false(p->optional);
+        config_free(c);
+}
+
+static void test_hostdev_details(void **state)
+{
+        struct devlet_config *c = parse_ok("version: v1\n"
+                                           "hostDevices:\n"
+                                           "  domain: example.com\n"
+                                           "  devices:\n"
+                                           "  - name: multi\n"
+                                           "    groups:\n"
+                                           "    - count: 2\n"
+                                           "      paths:\n"
+                                           "      - {path: /dev/a, permissions: mwr, optional: yes}\n"
+                                           "      - {path: /dev/b, type: device, permissions: m}\n"
+                                           "      usb:\n"
+                                           "      - {vendor: 0X046D, product: '0aBc', serial: S1}\n"
+                                           "    - paths: [{path: /x, type: mount}]\n");
+        const struct hostdev_cfg *h = &c->hostdev;
+        assert_string_equal(h->domain, "example.com");
+        assert_int_equal(h->n_devices, 1);
+        const struct hostdev_device_cfg *d = &h->devices[0];
+        assert_int_equal(d->n_groups, 2);
+        assert_int_equal(d->groups[0].count, 2);
+        assert_int_equal(d->groups[0].n_paths, 2);
+        assert_string_equal(d->groups[0].paths[0].permissions, "rwm");
+        assert_true(d->groups[0].paths[0].optional);
+        assert_string_equal(d->groups[0].paths[1].permissions, "m");
+        assert_int_equal(d->groups[0].paths[1].type, HOSTDEV_PATH_DEVICE);
+        assert_string_equal(d->groups[0].usb[0].vendor, "046d");
+        assert_string_equal(d->groups[0].usb[0].product, "0abc");
+        assert_string_equal(d->groups[0].usb[0].serial, "S1");
+        assert_int_equal(d->groups[1].paths[0].type, HOSTDEV_PATH_MOUNT);
+        assert_false(d->groups[1].paths[0].read_only);
+        config_free(c);
+
+        /* an empty section keeps the default domain */
+        c = parse_ok("version: v1\nhostDevices:\n");
+        assert_string_equal(c->hostdev.domain, "devlet.io");
+        assert_int_equal(c->hostdev.n_devices, 0);
+        config_free(c);
+}
+
+static void test_hostdev_errors(void **state)
+{
+        static const struct {
+                const char *yaml;
+                int line, column;
+                const char *message;
+        } cases[] = {
+                { "version: v1\n"
+                  "hostDevices:\n"
+                  "  devices:\n"
+                  "    - name: a\n"
+                  "      groups:\n"
+                  "        - paths: [{path: /dev/a}]\n"
+                  "    - name: b\n"
+                  "      groups:\n"
+                  "        - paths: [{path: /dev/b, permissions: rwx}]\n",
+                  9, 47,
+                  "hostDevices.devices[1].groups[0].paths[0].permissions: \"rwx\" is not a subset "
+                  "of \"rwm\"" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - paths:\n      - path: /dev/a\n        permissions: rwr\n",
+                  8, 22,
+                  "hostDevices.devices[0].groups[0].paths[0].permissions: \"rwr\" repeats 'r'" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - paths:\n      - path: /dev/a\n        permissions: ''\n",
+                  8, 22,
+                  "hostDevices.devices[0].groups[0].paths[0].permissions: must not be empty (a "
+                  "subset of \"rwm\")" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - paths:\n      - path: dev/a\n",
+                  7, 15,
+                  "hostDevices.devices[0].groups[0].paths[0].path: \"dev/a\" is not a clean "
+                  "absolute path (no \"..\", \".\" or \"//\")" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - paths:\n      - path: /dev/../etc/shadow\n",
+                  7, 15, NULL },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - paths:\n      - path: /dev//a\n",
+                  7, 15, NULL },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - paths:\n      - path: /dev/a\n        mountPath: a\n",
+                  8, 20,
+                  "hostDevices.devices[0].groups[0].paths[0].mountPath: \"a\" is not a clean "
+                  "absolute path (no \"..\", \".\" or \"//\")" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - paths:\n      - mountPath: /a\n",
+                  7, 9, "hostDevices.devices[0].groups[0].paths[0]: \"path\" is required" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - paths:\n      - path: /dev/a\n        type: Socket\n",
+                  8, 15,
+                  "hostDevices.devices[0].groups[0].paths[0].type: \"Socket\" is not one of "
+                  "Device, Mount" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - paths:\n      - path: /dev/a\n        readOnly: true\n",
+                  8, 19,
+                  "hostDevices.devices[0].groups[0].paths[0].readOnly: only applies to type "
+                  "Mount" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - paths:\n      - path: /dev/a\n        optional: maybe\n",
+                  8, 19,
+                  "hostDevices.devices[0].groups[0].paths[0].optional: \"maybe\" is not a boolean "
+                  "(true or false)" },
+                { "version: v1\nhostDevices:\n  devices:\n  - groups:\n    - paths: [{path: /a}]\n",
+                  4, 5, "hostDevices.devices[0]: \"name\" is required" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: Fuse\n"
+                  "    groups: [{paths: [{path: /a}]}]\n",
+                  4, 11,
+                  "hostDevices.devices[0].name: \"Fuse\" is not a valid name (at most 63 "
+                  "lowercase letters, digits, '-', '.' or '_', starting and ending with a letter "
+                  "or digit)" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: -fuse\n"
+                  "    groups: [{paths: [{path: /a}]}]\n",
+                  4, 11, NULL },
+                { "version: v1\nhostDevices:\n  devices:\n"
+                  "  - name: fuse\n    groups: [{paths: [{path: /a}]}]\n"
+                  "  - name: fuse\n    groups: [{paths: [{path: /b}]}]\n",
+                  6, 11,
+                  "hostDevices.devices[1].name: \"fuse\" is already used by "
+                  "hostDevices.devices[0]" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n", 4, 5,
+                  "hostDevices.devices[0]: \"groups\" is required" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups: []\n", 5, 13,
+                  "hostDevices.devices[0].groups: needs at least one group" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - count: 2\n",
+                  6, 7,
+                  "hostDevices.devices[0].groups[0]: needs at least one entry in \"paths\" or "
+                  "\"usb\"" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - count: 0\n      paths: [{path: /a}]\n",
+                  6, 14,
+                  "hostDevices.devices[0].groups[0].count: \"0\" is not an integer from 1 to "
+                  "100000" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - count: 100001\n      paths: [{path: /a}]\n",
+                  6, 14, NULL },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - count: -3\n      paths: [{path: /a}]\n",
+                  6, 14, NULL },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - count: [1]\n      paths: [{path: /a}]\n",
+                  6, 14,
+                  "hostDevices.devices[0].groups[0].count: expected a value, found a list" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - usb: [{vendor: 46d, product: '0825'}]\n",
+                  6, 22,
+                  "hostDevices.devices[0].groups[0].usb[0].vendor: \"46d\" is not a 4-digit hex "
+                  "ID (like \"046d\")" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - usb: [{vendor: '046d', product: 08g5}]\n",
+                  6, 39, NULL },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - usb: [{vendor: '046d'}]\n",
+                  6, 13, "hostDevices.devices[0].groups[0].usb[0]: \"product\" is required" },
+                { "version: v1\nhostDevices:\n  domain: Devlet.IO\n", 3, 11,
+                  "hostDevices.domain: \"Devlet.IO\" is not a valid DNS subdomain (lowercase "
+                  "letters, digits, '-' and '.')" },
+                { "version: v1\nhostDevices:\n  domain: kubernetes.io\n  devices:\n  - name: a\n"
+                  "    groups: [{paths: [{path: /a}]}]\n",
+                  3, 11,
+                  "hostDevices.domain: \"kubernetes.io\" is reserved for Kubernetes' own "
+                  "resources" },
+                { "version: v1\nhostDevices:\n  devices:\n    name: a\n", 4, 5,
+                  "hostDevices.devices: expected a list, found a mapping" },
+                { "version: v1\nhostDevices: [a]\n", 2, 14,
+                  "hostDevices: expected a mapping, found a list" },
+                { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
+                  "    - paths: /dev/a\n",
+                  6, 14, "hostDevices.devices[0].groups[0].paths: expected a list, found a value" },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                struct config_diag d = parse_err(cases[i].yaml);
+                if (d.line != cases[i].line || d.column != cases[i].column ||
+                    (cases[i].message && strcmp(d.message, cases[i].message) != 0)) {
+                        print_error("case %zu: got %d:%d: %s\n", i, d.line, d.column, d.message);
+                        fail();
+                }
+        }
+}
+
+static void test_resource_names(void **state)
+{
+        static const char *const good[] = { "devlet.io/fuse", "nvidia.com/gpu", "a/b",
+                                            "example.com/Cam_1.x", "x-y.z/a-b" };
+        static const char *const bad[] = { "fuse",         "/fuse",         "devlet.io/",
+                                           "Devlet.io/a",  "devlet..io/a",  "-devlet.io/a",
+                                           "devlet.io/-a", "devlet.io/a/b", "devlet.io/a b",
+                                           "kubernetes.io/a", "x.kubernetes.io/a", "" };
+        for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+                assert_true(config_valid_resource_name(good[i]));
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                if (config_valid_resource_name(bad[i])) {
+                        print_error("accepted \"%s\"\n", bad[i]);
+                        fail();
+                }
+        char name[128];
+        snprintf(name, sizeof(name), "d.io/%063d", 0);
+        assert_true(config_valid_resource_name(name));
+        snprintf(name, sizeof(name), "d.io/%064d", 0);
+        assert_false(config_valid_resource_name(name));
+        char domain[300];
+        memset(domain, 'a', 254);
+        strcpy(domain + 254, "/x");
+        assert_false(config_valid_resource_name(domain));
+        assert_false(config_valid_resource_name(NULL));
+}
+
+static void test_nvidia_file(void **state)
+{
+        static const char yaml[] = "version: v1\n"
+                                   "flags:\n"
+                                   "  migStrategy: mixed\n"
+                                   "  failOnInitError: true\n"
+                                   "  nvidiaDriverRoot: /run/nvidia/driver\n"
+                                   "  plugin:\n"
+                                   "    passDeviceSpecs: true\n"
+                                   "    deviceListStrategy: [envvar, cdi-cri]\n"
+                                   "    deviceIDStrategy: index\n"
+                                   "    containerDriverRoot: /driver\n"
+                                   "sharing:\n"
+                                   "  timeSlicing:\n"
+                                   "    resources:\n"
+                                   "    - name: nvidia.com/gpu\n"
+                                   "      replicas: 4\n"
+                                   "resources:\n"
+                                   "  gpus:\n"
+                                   "  - pattern: \"*\"\n"
+                                   "    name: gpu\n"
+                                   "health: {}\n";
+        struct devlet_config *c = parse_ok(yaml);
+        assert_null(c->warnings);
+        assert_string_equal(c->mig_strategy, "mixed");
+        assert_true(c->fail_on_init_error);
+        assert_string_equal(c->driver_root, "/run/nvidia/driver");
+        assert_true(c->pass_device_specs);
+        assert_strv(c->device_list_strategy, STRV("envvar", "cdi-cri"));
+        assert_string_equal(c->device_id_strategy, "index");
+        assert_string_equal(c->container_driver_root, "/driver");
+        config_free(c);
+
+        /* the same file through config_load, with a flag on top */
+        const char *file = write_tmp(yaml, strlen(yaml));
+        c = LOAD_OK("--config-file", file, "--mig-strategy=single");
+        assert_string_equal(c->mig_strategy, "single");
+        assert_true(c->pass_device_specs);
+        config_free(c);
+}
+
+static void test_unknown_keys_warn(void **state)
+{
+        struct devlet_config *c = parse_ok("version: v1\n"
+                                           "flags:\n"
+                                           "  migStrategie: mixed\n"
+                                           "  plugin:\n"
+                                           "    bogus: 1\n"
+                                           "  plugin.passDeviceSpecs: true\n"
+                                           "extra: [1, 2]\n"
+                                           "hostDevices:\n"
+                                           "  colour: red\n"
+                                           "  devices:\n"
+                                           "  - name: a\n"
+                                           "    size: 3\n"
+                                           "    groups:\n"
+                                           "    - paths: [{path: /a, mode: x}]\n"
+                                           "      usb: [{vendor: '0001', product: '0002', bus: 1}]\n");
+        assert_strv(c->warnings,
+                    STRV("t.yaml:3:3: unknown key \"migStrategie\" (ignored)",
+                         "t.yaml:5:5: unknown key \"bogus\" (ignored)",
+                         "t.yaml:6:3: unknown key \"plugin.passDeviceSpecs\" (ignored)",
+                         "t.yaml:7:1: unknown key \"extra\" (ignored)",
+                         "t.yaml:9:3: unknown key \"colour\" (ignored)",
+                         "t.yaml:12:5: unknown key \"size\" (ignored)",
+                         "t.yaml:14:26: unknown key \"mode\" (ignored)",
+                         "t.yaml:15:47: unknown key \"bus\" (ignored)"));
+        assert_string_equal(c->mig_strategy, "none");
+        assert_false(c->pass_device_specs);
+        config_free(c);
+
+        /* warnings from each parse accumulate */
+        c = parse_ok("version: v1\na: 1\n");
+        struct config_diag d;
+        static const char more[] = "version: v1\nb: 1\n";
+        assert_int_equal(config_parse_yaml("u.yaml", more, strlen(more), c, &d), 0);
+        assert_strv(c->warnings, STRV("t.yaml:2:1: unknown key \"a\" (ignored)",
+                                      "u.yaml:2:1: unknown key \"b\" (ignored)"));
+        config_free(c);
+}
+
+static void test_version(void **state)
+{
+        struct config_diag d;
+
+        d = parse_err("flags:\n  migStrategy: mixed\n");
+        assert_int_equal(d.line, 1);
+        assert_int_equal(d.column, 1);
+        assert_string_equal(d.message, "missing \"version: v1\"");
+
+        d = parse_err("# nothing here\n");
+        assert_int_equal(d.line, 1);
+        assert_int_equal(d.column, 1);
+        assert_string_equal(d.message, "missing \"version: v1\"");
+
+        d = parse_err("---\n");
+        assert_string_equal(d.message, "missing \"version: v1\"");
+
+        d = parse_err("flags: {}\nversion: v2\n");
+        assert_int_equal(d.line, 2);
+        assert_int_equal(d.column, 10);
+        assert_string_equal(d.message, "version: unsupported version \"v2\" (expected v1)");
+
+        d = parse_err("version: [v1]\n");
+        assert_int_equal(d.line, 1);
+        assert_int_equal(d.column, 10);
+        assert_string_equal(d.message, "version: unsupported version a list (expected v1)");
+
+        d = parse_err("- version: v1\n");
+        assert_int_equal(d.line, 1);
+        assert_int_equal(d.column, 1);
+        assert_string_equal(d.message, "expected a mapping at the top, found a list");
+
+        /* quoted is fine */
+        config_free(parse_ok("version: \"v1\"\n"));
+}
+
+static void test_type_errors(void **state)
+{
+        struct config_diag d;
+
+        d = parse_err("version: v1\nflags:\n  - migStrategy\n");
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 3);
+        assert_string_equal(d.message, "flags: expected a mapping, found a list");
+
+        d = parse_err("version: v1\nflags:\n  migStrategy: [mixed]\n");
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 16);
+        assert_string_equal(d.message, "flags.migStrategy: expected a value, found a list");
+
+        d = parse_err("version: v1\nflags:\n  plugin: true\n");
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 11);
+        assert_string_equal(d.message, "flags.plugin: expected a mapping, found a value");
+
+        d = parse_err("version: v1\nflags:\n  verbosity: {a: 1}\n");
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 14);
+
+        d = parse_err("version: v1\nflags:\n  migStrategy: single\n  verbosity: loud\n");
+        assert_int_equal(d.line, 4);
+        assert_int_equal(d.column, 14);
+        assert_string_equal(d.message,
+                            "flags.verbosity: invalid value \"loud\" (expected a non-negative integer)");
+
+        d = parse_err("version: v1\n[a]: b\n");
+        assert_int_equal(d.line, 2);
+        assert_int_equal(d.column, 1);
+        assert_string_equal(d.message, "mapping keys must be plain values, not a list");
+
+        d = parse_err("version: v1\nflags:\n  pluginDirectory: \"a\\0b\"\n");
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 20);
+        assert_string_equal(d.message, "NUL characters are not allowed");
+
+        /* null values leave the defaults */
+        struct devlet_config *c = parse_ok("version: v1\nflags:\n  migStrategy:\n  verbosity: ~\n");
+        assert_string_equal(c->mig_strategy, "none");
+        config_free(c);
+        c = parse_ok("version: v1\nflags:\n");
+        config_free(c);
+}
+
+static void test_duplicate_keys(void **state)
+{
+        struct config_diag d;
+
+        d = parse_err("version: v1\nflags:\n  migStrategy: single\n  verbosity: 1\n"
+                      "  migStrategy: mixed\n");
+        assert_int_equal(d.line, 5);
+        assert_int_equal(d.column, 3);
+        assert_string_equal(d.message, "duplicate key \"migStrategy\"");
+
+        d = parse_err("version: v1\nversion: v1\n");
+        assert_int_equal(d.line, 2);
+        assert_int_equal(d.column, 1);
+
+        /* the first repeated key in document order is the one reported */
+        d = parse_err("version: v1\nhostDevices:\n  devices:\n  - {name: a, b: 1, name: c, b: 2}\n");
+        assert_int_equal(d.line, 4);
+        assert_int_equal(d.column, 21);
+        assert_string_equal(d.message, "duplicate key \"name\"");
+}
+
+static void test_syntax_error(void **state)
+{
+        struct config_diag d;
+
+        d = parse_err("version: v1\nflags:\n  migStrategy: [none\n");
+        assert_int_equal(d.line, 4);
+        assert_int_equal(d.column, 1);
+        assert_contains(d.message, "did not find expected ',' or ']'");
+
+        d = parse_err("version: v1\nflags:\n  a: b\n c: d\n");
+        assert_int_equal(d.line, 4);
+        assert_int_equal(d.column, 2);
+        assert_contains(d.message, "did not find expected key");
+
+        d = parse_err("version: v1\nflags: \"unterminated\n");
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 1);
+        assert_contains(d.message, "found unexpected end of stream");
+
+        /* bad UTF-8 is a reader error, positioned from its byte offset */
+        d = parse_err("version: v1\nflags:\n  pluginDirectory: /a\xff\n");
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 22);
+        assert_contains(d.message, "invalid");
+
+        char buf[600];
+        assert_contains(config_diag_format(&d, buf, sizeof(buf)), "t.yaml:3:22: ");
+}
+
+static void test_alias_bomb(void **state)
+{
+        static const char bomb[] = "version: v1\n"
+                                   "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+                                   "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+                                   "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+                                   "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+                                   "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+                                   "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
+                                   "g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
+                                   "h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n"
+                                   "i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n"
+                                   "flags: *i\n";
+        struct config_diag d = parse_err(bomb);
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 8);
+        assert_string_equal(d.message, "YAML aliases (*a) are not supported");
+
+        /* an anchor alone is harmless */
+        struct devlet_config *c = parse_ok("version: v1\nflags: &f\n  migStrategy: single\n");
+        assert_string_equal(c->mig_strategy, "single");
+        config_free(c);
+}
+
+static void test_bounds(void **state)
+{
+        /* 2 MiB: refused before parsing */
+        size_t big = 2 * 1024 * 1024;
+        char *data = xmalloc(big);
+        memset(data, '#', big);
+        memcpy(data, "version: v1\n", 12);
+        data[big - 1] = '\n';
+        struct devlet_config *c = config_new_defaults();
+        struct config_diag d;
+        assert_int_equal(config_parse_yaml("big.yaml", data, big, c, &d), -EINVAL);
+        assert_string_equal(d.message, "larger than 1048576 bytes");
+        config_free(c);
+
+        const char *file = write_tmp(data, big);
+        free(data);
+        d = LOAD_ERR("--config-file", file);
+        assert_string_equal(d.file, file);
+        assert_string_equal(d.message, "larger than 1048576 bytes");
+
+        /* deep nesting */
+        char deep[400] = "version: v1\nx: ";
+        size_t n = strlen(deep);
+        for (int i = 0; i < 100; i++)
+                deep[n++] = '[';
+        deep[n] = '\0';
+        d = parse_err(deep);
+        assert_string_equal(d.message, "nested deeper than 64 levels");
+        assert_int_equal(d.line, 2);
+        assert_int_equal(d.column, 4 + 63);
+
+        /* node count: 200001 list items in well under 1 MiB */
+        size_t cap = 16 + 2 * 200001 + 2;
+        char *many = xmalloc(cap);
+        strcpy(many, "version: v1\nx: [");
+        n = strlen(many);
+        for (int i = 0; i < 200001; i++) {
+                many[n++] = '1';
+                many[n++] = ',';
+        }
+        many[n - 1] = ']';
+        many[n] = '\0';
+        assert_true(n < cap);
+        d = parse_err(many);
+        free(many);
+        assert_string_equal(d.message, "more than 200000 YAML nodes");
+        assert_int_equal(d.line, 2);
+
+        /* device count */
+        char *devs = NULL;
+        size_t devs_len = 0;
+        FILE *f = open_memstream(&devs, &devs_len);
+        fputs("version: v1\nhostDevices:\n  devices:\n", f);
+        for (int i = 0; i < 1025; i++)
+                fprintf(f, "  - {name: d%d, groups: [{paths: [{path: /a}]}]}\n", i);
+        fclose(f);
+        d = parse_err(devs);
+        free(devs);
+        assert_string_equal(d.message, "hostDevices.devices: more than 1024 devices");
+        assert_int_equal(d.line, 4);
+        assert_int_equal(d.column, 3);
+
+        d = parse_err("version: v1\n---\nversion: v1\n");
+        assert_int_equal(d.line, 2);
+        assert_string_equal(d.message, "only one YAML document is allowed");
+}
+
+static void test_failure_keeps_config(void **state)
+{
+        struct devlet_config *c = config_new_defaults();
+        struct config_diag d;
+        /* the error comes after good flags and a warning: none of them lands */
+        static const char bad[] = "version: v1\n"
+                                  "flags:\n  migStrategy: mixed\n"
+                                  "unknown: 1\n"
+                                  "hostDevices:\n  devices:\n  - name: a\n"
+                                  "    groups: [{paths: [{path: a}]}]\n";
+        assert_int_equal(config_parse_yaml("t.yaml", bad, strlen(bad), c, &d), -EINVAL);
+        assert_string_equal(c->mig_strategy, "none");
+        assert_int_equal(c->hostdev.n_devices, 0);
+        assert_null(c->warnings);
+        config_free(c);
+}
+
+static void test_load_file_errors(void **state)
+{
+        struct devlet_config *c = NULL;
+        struct config_diag d;
+        assert_int_equal(LOAD(&c, &d, NULL, "--config-file", "/nonexistent/devlet.yaml"),
+                         -ENOENT);
+        assert_null(c);
+        assert_string_equal(d.file, "/nonexistent/devlet.yaml");
+        assert_contains(d.message, "cannot read");
+
+        static const char bad[] = "version: v1\nflags:\n  migStrategy: bogus\n";
+        const char *file = write_tmp(bad, strlen(bad));
+        assert_int_equal(LOAD(&c, &d, NULL, "--config-file", file), -EINVAL);
+        assert_string_equal(d.file, file);
+        assert_int_equal(d.line, 3);
+        assert_int_equal(d.column, 16);
+
+        /* a bad flag is reported before the file is read */
+        assert_int_equal(LOAD(&c, &d, NULL, "--config-file", "/nonexistent", "--bogus"), -EINVAL);
+        assert_string_equal(d.message, "unknown flag --bogus");
+}
+
+static void test_help(void **state)
+{
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        assert_non_null(f);
+        config_print_help(f);
+        fclose(f);
+        assert_contains(buf, "--mig-strategy none|single|mixed");
+        assert_contains(buf, "env: MIG_STRATEGY; key: flags.migStrategy; default: none");
+        assert_contains(buf, "-v, --verbosity N  (also --v)");
+        assert_contains(buf, "--nvidia-driver-root VALUE  (also --driver-root)");
+        assert_contains(buf, "env: NVIDIA_CDI_HOOK_PATH, NVIDIA_CTK_PATH; key: "
+                             "flags.plugin.nvidiaCTKPath; default: /usr/bin/nvidia-ctk");
+        assert_contains(buf, "--device-list-strategy envvar|volume-mounts|cdi-annotations|cdi-cri[,...]");
+        assert_contains(buf, "--pass-device-specs[=true|false]");
+        assert_contains(buf, "env: CONFIG_FILE; default: (none)");
+        /* table order */
+        size_t n;
+        const struct config_option *o = config_options(&n);
+        const char *prev = buf;
+        for (size_t i = 0; i < n; i++) {
+                char flag[80];
+                snprintf(flag, sizeof(flag), "--%s", o[i].flag);
+                const char *at = strstr(prev, flag);
+                assert_non_null(at);
+                prev = at;
+        }
+        free(buf);
+}
+
+static void test_table(void **state)
+{
+        size_t n;
+        const struct config_option *o = config_options(&n);
+        assert_true(n >= 20);
+        for (size_t i = 0; i < n; i++) {
+                assert_non_null(o[i].flag);
+                assert_non_null(o[i].help);
+                assert_non_null(o[i].default_value);
+                for (size_t j = 0; j < i; j++) {
+                        assert_string_not_equal(o[i].flag, o[j].flag);
+                        if (o[i].key && o[j].key)
+                                assert_string_not_equal(o[i].key, o[j].key);
+                }
+        }
+}
+
+static void test_diag_format(void **state)
+{
+        struct config_diag d = { .line = 3, .column = 7 };
+        char buf[128];
+        strcpy(d.file, "f.yaml");
+        strcpy(d.message, "bad");
+        assert_string_equal(config_diag_format(&d, buf, sizeof(buf)), "f.yaml:3:7: bad");
+        d.line = 0;
+        assert_string_equal(config_diag_format(&d, buf, sizeof(buf)), "f.yaml: bad");
+        d.file[0] = '\0';
+        assert_string_equal(config_diag_format(&d, buf, sizeof(buf)), "bad");
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                T(test_defaults),        T(test_load_no_args),      T(test_precedence),
+                T(test_config_file_source), T(test_kubelet_socket), T(test_flag_forms),
+                T(test_unknown_flag),    T(test_flag_errors),       T(test_positional),
+                T(test_aliases),         T(test_bool_forms),        T(test_durations),
+                T(test_lists),           T(test_example_hostdev),   T(test_hostdev_details),
+                T(test_hostdev_errors),  T(test_resource_names),    T(test_nvidia_file),
+                T(test_unknown_keys_warn), T(test_version),         T(test_type_errors),
+                T(test_duplicate_keys),  T(test_syntax_error),      T(test_alias_bomb),
+                T(test_bounds),          T(test_failure_keeps_config), T(test_load_file_errors),
+                T(test_help),            T(test_table),             T(test_diag_format),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
