@@ -53,9 +53,15 @@ class Demo:
         for line in str(text).splitlines() or [""]:
             print(" " * indent + line, flush=True)
 
-    def devlet_said(self):
+    def devlet_said(self, count):
         """Shows devlet's new `registered resource=...` log lines (the only
-        log lines the transcript quotes; the rest is observed over gRPC)."""
+        log lines the transcript quotes; the rest is observed over gRPC),
+        once each resource has logged count of them."""
+        for r in self.resources:
+            try:
+                self.devlet.wait_registered(r, count, timeout=2.0)
+            except TimeoutError:
+                pass  # the transcript quotes what there is
         text = self.devlet.log_text()
         new, self.log_seen = text[self.log_seen:], len(text)
         for line in new.splitlines():
@@ -130,7 +136,7 @@ def start_devlet(demo):
                  f"(the kubelet asked GetDevicePluginOptions before answering: "
                  f"{'same' if reg.dialed_options == o else 'DIFFERENT'})", indent=4)
         demo.say(f"registered {(reg.time - demo.devlet.start_time) * 1000:.1f} ms after start", indent=4)
-    demo.devlet_said()
+    demo.devlet_said(1)
 
 
 def list_devices(demo):
@@ -178,11 +184,11 @@ def kubelet_restart(demo):
     t = time.monotonic()
     demo.sim.restart()
     gen = demo.sim.generation
-    for r in demo.resources:
-        reg = demo.sim.wait_for_registration(r, generation=gen, timeout=WAIT)
+    regs = [demo.sim.wait_for_registration(r, generation=gen, timeout=WAIT) for r in demo.resources]
+    for reg in sorted(regs, key=lambda x: x.time):
         demo.say(f"re-registered {reg.resource_name} endpoint={reg.endpoint} "
                  f"{(reg.time - t) * 1000:.1f} ms after the restart began")
-    demo.devlet_said()
+    demo.devlet_said(2)
     demo.say(f"plugin dir: {sorted(os.listdir(demo.plugins))}")
     resp = demo.sim.allocate("devlet.io/fuse", [["fuse-9"]])
     demo.say(f"Allocate fuse-9 after the restart -> {resp.container_responses[0].devices[0].host_path}")

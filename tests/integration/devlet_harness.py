@@ -202,6 +202,16 @@ class Devlet:
                 return rx.search(f.read().decode("utf-8", "replace"))
         return wait_until(check, timeout, f"/{pattern}/ in devlet's log", interval=0.02)
 
+    def registered_count(self, resource: str) -> int:
+        """How many `registered resource=R ` lines devlet logged: the one log
+        line tests may use, only to know that devlet has seen a Register
+        answer (the behaviour itself is observed over gRPC)."""
+        return len(re.findall(r"registered resource=" + re.escape(resource) + r"(\s|$)", self.log_text()))
+
+    def wait_registered(self, resource: str, count: int, timeout: float = 10.0):
+        wait_until(lambda: self.registered_count(resource) >= count, timeout,
+                   f"devlet to log registration #{count} of {resource}", interval=0.005)
+
     def sanitizer_report(self) -> Optional[str]:
         text = self.log_text()
         for marker in SANITIZER_ERRORS:

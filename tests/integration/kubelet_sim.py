@@ -8,6 +8,10 @@ per registered resource that keeps the latest snapshot.  A newer registration
 of the same resource replaces (and stops) the older endpoint.  restart()
 deletes every file in the plugin directory, as the kubelet does when it starts.
 
+A registration counts as accepted once the handler has decided, before the
+answer reaches the plugin (as in the kubelet): a test that stops the
+simulator right after may cut that answer off, and the plugin will retry.
+
 Everything the tests wait for (registrations, snapshots, stream ends) is
 guarded by one threading.Condition, so waiting never sleeps blindly.
 

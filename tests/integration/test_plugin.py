@@ -262,7 +262,7 @@ def test_fifty_kubelet_restarts(dirs, kubelet, devlet):
     assert d.own_sockets() == [d.socket_path(FUSE)]
 
 
-def test_kubelet_absent_at_start_and_gone_later(dirs, kubelet_factory, devlet):
+def test_kubelet_absent_at_start(dirs, kubelet_factory, devlet):
     d = devlet(hostdev_config([fuse_dev(dirs, count=2)]))
     sock = d.socket_path(FUSE)
     # no kubelet yet: devlet serves its socket and waits
@@ -274,18 +274,32 @@ def test_kubelet_absent_at_start_and_gone_later(dirs, kubelet_factory, devlet):
     sim = kubelet_factory()
     sim.start()
     sim.wait_for_registration(FUSE)
-    sim.wait_for_snapshot(FUSE, lambda s: len(s.ids()) == 2)
+    s = sim.wait_for_snapshot(FUSE, lambda s: len(s.ids()) == 2)
+    assert s.healthy_ids() == s.ids()
 
-    # the kubelet goes away (socket and all) and comes back later
-    sim.stop()
-    if os.path.exists(sim.socket_path):
-        os.unlink(sim.socket_path)
-    with plugin_client(sock) as c:
-        assert len(c.allocate([["fuse-1"]]).container_responses) == 1
-    assert d.alive()
-    sim.start()
-    sim.wait_for_registration(FUSE, generation=sim.generation)
-    assert sim.allocate(FUSE, [["fuse-0"]]).container_responses[0].devices[0].host_path == f"{dirs.dev}/fuse"
+
+def test_kubelet_socket_replaced_reregisters(dirs, kubelet, devlet):
+    """A new kubelet.sock alone (devlet's socket left in place) means a new
+    kubelet: devlet registers again.  The file system may give the new socket
+    the old one's inode number."""
+    d = devlet(hostdev_config([fuse_dev(dirs, count=2)]))
+    sock = d.socket_path(FUSE)
+    kubelet.wait_for_registration(FUSE)
+    for i in range(10):
+        # Wait until devlet has the Register answer, so that this round tests
+        # noticing the new kubelet, not retrying a Register the stop cut off.
+        d.wait_registered(FUSE, len(kubelet.accepted(FUSE)))
+        kubelet.stop()  # grpcio removes kubelet.sock
+        if os.path.exists(kubelet.socket_path):
+            os.unlink(kubelet.socket_path)
+        if i % 2 == 0:  # the kubelet is gone a while: devlet goes on serving
+            with plugin_client(sock) as c:
+                assert len(c.allocate([["fuse-1"]]).container_responses) == 1
+            assert d.alive()
+        kubelet.start()  # odd rounds: back to back, likely the same inode
+        kubelet.wait_for_registration(FUSE, generation=kubelet.generation)
+    r = kubelet.allocate(FUSE, [["fuse-0"]])
+    assert r.container_responses[0].devices[0].host_path == f"{dirs.dev}/fuse"
 
 
 def test_rejected_registration_is_retried(dirs, kubelet, devlet):
