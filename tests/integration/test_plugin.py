@@ -13,6 +13,8 @@ import random
 import re
 import socket
 import stat
+import subprocess
+import sys
 import threading
 from types import SimpleNamespace
 
@@ -384,11 +386,19 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
 
-def raw_connect(path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-    s.settimeout(10)
-    s.connect(path)
-    return s
+def raw_connect(path, timeout=10):
+    """A raw connection; a full listen backlog (EAGAIN: Unix sockets do not
+    wait in non-blocking connect) is retried until the deadline."""
+    def attempt():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        s.settimeout(timeout)
+        try:
+            s.connect(path)
+            return s
+        except BlockingIOError:
+            s.close()
+            return None
+    return wait_until(attempt, timeout, f"a connection to {path}", interval=0.001)
 
 
 def send_quietly(s, data):
@@ -437,28 +447,30 @@ def test_garbage_and_half_open_connections(std):
             assert closed_by_peer(s), f"devlet kept a connection open after {data[:40]!r}..."
             s.close()
 
-        # a stream of random junk from another thread while the kubelet works
-        stop = threading.Event()
+        # random junk from another thread (300 connections) while the kubelet works
+        errors = []
 
         def junk():
-            while not stop.is_set():
-                try:
+            try:
+                for _ in range(300):
                     s = raw_connect(sock)
-                except OSError:
-                    continue
-                send_quietly(s, rng.randbytes(rng.randint(1, 8192)))
-                s.close()
+                    send_quietly(s, rng.randbytes(rng.randint(1, 8192)))
+                    s.close()
+            except Exception as e:
+                errors.append(e)
         t = threading.Thread(target=junk)
         t.start()
         try:
-            for i in range(100):
+            i = 0
+            while t.is_alive() or i < 100:
                 ids = ["ttyUSB0"] if i % 2 else ["ttyUSB0", "ttyUSB1"]
                 r = sim.allocate(SERIAL, [ids])
                 assert sorted(x.host_path for x in r.container_responses[0].devices) \
                     == sorted(f"{dev}/{x}" for x in ids)
+                i += 1
         finally:
-            stop.set()
             t.join(30)
+        assert errors == []
 
         # malformed messages on well-formed gRPC: errors, not crashes
         with plugin_client(sock) as c:
@@ -481,6 +493,39 @@ def test_garbage_and_half_open_connections(std):
         for s in held:
             s.close()
     assert sim.allocate(SERIAL, [["ttyUSB2"]]).container_responses[0].devices[0].host_path == f"{dev}/ttyUSB2"
+    assert d.alive()
+
+
+FLOODER = """
+import socket, sys
+path = sys.argv[1]
+while True:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)  # blocking: waits for room in the backlog
+        s.send(b"junk" * 1024)
+    except OSError:
+        pass
+    s.close()
+"""
+
+
+def test_connection_flood_does_not_starve_the_kubelet(std):
+    """A local client that reconnects as fast as it can (a buggy agent in a
+    retry loop) must not take the plugin away from the kubelet: calls on the
+    kubelet's established connection keep being answered."""
+    sim, d, dev = std.sim, std.d, std.dirs.dev
+    sock = d.socket_path(SERIAL)
+    flooders = [subprocess.Popen([sys.executable, "-c", FLOODER, sock]) for _ in range(2)]
+    try:
+        for _ in range(100):
+            r = sim.allocate(SERIAL, [["ttyUSB1"]], timeout=5)
+            assert r.container_responses[0].devices[0].host_path == f"{dev}/ttyUSB1"
+    finally:
+        for f in flooders:
+            f.kill()
+            f.wait()
+    assert sim.allocate(SERIAL, [["ttyUSB0"]]).container_responses[0].devices[0].host_path == f"{dev}/ttyUSB0"
     assert d.alive()
 
 
