@@ -50,6 +50,10 @@ PY_GEN := $(BUILD)/py/deviceplugin_pb2.py $(BUILD)/py/podresources_pb2.py
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
+# C benchmark programs `make bench` runs before the Python one
+BENCH_SRC := $(wildcard bench/bench-*.c)
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
 .PHONY: all check unit integration asan fuzz fuzz-smoke demo bench clean deps deps-build py
 .DEFAULT_GOAL := all
 .SECONDARY:
@@ -87,6 +91,10 @@ $(BUILD)/tools/%: tests/tools/%.c $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -o $@ $< $(LIB) $(LDFLAGS) $(LIBS)
 
+$(BUILD)/bench/bench-%: bench/bench-%.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(LIB) $(LDFLAGS) $(LIBS)
+
 $(BUILD)/mock-nvml/libnvidia-ml.so.1: $(MOCK_NVML_SRC) $(wildcard tests/mock-nvml/*.h) src/devices/nvidia/nvml.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) $(WARN) -fPIC -shared -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1 \
@@ -104,7 +112,7 @@ deps:
 deps-build:
 	@scripts/deps.sh build
 
-unit: $(UNIT_BIN)
+unit: $(UNIT_BIN) $(MOCK_NVML)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 asan:
@@ -142,11 +150,21 @@ demo: deps
 	$(MAKE) all py
 	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) scripts/demo.py
 
-bench: deps
+bench: deps $(BENCH_BIN)
+	@set -e; for b in $(BENCH_BIN); do $$b; done
 	$(MAKE) all py
-	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/bench.py
+	$(if $(wildcard bench/bench.py),DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/bench.py)
 
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/obj/main.d $(UNIT_BIN:=.d) $(TOOL_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(BUILD)/obj/main.d $(UNIT_BIN:=.d) $(TOOL_BIN:=.d) $(BENCH_BIN:=.d)
+
+# Container image, built offline with buildah FROM scratch (scripts/build-image.sh);
+# image-test runs it with podman (tests/integration/test_image.py).
+.PHONY: image image-test
+image: $(BUILD)/devlet
+	BUILD=$(BUILD) VERSION=$(VERSION) scripts/build-image.sh
+
+image-test: all
+	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration/test_image.py

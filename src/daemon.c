@@ -43,6 +43,7 @@ struct daemon {
 
         uv_signal_t sig_hup, sig_term, sig_int;
         int exit_code;
+        uv_timer_t restart_reload; /* a kubelet restart re-enumerates on the next turn */
 
         /* config file watch */
         uv_fs_event_t cfg_watch;
@@ -71,6 +72,8 @@ static void modules_stop(struct daemon *d)
         free(TAKE_PTR(d->resources));
         d->n_resources = 0;
 }
+
+static void on_kubelet_restart(void *ud);
 
 static int modules_start(struct daemon *d)
 {
@@ -107,7 +110,8 @@ static int modules_start(struct daemon *d)
                                    "(configure hostDevices, or check the backends)");
 
         int r = kubelet_manager_new(&d->loop, cfg->plugin_directory, cfg->kubelet_socket,
-                                    d->resources, d->n_resources, &d->kubelet);
+                                    d->resources, d->n_resources, on_kubelet_restart, d,
+                                    &d->kubelet);
         if (r < 0) {
                 modules_stop(d);
                 return r;
@@ -132,7 +136,11 @@ static char *config_content(const struct devlet_config *cfg)
 
 static void config_watch_start(struct daemon *d);
 
-static void reload(struct daemon *d)
+/* Re-reads the config and rebuilds every module from a fresh device scan.
+ * A config that fails to load keeps the running one; with rebuild set (a
+ * kubelet restart) the modules are rebuilt from it anyway, so the new kubelet
+ * gets registrations. */
+static void reload(struct daemon *d, int rebuild)
 {
         struct devlet_config *cfg = NULL;
         struct config_diag diag = { 0 };
@@ -141,20 +149,37 @@ static void reload(struct daemon *d)
                 char buf[1024];
                 log_error("config", "reload failed, keeping the running configuration error=\"%s\"",
                           config_diag_format(&diag, buf, sizeof(buf)));
-                return;
+                if (!rebuild)
+                        return;
+        } else {
+                log_warnings(cfg);
+                log_info("daemon", "reloading configuration");
         }
-        log_warnings(cfg);
-        log_info("daemon", "reloading configuration");
         modules_stop(d);
-        config_free(d->cfg);
-        d->cfg = cfg;
-        free(d->cfg_content);
-        d->cfg_content = config_content(cfg);
-        config_watch_start(d);
-        log_set_verbosity((int)cfg->verbosity);
+        if (cfg) {
+                config_free(d->cfg);
+                d->cfg = cfg;
+                free(d->cfg_content);
+                d->cfg_content = config_content(cfg);
+                config_watch_start(d);
+                log_set_verbosity((int)cfg->verbosity);
+        }
         if (modules_start(d) < 0)
-                log_error("daemon", "reload could not start the new configuration; "
-                                    "waiting for the next SIGHUP");
+                log_error("daemon", "could not start the configuration; waiting for the next "
+                                    "SIGHUP or config change");
+}
+
+static void on_restart_reload(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        log_info("daemon", "kubelet restarted: re-reading the config and re-enumerating devices");
+        reload(d, 1);
+}
+
+static void on_kubelet_restart(void *ud)
+{
+        struct daemon *d = ud;
+        uv_timer_start(&d->restart_reload, on_restart_reload, 0, 0);
 }
 
 static void on_config_debounce(uv_timer_t *t)
@@ -164,7 +189,7 @@ static void on_config_debounce(uv_timer_t *t)
         if (!now || (d->cfg_content && strcmp(now, d->cfg_content) == 0))
                 return; /* unreadable mid-swap, or unchanged: nothing to do */
         log_info("daemon", "config file changed file=%s", d->cfg->config_file);
-        reload(d);
+        reload(d, 0);
 }
 
 static void on_config_event(uv_fs_event_t *h, const char *filename, int events, int status)
@@ -199,12 +224,13 @@ static void on_signal(uv_signal_t *h, int signum)
         struct daemon *d = h->data;
         if (signum == SIGHUP) {
                 log_info("daemon", "SIGHUP received");
-                reload(d);
+                reload(d, 0);
                 return;
         }
         log_info("daemon", "shutting down signal=%s", strsignal(signum));
         modules_stop(d);
         uv_timer_stop(&d->cfg_debounce);
+        uv_timer_stop(&d->restart_reload);
         if (d->cfg_watching)
                 uv_fs_event_stop(&d->cfg_watch);
         uv_signal_stop(&d->sig_hup);
@@ -241,6 +267,8 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         d.cfg_watch.data = &d;
         uv_timer_init(&d.loop, &d.cfg_debounce);
         d.cfg_debounce.data = &d;
+        uv_timer_init(&d.loop, &d.restart_reload);
+        d.restart_reload.data = &d;
         d.cfg_content = config_content(cfg);
         config_watch_start(&d);
 

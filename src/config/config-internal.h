@@ -1,6 +1,7 @@
 /* Shared between the config module's files only: typed option values
- * (options.c), the YAML node tree (yaml.c) and the hostDevices walk
- * (hostdev.c).  Nothing outside src/config/ includes this. */
+ * (options.c), the YAML node tree (yaml.c), typed reads from it (walk.c)
+ * and the section parsers (hostdev.c, sharing.c, health.c).  Nothing
+ * outside src/config/ includes this. */
 #ifndef DEVLET_CONFIG_CONFIG_INTERNAL_H
 #define DEVLET_CONFIG_CONFIG_INTERNAL_H
 
@@ -43,6 +44,10 @@ bool config_key_is_section(const char *prefix);
 
 /* true/false, yes/no, on/off, 1/0, case-insensitive. */
 int config_parse_bool(const char *s, bool *out);
+/* CONFIG_DURATION's syntax: "500ms", "5s", "2m", "1h", "1h30m", a bare
+ * number of seconds, or "infinite" (-1).  -EINVAL on anything else or on
+ * overflow. */
+int config_parse_duration(const char *s, int64_t *out);
 
 /* Sets diag (may be NULL) and returns -EINVAL. */
 int config_diag_set(struct config_diag *d, const char *file, int line, int column,
@@ -79,6 +84,49 @@ void config_node_warn_unknown(char ***warnings, const char *file, const struct c
 void config_node_warn_unknown_keys(char ***warnings, const char *file,
                                    const struct config_node *map, const char *const *known);
 
+/* ---- typed reads from the tree (walk.c) ---- */
+
+/* Room for a node's dotted path in messages
+ * ("hostDevices.devices[3].groups[0].paths[12].mountPath"). */
+#define CONFIG_PATH_MAX 300
+
+/* What a section parser carries along: where errors and warnings go. */
+struct config_walk {
+        const char *file;
+        struct config_diag *diag;
+        char ***warnings;
+};
+
+/* parent + the formatted suffix ("hostDevices.devices[0]" + ".name") into
+ * buf, truncated if it must be; returns buf. */
+const char *config_subpath(char *buf, size_t size, const char *parent, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+/* Each returns 0, or -EINVAL with w->diag set at the offending node and
+ * its path.  A key that is absent or null is "not given": *out is left
+ * NULL (strings, lists) or untouched (bool, uint), and *node (may be NULL)
+ * gets the value node or NULL. */
+int config_walk_expect(struct config_walk *w, const struct config_node *n,
+                       enum config_node_kind kind, const char *path);
+/* n must be a mapping; its keys not in known (NULL-terminated) are warned. */
+int config_walk_map(struct config_walk *w, const struct config_node *n, const char *path,
+                    const char *const *known);
+/* A scalar; *out points into the tree. */
+int config_walk_string(struct config_walk *w, const struct config_node *map, const char *key,
+                       const char *parent, const char **out, const struct config_node **node);
+/* The same, but "not given" is an error ("\"key\" is required" at the map). */
+int config_walk_required(struct config_walk *w, const struct config_node *map, const char *key,
+                         const char *parent, const char **out, const struct config_node **node);
+int config_walk_bool(struct config_walk *w, const struct config_node *map, const char *key,
+                     const char *parent, bool *out, const struct config_node **node);
+/* A decimal integer from min to max. */
+int config_walk_uint(struct config_walk *w, const struct config_node *map, const char *key,
+                     const char *parent, unsigned min, unsigned max, unsigned *out,
+                     const struct config_node **node);
+/* A list node. */
+int config_walk_list(struct config_walk *w, const struct config_node *map, const char *key,
+                     const char *parent, const struct config_node **out);
+
 /* ---- hostDevices (hostdev.c) ---- */
 
 /* Parses the hostDevices section (node may be a YAML null: no devices).
@@ -86,6 +134,30 @@ void config_node_warn_unknown_keys(char ***warnings, const char *file,
 int config_hostdev_parse(const struct config_node *node, const char *file, struct hostdev_cfg *out,
                          char ***warnings, struct config_diag *diag);
 void config_hostdev_clear(struct hostdev_cfg *h);
+
+/* ---- sharing and resources (sharing.c) ---- */
+
+/* Parse NVIDIA's `resources` and `sharing` sections (node may be a YAML
+ * null: nothing).  Sharing names are checked against resources (MPS takes
+ * no MIG resource), so resources is parsed first.  Each fills out only on
+ * success; -EINVAL with diag otherwise. */
+int config_resources_parse(const struct config_node *node, const char *file,
+                           struct resources_cfg *out, char ***warnings,
+                           struct config_diag *diag);
+int config_sharing_parse(const struct config_node *node, const char *file,
+                         const struct resources_cfg *resources, struct sharing_cfg *out,
+                         char ***warnings, struct config_diag *diag);
+void config_resources_clear(struct resources_cfg *r);
+void config_sharing_clear(struct sharing_cfg *s);
+
+/* ---- health (health.c) ---- */
+
+#define CONFIG_HEALTH_QUIET_DEFAULT_MS 60000
+
+/* Parses devlet's `health` section (node may be a YAML null: all defaults).
+ * Fills out only on success; -EINVAL with diag otherwise. */
+int config_health_parse(const struct config_node *node, const char *file, struct health_cfg *out,
+                        char ***warnings, struct config_diag *diag);
 
 /* A DNS-1123 subdomain: at most 253 characters, dot-separated labels of
  * lowercase letters, digits and '-', each starting and ending alphanumeric. */

@@ -1,6 +1,7 @@
 /* devlet's configuration: one table of options, each settable by flag, env
  * var and config-file key (flags > env > file > default), plus the structured
- * sections of the config file (hostDevices; later sharing/resources).
+ * sections of the config file (NVIDIA's sharing and resources, devlet's
+ * hostDevices and health).
  *
  * The config file is NVIDIA's `version: v1` format extended with devlet's own
  * sections; unknown keys are kept as warnings (with file:line:column), never
@@ -67,6 +68,58 @@ struct hostdev_cfg {
         size_t n_devices;
 };
 
+/* ---- sharing section (NVIDIA's time-slicing and MPS replicas) ---- */
+
+enum sharing_strategy { SHARING_NONE, SHARING_TIME_SLICING, SHARING_MPS };
+enum sharing_devices_kind { SHARING_DEVICES_ALL, SHARING_DEVICES_COUNT, SHARING_DEVICES_LIST };
+
+struct sharing_resource_cfg {
+        char *name;   /* resource name as served before sharing: "nvidia.com/<name>" */
+        char *rename; /* NULL: served as name; set to name + ".shared" by the parser when
+                       * renameByDefault is on and no rename was given */
+        unsigned replicas;                 /* 2 to 1024 */
+        enum sharing_devices_kind devices_kind;
+        unsigned devices_count;            /* SHARING_DEVICES_COUNT: the first N devices, >= 1 */
+        char **devices;                    /* SHARING_DEVICES_LIST: strv of GPU indices ("0"),
+                                            * MIG indices ("1:0", GPU:MIG) or UUIDs ("GPU-...",
+                                            * "MIG-..."); indices in plain decimal */
+};
+
+struct sharing_cfg {
+        enum sharing_strategy strategy; /* SHARING_NONE: no resources, nothing else set */
+        bool rename_by_default;
+        bool fail_requests_greater_than_one;
+        struct sharing_resource_cfg *resources;
+        size_t n_resources; /* >= 1 unless SHARING_NONE; names are distinct, and so are the
+                             * names served (rename, else name) */
+};
+
+/* The name a shared resource is served under: rename, else name. */
+const char *config_sharing_served_name(const struct sharing_resource_cfg *r);
+
+/* ---- resources section (NVIDIA's resource naming by pattern) ---- */
+
+struct resource_pattern_cfg {
+        char *pattern; /* glob ('*' wildcards): a GPU's product name or a MIG profile name */
+        char *name;    /* full: "nvidia.com/<name>" */
+};
+
+struct resources_cfg {
+        struct resource_pattern_cfg *gpu_resources; /* resources.gpus, in file order */
+        size_t n_gpu_resources;
+        struct resource_pattern_cfg *mig_resources; /* resources.mig, in file order */
+        size_t n_mig_resources; /* no name is both a GPU and a MIG resource */
+};
+
+/* ---- health section (devlet's own) ---- */
+
+struct health_cfg {
+        bool recovery_enabled;     /* health.recovery.enabled, default false */
+        int64_t recovery_quiet_ms; /* health.recovery.quietPeriod, default 60s: an unhealthy
+                                    * GPU comes back after this long without new critical
+                                    * events, once NVML answers for it again; >= 0 */
+};
+
 /* ---- the whole configuration ---- */
 
 /* Every string is non-NULL ("" when empty); lists are NULL-terminated
@@ -96,9 +149,21 @@ struct devlet_config {
         char *cdi_annotation_prefix;
         char *nvidia_cdi_hook_path;
         char *container_driver_root;
+        char *shared_devices_allocation_policy; /* distributed|packed */
+
+        /* CDI, metrics and attribution */
+        char *cdi_spec_dir;           /* --cdi-spec-dir, default /var/run/cdi */
+        char *metrics_address;        /* --metrics-address, default ":9400"; "" = no metrics */
+        long collect_interval_ms;     /* --collect-interval, milliseconds, >= 100 */
+        char *hostname_label;         /* Hostname|hostname: the metrics label naming the node */
+        char *pod_resources_socket;   /* the kubelet's pod-resources socket */
+        char **container_state_dirs;  /* where runtimes keep container state (OCI specs) */
 
         /* sections */
         struct hostdev_cfg hostdev;
+        struct sharing_cfg sharing;
+        struct resources_cfg resources;
+        struct health_cfg health;
 
         /* warnings found while loading (unknown keys...), formatted with
          * their position; the caller logs them */
@@ -127,6 +192,7 @@ struct config_option {
         size_t offset;            /* into struct devlet_config */
         const char *const *choices; /* allowed values (each list item for CONFIG_LIST),
                                      * NULL-terminated; NULL = any */
+        long min, max;            /* CONFIG_INT bounds, inclusive; max 0 = no upper bound */
         const char *help;
 };
 

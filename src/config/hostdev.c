@@ -10,8 +10,6 @@
  * Never looks at the filesystem or sysfs (the hostdev backend does), never
  * logs. */
 #include <ctype.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,107 +75,10 @@ bool config_valid_resource_name(const char *s)
 
 /* ---- walking ---- */
 
-/* parent + suffix ("hostDevices.devices[0]" + ".name"); vsnprintf because
- * the paths are short and truncation would only shorten a message. */
-static const char *subpath(char *buf, size_t size, const char *parent, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-static const char *subpath(char *buf, size_t size, const char *parent, const char *fmt, ...)
-{
-        int n = snprintf(buf, size, "%s", parent);
-        if (n < 0 || (size_t)n >= size)
-                return buf;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf + n, size - (size_t)n, fmt, ap);
-        va_end(ap);
-        return buf;
-}
-
-struct hd_walk {
-        const char *file;
-        struct config_diag *diag;
-        char ***warnings;
-};
-
-static int fail(struct hd_walk *w, const struct config_node *n, const char *path,
+static int fail(struct config_walk *w, const struct config_node *n, const char *path,
                 const char *what)
 {
         return config_node_error(w->diag, w->file, n, path, "%s", what);
-}
-
-static int expect(struct hd_walk *w, const struct config_node *n, enum config_node_kind kind,
-                  const char *path)
-{
-        if (n->kind == kind)
-                return 0;
-        return config_node_error(w->diag, w->file, n, path, "expected %s, found %s",
-                                 kind == CONFIG_NODE_MAP   ? "a mapping"
-                                 : kind == CONFIG_NODE_SEQ ? "a list"
-                                                           : "a value",
-                                 config_node_kind_name(n));
-}
-
-/* The value under key as a string: *out = NULL when absent or null. */
-static int get_string(struct hd_walk *w, const struct config_node *map, const char *key,
-                      const char *parent, const char **out, const struct config_node **node)
-{
-        const struct config_node *n = config_node_get(map, key);
-        char path[300];
-        subpath(path, sizeof(path), parent, ".%s", key);
-        *out = NULL;
-        if (node)
-                *node = n;
-        if (!n || config_node_is_null(n))
-                return 0;
-        int r = expect(w, n, CONFIG_NODE_SCALAR, path);
-        if (r < 0)
-                return r;
-        *out = n->text;
-        return 0;
-}
-
-static int get_required(struct hd_walk *w, const struct config_node *map, const char *key,
-                        const char *parent, const char **out, const struct config_node **node)
-{
-        int r = get_string(w, map, key, parent, out, node);
-        if (r < 0)
-                return r;
-        if (!*out)
-                return config_node_error(w->diag, w->file, *node ? *node : map, parent,
-                                         "\"%s\" is required", key);
-        return 0;
-}
-
-static int get_bool(struct hd_walk *w, const struct config_node *map, const char *key,
-                    const char *parent, bool *out, const struct config_node **node)
-{
-        const char *s;
-        char path[300];
-        int r = get_string(w, map, key, parent, &s, node);
-        if (r < 0 || !s)
-                return r;
-        subpath(path, sizeof(path), parent, ".%s", key);
-        if (config_parse_bool(s, out) < 0)
-                return config_node_error(w->diag, w->file, *node, path,
-                                         "\"%.100s\" is not a boolean (true or false)", s);
-        return 0;
-}
-
-/* A list under key: *out = NULL when absent or null. */
-static int get_list(struct hd_walk *w, const struct config_node *map, const char *key,
-                    const char *parent, const struct config_node **out)
-{
-        const struct config_node *n = config_node_get(map, key);
-        char path[300];
-        subpath(path, sizeof(path), parent, ".%s", key);
-        *out = NULL;
-        if (!n || config_node_is_null(n))
-                return 0;
-        int r = expect(w, n, CONFIG_NODE_SEQ, path);
-        if (r < 0)
-                return r;
-        *out = n;
-        return 0;
 }
 
 /* Absolute, no empty, "." or ".." components, no trailing slash. */
@@ -199,22 +100,21 @@ static bool clean_abs_path(const char *p)
         }
 }
 
-static int parse_path(struct hd_walk *w, const struct config_node *n, const char *path,
+static int parse_path(struct config_walk *w, const struct config_node *n, const char *path,
                       struct hostdev_path_cfg *out)
 {
         static const char *const known[] = { "path",     "mountPath", "permissions", "type",
                                              "readOnly", "optional",  NULL };
         const struct config_node *node, *ro_node;
         const char *s;
-        char sub[300];
-        int r = expect(w, n, CONFIG_NODE_MAP, path);
+        char sub[CONFIG_PATH_MAX];
+        int r = config_walk_map(w, n, path, known);
         if (r < 0)
                 return r;
-        config_node_warn_unknown_keys(w->warnings, w->file, n, known);
 
-        if ((r = get_required(w, n, "path", path, &s, &node)) < 0)
+        if ((r = config_walk_required(w, n, "path", path, &s, &node)) < 0)
                 return r;
-        subpath(sub, sizeof(sub), path, ".path");
+        config_subpath(sub, sizeof(sub), path, ".path");
         if (!clean_abs_path(s))
                 return config_node_error(w->diag, w->file, node, sub,
                                          "\"%.100s\" is not a clean absolute path "
@@ -222,10 +122,10 @@ static int parse_path(struct hd_walk *w, const struct config_node *n, const char
                                          s);
         out->path = xstrdup(s);
 
-        if ((r = get_string(w, n, "mountPath", path, &s, &node)) < 0)
+        if ((r = config_walk_string(w, n, "mountPath", path, &s, &node)) < 0)
                 return r;
         if (s) {
-                subpath(sub, sizeof(sub), path, ".mountPath");
+                config_subpath(sub, sizeof(sub), path, ".mountPath");
                 if (!clean_abs_path(s))
                         return config_node_error(w->diag, w->file, node, sub,
                                                  "\"%.100s\" is not a clean absolute path "
@@ -235,10 +135,10 @@ static int parse_path(struct hd_walk *w, const struct config_node *n, const char
         }
 
         strcpy(out->permissions, "rw");
-        if ((r = get_string(w, n, "permissions", path, &s, &node)) < 0)
+        if ((r = config_walk_string(w, n, "permissions", path, &s, &node)) < 0)
                 return r;
         if (s) {
-                subpath(sub, sizeof(sub), path, ".permissions");
+                config_subpath(sub, sizeof(sub), path, ".permissions");
                 bool seen[3] = { false, false, false };
                 if (!s[0])
                         return fail(w, node, sub, "must not be empty (a subset of \"rwm\")");
@@ -262,10 +162,10 @@ static int parse_path(struct hd_walk *w, const struct config_node *n, const char
         }
 
         out->type = HOSTDEV_PATH_DEVICE;
-        if ((r = get_string(w, n, "type", path, &s, &node)) < 0)
+        if ((r = config_walk_string(w, n, "type", path, &s, &node)) < 0)
                 return r;
         if (s) {
-                subpath(sub, sizeof(sub), path, ".type");
+                config_subpath(sub, sizeof(sub), path, ".type");
                 if (strcmp(s, "Mount") == 0 || strcmp(s, "mount") == 0)
                         out->type = HOSTDEV_PATH_MOUNT;
                 else if (strcmp(s, "Device") != 0 && strcmp(s, "device") != 0)
@@ -273,30 +173,30 @@ static int parse_path(struct hd_walk *w, const struct config_node *n, const char
                                                  "\"%.100s\" is not one of Device, Mount", s);
         }
 
-        if ((r = get_bool(w, n, "readOnly", path, &out->read_only, &ro_node)) < 0)
+        if ((r = config_walk_bool(w, n, "readOnly", path, &out->read_only, &ro_node)) < 0)
                 return r;
         if (out->read_only && out->type != HOSTDEV_PATH_MOUNT) {
-                subpath(sub, sizeof(sub), path, ".readOnly");
+                config_subpath(sub, sizeof(sub), path, ".readOnly");
                 return fail(w, ro_node, sub, "only applies to type Mount");
         }
-        return get_bool(w, n, "optional", path, &out->optional, &node);
+        return config_walk_bool(w, n, "optional", path, &out->optional, &node);
 }
 
 /* "046d" or "0x046d" -> "046d". */
-static int parse_usb_id(struct hd_walk *w, const struct config_node *map, const char *key,
+static int parse_usb_id(struct config_walk *w, const struct config_node *map, const char *key,
                         const char *path, char **out)
 {
         const struct config_node *node;
         const char *s;
-        char sub[300];
-        int r = get_required(w, map, key, path, &s, &node);
+        char sub[CONFIG_PATH_MAX];
+        int r = config_walk_required(w, map, key, path, &s, &node);
         if (r < 0)
                 return r;
         const char *hex = s;
         if (hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X'))
                 hex += 2;
         if (strlen(hex) != 4 || strspn(hex, "0123456789abcdefABCDEF") != 4) {
-                subpath(sub, sizeof(sub), path, ".%s", key);
+                config_subpath(sub, sizeof(sub), path, ".%s", key);
                 return config_node_error(w->diag, w->file, node, sub,
                                          "\"%.100s\" is not a 4-digit hex ID (like \"046d\")", s);
         }
@@ -306,26 +206,25 @@ static int parse_usb_id(struct hd_walk *w, const struct config_node *map, const 
         return 0;
 }
 
-static int parse_usb(struct hd_walk *w, const struct config_node *n, const char *path,
+static int parse_usb(struct config_walk *w, const struct config_node *n, const char *path,
                      struct hostdev_usb_cfg *out)
 {
         static const char *const known[] = { "vendor", "product", "serial", NULL };
         const struct config_node *node;
         const char *s;
-        int r = expect(w, n, CONFIG_NODE_MAP, path);
+        int r = config_walk_map(w, n, path, known);
         if (r < 0)
                 return r;
-        config_node_warn_unknown_keys(w->warnings, w->file, n, known);
         if ((r = parse_usb_id(w, n, "vendor", path, &out->vendor)) < 0)
                 return r;
         if ((r = parse_usb_id(w, n, "product", path, &out->product)) < 0)
                 return r;
-        if ((r = get_string(w, n, "serial", path, &s, &node)) < 0)
+        if ((r = config_walk_string(w, n, "serial", path, &s, &node)) < 0)
                 return r;
         if (s) {
                 if (!s[0]) {
-                        char sub[300];
-                        subpath(sub, sizeof(sub), path, ".serial");
+                        char sub[CONFIG_PATH_MAX];
+                        config_subpath(sub, sizeof(sub), path, ".serial");
                         return fail(w, node, sub, "must not be empty (leave it out to match any)");
                 }
                 out->serial = xstrdup(s);
@@ -333,38 +232,23 @@ static int parse_usb(struct hd_walk *w, const struct config_node *n, const char 
         return 0;
 }
 
-static int parse_group(struct hd_walk *w, const struct config_node *n, const char *path,
+static int parse_group(struct config_walk *w, const struct config_node *n, const char *path,
                        struct hostdev_group_cfg *out)
 {
         static const char *const known[] = { "count", "paths", "usb", NULL };
-        const struct config_node *node, *paths, *usb;
-        const char *s;
-        char sub[300];
-        int r = expect(w, n, CONFIG_NODE_MAP, path);
+        const struct config_node *paths, *usb;
+        char sub[CONFIG_PATH_MAX];
+        int r = config_walk_map(w, n, path, known);
         if (r < 0)
                 return r;
-        config_node_warn_unknown_keys(w->warnings, w->file, n, known);
 
         out->count = 1;
-        if ((r = get_string(w, n, "count", path, &s, &node)) < 0)
+        if ((r = config_walk_uint(w, n, "count", path, 1, GROUP_COUNT_MAX, &out->count, NULL)) < 0)
                 return r;
-        if (s) {
-                char *end;
-                errno = 0;
-                unsigned long v = isdigit((unsigned char)s[0]) ? strtoul(s, &end, 10) : 0;
-                if (!isdigit((unsigned char)s[0]) || errno || *end || v < 1 ||
-                    v > GROUP_COUNT_MAX) {
-                        subpath(sub, sizeof(sub), path, ".count");
-                        return config_node_error(w->diag, w->file, node, sub,
-                                                 "\"%.100s\" is not an integer from 1 to %d", s,
-                                                 GROUP_COUNT_MAX);
-                }
-                out->count = (unsigned)v;
-        }
 
-        if ((r = get_list(w, n, "paths", path, &paths)) < 0)
+        if ((r = config_walk_list(w, n, "paths", path, &paths)) < 0)
                 return r;
-        if ((r = get_list(w, n, "usb", path, &usb)) < 0)
+        if ((r = config_walk_list(w, n, "usb", path, &usb)) < 0)
                 return r;
         if ((!paths || !paths->n_items) && (!usb || !usb->n_items))
                 return fail(w, n, path, "needs at least one entry in \"paths\" or \"usb\"");
@@ -372,7 +256,7 @@ static int parse_group(struct hd_walk *w, const struct config_node *n, const cha
         if (paths && paths->n_items) {
                 out->paths = xcalloc(paths->n_items, sizeof(*out->paths));
                 for (size_t i = 0; i < paths->n_items; i++) {
-                        subpath(sub, sizeof(sub), path, ".paths[%zu]", i);
+                        config_subpath(sub, sizeof(sub), path, ".paths[%zu]", i);
                         out->n_paths++;
                         if ((r = parse_path(w, paths->items[i], sub, &out->paths[i])) < 0)
                                 return r;
@@ -381,7 +265,7 @@ static int parse_group(struct hd_walk *w, const struct config_node *n, const cha
         if (usb && usb->n_items) {
                 out->usb = xcalloc(usb->n_items, sizeof(*out->usb));
                 for (size_t i = 0; i < usb->n_items; i++) {
-                        subpath(sub, sizeof(sub), path, ".usb[%zu]", i);
+                        config_subpath(sub, sizeof(sub), path, ".usb[%zu]", i);
                         out->n_usb++;
                         if ((r = parse_usb(w, usb->items[i], sub, &out->usb[i])) < 0)
                                 return r;
@@ -390,22 +274,21 @@ static int parse_group(struct hd_walk *w, const struct config_node *n, const cha
         return 0;
 }
 
-static int parse_device(struct hd_walk *w, const struct config_node *n, const char *path,
+static int parse_device(struct config_walk *w, const struct config_node *n, const char *path,
                         const char *domain, const struct hostdev_cfg *done,
                         struct hostdev_device_cfg *out)
 {
         static const char *const known[] = { "name", "groups", NULL };
         const struct config_node *node, *groups;
         const char *name;
-        char sub[300];
-        int r = expect(w, n, CONFIG_NODE_MAP, path);
+        char sub[CONFIG_PATH_MAX];
+        int r = config_walk_map(w, n, path, known);
         if (r < 0)
                 return r;
-        config_node_warn_unknown_keys(w->warnings, w->file, n, known);
 
-        if ((r = get_required(w, n, "name", path, &name, &node)) < 0)
+        if ((r = config_walk_required(w, n, "name", path, &name, &node)) < 0)
                 return r;
-        subpath(sub, sizeof(sub), path, ".name");
+        config_subpath(sub, sizeof(sub), path, ".name");
         _cleanup_free_ char *resource = xasprintf("%s/%s", domain, name);
         bool lower = true;
         for (const char *p = name; *p; p++)
@@ -424,16 +307,16 @@ static int parse_device(struct hd_walk *w, const struct config_node *n, const ch
                                                  name, i);
         out->name = xstrdup(name);
 
-        if ((r = get_list(w, n, "groups", path, &groups)) < 0)
+        if ((r = config_walk_list(w, n, "groups", path, &groups)) < 0)
                 return r;
-        subpath(sub, sizeof(sub), path, ".groups");
+        config_subpath(sub, sizeof(sub), path, ".groups");
         if (!groups)
                 return config_node_error(w->diag, w->file, n, path, "\"groups\" is required");
         if (!groups->n_items)
                 return fail(w, groups, sub, "needs at least one group");
         out->groups = xcalloc(groups->n_items, sizeof(*out->groups));
         for (size_t i = 0; i < groups->n_items; i++) {
-                subpath(sub, sizeof(sub), path, ".groups[%zu]", i);
+                config_subpath(sub, sizeof(sub), path, ".groups[%zu]", i);
                 out->n_groups++;
                 if ((r = parse_group(w, groups->items[i], sub, &out->groups[i])) < 0)
                         return r;
@@ -445,17 +328,16 @@ int config_hostdev_parse(const struct config_node *node, const char *file, struc
                          char ***warnings, struct config_diag *diag)
 {
         static const char *const known[] = { "domain", "devices", NULL };
-        struct hd_walk w = { .file = file, .diag = diag, .warnings = warnings };
+        struct config_walk w = { .file = file, .diag = diag, .warnings = warnings };
         const char *path = "hostDevices";
         const struct config_node *dnode, *devices = NULL;
         const char *domain = NULL;
         int r;
 
         if (!config_node_is_null(node)) {
-                if ((r = expect(&w, node, CONFIG_NODE_MAP, path)) < 0)
+                if ((r = config_walk_map(&w, node, path, known)) < 0)
                         return r;
-                config_node_warn_unknown_keys(warnings, file, node, known);
-                if ((r = get_string(&w, node, "domain", path, &domain, &dnode)) < 0)
+                if ((r = config_walk_string(&w, node, "domain", path, &domain, &dnode)) < 0)
                         return r;
                 if (domain && !config_valid_dns_subdomain(domain))
                         return config_node_error(diag, file, dnode, "hostDevices.domain",
@@ -470,7 +352,7 @@ int config_hostdev_parse(const struct config_node *node, const char *file, struc
                                                          "Kubernetes' own resources",
                                                          domain);
                 }
-                if ((r = get_list(&w, node, "devices", path, &devices)) < 0)
+                if ((r = config_walk_list(&w, node, "devices", path, &devices)) < 0)
                         return r;
                 if (devices && devices->n_items > DEVICES_MAX)
                         return config_node_error(diag, file, devices, "hostDevices.devices",

@@ -33,6 +33,8 @@ static const char *const mig_strategy_choices[] = { "none", "single", "mixed", N
 static const char *const device_list_strategy_choices[] = { "envvar", "volume-mounts",
                                                             "cdi-annotations", "cdi-cri", NULL };
 static const char *const device_id_strategy_choices[] = { "uuid", "index", NULL };
+static const char *const allocation_policy_choices[] = { "distributed", "packed", NULL };
+static const char *const hostname_label_choices[] = { "Hostname", "hostname", NULL };
 
 #define FIELD(f) offsetof(struct devlet_config, f)
 
@@ -72,6 +74,8 @@ static const struct config_option options[] = {
                 .type = CONFIG_INT,
                 .default_value = "0",
                 .offset = FIELD(verbosity),
+                .min = 0,
+                .max = 10,
                 .help = "Log verbosity: 1 adds debug messages, 2 adds trace",
         },
         {
@@ -224,6 +228,75 @@ static const struct config_option options[] = {
                 .offset = FIELD(container_driver_root),
                 .help = "Where the driver root is mounted in devlet's container",
         },
+        {
+                .flag = "shared-devices-allocation-policy",
+                .envs = { "SHARED_DEVICES_ALLOCATION_POLICY" },
+                .key = "flags.plugin.sharedDevicesAllocationPolicy",
+                .type = CONFIG_STRING,
+                .default_value = "distributed",
+                .offset = FIELD(shared_devices_allocation_policy),
+                .choices = allocation_policy_choices,
+                .help = "How shared (replicated) devices are picked: spread over GPUs, "
+                        "or packed onto as few as possible",
+        },
+        {
+                .flag = "cdi-spec-dir",
+                .envs = { "DEVLET_CDI_SPEC_DIR" },
+                .key = "flags.cdiSpecDir",
+                .type = CONFIG_STRING,
+                .default_value = "/var/run/cdi",
+                .offset = FIELD(cdi_spec_dir),
+                .help = "Directory the CDI specs are written to",
+        },
+        {
+                .flag = "metrics-address",
+                .envs = { "DEVLET_METRICS_ADDRESS", "DCGM_EXPORTER_LISTEN" },
+                .key = "flags.metricsAddress",
+                .type = CONFIG_STRING,
+                .default_value = ":9400",
+                .offset = FIELD(metrics_address),
+                .help = "Listen address of the metrics endpoint, [host]:port (empty: no "
+                        "metrics; an empty env var counts as unset)",
+        },
+        {
+                .flag = "collect-interval",
+                .envs = { "DCGM_EXPORTER_INTERVAL" },
+                .key = "flags.collectInterval",
+                .type = CONFIG_INT,
+                .default_value = "30000",
+                .offset = FIELD(collect_interval_ms),
+                .min = 100,
+                .help = "Interval between metric samples, in milliseconds",
+        },
+        {
+                .flag = "hostname-label",
+                .envs = { "DEVLET_HOSTNAME_LABEL" },
+                .key = "flags.hostnameLabel",
+                .type = CONFIG_STRING,
+                .default_value = "Hostname",
+                .offset = FIELD(hostname_label),
+                .choices = hostname_label_choices,
+                .help = "Name of the metrics label that carries the node name",
+        },
+        {
+                .flag = "pod-resources-socket",
+                .envs = { "DEVLET_POD_RESOURCES_SOCKET" },
+                .key = "flags.podResourcesSocket",
+                .type = CONFIG_STRING,
+                .default_value = "/var/lib/kubelet/pod-resources/kubelet.sock",
+                .offset = FIELD(pod_resources_socket),
+                .help = "The kubelet's pod-resources socket (which pod holds which device)",
+        },
+        {
+                .flag = "container-state-dirs",
+                .envs = { "DEVLET_CONTAINER_STATE_DIRS" },
+                .key = "flags.containerStateDirs",
+                .type = CONFIG_LIST,
+                .default_value = "/run/containerd/io.containerd.runtime.v2.task/k8s.io,"
+                                 "/run/containers/storage/overlay-containers",
+                .offset = FIELD(container_state_dirs),
+                .help = "Where container runtimes keep each container's state and OCI spec",
+        },
 };
 
 const struct config_option *config_options(size_t *n)
@@ -311,9 +384,7 @@ static int parse_nonneg_long(const char *s, long *out)
         return 0;
 }
 
-/* "500ms", "5s", "2m", "1h", sequences like "1h30m", a bare number of
- * seconds, or "infinite" (-1). */
-static int parse_duration(const char *s, int64_t *out)
+int config_parse_duration(const char *s, int64_t *out)
 {
         if (strcmp(s, "infinite") == 0) {
                 *out = -1;
@@ -451,9 +522,18 @@ int config_value_parse(const struct config_option *opt, const char *text, const 
                                 diag, NULL, 0, 0,
                                 "%s: invalid value \"%.100s\" (expected a non-negative integer)", who,
                                 text);
+                if (out->i < opt->min || (opt->max && out->i > opt->max)) {
+                        if (opt->max)
+                                return config_diag_set(diag, NULL, 0, 0,
+                                                       "%s: %ld is out of range (%ld to %ld)",
+                                                       who, out->i, opt->min, opt->max);
+                        return config_diag_set(diag, NULL, 0, 0,
+                                               "%s: %ld is out of range (at least %ld)", who,
+                                               out->i, opt->min);
+                }
                 return 0;
         case CONFIG_DURATION:
-                if (parse_duration(text, &out->ms) < 0)
+                if (config_parse_duration(text, &out->ms) < 0)
                         return config_diag_set(diag, NULL, 0, 0,
                                                "%s: invalid value \"%.100s\" (expected a duration "
                                                "such as 500ms, 5s, 2m, 1h, a number of seconds, "
@@ -517,6 +597,7 @@ struct devlet_config *config_new_defaults(void)
                 config_value_store(cfg, &options[i], &v);
         }
         cfg->hostdev.domain = xstrdup("devlet.io");
+        cfg->health.recovery_quiet_ms = CONFIG_HEALTH_QUIET_DEFAULT_MS;
         return cfg;
 }
 
@@ -532,6 +613,8 @@ void config_free(struct devlet_config *cfg)
                         strv_free(*(char ***)field);
         }
         config_hostdev_clear(&cfg->hostdev);
+        config_sharing_clear(&cfg->sharing);
+        config_resources_clear(&cfg->resources);
         strv_free(cfg->warnings);
         free(cfg);
 }

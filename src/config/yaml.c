@@ -6,10 +6,11 @@
  * refused (no billion-laughs expansion), nesting depth and node count are
  * capped, duplicate keys and NUL characters are errors.  The walk then
  * checks `version: v1`, maps `flags.*` keys onto the option table, hands
- * `hostDevices` to hostdev.c, and accepts NVIDIA's `sharing`, `resources`
- * and `health` untouched; any other key is a warning, never an error, so
- * NVIDIA's own files stay loadable.  Values are collected first and stored
- * into the config only when the whole file is good.
+ * `hostDevices` to hostdev.c, `resources` and `sharing` to sharing.c (sharing
+ * last: it checks names against resources) and `health` to health.c; any
+ * other key is a warning, never an error, so NVIDIA's own files stay
+ * loadable.  Values and sections are collected first and stored into the
+ * config only when the whole file is good.
  *
  * Never logs and never reads files (config_load does). */
 #include <errno.h>
@@ -403,6 +404,25 @@ static int walk_section(struct walk *w, const struct config_node *map, const cha
         return 0;
 }
 
+/* The structured sections of one file, held until the whole file is good. */
+struct sections {
+        struct hostdev_cfg hostdev;
+        struct resources_cfg resources;
+        struct sharing_cfg sharing;
+        struct health_cfg health;
+        bool have_hostdev, have_resources, have_sharing, have_health;
+};
+
+static void sections_clear(struct sections *s)
+{
+        if (s->have_hostdev)
+                config_hostdev_clear(&s->hostdev);
+        if (s->have_resources)
+                config_resources_clear(&s->resources);
+        if (s->have_sharing)
+                config_sharing_clear(&s->sharing);
+}
+
 static int check_version(struct walk *w, const struct config_node *root)
 {
         const struct config_node *v = config_node_get(root, "version");
@@ -448,35 +468,61 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
         if (r < 0)
                 return r;
 
-        struct hostdev_cfg hostdev = { 0 };
-        bool have_hostdev = false;
+        _cleanup_(sections_clear) struct sections sec = { 0 };
+        const struct config_node *sharing = NULL;
         for (size_t i = 0; i + 1 < root->n_items; i += 2) {
                 const struct config_node *k = root->items[i], *v = root->items[i + 1];
-                if (strcmp(k->text, "version") == 0 || strcmp(k->text, "sharing") == 0 ||
-                    strcmp(k->text, "resources") == 0 || strcmp(k->text, "health") == 0)
-                        continue; /* NVIDIA's sections: parsed by a later module */
+                if (strcmp(k->text, "version") == 0)
+                        continue;
                 if (strcmp(k->text, "flags") == 0) {
                         r = walk_section(&w, v, "flags");
                 } else if (strcmp(k->text, "hostDevices") == 0) {
-                        r = config_hostdev_parse(v, file, &hostdev, &w.warnings, diag);
-                        have_hostdev = r >= 0;
+                        r = config_hostdev_parse(v, file, &sec.hostdev, &w.warnings, diag);
+                        sec.have_hostdev = r >= 0;
+                } else if (strcmp(k->text, "resources") == 0) {
+                        r = config_resources_parse(v, file, &sec.resources, &w.warnings, diag);
+                        sec.have_resources = r >= 0;
+                } else if (strcmp(k->text, "health") == 0) {
+                        r = config_health_parse(v, file, &sec.health, &w.warnings, diag);
+                        sec.have_health = r >= 0;
+                } else if (strcmp(k->text, "sharing") == 0) {
+                        sharing = v; /* after resources, whose names it checks */
                 } else {
                         config_node_warn_unknown(&w.warnings, file, k);
                 }
-                if (r < 0) {
-                        config_hostdev_clear(&hostdev);
+                if (r < 0)
                         return r;
-                }
+        }
+        if (sharing) {
+                r = config_sharing_parse(sharing, file,
+                                         sec.have_resources ? &sec.resources : &cfg->resources,
+                                         &sec.sharing, &w.warnings, diag);
+                if (r < 0)
+                        return r;
+                sec.have_sharing = true;
         }
 
         /* all good: only now does cfg change */
         for (size_t i = 0; i < w.n_values; i++)
                 config_value_store(cfg, w.values[i].opt, &w.values[i].v);
         w.n_values = 0;
-        if (have_hostdev) {
+        if (sec.have_hostdev) {
                 config_hostdev_clear(&cfg->hostdev);
-                cfg->hostdev = hostdev;
+                cfg->hostdev = sec.hostdev;
+                sec.have_hostdev = false;
         }
+        if (sec.have_resources) {
+                config_resources_clear(&cfg->resources);
+                cfg->resources = sec.resources;
+                sec.have_resources = false;
+        }
+        if (sec.have_sharing) {
+                config_sharing_clear(&cfg->sharing);
+                cfg->sharing = sec.sharing;
+                sec.have_sharing = false;
+        }
+        if (sec.have_health)
+                cfg->health = sec.health;
         for (size_t i = 0; w.warnings && w.warnings[i]; i++)
                 cfg->warnings = strv_push(cfg->warnings, w.warnings[i]);
         return 0;

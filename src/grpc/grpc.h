@@ -3,7 +3,9 @@
  * Byte-level: handlers get and send serialized protobuf messages; the caller
  * packs and unpacks them with protobuf-c (see grpc_call_reply_pb).  Nothing
  * here blocks: every function returns at once and reports through callbacks
- * on the loop thread.  This module never logs above debug level. */
+ * on the loop thread.  This module never logs above debug level.  Since a
+ * peer may hang up at any time, creating a server or a client call sets
+ * SIGPIPE to ignored if it is still at its default disposition. */
 #ifndef DEVLET_GRPC_GRPC_H
 #define DEVLET_GRPC_GRPC_H
 
@@ -83,7 +85,8 @@ struct grpc_call;
  * the call with grpc_call_reply*() or grpc_call_finish(), now or later.  For
  * server-streaming methods it may keep the call and send messages over time
  * with grpc_call_send(); the call stays valid until it calls
- * grpc_call_finish() or until the on_cancel callback fires. */
+ * grpc_call_finish() or until the on_cancel callback fires.  req is valid
+ * only until the handler returns. */
 typedef void (*grpc_handler_fn)(struct grpc_call *call, const uint8_t *req, size_t len,
                                 void *userdata);
 
@@ -107,9 +110,12 @@ void grpc_server_free(struct grpc_server *s);
 size_t grpc_server_connections(const struct grpc_server *s);
 
 /* Server-streaming: sends one message.  Returns 0, or -ECONNRESET if the
- * stream is already gone, -EMSGSIZE if len > GRPC_MAX_MESSAGE. */
+ * stream is already gone, -EMSGSIZE if len > GRPC_MAX_MESSAGE, -ENOBUFS if
+ * the peer is not reading and too much output is already queued for it. */
 int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t len);
-/* Unary: sends the one response message and status OK. */
+/* Unary: sends the one response message and status OK.  Always ends the
+ * call: a message refused with -EMSGSIZE or -ENOBUFS ends it with
+ * RESOURCE_EXHAUSTED instead. */
 int grpc_call_reply(struct grpc_call *call, const uint8_t *msg, size_t len);
 /* Packs msg with protobuf-c and replies (unary). */
 int grpc_call_reply_pb(struct grpc_call *call, const ProtobufCMessage *msg);
@@ -123,7 +129,9 @@ int grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
 
 /* Registers fn to run when the peer cancels the stream, the connection
  * drops, or the server is freed before the handler finished the call.  After
- * fn returns the call is freed; fn must not call grpc_call_finish. */
+ * fn returns the call is freed; fn must not call grpc_call_finish.  Without
+ * it, such a call stays valid (sends fail with -ECONNRESET) until the
+ * handler ends it with grpc_call_finish or grpc_call_reply. */
 void grpc_call_on_cancel(struct grpc_call *call, void (*fn)(struct grpc_call *call, void *ud),
                          void *ud);
 const char *grpc_call_method(const struct grpc_call *call);

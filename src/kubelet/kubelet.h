@@ -56,12 +56,20 @@ char *plugin_endpoint_name(const char *resource);
 
 struct kubelet_manager;
 
+/* Called when a new kubelet appears after an earlier one (a restart, not the
+ * first appearance).  The owner re-reads its config and re-enumerates devices,
+ * which builds a new manager; it must not free the manager from inside this
+ * callback (defer it to the next loop turn). */
+typedef void (*kubelet_restart_fn)(void *ud);
+
 /* Serves every resource, registers each with the kubelet when its socket
  * exists (or as soon as it appears) and keeps doing so across kubelet
- * restarts.  resources must outlive the manager. */
+ * restarts.  With on_restart set, a kubelet restart is reported there instead
+ * of re-registering the current resources.  resources must outlive the
+ * manager. */
 int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kubelet_socket,
                         struct dev_resource *const *resources, size_t n,
-                        struct kubelet_manager **out);
+                        kubelet_restart_fn on_restart, void *ud, struct kubelet_manager **out);
 void kubelet_manager_free(struct kubelet_manager *m);
 uint64_t kubelet_manager_restarts_seen(const struct kubelet_manager *m);
 

@@ -5,7 +5,8 @@
  * (inotify through uv_fs_event) and, on any event, compare what is there with
  * what we expect: a missing or replaced plugin socket is re-created and
  * registered again; a kubelet.sock with a new inode means a new kubelet, so
- * every resource registers again.  A slow timer repeats the same check, which
+ * every resource registers again (or the owner is told, and rebuilds
+ * everything from a fresh device scan).  A slow timer repeats the same check, which
  * covers a directory that is itself removed and re-created (its inotify watch
  * dies with it).  devlet never exits because the kubelet went away.
  * Runs on the loop thread; every check is a few stat(2) calls. */
@@ -47,6 +48,8 @@ struct kubelet_manager {
         dev_t kubelet_dev;
         ino_t kubelet_ino;
         uint64_t restarts_seen;
+        kubelet_restart_fn on_restart;
+        void *on_restart_ud;
 };
 
 static void schedule_check(struct kubelet_manager *m);
@@ -103,9 +106,12 @@ static void check(struct kubelet_manager *m)
         int present = stat(m->kubelet_socket, &st) == 0 && S_ISSOCK(st.st_mode);
         int kubelet_new = present && (!m->kubelet_present || st.st_dev != m->kubelet_dev ||
                                       st.st_ino != m->kubelet_ino);
+        int restart = 0;
         if (present && kubelet_new) {
-                if (m->kubelet_present || m->kubelet_ino)
+                if (m->kubelet_present || m->kubelet_ino) {
                         m->restarts_seen++;
+                        restart = 1;
+                }
                 log_info("kubelet", "kubelet socket found socket=%s restarts_seen=%llu",
                          m->kubelet_socket, (unsigned long long)m->restarts_seen);
                 m->kubelet_dev = st.st_dev;
@@ -116,6 +122,10 @@ static void check(struct kubelet_manager *m)
         }
         m->kubelet_present = present;
 
+        if (restart && m->on_restart) {
+                m->on_restart(m->on_restart_ud);
+                return;
+        }
         for (size_t i = 0; i < m->n_servers; i++) {
                 int recreated = plugin_server_ensure_socket(m->servers[i]);
                 if (present && (kubelet_new || recreated > 0))
@@ -149,7 +159,7 @@ static uv_timer_t *timer_new(struct kubelet_manager *m)
 
 int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kubelet_socket,
                         struct dev_resource *const *resources, size_t n,
-                        struct kubelet_manager **out)
+                        kubelet_restart_fn on_restart, void *ud, struct kubelet_manager **out)
 {
         int r = fs_mkdir_p(plugin_dir, 0755);
         if (r < 0) {
@@ -164,6 +174,8 @@ int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kub
         m->kubelet_socket = xstrdup(kubelet_socket);
         m->debounce = timer_new(m);
         m->poll = timer_new(m);
+        m->on_restart = on_restart;
+        m->on_restart_ud = ud;
 
         m->watches[m->n_watches++].path = xstrdup(plugin_dir);
         _cleanup_free_ char *ks = xstrdup(kubelet_socket);

@@ -1,0 +1,323 @@
+"""deploy/: every overlay renders with `kubectl kustomize`, every rendered
+object validates against the Kubernetes API schemas (tests/deploy/validate.js
+with the npm packages kubernetes-models and @kubernetes-models/prometheus-operator,
+installed into $DEVLET_BUILD/node), and the DaemonSets follow the rules
+docs/INSTALL.md states: probes, resources, NODE_NAME, rolling updates, no
+privilege, and host paths only where a job needs them."""
+
+import os
+import pathlib
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("DEVLET_BUILD", ROOT / "build"))
+OVERLAYS_DIR = ROOT / "deploy" / "overlays"
+OVERLAYS = sorted(p.name for p in OVERLAYS_DIR.iterdir() if (p / "kustomization.yaml").exists())
+
+GPU = {"all-in-one", "nvidia-only", "metrics", "metrics-podmonitor"}
+# process attribution (metrics per pod) is on where the pod-resources socket is
+ATTRIBUTION = {"all-in-one", "metrics", "metrics-podmonitor"}
+NAMESPACED = {"ServiceAccount", "ConfigMap", "Service", "DaemonSet", "ServiceMonitor", "PodMonitor"}
+NVIDIA_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+@pytest.fixture
+def plugin_dir():
+    """A device-plugins directory with a short path: a Unix socket path must
+    fit in 108 bytes, and pytest's tmp_path can be longer."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="devlet-dp-", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+# host path -> (mounted read-only, overlays that mount it)
+HOST_PATHS = {
+    "/var/lib/kubelet/device-plugins": (False, set(OVERLAYS)),
+    "/var/lib/kubelet/pod-resources": (True, ATTRIBUTION),
+    "/run/containerd": (True, ATTRIBUTION),
+    "/run/containers/storage": (True, ATTRIBUTION),
+    "/var/run/cdi": (False, ATTRIBUTION),
+    "/etc/kubernetes/node-feature-discovery/features.d": (False, ATTRIBUTION),
+    "/": (True, ATTRIBUTION),
+    "/dev": (True, {"host-devices-only"}),
+}
+
+
+def test_expected_overlays_exist():
+    assert {"all-in-one", "nvidia-only", "host-devices-only", "metrics", "metrics-podmonitor"} <= set(OVERLAYS)
+
+
+_rendered = {}
+
+
+def render(overlay):
+    if overlay not in _rendered:
+        res = subprocess.run(["kubectl", "kustomize", str(OVERLAYS_DIR / overlay)],
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        _rendered[overlay] = res.stdout
+    return _rendered[overlay]
+
+
+def objects(overlay):
+    return list(yaml.safe_load_all(render(overlay)))
+
+
+def one(overlay, kind):
+    found = [o for o in objects(overlay) if o["kind"] == kind]
+    assert len(found) == 1, f"{overlay}: {len(found)} {kind} objects"
+    return found[0]
+
+
+def daemonset(overlay):
+    return one(overlay, "DaemonSet")
+
+
+def container(overlay):
+    (c,) = daemonset(overlay)["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+@pytest.fixture(scope="module")
+def node_modules():
+    """tests/deploy's pinned npm packages, installed once into $BUILD/node."""
+    dest = BUILD / "node"
+    lock = ROOT / "tests" / "deploy" / "package-lock.json"
+    installed = dest / "package-lock.json"
+    if not ((dest / "node_modules").is_dir() and installed.exists()
+            and installed.read_bytes() == lock.read_bytes()):
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "tests" / "deploy" / "package.json", dest)
+        shutil.copy(lock, dest)
+        res = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=dest,
+                             capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stdout + res.stderr
+    return dest / "node_modules"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_renders(overlay):
+    objs = objects(overlay)
+    assert objs and all(isinstance(o, dict) and o.get("kind") for o in objs)
+    for o in objs:
+        if o["kind"] in NAMESPACED:
+            assert o["metadata"].get("namespace"), f"{o['kind']}/{o['metadata']['name']} has no namespace"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_validates_against_api_schemas(overlay, node_modules, tmp_path):
+    f = tmp_path / f"{overlay}.yaml"
+    f.write_text(render(overlay))
+    res = subprocess.run(["node", str(ROOT / "tests" / "deploy" / "validate.js"), str(node_modules), str(f)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"{len(objects(overlay))} objects, 0 problems" in res.stdout
+
+
+def test_validator_rejects_bad_objects(node_modules, tmp_path):
+    """The checker itself: a misspelt field, a wrong type and an unknown kind
+    are each reported."""
+    objs = objects("metrics")
+    ds = next(o for o in objs if o["kind"] == "DaemonSet")
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    c["readinesProbe"] = c.pop("readinessProbe")
+    c["resources"]["limits"]["memory"] = ["64Mi"]
+    sm = next(o for o in objs if o["kind"] == "ServiceMonitor")
+    sm["spec"]["endpoints"][0]["honorLabel"] = True
+    objs.append({"apiVersion": "v1", "kind": "Sevice", "metadata": {"name": "typo"}})
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump_all(objs))
+    res = subprocess.run(["node", str(ROOT / "tests" / "deploy" / "validate.js"), str(node_modules), str(f)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1
+    assert "DaemonSet/devlet: unknown field .spec.template.spec.containers[0].readinesProbe" in res.stdout
+    assert "containers/0/resources/limits/memory must be" in res.stdout
+    assert "ServiceMonitor/devlet: unknown field .spec.endpoints[0].honorLabel" in res.stdout
+    assert "Sevice/typo: unknown kind Sevice in v1" in res.stdout
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_daemonset_probes_resources_env_and_updates(overlay):
+    ds = daemonset(overlay)
+    c = container(overlay)
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports["metrics"] == 9400
+    for probe in ("readinessProbe", "livenessProbe"):
+        get = c[probe]["httpGet"]
+        assert get["path"] == "/health"
+        assert ports.get(get["port"], get["port"]) == 9400
+    for kind in ("requests", "limits"):
+        assert {"cpu", "memory"} <= set(c["resources"][kind]), kind
+    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in c["env"]
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    assert c["args"][0] == "run"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_no_privilege(overlay):
+    sc = container(overlay)["securityContext"]
+    assert sc["privileged"] is False
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert "add" not in sc["capabilities"]
+    # root only for the root-owned kubelet sockets; see Containerfile
+    assert sc["runAsUser"] == 0
+    spec = daemonset(overlay)["spec"]["template"]["spec"]
+    assert spec.get("hostNetwork", False) is False
+    assert spec.get("automountServiceAccountToken") is False
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_host_pid_only_with_process_attribution(overlay):
+    assert daemonset(overlay)["spec"]["template"]["spec"].get("hostPID", False) == (overlay in ATTRIBUTION)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_host_paths_only_where_a_job_needs_them(overlay):
+    spec = daemonset(overlay)["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["name"]: m for m in container(overlay)["volumeMounts"]}
+    assert set(mounts) == set(volumes), "every volume is mounted, every mount has a volume"
+    host = {v["hostPath"]["path"]: mounts[name] for name, v in volumes.items() if "hostPath" in v}
+    want = {path for path, (_, overlays) in HOST_PATHS.items() if overlay in overlays}
+    assert set(host) == want
+    for path, mount in host.items():
+        assert mount.get("readOnly", False) == HOST_PATHS[path][0], path
+    # container state and the driver root hold other containers' mounts: the
+    # host's unmounts must reach this pod
+    for path in ("/run/containerd", "/run/containers/storage", "/"):
+        if path in host:
+            assert host[path]["mountPropagation"] == "HostToContainer", path
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_config_map_is_mounted_as_a_directory(overlay):
+    """No subPath, so ConfigMap edits reach the node (the ..data swap that
+    devlet watches)."""
+    c = container(overlay)
+    spec = daemonset(overlay)["spec"]["template"]["spec"]
+    cm = one(overlay, "ConfigMap")
+    (vol,) = [v for v in spec["volumes"] if v.get("configMap", {}).get("name") == cm["metadata"]["name"]]
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == vol["name"]]
+    assert "subPath" not in mount and mount["readOnly"] is True
+    config_file = c["args"][c["args"].index("--config-file") + 1]
+    assert config_file == mount["mountPath"] + "/config.yaml"
+    config = yaml.safe_load(cm["data"]["config.yaml"])
+    assert config["version"] == "v1"
+
+
+@pytest.mark.parametrize("overlay", sorted(GPU))
+def test_gpu_overlays_schedule_on_gpu_nodes(overlay):
+    spec = daemonset(overlay)["spec"]["template"]["spec"]
+    assert NVIDIA_TOLERATION in spec["tolerations"]
+    assert spec["priorityClassName"] == "system-node-critical"
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    keys = {e["key"] for t in terms for e in t["matchExpressions"]}
+    assert {"feature.node.kubernetes.io/pci-10de.present", "nvidia.com/gpu.present"} <= keys
+    env = {e["name"]: e.get("value") for e in container(overlay)["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+
+
+def test_nvidia_only_is_a_drop_in_for_nvidias_static_manifest():
+    objs = objects("nvidia-only")
+    assert all(o["metadata"]["namespace"] == "kube-system" for o in objs)
+    assert "Namespace" not in {o["kind"] for o in objs}
+    spec = daemonset("nvidia-only")["spec"]["template"]["spec"]
+    assert spec["tolerations"] == [NVIDIA_TOLERATION]
+    assert spec["priorityClassName"] == "system-node-critical"
+    host = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    assert host == {"/var/lib/kubelet/device-plugins"}
+    env = {e["name"]: e.get("value") for e in container("nvidia-only")["env"]}
+    assert env["FAIL_ON_INIT_ERROR"] == "false"
+
+
+def test_host_devices_only_example():
+    spec = daemonset("host-devices-only")["spec"]["template"]["spec"]
+    assert "tolerations" not in spec and "affinity" not in spec
+    c = container("host-devices-only")
+    # devlet looks for each device at its host path
+    (dev,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/dev"]
+    assert dev["recursiveReadOnly"] == "IfPossible"
+    assert not c["terminationMessagePath"].startswith("/dev/")
+    config = yaml.safe_load(one("host-devices-only", "ConfigMap")["data"]["config.yaml"])
+    names = {d["name"] for d in config["hostDevices"]["devices"]}
+    assert {"fuse", "serial"} <= names
+
+
+@pytest.mark.parametrize("overlay", [o for o in OVERLAYS if o != "nvidia-only"])
+def test_own_namespace_admits_host_paths(overlay):
+    ns = one(overlay, "Namespace")
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert all(o["metadata"].get("namespace") == ns["metadata"]["name"]
+               for o in objects(overlay) if o["kind"] in NAMESPACED)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_service_is_headless_and_reaches_the_metrics_port(overlay):
+    svc = one(overlay, "Service")
+    pod_labels = daemonset(overlay)["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    (port,) = svc["spec"]["ports"]
+    assert port["port"] == 9400 and port["targetPort"] == "metrics"
+    ann = daemonset(overlay)["spec"]["template"]["metadata"]["annotations"]
+    assert ann["prometheus.io/scrape"] == "true" and ann["prometheus.io/port"] == "9400"
+
+
+def test_service_monitor_selects_the_service():
+    sm = one("metrics", "ServiceMonitor")
+    svc = one("metrics", "Service")
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["metadata"]["namespace"] == svc["metadata"]["namespace"]
+    (ep,) = sm["spec"]["endpoints"]
+    assert ep["port"] in {p["name"] for p in svc["spec"]["ports"]} and ep["path"] == "/metrics"
+    assert "PodMonitor" not in {o["kind"] for o in objects("metrics")}
+
+
+def test_pod_monitor_selects_the_pods():
+    pm = one("metrics-podmonitor", "PodMonitor")
+    pod_labels = daemonset("metrics-podmonitor")["spec"]["template"]["metadata"]["labels"]
+    assert pm["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    (ep,) = pm["spec"]["podMetricsEndpoints"]
+    assert ep["port"] in {p["name"] for p in container("metrics-podmonitor")["ports"]}
+    assert "ServiceMonitor" not in {o["kind"] for o in objects("metrics-podmonitor")}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_config_map_loads_without_warnings(overlay, tmp_path, plugin_dir):
+    """devlet run reads the overlay's config.yaml without a warning (an
+    unknown or misspelt key is a warning, never an error, so only the log
+    shows it).  The kubelet manager's first line comes after the config's
+    warnings; then devlet is stopped."""
+    config = tmp_path / "config.yaml"
+    config.write_text(one(overlay, "ConfigMap")["data"]["config.yaml"])
+    proc = subprocess.Popen([str(BUILD / "devlet"), "run", "--config-file", str(config),
+                             "--plugin-directory", str(plugin_dir)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = b""
+    try:
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        deadline = time.monotonic() + 30
+        while b" kubelet: " not in log:
+            assert time.monotonic() < deadline, log.decode()
+            if sel.select(timeout=deadline - time.monotonic()):
+                chunk = os.read(proc.stderr.fileno(), 65536)
+                assert chunk, "devlet exited: " + log.decode()
+                log += chunk
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=30)
+        log += rest
+    text = log.decode()
+    assert proc.returncode == 0, text
+    assert not [line for line in text.splitlines() if " config: " in line and " warn " in line], text
