@@ -111,7 +111,8 @@ def write_config(demo):
             {"path": f"{demo.run}/foo.sock", "mountPath": "/run/foo.sock", "type": "Mount", "readOnly": True}]}]},
     ])
     demo.resources = [f"devlet.io/{d['name']}" for d in cfg["hostDevices"]["devices"]]
-    demo.devlet = Devlet(demo.plugins, os.path.join(demo.root, "work"), cfg)
+    # its own session: Ctrl-C (DEMO_KEEP=1) stops the demo, which stops devlet
+    demo.devlet = Devlet(demo.plugins, os.path.join(demo.root, "work"), cfg, new_session=True)
     with open(demo.devlet.config_path) as f:
         demo.say(f.read().rstrip(), indent=4)
 

@@ -80,7 +80,8 @@ def write_config(path: str, config: Union[dict, str]):
 class Devlet:
     def __init__(self, plugin_dir: str, workdir: str, config: Union[dict, str, None] = None,
                  args: Optional[List[str]] = None, env: Optional[Dict[str, str]] = None,
-                 use_env: bool = False, kubelet_socket: Optional[str] = None, binary: str = DEVLET_BIN):
+                 use_env: bool = False, kubelet_socket: Optional[str] = None, binary: str = DEVLET_BIN,
+                 new_session: bool = False):
         self.plugin_dir = os.path.abspath(plugin_dir)
         self.workdir = os.path.abspath(workdir)
         self.config_path = os.path.join(self.workdir, "config.yaml")
@@ -90,6 +91,7 @@ class Devlet:
         self.extra_env = dict(env or {})
         self.use_env = use_env
         self.kubelet_socket = kubelet_socket
+        self.new_session = new_session  # out of our terminal's process group (no Ctrl-C)
         self.proc: Optional[subprocess.Popen] = None
         self.returncode: Optional[int] = None
         self.start_time: Optional[float] = None
@@ -128,7 +130,7 @@ class Devlet:
             self.start_time = time.monotonic()
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env=self.environment(),
-                                         close_fds=True)
+                                         close_fds=True, start_new_session=self.new_session)
         finally:
             log.close()
         return self

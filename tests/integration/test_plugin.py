@@ -11,11 +11,13 @@ import json
 import os
 import random
 import re
+import signal
 import socket
 import stat
 import subprocess
 import sys
 import threading
+import time
 from types import SimpleNamespace
 
 import grpc
@@ -378,6 +380,23 @@ def test_sigterm_removes_sockets_and_exits_zero(std):
     assert os.path.exists(sim.socket_path), "devlet must not touch the kubelet's socket"
     for ep in eps:
         sim.wait_for_stream_end(ep)
+
+
+def test_second_signal_during_shutdown_still_exits_zero(dirs, kubelet, devlet):
+    """An operator's Ctrl-C and a runtime's SIGTERM, or a SIGTERM sent twice,
+    may both land while devlet is shutting down: it still exits 0."""
+    fuse = fuse_dev(dirs, count=1)
+    for i in range(16):
+        first = signal.SIGINT if i % 2 else signal.SIGTERM
+        d = devlet(hostdev_config([fuse]))
+        kubelet.wait_for_registration(FUSE, count=i + 1)
+        d.signal(first)
+        # Not a wait: spreads the second signal over the ~0.2-3 ms devlet
+        # spends shutting down (two signals sent at once arrive as one).
+        time.sleep((i % 8 + 1) * 0.00025)
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.terminate() == 0, f"{first.name} then SIGTERM: exit code {d.returncode}"
+        assert d.own_sockets() == []
 
 
 # ------------------------------------------------------------ hostile clients
