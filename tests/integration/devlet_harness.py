@@ -49,12 +49,12 @@ def wait_until(check, timeout: float, what: str, interval: float = 0.01):
         time.sleep(interval)
 
 
-def make_node(path: str, char_device: bool = True):
-    """A fake device node: a character device (1:3, like /dev/null) when we
-    are root, else an ordinary file."""
+def make_node(path: str, char_device: bool = True, major: int = 1, minor: int = 3):
+    """A fake device node: a character device (1:3, like /dev/null, unless
+    told otherwise) when we are root, else an ordinary file."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     if char_device and os.geteuid() == 0:
-        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(major, minor))
     else:
         with open(path, "w"):
             pass

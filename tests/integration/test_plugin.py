@@ -248,6 +248,56 @@ def test_hotplug_through_list_and_watch(dirs, kubelet, devlet):
     assert kubelet.endpoint(SERIAL) is ep and not ep.stream_done
 
 
+def fake_sysfs_serial(dirs, numa_of):
+    """ttyUSB<i> device nodes (char 188:i) and a sysfs tree under
+    dirs.root/sys that places each on a PCI function with numa_of[i] in its
+    numa_node file (None: a virtual device, no numa_node anywhere)."""
+    sysfs = f"{dirs.root}/sys"
+    os.makedirs(f"{sysfs}/dev/char")
+    for i, numa in enumerate(numa_of):
+        if numa is None:
+            dev_dir = f"devices/virtual/tty/ttyUSB{i}"
+        else:
+            fn = f"devices/pci0000:00/0000:00:0{numa + 1}.0"
+            os.makedirs(f"{sysfs}/{fn}", exist_ok=True)
+            with open(f"{sysfs}/{fn}/numa_node", "w") as f:
+                f.write(f"{numa}\n")
+            dev_dir = f"{fn}/usb1/1-{i}/ttyUSB{i}"
+        os.makedirs(f"{sysfs}/{dev_dir}")
+        os.symlink(f"../../{dev_dir}", f"{sysfs}/dev/char/188:{i}")
+        make_node(f"{dirs.dev}/ttyUSB{i}", major=188, minor=i)
+    return sysfs
+
+
+def test_numa_from_sysfs(dirs, kubelet, devlet):
+    numa_of = [0, 0, 1, 1, None]
+    sysfs = fake_sysfs_serial(dirs, numa_of)
+    cfg = hostdev_config([{"name": "serial", "groups": [{"paths": [{"path": f"{dirs.dev}/ttyUSB*"}]}]}])
+    d = devlet(cfg, args=["--sysfs-root", sysfs])
+    kubelet.wait_for_registration(SERIAL)
+    snap = kubelet.wait_for_snapshot(SERIAL)
+    assert {x.id: x.numa for x in snap.devices} == {f"ttyUSB{i}": n for i, n in enumerate(numa_of)}
+    for raw in snap.raw.devices:
+        if raw.ID == "ttyUSB4":
+            assert not raw.HasField("topology")
+        else:
+            assert [n.ID for n in raw.topology.nodes] == [numa_of[int(raw.ID[-1])]]
+
+    # the generic preferred choice keeps to the must IDs' NUMA node
+    ids = [f"ttyUSB{i}" for i in range(5)]
+    assert sorted(kubelet.preferred(SERIAL, ids, ["ttyUSB2"], 2)) == ["ttyUSB2", "ttyUSB3"]
+    assert sorted(kubelet.preferred(SERIAL, ids, ["ttyUSB1"], 2)) == ["ttyUSB0", "ttyUSB1"]
+
+    p = run_devlet(["probe", "--socket", d.socket_path(SERIAL)])
+    assert p.returncode == 0, p.stderr
+    assert {x["id"]: x["numa"] for x in json.loads(p.stdout)["devices"]} == \
+        {f"ttyUSB{i}": n for i, n in enumerate(numa_of)}
+    p = run_devlet(["list", "--config-file", d.config_path, "--sysfs-root", sysfs, "-o", "json"])
+    assert p.returncode == 0, p.stderr
+    res = [r for r in json.loads(p.stdout)["resources"] if r["name"] == SERIAL][0]
+    assert {x["id"]: x["numa"] for x in res["devices"]} == {f"ttyUSB{i}": n for i, n in enumerate(numa_of)}
+
+
 # ------------------------------------------------------------ kubelet lifecycle
 
 def test_fifty_kubelet_restarts(dirs, kubelet, devlet):
