@@ -1,0 +1,294 @@
+"""devlet's metrics endpoint end to end: `devlet run` with the mock NVML
+(the DGX H100 profile), scraped over HTTP, checked by promtool and by a
+real Prometheus server, and attribution from the three sources — OCI specs
+of podman containers (a privileged one included), processes mapped through
+/proc/<pid>/cgroup, and a simulated kubelet's pod-resources List."""
+
+import os
+import subprocess
+
+import pytest
+
+from devlet_harness import run_devlet, wait_until
+from metrics_sim import (PODMAN_STATE_DIRS, MockNvml, PodResourcesSim, Prometheus, busybox_rootfs,
+                         cri_annotations, http_get, metrics_port, parse, podman_pid, podman_rm,
+                         podman_start, promtool_check, scrape, select, wait_samples)
+
+NODE = "node-a"
+WAIT = 20.0
+DCGM_FAMILIES = [
+    "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",
+    "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+]
+# promtool's lint objects to dcgm-exporter's names, which dashboards need
+# as they are; these are the only complaints allowed, and only on DCGM_*
+ALLOWED_LINT = (
+    'counter metrics should have "_total" suffix',
+    "label names should be written in 'snake_case' not 'camelCase'",
+    "metric name should not include type 'counter'",
+)
+
+
+@pytest.fixture
+def nvml(dirs):
+    return MockNvml(dirs.work)
+
+
+@pytest.fixture
+def podres(dirs):
+    sim = PodResourcesSim(os.path.join(dirs.run, "pod-resources.sock"))
+    yield sim
+    sim.stop()
+
+
+def start(devlet, nvml, dirs, state_dirs=None, extra=()):
+    state_dirs = state_dirs or [os.path.join(dirs.run, "state")]
+    d = devlet(args=["--metrics-address", "127.0.0.1:0", "--collect-interval", "100",
+                     "--pod-resources-socket", os.path.join(dirs.run, "pod-resources.sock"),
+                     "--container-state-dirs", ",".join(state_dirs), *extra],
+               env={**nvml.env(), "NODE_NAME": NODE})
+    return d, metrics_port(d)
+
+
+def assert_promtool_parses(text):
+    """promtool parses text; its only findings are the allowed ones on DCGM names."""
+    rc, out = promtool_check(text)
+    assert rc in (0, 3), out  # 1: could not parse; 3: lint findings only
+    for line in out.splitlines():
+        name, _, problem = line.partition(" ")
+        assert name.startswith("DCGM_FI_") and problem in ALLOWED_LINT, line
+
+
+def gpu_series(samples, family, gpu):
+    return select(samples, family, gpu=str(gpu))
+
+
+# ---------------------------------------------------------------- the endpoint
+
+def test_endpoint_serves_every_family(devlet, nvml, dirs):
+    # NVLink counters where NVML has them: GPU 0 only
+    nvml.devices[0]["nvlinkCounters"] = {"dataTxKiB": 1000, "dataRxKiB": 24, "rawTxKiB": 5, "rawRxKiB": 6}
+    nvml.write()
+    d, port = start(devlet, nvml, dirs)
+    samples = wait_samples(port, lambda s: s if select(s, "devlet_collections_total") and
+                           select(s, "DCGM_FI_DEV_GPU_TEMP") else None, WAIT, "a first collection")
+    for family in DCGM_FAMILIES:
+        got = sorted(int(lab["gpu"]) for lab, _ in select(samples, family))
+        assert got == list(range(8)), f"{family}: {got}"
+    assert [(lab["gpu"], v) for lab, v in select(samples, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")] == [("0", 1024)]
+    labels, value = gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", 3)[0]
+    assert labels == {
+        "gpu": "3", "UUID": nvml.uuid(3), "pci_bus_id": "00000000:5D:00.0", "device": "nvidia3",
+        "modelName": "NVIDIA H100 80GB HBM3", "Hostname": NODE, "DCGM_FI_DRIVER_VERSION": "550.54.15",
+    }
+    assert value == nvml.devices[3]["temperatureC"]
+    assert gpu_series(samples, "DCGM_FI_DEV_POWER_USAGE", 0)[0][1] == nvml.devices[0]["powerMilliwatts"] / 1000
+    assert (gpu_series(samples, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 1)[0][1]
+            == nvml.devices[1]["energyMillijoules"])
+    # nobody uses these GPUs: exported once each, without pod labels
+    assert all("pod" not in lab for lab, _ in select(samples, "DCGM_FI_DEV_FB_USED"))
+    assert select(samples, "devlet_build_info")[0][1] == 1
+
+    status, headers, body = http_get(port, "/metrics")
+    assert status == 200
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    # one HELP and TYPE per family, families contiguous
+    names = [line.split()[2] for line in body.splitlines() if line.startswith("# TYPE ")]
+    assert len(names) == len(set(names))
+    seen, current = set(), None
+    for line in body.splitlines():
+        if line.startswith("#"):
+            continue
+        name = line.split("{")[0].split(" ")[0]
+        if name != current:
+            assert name not in seen, f"{name} is not contiguous"
+            seen.add(name)
+            current = name
+    series = [line.rsplit(" ", 1)[0] for line in body.splitlines() if not line.startswith("#")]
+    assert len(series) == len(set(series)), "duplicate series"
+
+    assert http_get(port, "/health") == (200, http_get(port, "/health")[1], "ok")
+    assert http_get(port, "/nothing")[0] == 404
+    status, headers, _ = http_get(port, "/metrics", method="POST")
+    assert status == 405 and headers["Allow"] == "GET, HEAD"
+
+
+def test_promtool_parses_the_output(devlet, nvml, dirs, podres):
+    podres.pods = [("ns", 'we"ird\\pod', [("c", [("nvidia.com/gpu", [nvml.uuid(0)])])])]
+    podres.start()
+    d, port = start(devlet, nvml, dirs)
+    text = wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_GPU_TEMP", gpu="0", pod='we"ird\\pod'),
+                        WAIT, "the attributed series") and scrape(port)
+    assert_promtool_parses(text)
+    rc, out = promtool_check("".join(l + "\n" for l in text.splitlines()
+                                     if "DCGM_FI_" not in l))
+    assert rc == 0, out  # devlet's own families pass the linter
+
+
+def test_devlet_metrics_prints_one_collection(nvml, dirs):
+    res = run_devlet(["metrics", "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
+                      "--container-state-dirs", dirs.run], env={**nvml.env(), "NODE_NAME": NODE})
+    assert res.returncode == 0, res.stderr
+    samples = parse(res.stdout)
+    assert len(select(samples, "DCGM_FI_DEV_SM_CLOCK", Hostname=NODE)) == 8
+    assert_promtool_parses(res.stdout)
+
+
+def test_hostname_label_and_disabled_endpoint(devlet, nvml, dirs):
+    d, port = start(devlet, nvml, dirs, extra=["--hostname-label", "hostname"])
+    samples = wait_samples(port, lambda s: s if select(s, "DCGM_FI_DEV_GPU_TEMP") else None, WAIT,
+                           "GPU series")
+    assert all(lab.get("hostname") == NODE and "Hostname" not in lab
+               for lab, _ in select(samples, "DCGM_FI_DEV_GPU_TEMP"))
+    off = devlet(args=["--metrics-address", ""], env=nvml.env())
+    off.wait_log(r"waiting for the kubelet|nothing to serve")
+    assert "serving metrics" not in off.log_text()
+
+
+def test_pod_resources_absent_is_logged_once(devlet, nvml, dirs, podres):
+    d, port = start(devlet, nvml, dirs)
+    wait_samples(port, lambda s: select(s, "devlet_pod_resources_up", ) and
+                 select(s, "devlet_pod_resources_up")[0][1] == 0, WAIT, "pod-resources down")
+    wait_until(lambda: len(select(parse(scrape(port)), "devlet_collections_total")) and
+               select(parse(scrape(port)), "devlet_collections_total")[0][1] >= 5, WAIT, "5 collections")
+    assert d.log_text().count("pod-resources unavailable") == 1
+    # the kubelet appears: attribution starts, and that is logged once too
+    podres.pods = [("ns", "late", [("c", [("nvidia.com/gpu", ["4"])])])]
+    podres.start()
+    wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_GPU_TEMP", gpu="4", pod="late"), WAIT,
+                 "GPU 4 attributed")
+    assert d.log_text().count("pod-resources answering") == 1
+
+
+# ---------------------------------------------------------------- Prometheus
+
+def test_prometheus_scrapes_devlet(devlet, nvml, dirs, podres):
+    podres.pods = [("team-a", "trainer-0", [("main", [("nvidia.com/gpu", [nvml.uuid(6)])])])]
+    podres.start()
+    d, port = start(devlet, nvml, dirs)
+    prom = Prometheus([f"127.0.0.1:{port}"])
+    try:
+        prom.wait_ready()
+        result = wait_until(lambda: (lambda r: r if len(r) == 8 else None)(
+            prom.query("DCGM_FI_DEV_GPU_TEMP")), 60, "8 GPU temperature series in Prometheus", interval=0.2)
+        by_gpu = {s["metric"]["gpu"]: s for s in result}
+        six = by_gpu["6"]["metric"]
+        assert six["UUID"] == nvml.uuid(6)
+        assert (six["pod"], six["namespace"], six["container"]) == ("trainer-0", "team-a", "main")
+        assert six["Hostname"] == NODE and six["job"] == "devlet"
+        assert "pod" not in by_gpu["5"]["metric"]
+        assert float(by_gpu["2"]["value"][1]) == nvml.devices[2]["temperatureC"]
+        up = prom.query('up{job="devlet"}')
+        assert up and up[0]["value"][1] == "1"
+        assert prom.query("devlet_build_info")
+        energy = prom.query('DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0"}')
+        assert float(energy[0]["value"][1]) == nvml.devices[0]["energyMillijoules"]
+    except Exception:
+        print(prom.log_text())
+        raise
+    finally:
+        prom.stop()
+
+
+# ---------------------------------------------------------------- attribution
+
+def test_pod_resources_two_pods_share_a_gpu(devlet, nvml, dirs, podres):
+    uuid = nvml.uuid(3)
+    podres.pods = [
+        ("ns", "pod-a", [("a", [("nvidia.com/gpu.shared", [f"{uuid}::0"])])]),
+        ("ns", "pod-b", [("b", [("nvidia.com/gpu.shared", [f"{uuid}::1"])])]),
+        ("ns", "pod-c", [("c", [("nvidia.com/gpu", ["7"])])]),            # by index
+        ("ns", "other", [("x", [("example.com/fpga", ["5"])])]),          # not a GPU
+    ]
+    podres.start()
+    d, port = start(devlet, nvml, dirs)
+    samples = wait_samples(port, lambda s: s if len(gpu_series(s, "DCGM_FI_DEV_FB_FREE", 3)) == 2 else None,
+                           WAIT, "two series on GPU 3")
+    pods = sorted(lab["pod"] for lab, _ in gpu_series(samples, "DCGM_FI_DEV_FB_FREE", 3))
+    assert pods == ["pod-a", "pod-b"]
+    for lab, _ in gpu_series(samples, "DCGM_FI_DEV_SM_CLOCK", 3):
+        assert lab["namespace"] == "ns" and lab["container"] in ("a", "b")
+    assert [lab["pod"] for lab, _ in gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", 7)] == ["pod-c"]
+    assert all("pod" not in lab for lab, _ in gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", 5))
+    # a pod goes away: its series with it
+    podres.pods = podres.pods[1:]
+    wait_samples(port, lambda s: [lab["pod"] for lab, _ in gpu_series(s, "DCGM_FI_DEV_FB_FREE", 3)] == ["pod-b"],
+                 WAIT, "pod-a's series gone")
+
+
+@pytest.fixture
+def rootfs(dirs):
+    return busybox_rootfs(os.path.join(dirs.root, "rootfs"))
+
+
+@pytest.fixture
+def containers():
+    ids = []
+    yield ids
+    for cid in ids:
+        podman_rm(cid)
+
+
+def test_podman_privileged_container_with_env(devlet, nvml, dirs, rootfs, containers):
+    uuid = nvml.uuid(2)
+    d, port = start(devlet, nvml, dirs, state_dirs=PODMAN_STATE_DIRS)
+    containers.append(podman_start(rootfs, "--privileged", "-e", f"NVIDIA_VISIBLE_DEVICES={uuid}",
+                                   *cri_annotations("gpu-team", "priv-pod", "cuda")))
+    samples = wait_samples(port, lambda s: s if gpu_series(s, "DCGM_FI_DEV_GPU_TEMP", 2) and
+                           gpu_series(s, "DCGM_FI_DEV_GPU_TEMP", 2)[0][0].get("pod") == "priv-pod" else None,
+                           WAIT, "GPU 2 attributed to the privileged container")
+    lab, _ = gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", 2)[0]
+    assert (lab["namespace"], lab["container"], lab["UUID"]) == ("gpu-team", "cuda", uuid)
+    # only GPU 2: a privileged container sees every device node, that is no claim
+    for gpu in (0, 1, 3, 4, 5, 6, 7):
+        assert all("pod" not in lab for lab, _ in gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", gpu))
+    # the container stops: its spec and its series go
+    podman_rm(containers.pop())
+    wait_samples(port, lambda s: all("pod" not in lab for lab, _ in gpu_series(s, "DCGM_FI_DEV_GPU_TEMP", 2)),
+                 WAIT, "GPU 2 no longer attributed")
+
+
+def test_podman_process_without_gpu_request(devlet, nvml, dirs, rootfs, containers):
+    d, port = start(devlet, nvml, dirs, state_dirs=PODMAN_STATE_DIRS)
+    cid = podman_start(rootfs, *cri_annotations("batch", "sneaky-pod", "worker"))
+    containers.append(cid)
+    pid = podman_pid(cid)
+    with open(f"/proc/{pid}/cgroup") as f:
+        assert cid in f.read()
+    # the container asked for no GPU, yet a process of it runs on GPU 5
+    nvml.set_processes(5, [{"pid": pid, "usedMemoryMiB": 1234, "smUtil": 42},
+                           {"pid": 1, "usedMemoryMiB": 66, "smUtil": 3}])
+    samples = wait_samples(port, lambda s: s if select(s, "DCGM_FI_DEV_FB_USED", gpu="5", pod="sneaky-pod") else None,
+                           WAIT, "GPU 5 attributed through the process")
+    (lab, used), = select(samples, "DCGM_FI_DEV_FB_USED", gpu="5")
+    assert (lab["namespace"], lab["container"], used) == ("batch", "worker", 1234)
+    (lab, util), = select(samples, "DCGM_FI_DEV_GPU_UTIL", gpu="5")
+    assert util == 42  # its own share, not the host process's
+    # the process ends: GPU 5 is nobody's again
+    nvml.set_processes(5, [])
+    wait_samples(port, lambda s: all("pod" not in lab for lab, _ in select(s, "DCGM_FI_DEV_FB_USED", gpu="5")),
+                 WAIT, "GPU 5 unattributed")
+
+
+def test_bad_specs_do_not_hurt(devlet, nvml, dirs):
+    state = os.path.join(dirs.run, "state")
+    for name, content in (("a" * 64, b"{not json"), ("b" * 64, b"\x00\xff" * 100),
+                          ("c" * 64, b"[]"), ("d" * 64, b'{"process": 5, "annotations": []}')):
+        os.makedirs(os.path.join(state, name))
+        with open(os.path.join(state, name, "config.json"), "wb") as f:
+            f.write(content)
+    os.makedirs(os.path.join(state, "e" * 64))
+    os.mkfifo(os.path.join(state, "e" * 64, "config.json"))
+    good = os.path.join(state, "f" * 64)
+    os.makedirs(good)
+    with open(os.path.join(good, "config.json"), "w") as f:
+        f.write('{"process": {"env": ["NVIDIA_VISIBLE_DEVICES=1"]}, "annotations": {'
+                '"io.kubernetes.pod.name": "ok", "io.kubernetes.pod.namespace": "n",'
+                '"io.kubernetes.container.name": "c"}}')
+    d, port = start(devlet, nvml, dirs)
+    wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_GPU_TEMP", gpu="1", pod="ok"), WAIT, "GPU 1 attributed")
+    assert d.alive()
