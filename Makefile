@@ -50,7 +50,8 @@ PY_GEN := $(BUILD)/py/deviceplugin_pb2.py $(BUILD)/py/podresources_pb2.py
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
-# C benchmark programs `make bench` runs before the Python one
+# C benchmark programs `make bench` runs before the Python ones (bench.py,
+# then every bench/bench-*.py)
 BENCH_SRC := $(wildcard bench/bench-*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
@@ -154,6 +155,7 @@ bench: deps $(BENCH_BIN)
 	@set -e; for b in $(BENCH_BIN); do $$b; done
 	$(MAKE) all py
 	$(if $(wildcard bench/bench.py),DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/bench.py)
+	@set -e; for b in $(wildcard bench/bench-*.py); do DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) $$b; done
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -20,6 +20,7 @@
 #include "metrics/collector.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -291,8 +292,9 @@ static bool value_for(const struct render_ctx *rc, const struct family *f, const
         return true;
 }
 
-static char *render(const struct render_ctx *rc, const struct smp_sample *smp,
-                    const struct unit_owners *owners, size_t *len)
+/* Renders the DCGM families; returns the chunks (one per family) in *out. */
+static size_t render(const struct render_ctx *rc, const struct smp_sample *smp,
+                     const struct unit_owners *owners, struct metrics_chunk **out)
 {
         struct expo *e = expo_new();
         struct expo_family *fams[ARRAY_SIZE(families)];
@@ -321,28 +323,35 @@ static char *render(const struct render_ctx *rc, const struct smp_sample *smp,
                 if (*rc->driver)
                         l[n++] = (struct expo_label){ "DCGM_FI_DRIVER_VERSION", rc->driver };
                 size_t base = n;
-                for (size_t f = 0; f < ARRAY_SIZE(families); f++) {
-                        double v;
-                        if (uo->n == 0) {
-                                if (value_for(rc, &families[f], u, uo, NULL, &v))
-                                        expo_add(fams[f], l, base, v);
-                                continue;
-                        }
-                        for (size_t k = 0; k < uo->n; k++) {
-                                const struct owner *o = &uo->v[k];
-                                if (!value_for(rc, &families[f], u, uo, o, &v))
-                                        continue;
-                                n = base;
+                /* one prepared label set per series owner, used for every family */
+                for (size_t k = 0; k < (uo->n ? uo->n : 1); k++) {
+                        const struct owner *o = uo->n ? &uo->v[k] : NULL;
+                        n = base;
+                        if (o) {
                                 l[n++] = (struct expo_label){ "container", o->container };
                                 l[n++] = (struct expo_label){ "namespace", o->namespace };
                                 l[n++] = (struct expo_label){ "pod", o->pod };
-                                expo_add(fams[f], l, n, v);
                         }
+                        struct expo_labels ls;
+                        if (expo_labels_prepare(e, l, n, &ls) < 0)
+                                continue;
+                        for (size_t f = 0; f < ARRAY_SIZE(families); f++) {
+                                double v;
+                                if (value_for(rc, &families[f], u, uo, o, &v))
+                                        expo_add_labels(fams[f], &ls, v);
+                        }
+                        expo_labels_release(&ls);
                 }
         }
-        char *text = expo_render(e, len);
+        struct expo_chunk *chunks;
+        size_t n_chunks = expo_render_chunks(e, &chunks);
         expo_free(e);
-        return text;
+        struct metrics_chunk *mc = xcalloc(n_chunks + 1, sizeof(*mc));
+        for (size_t i = 0; i < n_chunks; i++)
+                mc[i] = (struct metrics_chunk){ chunks[i].data, chunks[i].len };
+        free(chunks);
+        *out = mc;
+        return n_chunks;
 }
 
 /* ---- one collection ---- */
@@ -391,14 +400,17 @@ void collector_run_once(struct collector *c)
                 .xids = xids,
                 .n_xids = n_xids,
         };
-        size_t len;
-        char *text = render(&rc, &smp, owners, &len);
-        metrics_store_publish(c->store, METRICS_SLOT_GPU, text, len);
+        struct metrics_chunk *chunks;
+        size_t n_chunks = render(&rc, &smp, owners, &chunks);
+        metrics_store_publish_chunks(c->store, METRICS_SLOT_GPU, chunks, n_chunks);
 
         for (size_t i = 0; i < smp.n_units; i++)
                 free(owners[i].v);
         free(owners);
         smp_sample_release(&smp);
+        /* A collection frees a few times the text it rendered; glibc keeps
+         * such memory resident in this thread's arena unless asked. */
+        malloc_trim(0);
         atomic_store(&c->last_duration_us, now_us() - t0);
         atomic_fetch_add(&c->collections, 1);
 }

@@ -2,9 +2,12 @@
  *
  * Each family keeps its samples already rendered, one line each, in a byte
  * buffer, plus a hash set of canonical label-set keys (labels sorted by
- * name, "name\0value\0" each) to refuse duplicates in O(1).  Rendering
- * concatenates HELP, TYPE and the sample buffer of each family in
- * declaration order.  Never does I/O and never takes locks. */
+ * name, "name\0value\0" each) to refuse duplicates in O(1); the buffer
+ * opens with the family's HELP and TYPE lines when its first sample comes.  A label set is
+ * prepared once (validated, escaped, keyed: the key stored once in the
+ * exposition's arena) and may then be used for any number of families.  Rendering
+ * concatenates the families' buffers in declaration order, or hands them
+ * over as chunks without copying.  Never does I/O and never takes locks. */
 #include "metrics/expo.h"
 
 #include <errno.h>
@@ -26,8 +29,9 @@ static void buf_reserve(struct expo_buf *b, size_t extra)
                 return;
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + extra + 1)
-                cap *= 2;
+                cap = cap < (1u << 20) ? cap * 2 : cap + cap / 4; /* gentler past 1 MiB */
         b->data = xrealloc(b->data, cap);
+        b->data[b->len] = '\0';
         b->cap = cap;
 }
 
@@ -99,16 +103,15 @@ static bool valid_name(const char *s, bool colon)
 
 void expo_escape_label(struct expo_buf *b, const char *value)
 {
-        const char *run = value;
-        for (const char *p = value; *p; p++) {
-                const char *esc = *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : *p == '\n' ? "\\n" : NULL;
-                if (!esc)
-                        continue;
-                expo_buf_put(b, run, (size_t)(p - run));
-                expo_buf_put(b, esc, 2);
-                run = p + 1;
+        for (;;) {
+                size_t run = strcspn(value, "\\\"\n");
+                expo_buf_put(b, value, run);
+                value += run;
+                if (!*value)
+                        return;
+                expo_buf_put(b, *value == '\\' ? "\\\\" : *value == '"' ? "\\\"" : "\\n", 2);
+                value++;
         }
-        expo_buf_puts(b, run);
 }
 
 static void escape_help(struct expo_buf *b, const char *help)
@@ -129,16 +132,16 @@ static void escape_help(struct expo_buf *b, const char *help)
 
 struct key_slot {
         uint64_t hash; /* 0 = empty */
-        size_t off, len; /* into keys */
+        size_t off, len; /* into the exposition's key arena */
 };
 
 struct expo_family {
+        struct expo *owner;
         char *name;
         char *help;
         enum expo_type type;
         struct expo_buf samples;
         size_t n_samples;
-        struct expo_buf keys; /* canonical keys back to back */
         struct key_slot *slots;
         size_t n_slots; /* power of two */
 };
@@ -146,6 +149,7 @@ struct expo_family {
 struct expo {
         struct expo_family **families;
         size_t n_families, cap_families;
+        struct expo_buf keys; /* canonical label-set keys, one copy per prepared set */
 };
 
 struct expo *expo_new(void)
@@ -162,11 +166,11 @@ void expo_free(struct expo *e)
                 free(f->name);
                 free(f->help);
                 expo_buf_release(&f->samples);
-                expo_buf_release(&f->keys);
                 free(f->slots);
                 free(f);
         }
         free(e->families);
+        expo_buf_release(&e->keys);
         free(e);
 }
 
@@ -180,6 +184,7 @@ struct expo_family *expo_family(struct expo *e, const char *name, enum expo_type
                 if (strcmp(e->families[i]->name, name) == 0)
                         return e->families[i];
         struct expo_family *f = xcalloc(1, sizeof(*f));
+        f->owner = e;
         f->name = xstrdup(name);
         f->help = xstrdup(help ? help : "");
         f->type = type;
@@ -221,27 +226,27 @@ static void slots_grow(struct expo_family *f)
         f->n_slots = n;
 }
 
-/* Records the key; returns false when it was already there. */
-static bool key_insert(struct expo_family *f, const char *key, size_t len)
+/* Records the set's key in the family; false when it was already there. */
+static bool key_insert(struct expo_family *f, const struct expo_labels *ls)
 {
         if ((f->n_samples + 1) * 2 > f->n_slots)
                 slots_grow(f);
-        uint64_t h = fnv1a(key, len);
-        size_t j = h & (f->n_slots - 1);
+        const char *keys = f->owner->keys.data;
+        size_t j = ls->hash & (f->n_slots - 1);
         for (; f->slots[j].hash; j = (j + 1) & (f->n_slots - 1)) {
-                struct key_slot *s = &f->slots[j];
-                if (s->hash == h && s->len == len && memcmp(f->keys.data + s->off, key, len) == 0)
+                const struct key_slot *s = &f->slots[j];
+                if (s->hash == ls->hash && s->len == ls->key_len &&
+                    memcmp(keys + s->off, keys + ls->key_off, ls->key_len) == 0)
                         return false;
         }
-        f->slots[j] = (struct key_slot){ .hash = h, .off = f->keys.len, .len = len };
-        expo_buf_put(&f->keys, key, len);
+        f->slots[j] = (struct key_slot){ .hash = ls->hash, .off = ls->key_off, .len = ls->key_len };
         return true;
 }
 
 #define EXPO_MAX_LABELS 32
 
-/* Validates the labels and adds the series' key; 1 new, 0 duplicate. */
-static int series_new(struct expo_family *f, const struct expo_label *labels, size_t n)
+int expo_labels_prepare(struct expo *e, const struct expo_label *labels, size_t n,
+                        struct expo_labels *out)
 {
         if (n > EXPO_MAX_LABELS)
                 return -EINVAL;
@@ -258,38 +263,63 @@ static int series_new(struct expo_family *f, const struct expo_label *labels, si
                 }
                 order[j] = i;
         }
-        struct expo_buf key = { 0 };
+        for (size_t i = 1; i < n; i++)
+                if (strcmp(labels[order[i - 1]].name, labels[order[i]].name) == 0)
+                        return -EINVAL;
+        /* the canonical key: sorted "name\0value\0" pairs, kept once in the arena */
+        size_t key_off = e->keys.len;
         for (size_t i = 0; i < n; i++) {
                 const struct expo_label *l = &labels[order[i]];
-                if (i > 0 && strcmp(labels[order[i - 1]].name, l->name) == 0) {
-                        expo_buf_release(&key);
-                        return -EINVAL;
-                }
-                expo_buf_put(&key, l->name, strlen(l->name) + 1);
-                expo_buf_put(&key, l->value, strlen(l->value) + 1);
+                expo_buf_put(&e->keys, l->name, strlen(l->name) + 1);
+                expo_buf_put(&e->keys, l->value, strlen(l->value) + 1);
         }
-        bool added = key_insert(f, key.data ? key.data : "", key.len);
-        expo_buf_release(&key);
-        return added ? 1 : 0;
-}
-
-static void sample_head(struct expo_family *f, const struct expo_label *labels, size_t n)
-{
-        struct expo_buf *b = &f->samples;
-        expo_buf_puts(b, f->name);
+        /* the text, in the caller's order */
+        struct expo_buf text = { 0 };
         if (n > 0) {
-                expo_buf_put(b, "{", 1);
+                expo_buf_put(&text, "{", 1);
                 for (size_t i = 0; i < n; i++) {
                         if (i > 0)
-                                expo_buf_put(b, ",", 1);
-                        expo_buf_puts(b, labels[i].name);
-                        expo_buf_put(b, "=\"", 2);
-                        expo_escape_label(b, labels[i].value);
-                        expo_buf_put(b, "\"", 1);
+                                expo_buf_put(&text, ",", 1);
+                        expo_buf_puts(&text, labels[i].name);
+                        expo_buf_put(&text, "=\"", 2);
+                        expo_escape_label(&text, labels[i].value);
+                        expo_buf_put(&text, "\"", 1);
                 }
-                expo_buf_put(b, "}", 1);
+                expo_buf_put(&text, "}", 1);
         }
+        out->key_off = key_off;
+        out->key_len = e->keys.len - key_off;
+        out->hash = fnv1a(e->keys.data ? e->keys.data + key_off : "", out->key_len);
+        out->text = expo_buf_take(&text, &out->text_len);
+        return 0;
+}
+
+void expo_labels_release(struct expo_labels *ls)
+{
+        free(ls->text);
+        ls->text = NULL;
+}
+
+static bool sample_head(struct expo_family *f, const struct expo_labels *ls)
+{
+        if (!key_insert(f, ls))
+                return false;
+        struct expo_buf *b = &f->samples;
+        if (f->n_samples == 0) {
+                /* the family's text starts with its HELP and TYPE lines */
+                expo_buf_puts(b, "# HELP ");
+                expo_buf_puts(b, f->name);
+                expo_buf_put(b, " ", 1);
+                escape_help(b, f->help);
+                expo_buf_puts(b, "\n# TYPE ");
+                expo_buf_puts(b, f->name);
+                expo_buf_puts(b, f->type == EXPO_COUNTER ? " counter\n" : " gauge\n");
+        }
+        expo_buf_puts(b, f->name);
+        expo_buf_put(b, ls->text, ls->text_len);
         expo_buf_put(b, " ", 1);
+        f->n_samples++;
+        return true;
 }
 
 /* The shortest of %.15g and %.17g that reads back as the same double. */
@@ -303,12 +333,10 @@ static void put_double(struct expo_buf *b, double value)
         expo_buf_put(b, "\n", 1);
 }
 
-int expo_add(struct expo_family *f, const struct expo_label *labels, size_t n, double value)
+int expo_add_labels(struct expo_family *f, const struct expo_labels *ls, double value)
 {
-        int r = series_new(f, labels, n);
-        if (r <= 0)
-                return r;
-        sample_head(f, labels, n);
+        if (!sample_head(f, ls))
+                return 0;
         struct expo_buf *b = &f->samples;
         if (isnan(value))
                 expo_buf_puts(b, "NaN\n");
@@ -318,36 +346,68 @@ int expo_add(struct expo_family *f, const struct expo_label *labels, size_t n, d
                 expo_buf_printf(b, "%" PRId64 "\n", (int64_t)value);
         else
                 put_double(b, value);
-        f->n_samples++;
         return 1;
+}
+
+int expo_add_labels_u64(struct expo_family *f, const struct expo_labels *ls, uint64_t value)
+{
+        if (!sample_head(f, ls))
+                return 0;
+        expo_buf_printf(&f->samples, "%" PRIu64 "\n", value);
+        return 1;
+}
+
+int expo_add(struct expo_family *f, const struct expo_label *labels, size_t n, double value)
+{
+        struct expo_labels ls;
+        int r = expo_labels_prepare(f->owner, labels, n, &ls);
+        if (r < 0)
+                return r;
+        r = expo_add_labels(f, &ls, value);
+        expo_labels_release(&ls);
+        return r;
 }
 
 int expo_add_u64(struct expo_family *f, const struct expo_label *labels, size_t n, uint64_t value)
 {
-        int r = series_new(f, labels, n);
-        if (r <= 0)
+        struct expo_labels ls;
+        int r = expo_labels_prepare(f->owner, labels, n, &ls);
+        if (r < 0)
                 return r;
-        sample_head(f, labels, n);
-        expo_buf_printf(&f->samples, "%" PRIu64 "\n", value);
-        f->n_samples++;
-        return 1;
+        r = expo_add_labels_u64(f, &ls, value);
+        expo_labels_release(&ls);
+        return r;
 }
 
 char *expo_render(const struct expo *e, size_t *len)
 {
+        size_t total = 0;
+        for (size_t i = 0; i < e->n_families; i++)
+                total += e->families[i]->samples.len;
         struct expo_buf out = { 0 };
+        buf_reserve(&out, total); /* sized once */
+        for (size_t i = 0; i < e->n_families; i++)
+                expo_buf_put(&out, e->families[i]->samples.data, e->families[i]->samples.len);
+        return expo_buf_take(&out, len);
+}
+
+size_t expo_render_chunks(struct expo *e, struct expo_chunk **out)
+{
+        struct expo_chunk *chunks = xcalloc(e->n_families + 1, sizeof(*chunks));
+        size_t n = 0;
         for (size_t i = 0; i < e->n_families; i++) {
-                const struct expo_family *f = e->families[i];
+                struct expo_family *f = e->families[i];
                 if (f->n_samples == 0)
                         continue;
-                expo_buf_puts(&out, "# HELP ");
-                expo_buf_puts(&out, f->name);
-                expo_buf_put(&out, " ", 1);
-                escape_help(&out, f->help);
-                expo_buf_puts(&out, "\n# TYPE ");
-                expo_buf_puts(&out, f->name);
-                expo_buf_puts(&out, f->type == EXPO_COUNTER ? " counter\n" : " gauge\n");
-                expo_buf_put(&out, f->samples.data, f->samples.len);
+                /* handed over as they are, trimmed to their length */
+                size_t len;
+                char *data = expo_buf_take(&f->samples, &len);
+                chunks[n++] = (struct expo_chunk){ xrealloc(data, len + 1), len };
+                f->n_samples = 0;
+                free(f->slots);
+                f->slots = NULL;
+                f->n_slots = 0;
         }
-        return expo_buf_take(&out, len);
+        *out = chunks;
+        return n;
 }

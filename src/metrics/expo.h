@@ -57,11 +57,38 @@ int expo_add(struct expo_family *f, const struct expo_label *labels, size_t n, d
 /* The same for an unsigned counter (prints every digit). */
 int expo_add_u64(struct expo_family *f, const struct expo_label *labels, size_t n, uint64_t value);
 
+/* A label set prepared once for samples in many families: validated,
+ * escaped and keyed.  The rules and return values of expo_add apply. */
+struct expo_labels {
+        uint64_t hash;
+        size_t key_off, key_len; /* the canonical key, in the exposition */
+        char *text;              /* "{a=\"x\",b=\"y\"}" or "" */
+        size_t text_len;
+};
+
+int expo_labels_prepare(struct expo *e, const struct expo_label *labels, size_t n,
+                        struct expo_labels *out);
+void expo_labels_release(struct expo_labels *ls);
+/* Returns 1 when added, 0 for a duplicate series.  ls must come from the
+ * family's exposition. */
+int expo_add_labels(struct expo_family *f, const struct expo_labels *ls, double value);
+int expo_add_labels_u64(struct expo_family *f, const struct expo_labels *ls, uint64_t value);
+
 size_t expo_family_samples(const struct expo_family *f);
 
 /* Renders every family that has at least one sample, in declaration
  * order.  Returns a heap string; *len (may be NULL) gets its length. */
 char *expo_render(const struct expo *e, size_t *len);
+
+/* The same text as chunks, one per family with samples (its HELP, TYPE and
+ * samples), handed over without a copy: *out is a heap array whose chunks'
+ * data the caller frees.  The exposition's families are empty afterwards.
+ * Returns the number of chunks. */
+struct expo_chunk {
+        char *data;
+        size_t len;
+};
+size_t expo_render_chunks(struct expo *e, struct expo_chunk **out);
 
 /* Appends value to b escaped as a label value (\\, \", \n). */
 void expo_escape_label(struct expo_buf *b, const char *value);

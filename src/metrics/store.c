@@ -1,7 +1,8 @@
 /* The snapshot store (see store.h).
  *
- * A snapshot carries an atomic reference count hidden in front of the public
- * struct; the store holds one reference per slot.  Publishing swaps the slot
+ * A snapshot (a list of text chunks) carries an atomic reference count
+ * hidden in front of the public struct; the store holds one reference per
+ * slot.  Publishing swaps the slot
  * pointer under the mutex and drops the old reference outside it; readers
  * take references under the mutex and read the text without it.  Nothing
  * here blocks apart from that short mutex. */
@@ -47,7 +48,9 @@ struct metrics_store *metrics_store_new(void)
 static void rc_unref(struct snap_rc *rc)
 {
         if (rc && atomic_fetch_sub(&rc->refs, 1) == 1) {
-                free(rc->snap.text);
+                for (size_t i = 0; i < rc->snap.n_chunks; i++)
+                        free(rc->snap.chunks[i].data);
+                free(rc->snap.chunks);
                 free(rc);
         }
 }
@@ -73,10 +76,22 @@ void metrics_store_free(struct metrics_store *s)
 
 void metrics_store_publish(struct metrics_store *s, enum metrics_slot slot, char *text, size_t len)
 {
+        struct metrics_chunk *c = xmalloc(sizeof(*c));
+        c->data = text;
+        c->len = len;
+        metrics_store_publish_chunks(s, slot, c, 1);
+}
+
+void metrics_store_publish_chunks(struct metrics_store *s, enum metrics_slot slot,
+                                  struct metrics_chunk *chunks, size_t n)
+{
         struct snap_rc *rc = xmalloc(sizeof(*rc));
         atomic_init(&rc->refs, 1);
-        rc->snap.text = text;
-        rc->snap.len = len;
+        rc->snap.chunks = chunks;
+        rc->snap.n_chunks = n;
+        rc->snap.len = 0;
+        for (size_t i = 0; i < n; i++)
+                rc->snap.len += chunks[i].len;
         pthread_mutex_lock(&s->mu);
         struct snap_rc *old = s->slots[slot];
         s->slots[slot] = rc;
@@ -108,8 +123,10 @@ char *metrics_store_render(struct metrics_store *s, size_t *len)
         for (size_t i = 0; i < METRICS_SLOTS; i++) {
                 if (!snaps[i])
                         continue;
-                memcpy(p, snaps[i]->text, snaps[i]->len);
-                p += snaps[i]->len;
+                for (size_t k = 0; k < snaps[i]->n_chunks; k++) {
+                        memcpy(p, snaps[i]->chunks[k].data, snaps[i]->chunks[k].len);
+                        p += snaps[i]->chunks[k].len;
+                }
                 metrics_snap_unref(snaps[i]);
         }
         *p = '\0';

@@ -18,9 +18,17 @@ enum metrics_slot {
         METRICS_SLOTS
 };
 
-struct metrics_snap {
+/* One piece of a snapshot's text (a family, as the collector renders it). */
+struct metrics_chunk {
+        char *data; /* owned */
         size_t len;
-        char *text; /* NUL-terminated, owned */
+};
+
+/* A published exposition: its text is the chunks in order. */
+struct metrics_snap {
+        size_t len; /* total */
+        struct metrics_chunk *chunks;
+        size_t n_chunks;
 };
 
 struct metrics_store;
@@ -31,6 +39,9 @@ void metrics_store_free(struct metrics_store *s);
 
 /* Publishes text (taken: a heap string of len bytes) in slot. */
 void metrics_store_publish(struct metrics_store *s, enum metrics_slot slot, char *text, size_t len);
+/* Publishes n chunks (the array and every chunk's data are taken). */
+void metrics_store_publish_chunks(struct metrics_store *s, enum metrics_slot slot,
+                                  struct metrics_chunk *chunks, size_t n);
 
 /* Takes a reference to the latest snapshot of every slot (NULL where none
  * was published yet) into out[]; each must be given back with

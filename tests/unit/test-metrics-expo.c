@@ -93,6 +93,59 @@ static void test_duplicates_dropped(void **state)
         assert_int_equal(expo_add(g, ab, 2, 1), 1);
 }
 
+static void test_prepared_label_sets(void **state)
+{
+        _cleanup_expo_ struct expo *e = expo_new();
+        struct expo_family *a = expo_family(e, "a", EXPO_GAUGE, "A");
+        struct expo_family *b = expo_family(e, "b_total", EXPO_COUNTER, "B");
+        struct expo_label l[] = { L("gpu", "0"), L("pod", "p\"1") };
+        struct expo_labels ls;
+        assert_int_equal(expo_labels_prepare(e, l, 2, &ls), 0);
+        assert_string_equal(ls.text, "{gpu=\"0\",pod=\"p\\\"1\"}");
+        assert_int_equal(expo_add_labels(a, &ls, 1), 1);
+        assert_int_equal(expo_add_labels_u64(b, &ls, 2), 1);
+        assert_int_equal(expo_add_labels(a, &ls, 3), 0); /* the same series again */
+        expo_labels_release(&ls);
+        /* a set prepared apart, with the same labels in another order, is the same series */
+        struct expo_label r[] = { L("pod", "p\"1"), L("gpu", "0") };
+        assert_int_equal(expo_add(a, r, 2, 4), 0);
+        struct expo_labels none;
+        assert_int_equal(expo_labels_prepare(e, NULL, 0, &none), 0);
+        assert_string_equal(none.text, "");
+        assert_int_equal(expo_add_labels(a, &none, 5), 1);
+        expo_labels_release(&none);
+        struct expo_label bad[] = { L("x", "1"), L("x", "2") };
+        assert_int_equal(expo_labels_prepare(e, bad, 2, &ls), -EINVAL);
+        _cleanup_free_ char *s = render(e);
+        assert_string_equal(s, "# HELP a A\n# TYPE a gauge\na{gpu=\"0\",pod=\"p\\\"1\"} 1\na 5\n"
+                               "# HELP b_total B\n# TYPE b_total counter\nb_total{gpu=\"0\",pod=\"p\\\"1\"} 2\n");
+}
+
+static void test_render_chunks(void **state)
+{
+        _cleanup_expo_ struct expo *e = expo_new();
+        struct expo_family *a = expo_family(e, "a", EXPO_GAUGE, "A");
+        expo_family(e, "empty", EXPO_GAUGE, "never sampled");
+        struct expo_family *b = expo_family(e, "b", EXPO_GAUGE, "B");
+        expo_add(b, NULL, 0, 2);
+        expo_add(a, NULL, 0, 1);
+        _cleanup_free_ char *whole = render(e);
+        struct expo_chunk *chunks = NULL;
+        size_t n = expo_render_chunks(e, &chunks);
+        assert_int_equal(n, 2);
+        assert_string_equal(chunks[0].data, "# HELP a A\n# TYPE a gauge\na 1\n");
+        assert_int_equal(chunks[0].len, strlen(chunks[0].data));
+        assert_string_equal(chunks[1].data, "# HELP b B\n# TYPE b gauge\nb 2\n");
+        assert_int_equal(strlen(whole), chunks[0].len + chunks[1].len);
+        for (size_t i = 0; i < n; i++)
+                free(chunks[i].data);
+        free(chunks);
+        /* the families are empty now, and usable again */
+        _cleanup_free_ char *after = render(e);
+        assert_string_equal(after, "");
+        assert_int_equal(expo_add(a, NULL, 0, 3), 1);
+}
+
 static void test_many_series(void **state)
 {
         _cleanup_expo_ struct expo *e = expo_new();
@@ -176,6 +229,8 @@ int main(void)
                 cmocka_unit_test(test_families_contiguous),
                 cmocka_unit_test(test_empty_family_not_rendered),
                 cmocka_unit_test(test_duplicates_dropped),
+                cmocka_unit_test(test_prepared_label_sets),
+                cmocka_unit_test(test_render_chunks),
                 cmocka_unit_test(test_many_series),
                 cmocka_unit_test(test_invalid_names),
                 cmocka_unit_test(test_values),

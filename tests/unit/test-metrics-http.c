@@ -38,7 +38,8 @@ static void test_store_slots(void **state)
         const struct metrics_snap *snaps[METRICS_SLOTS];
         metrics_store_get(s, snaps);
         metrics_store_publish(s, METRICS_SLOT_GPU, xstrdup("a 2\n"), 4);
-        assert_string_equal(snaps[METRICS_SLOT_GPU]->text, "a 1\n");
+        assert_int_equal(snaps[METRICS_SLOT_GPU]->n_chunks, 1);
+        assert_string_equal(snaps[METRICS_SLOT_GPU]->chunks[0].data, "a 1\n");
         for (size_t i = 0; i < METRICS_SLOTS; i++)
                 metrics_snap_unref(snaps[i]);
         _cleanup_free_ char *now = metrics_store_render(s, NULL);
@@ -124,7 +125,11 @@ static void test_http_endpoint(void **state)
         assert_true(port > 0);
 
         const char *a = "# HELP a x\n# TYPE a gauge\na 1\n", *b = "# HELP b y\n# TYPE b gauge\nb 2\n";
-        metrics_store_publish(s, METRICS_SLOT_GPU, xstrdup(a), strlen(a));
+        /* the GPU slot in two chunks, as the collector publishes it */
+        struct metrics_chunk *ch = xcalloc(2, sizeof(*ch));
+        ch[0] = (struct metrics_chunk){ xstrndup(a, 11), 11 };
+        ch[1] = (struct metrics_chunk){ xstrdup(a + 11), strlen(a) - 11 };
+        metrics_store_publish_chunks(s, METRICS_SLOT_GPU, ch, 2);
         metrics_store_publish(s, METRICS_SLOT_DEVLET, xstrdup(b), strlen(b));
         _cleanup_free_ char *m = http(port, "GET /metrics HTTP/1.0\r\n\r\n");
         assert_true(strncmp(m, "HTTP/1.0 200", 12) == 0 || strncmp(m, "HTTP/1.1 200", 12) == 0);
