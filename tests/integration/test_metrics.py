@@ -292,3 +292,19 @@ def test_bad_specs_do_not_hurt(devlet, nvml, dirs):
     d, port = start(devlet, nvml, dirs)
     wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_GPU_TEMP", gpu="1", pod="ok"), WAIT, "GPU 1 attributed")
     assert d.alive()
+
+
+def test_reload_keeps_serving_on_the_same_port(devlet, nvml, dirs):
+    from metrics_sim import free_port
+    port = free_port()
+    d = devlet(args=["--metrics-address", f"127.0.0.1:{port}", "--collect-interval", "100",
+                     "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
+                     "--container-state-dirs", dirs.run], env=nvml.env())
+    d.wait_log(r"serving metrics")
+    # a scrape leaves a connection behind (keep-alive, then TIME_WAIT)
+    wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_GPU_TEMP"), WAIT, "GPU series")
+    since = d.log_size()
+    d.sighup()
+    d.wait_log(r"serving metrics address=127.0.0.1:%d" % port, since=since)
+    wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_GPU_TEMP"), WAIT, "GPU series after the reload")
+    assert "cannot serve metrics" not in d.log_text()
