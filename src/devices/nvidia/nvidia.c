@@ -113,15 +113,16 @@ static void on_health(void *ud, const struct nvidia_health_msg *msgs, size_t n)
                         xid_count(b, m->xid);
                 if (m->kind == NVIDIA_HEALTH_XID && !m->critical) {
                         log_info("nvidia", "ignored XID gpu=%zu uuid=%s xid=%llu reason=\"%s\"",
-                                 m->gpu, g->uuid, m->xid, m->reason);
+                                 m->gpu, g->uuid[0] ? g->uuid : "?", m->xid, m->reason);
                         continue;
                 }
+                const char *uuid = g->uuid[0] ? g->uuid : "?";
                 if (m->healthy)
                         log_info("nvidia", "GPU healthy again gpu=%zu uuid=%s reason=\"%s\"",
-                                 m->gpu, g->uuid, m->reason);
+                                 m->gpu, uuid, m->reason);
                 else
                         log_warn("nvidia", "GPU unhealthy gpu=%zu uuid=%s reason=\"%s\"", m->gpu,
-                                 g->uuid[0] ? g->uuid : "?", m->reason);
+                                 uuid, m->reason);
                 gpu_set(b, m->gpu, !m->healthy, m->reason);
         }
         health_sync(b, true);

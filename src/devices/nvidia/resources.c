@@ -359,7 +359,8 @@ static int share_select(const struct builder *b, const struct sharing_resource_c
         switch (s->devices_kind) {
         case SHARING_DEVICES_ALL:
                 for (size_t k = 0; k < b->n_units; k++)
-                        selected[k] = strcmp(b->units[k].resource, s->name) == 0;
+                        if (strcmp(b->units[k].resource, s->name) == 0)
+                                selected[k] = true;
                 return (int)n;
         case SHARING_DEVICES_COUNT: {
                 if (s->devices_count > n) {
