@@ -264,13 +264,14 @@ static void node_add(const struct builder *b, struct dev_device *d, const char *
         dev_device_add_node(d, host, ctr, "rw");
 }
 
-/* The device's own nodes: what pass-device-specs adds beyond the control
- * nodes (shown by devlet list). */
+/* The device's own nodes, with pass-device-specs: what Allocate adds beyond
+ * the control nodes (shown by devlet list).  Without it the container
+ * runtime, not the kubelet, gives the container its nodes. */
 static void nodes_add(const struct builder *b, const struct unit *u, struct dev_device *d)
 {
         const struct nvml_gpu *g = &b->inv->gpus[u->gpu];
         char path[64];
-        if (g->minor < 0)
+        if (!b->ctx->pass_device_specs || g->minor < 0)
                 return;
         snprintf(path, sizeof(path), "/dev/nvidia%d", g->minor);
         node_add(b, d, path);
