@@ -182,6 +182,20 @@ def test_xid_marks_all_replicas(kubelet, devlet, node):
         kubelet.allocate(GPU, [[replicas[0]]])
 
 
+def test_reload_restarts_the_backend(kubelet, devlet, node):
+    n = node("v100-dgx1")
+    d = start(devlet, kubelet, n, config={"version": "v1"})
+    d.write_config({"version": "v1", "sharing": {"timeSlicing": {"renameByDefault": True,
+                    "resources": [{"name": "gpu", "replicas": 2, "devices": ["7"]}]}}})
+    d.sighup()
+    shared = kubelet.wait_for_snapshot("nvidia.com/gpu.shared")
+    assert shared.ids() == [V100[7] + "::0", V100[7] + "::1"]
+    kubelet.wait_for_snapshot(GPU, lambda s: s.ids() == V100[:7])
+    # the new health monitor watches the new resources
+    n.xid(7, 79)
+    kubelet.wait_for_snapshot("nvidia.com/gpu.shared", lambda s: s.healthy_ids() == [])
+
+
 # ------------------------------------------------------------ NVML missing
 
 def test_nvml_missing_fail_on_init_error(dirs):
