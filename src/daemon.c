@@ -30,23 +30,29 @@ struct backend_slot {
         struct dev_backend *b;
 };
 
+/* The running backends and the resources they serve. */
+struct devset {
+        struct backend_slot backends[8];
+        size_t n_backends;
+        struct dev_resource **resources;
+        size_t n_resources;
+};
+
 struct daemon {
         uv_loop_t loop;
         int argc;
         char **argv;
         struct devlet_config *cfg;
 
-        struct backend_slot backends[8];
-        size_t n_backends;
-        struct dev_resource **resources;
-        size_t n_resources;
+        struct devset devs;
         struct kubelet_manager *kubelet;
         struct metrics *metrics;
-        uint64_t kubelet_restarts; /* across the rebuilds each restart causes */
+        uint64_t kubelet_restarts; /* seen since start, across reloads */
 
         uv_signal_t sig_hup, sig_term, sig_int;
         int exit_code;
         uv_timer_t restart_reload; /* a kubelet restart re-enumerates on the next turn */
+        int stopping;
 
         /* config file watch */
         uv_fs_event_t cfg_watch;
@@ -65,34 +71,81 @@ static int backend_wanted(const struct devlet_config *cfg, const char *name)
         return strv_contains(cfg->backends, "auto") || strv_contains(cfg->backends, name);
 }
 
+/* Destroys the backends; their handles finish closing on the loop. */
+static void devset_stop(struct devset *set)
+{
+        for (size_t i = 0; i < set->n_backends; i++)
+                set->backends[i].ops->destroy(set->backends[i].b);
+        set->n_backends = 0;
+        free(TAKE_PTR(set->resources));
+        set->n_resources = 0;
+}
+
+/* Creates every wanted backend from cfg (each scans its devices now).  On
+ * failure nothing is left running and *set is empty. */
+static int devset_start(uv_loop_t *loop, const struct devlet_config *cfg, struct devset *set)
+{
+        *set = (struct devset){ 0 };
+        for (size_t i = 0; dev_backends[i] && set->n_backends < ARRAY_SIZE(set->backends); i++) {
+                const struct dev_backend_ops *ops = dev_backends[i];
+                if (!backend_wanted(cfg, ops->name))
+                        continue;
+                struct dev_backend *b = NULL;
+                _cleanup_free_ char *err = NULL;
+                int r = ops->create(loop, cfg, &b, &err);
+                if (r < 0) {
+                        log_error("daemon", "backend failed backend=%s error=\"%s\"", ops->name,
+                                  err ? err : strerror(-r));
+                        devset_stop(set);
+                        return r;
+                }
+                if (!b) {
+                        log_debug("daemon", "backend not configured backend=%s", ops->name);
+                        continue;
+                }
+                set->backends[set->n_backends].ops = ops;
+                set->backends[set->n_backends++].b = b;
+                size_t n;
+                struct dev_resource **res = ops->resources(b, &n);
+                set->resources = xrealloc(set->resources,
+                                          (set->n_resources + n) * sizeof(*set->resources));
+                memcpy(set->resources + set->n_resources, res, n * sizeof(*res));
+                set->n_resources += n;
+                log_info("daemon", "backend started backend=%s resources=%zu", ops->name, n);
+        }
+        if (set->n_resources == 0)
+                log_warn("daemon", "nothing to serve: no backend found devices to advertise "
+                                   "(configure hostDevices, or check the backends)");
+        return 0;
+}
+
 /* Stops every module; the loop must run afterwards to finish the closes. */
 static void modules_stop(struct daemon *d)
 {
         metrics_stop(TAKE_PTR(d->metrics));
         kubelet_manager_free(TAKE_PTR(d->kubelet));
-        for (size_t i = 0; i < d->n_backends; i++)
-                d->backends[i].ops->destroy(d->backends[i].b);
-        d->n_backends = 0;
-        free(TAKE_PTR(d->resources));
-        d->n_resources = 0;
+        devset_stop(&d->devs);
 }
 
 static void on_kubelet_restart(void *ud);
 
-/* ---- what the metrics module reads (on the loop) ---- */
+/* ---- what the metrics module reads, on the loop ---- */
 
 static size_t metrics_resources(void *ud, struct metrics_resource *out, size_t max)
 {
         struct daemon *d = ud;
-        for (size_t i = 0; i < d->n_resources && i < max; i++) {
-                struct plugin_server *p = d->kubelet ? kubelet_manager_server(d->kubelet, i) : NULL;
-                out[i] = (struct metrics_resource){
-                        .resource = d->resources[i],
-                        .stats = p ? plugin_server_stats(p) : NULL,
-                        .registered = p && plugin_server_registered(p),
-                };
+        size_t n = 0;
+        struct plugin_server *p;
+        while (d->kubelet && (p = kubelet_manager_server(d->kubelet, n))) {
+                if (n < max)
+                        out[n] = (struct metrics_resource){
+                                .resource = plugin_server_resource(p),
+                                .stats = plugin_server_stats(p),
+                                .registered = plugin_server_registered(p),
+                        };
+                n++;
         }
-        return d->n_resources;
+        return n;
 }
 
 static uint64_t metrics_kubelet_restarts(void *ud)
@@ -101,54 +154,33 @@ static uint64_t metrics_kubelet_restarts(void *ud)
         return d->kubelet_restarts;
 }
 
-static int modules_start(struct daemon *d)
+/* Metrics depend on no backend (they hold their own reference to NVML), so
+ * a reload only restarts them, to apply the new configuration. */
+static void metrics_restart(struct daemon *d)
 {
-        const struct devlet_config *cfg = d->cfg;
-
-        for (size_t i = 0; dev_backends[i] && d->n_backends < ARRAY_SIZE(d->backends); i++) {
-                const struct dev_backend_ops *ops = dev_backends[i];
-                if (!backend_wanted(cfg, ops->name))
-                        continue;
-                struct dev_backend *b = NULL;
-                _cleanup_free_ char *err = NULL;
-                int r = ops->create(&d->loop, cfg, &b, &err);
-                if (r < 0) {
-                        log_error("daemon", "backend failed backend=%s error=\"%s\"", ops->name,
-                                  err ? err : strerror(-r));
-                        modules_stop(d);
-                        return r;
-                }
-                if (!b) {
-                        log_debug("daemon", "backend not configured backend=%s", ops->name);
-                        continue;
-                }
-                d->backends[d->n_backends].ops = ops;
-                d->backends[d->n_backends++].b = b;
-                size_t n;
-                struct dev_resource **res = ops->resources(b, &n);
-                d->resources = xrealloc(d->resources, (d->n_resources + n) * sizeof(*d->resources));
-                memcpy(d->resources + d->n_resources, res, n * sizeof(*res));
-                d->n_resources += n;
-                log_info("daemon", "backend started backend=%s resources=%zu", ops->name, n);
-        }
-        if (d->n_resources == 0)
-                log_warn("daemon", "nothing to serve: no backend found devices to advertise "
-                                   "(configure hostDevices, or check the backends)");
-
-        int r = kubelet_manager_new(&d->loop, cfg->plugin_directory, cfg->kubelet_socket,
-                                    d->resources, d->n_resources, on_kubelet_restart, d,
-                                    &d->kubelet);
-        if (r < 0) {
-                modules_stop(d);
-                return r;
-        }
-        /* metrics are an extra: failing to serve them leaves the plugins running */
+        metrics_stop(TAKE_PTR(d->metrics));
         const struct metrics_sources src = {
                 .ud = d,
                 .resources = metrics_resources,
                 .kubelet_restarts = metrics_kubelet_restarts,
         };
-        metrics_start(&d->loop, cfg, &src, &d->metrics);
+        /* failing to serve metrics (logged) leaves the plugins running */
+        metrics_start(&d->loop, d->cfg, &src, &d->metrics);
+}
+
+static int modules_start(struct daemon *d)
+{
+        int r = devset_start(&d->loop, d->cfg, &d->devs);
+        if (r < 0)
+                return r;
+        r = kubelet_manager_new(&d->loop, d->cfg->plugin_directory, d->cfg->kubelet_socket,
+                                d->devs.resources, d->devs.n_resources, on_kubelet_restart, d,
+                                &d->kubelet);
+        if (r < 0) {
+                modules_stop(d);
+                return r;
+        }
+        metrics_restart(d);
         return 0;
 }
 
@@ -169,10 +201,13 @@ static char *config_content(const struct devlet_config *cfg)
 
 static void config_watch_start(struct daemon *d);
 
-/* Re-reads the config and rebuilds every module from a fresh device scan.
- * A config that fails to load keeps the running one; with rebuild set (a
- * kubelet restart) the modules are rebuilt from it anyway, so the new kubelet
- * gets registrations. */
+/* Re-reads the config and re-enumerates devices from a fresh scan, then
+ * re-registers.  The new backends are built before the old ones go, so a
+ * backend that fails to start leaves everything running as it was; plugin
+ * servers of resources that stay keep their sockets and open streams (they
+ * get a fresh snapshot).  A config that fails to load keeps the running one;
+ * with rebuild set (a kubelet restart) the devices are re-enumerated from the
+ * running config anyway. */
 static void reload(struct daemon *d, int rebuild)
 {
         struct devlet_config *cfg = NULL;
@@ -188,7 +223,32 @@ static void reload(struct daemon *d, int rebuild)
                 log_warnings(cfg);
                 log_info("daemon", "reloading configuration");
         }
-        modules_stop(d);
+
+        const struct devlet_config *next = cfg ? cfg : d->cfg;
+        struct devset devs;
+        if (devset_start(&d->loop, next, &devs) < 0) {
+                log_error("daemon", "reload could not start the backends; still serving the "
+                                    "previous devices");
+                config_free(cfg);
+                return;
+        }
+
+        int same_dirs = d->kubelet && strcmp(next->plugin_directory, d->cfg->plugin_directory) == 0 &&
+                        strcmp(next->kubelet_socket, d->cfg->kubelet_socket) == 0;
+        if (same_dirs) {
+                r = kubelet_manager_update(d->kubelet, devs.resources, devs.n_resources);
+        } else {
+                kubelet_manager_free(TAKE_PTR(d->kubelet));
+                r = kubelet_manager_new(&d->loop, next->plugin_directory, next->kubelet_socket,
+                                        devs.resources, devs.n_resources, on_kubelet_restart, d,
+                                        &d->kubelet);
+        }
+        if (r < 0)
+                log_error("daemon", "could not serve every resource after the reload; waiting for "
+                                    "the next SIGHUP or config change error=\"%s\"", strerror(-r));
+        devset_stop(&d->devs);
+        d->devs = devs;
+
         if (cfg) {
                 config_free(d->cfg);
                 d->cfg = cfg;
@@ -197,9 +257,7 @@ static void reload(struct daemon *d, int rebuild)
                 config_watch_start(d);
                 log_set_verbosity((int)cfg->verbosity);
         }
-        if (modules_start(d) < 0)
-                log_error("daemon", "could not start the configuration; waiting for the next "
-                                    "SIGHUP or config change");
+        metrics_restart(d);
 }
 
 static void on_restart_reload(uv_timer_t *t)
@@ -256,20 +314,20 @@ static void config_watch_start(struct daemon *d)
 static void on_signal(uv_signal_t *h, int signum)
 {
         struct daemon *d = h->data;
+        if (d->stopping)
+                return; /* a signal while shutting down changes nothing */
         if (signum == SIGHUP) {
                 log_info("daemon", "SIGHUP received");
                 reload(d, 0);
                 return;
         }
+        d->stopping = 1;
         log_info("daemon", "shutting down signal=%s", strsignal(signum));
         modules_stop(d);
         uv_timer_stop(&d->cfg_debounce);
         uv_timer_stop(&d->restart_reload);
         if (d->cfg_watching)
                 uv_fs_event_stop(&d->cfg_watch);
-        uv_signal_stop(&d->sig_hup);
-        uv_signal_stop(&d->sig_term);
-        uv_signal_stop(&d->sig_int);
         uv_stop(&d->loop);
 }
 
@@ -314,7 +372,14 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         else
                 uv_run(&d.loop, UV_RUN_DEFAULT);
 
-        /* Finish every close the modules started, then tear the loop down. */
+        /* Finish every close the modules started, then tear the loop down.
+         * Closing a uv_signal_t restores the default action, so block those
+         * signals first: one arriving now stays pending and dies with us. */
+        sigset_t block;
+        sigemptyset(&block);
+        for (size_t i = 0; i < ARRAY_SIZE(signums); i++)
+                sigaddset(&block, signums[i]);
+        sigprocmask(SIG_BLOCK, &block, NULL);
         modules_stop(&d);
         uv_walk(&d.loop, close_any, NULL);
         uv_run(&d.loop, UV_RUN_DEFAULT);
