@@ -11,7 +11,6 @@
  * sampling, /proc and OCI specs belong to the collector thread. */
 #include "metrics/metrics.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/xalloc.h"
+#include "devices/nvidia/nvml-lib.h"
 #include "grpc/grpc.h"
 #include "metrics/attrib.h"
 #include "metrics/collector.h"
@@ -39,7 +39,7 @@ struct metrics {
         struct metrics_store *store;
         struct metrics_http *http;
         struct collector *collector;
-        void *own_dl; /* libnvidia-ml we loaded ourselves */
+        struct nvml_lib *nvml_lib; /* our reference to libnvidia-ml */
         char *pod_resources_socket;
         uint64_t interval_ms;
 
@@ -61,26 +61,23 @@ static char *node_name(void)
         return xstrdup(buf);
 }
 
-/* Loads NVML for the collector: the backend's handle when given, else the
- * library by soname (or $DEVLET_NVML_LIBRARY).  NULL: no GPU metrics. */
-static struct smp_nvml *nvml_open(void *dl, void **own_dl)
+/* Loads NVML for the collector the way the NVIDIA backend does (same
+ * search: $DEVLET_NVML_LIBRARY, the driver root, the soname), as our own
+ * reference: a backend torn down by a reload does not pull the library from
+ * under the collector.  NULL: no GPU metrics. */
+static struct smp_nvml *nvml_open(const struct devlet_config *cfg, struct nvml_lib **lib)
 {
-        *own_dl = NULL;
-        if (!dl) {
-                const char *path = getenv("DEVLET_NVML_LIBRARY");
-                dl = dlopen(path && *path ? path : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-                if (!dl) {
-                        log_info("metrics", "no NVML library, GPU metrics off error=\"%s\"", dlerror());
-                        return NULL;
-                }
-                *own_dl = dl;
+        _cleanup_free_ char *err = NULL;
+        *lib = NULL;
+        if (nvml_lib_open(cfg->driver_root, lib, &err) < 0) {
+                log_info("metrics", "no NVML library, GPU metrics off error=\"%s\"", err);
+                return NULL;
         }
         struct smp_nvml *n = NULL;
-        _cleanup_free_ char *err = NULL;
-        if (smp_nvml_new(dl, &n, &err) < 0) {
+        free(TAKE_PTR(err));
+        if (smp_nvml_new((*lib)->handle, &n, &err) < 0) {
                 log_info("metrics", "NVML unusable, GPU metrics off error=\"%s\"", err);
-                if (*own_dl)
-                        dlclose(TAKE_PTR(*own_dl));
+                nvml_lib_close(TAKE_PTR(*lib));
                 return NULL;
         }
         return n;
@@ -319,15 +316,14 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
                 free(m);
                 return r;
         }
-        struct smp_nvml *nvml = nvml_open(src->nvml_dl, &m->own_dl);
+        struct smp_nvml *nvml = nvml_open(cfg, &m->nvml_lib);
         m->collector = collector_for(cfg, nvml, m->store);
         r = collector_start(m->collector);
         if (r < 0) {
                 log_error("metrics", "cannot start the collector thread error=\"%s\"", strerror(-r));
                 metrics_http_stop(m->http);
                 collector_free(m->collector);
-                if (m->own_dl)
-                        dlclose(m->own_dl);
+                nvml_lib_close(m->nvml_lib);
                 metrics_store_free(m->store);
                 free(m->pod_resources_socket);
                 free(m);
@@ -355,8 +351,7 @@ void metrics_stop(struct metrics *m)
                 return;
         metrics_http_stop(TAKE_PTR(m->http));
         collector_free(TAKE_PTR(m->collector)); /* joins the thread; on_podres sees NULL */
-        if (m->own_dl)
-                dlclose(TAKE_PTR(m->own_dl));
+        nvml_lib_close(TAKE_PTR(m->nvml_lib));
         metrics_store_free(TAKE_PTR(m->store));
         if (m->podres_call)
                 attr_podres_cancel(m->podres_call);
@@ -370,8 +365,8 @@ void metrics_stop(struct metrics *m)
 int metrics_print_once(const struct devlet_config *cfg, FILE *out)
 {
         struct metrics_store *store = metrics_store_new();
-        void *own_dl = NULL;
-        struct smp_nvml *nvml = nvml_open(NULL, &own_dl);
+        struct nvml_lib *lib = NULL;
+        struct smp_nvml *nvml = nvml_open(cfg, &lib);
         struct collector *col = collector_for(cfg, nvml, store);
         if (cfg->pod_resources_socket && *cfg->pod_resources_socket &&
             access(cfg->pod_resources_socket, F_OK) == 0) {
@@ -388,8 +383,7 @@ int metrics_print_once(const struct devlet_config *cfg, FILE *out)
         metrics_store_publish(store, METRICS_SLOT_DEVLET, text, len);
         _cleanup_free_ char *all = metrics_store_render(store, &len);
         collector_free(col);
-        if (own_dl)
-                dlclose(own_dl);
+        nvml_lib_close(lib);
         metrics_store_free(store);
         if (fwrite(all, 1, len, out) != len || fflush(out) != 0) {
                 fprintf(stderr, "devlet metrics: cannot write the output\n");

@@ -6,8 +6,10 @@
  *     collect-interval asks the kubelet's pod-resources List
  *     (asynchronously), renders devlet's own families from the sources
  *     below and publishes them; a 1 s timer beats the heart /health reads;
- *   - the collector thread samples NVML, reads OCI specs and /proc, and
- *     publishes the GPU families; the loop hands it the pod-resources table
+ *   - the collector thread samples NVML (its own reference to the library,
+ *     loaded as the NVIDIA backend loads it, so reloads that rebuild the
+ *     backend do not touch it), reads OCI specs and /proc, and publishes
+ *     the GPU families; the loop hands it the pod-resources table
  *     and the last XIDs through a mutex-guarded mailbox;
  *   - libmicrohttpd's thread answers scrapes from the published snapshots
  *     (reference-counted, immutable text) and never computes anything.
@@ -52,10 +54,6 @@ struct metrics_sources {
         uint64_t (*kubelet_restarts)(void *ud);
         /* XID counts per GPU and code; fills at most max, returns how many there are. */
         size_t (*xids)(void *ud, struct metrics_xid *out, size_t max);
-        /* A dlopen handle of the libnvidia-ml the NVIDIA backend loaded; it
-         * must stay loaded until metrics_stop returns.  NULL: metrics loads
-         * the library itself (no GPU families when there is none). */
-        void *nvml_dl;
 };
 
 struct metrics;
