@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "devices/device.h"
+#include "devices/nvidia/nvidia.h"
 #include "kubelet/kubelet.h"
 #include "metrics/metrics.h"
 
@@ -154,6 +155,24 @@ static uint64_t metrics_kubelet_restarts(void *ud)
         return d->kubelet_restarts;
 }
 
+static size_t metrics_xids(void *ud, struct metrics_xid *out, size_t max)
+{
+        struct daemon *d = ud;
+        for (size_t i = 0; i < d->devs.n_backends; i++) {
+                if (d->devs.backends[i].ops != &nvidia_backend_ops)
+                        continue;
+                struct dev_backend *b = d->devs.backends[i].b;
+                size_t n = nvidia_backend_xid_events(b, NULL, 0);
+                _cleanup_free_ struct nvidia_xid_event *ev = xcalloc(n + 1, sizeof(*ev));
+                n = nvidia_backend_xid_events(b, ev, n);
+                for (size_t k = 0; k < n && k < max; k++)
+                        out[k] = (struct metrics_xid){ .uuid = ev[k].uuid, .xid = (unsigned)ev[k].xid,
+                                                       .count = ev[k].count, .seq = ev[k].seq };
+                return n;
+        }
+        return 0;
+}
+
 /* Metrics depend on no backend (they hold their own reference to NVML), so
  * a reload only restarts them, to apply the new configuration. */
 static void metrics_restart(struct daemon *d)
@@ -163,6 +182,7 @@ static void metrics_restart(struct daemon *d)
                 .ud = d,
                 .resources = metrics_resources,
                 .kubelet_restarts = metrics_kubelet_restarts,
+                .xids = metrics_xids,
         };
         /* failing to serve metrics (logged) leaves the plugins running */
         metrics_start(&d->loop, d->cfg, &src, &d->metrics);

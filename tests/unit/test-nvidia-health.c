@@ -232,6 +232,15 @@ static void test_xid_marks_whole_gpu(void **state)
         assert_int_equal(gpu_health(&w, 0), 0);
         assert_int_equal(nvidia_backend_xid_count(w.b, 79), 1);
         assert_int_equal(nvidia_backend_xid_count(w.b, 94), 1);
+        /* by GPU, in order: GPU 1's 79 first, then GPU 0's 94 */
+        struct nvidia_xid_event ev[4];
+        assert_int_equal(nvidia_backend_xid_events(w.b, ev, 4), 2);
+        assert_int_equal(ev[0].xid, 79);
+        assert_int_equal(ev[1].xid, 94);
+        assert_true(ev[1].seq > ev[0].seq);
+        assert_int_equal(ev[0].count, 1);
+        assert_string_not_equal(ev[0].uuid, ev[1].uuid);
+        assert_int_equal(nvidia_backend_xid_events(w.b, NULL, 0), 2);
         watch_stop(&w);
 }
 

@@ -94,6 +94,14 @@ struct nvidia_xid_count {
         uint64_t count;
 };
 
+/* XID events of one GPU and code, for metrics. */
+struct nvidia_gpu_xid {
+        size_t gpu; /* index into inv->gpus */
+        unsigned long long xid;
+        uint64_t count;
+        uint64_t seq; /* of its latest event */
+};
+
 struct nvidia_backend {
         uv_loop_t *loop;
         struct nvml_lib *lib;
@@ -109,6 +117,9 @@ struct nvidia_backend {
         char **gpu_reason;  /* per GPU, why it is unhealthy (NULL when healthy) */
         struct nvidia_xid_count *xids; /* XID events seen, by code */
         size_t n_xids;
+        struct nvidia_gpu_xid *gpu_xids; /* the same by GPU and code */
+        size_t n_gpu_xids;
+        uint64_t xid_seq;
 };
 
 void nvidia_describe(struct dev_backend *b, FILE *f);

@@ -55,6 +55,31 @@ static char *root_normalize(const char *s)
 
 /* ---- health results ---- */
 
+static void gpu_xid_count(struct nvidia_backend *b, size_t gpu, unsigned long long xid)
+{
+        uint64_t seq = ++b->xid_seq;
+        for (size_t i = 0; i < b->n_gpu_xids; i++)
+                if (b->gpu_xids[i].gpu == gpu && b->gpu_xids[i].xid == xid) {
+                        b->gpu_xids[i].count++;
+                        b->gpu_xids[i].seq = seq;
+                        return;
+                }
+        b->gpu_xids = xrealloc(b->gpu_xids, (b->n_gpu_xids + 1) * sizeof(*b->gpu_xids));
+        b->gpu_xids[b->n_gpu_xids++] =
+                (struct nvidia_gpu_xid){ .gpu = gpu, .xid = xid, .count = 1, .seq = seq };
+}
+
+size_t nvidia_backend_xid_events(struct dev_backend *db, struct nvidia_xid_event *out, size_t max)
+{
+        struct nvidia_backend *b = (struct nvidia_backend *)db;
+        for (size_t i = 0; i < b->n_gpu_xids && i < max; i++) {
+                const struct nvidia_gpu_xid *x = &b->gpu_xids[i];
+                out[i] = (struct nvidia_xid_event){ .uuid = b->inv->gpus[x->gpu].uuid, .xid = x->xid,
+                                                    .count = x->count, .seq = x->seq };
+        }
+        return b->n_gpu_xids;
+}
+
 static void xid_count(struct nvidia_backend *b, unsigned long long xid)
 {
         for (size_t i = 0; i < b->n_xids; i++)
@@ -109,8 +134,10 @@ static void on_health(void *ud, const struct nvidia_health_msg *msgs, size_t n)
         for (size_t i = 0; i < n; i++) {
                 const struct nvidia_health_msg *m = &msgs[i];
                 const struct nvml_gpu *g = &b->inv->gpus[m->gpu];
-                if (m->kind == NVIDIA_HEALTH_XID)
+                if (m->kind == NVIDIA_HEALTH_XID) {
                         xid_count(b, m->xid);
+                        gpu_xid_count(b, m->gpu, m->xid);
+                }
                 if (m->kind == NVIDIA_HEALTH_XID && !m->critical) {
                         log_info("nvidia", "ignored XID gpu=%zu uuid=%s xid=%llu reason=\"%s\"",
                                  m->gpu, g->uuid[0] ? g->uuid : "?", m->xid, m->reason);
@@ -197,6 +224,7 @@ static void backend_free(struct nvidia_backend *b)
         free(b->health_state);
         free(b->policy);
         free(b->xids);
+        free(b->gpu_xids);
         free(b);
 }
 

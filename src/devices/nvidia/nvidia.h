@@ -20,4 +20,16 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
 /* XID events seen by code, critical or not (for metrics and tests). */
 uint64_t nvidia_backend_xid_count(struct dev_backend *b, unsigned long long xid);
 
+/* XID events by GPU and code, for metrics: seq grows with every event, so a
+ * GPU's last XID is its entry with the highest seq.  uuid points into the
+ * backend (valid until it is destroyed).  Fills at most max entries and
+ * returns how many there are.  Loop thread. */
+struct nvidia_xid_event {
+        const char *uuid;
+        unsigned long long xid;
+        uint64_t count;
+        uint64_t seq;
+};
+size_t nvidia_backend_xid_events(struct dev_backend *b, struct nvidia_xid_event *out, size_t max);
+
 #endif
