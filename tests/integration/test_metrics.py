@@ -144,7 +144,9 @@ def test_hostname_label_and_disabled_endpoint(devlet, nvml, dirs):
                            "GPU series")
     assert all(lab.get("hostname") == NODE and "Hostname" not in lab
                for lab, _ in select(samples, "DCGM_FI_DEV_GPU_TEMP"))
-    off = devlet(args=["--metrics-address", ""], env=nvml.env())
+    other = os.path.join(dirs.root, "plugins2")
+    os.mkdir(other)
+    off = devlet(args=["--metrics-address", ""], env=nvml.env(), plugin_dir=other)
     off.wait_log(r"waiting for the kubelet|nothing to serve")
     assert "serving metrics" not in off.log_text()
 
@@ -308,3 +310,24 @@ def test_reload_keeps_serving_on_the_same_port(devlet, nvml, dirs):
     d.wait_log(r"serving metrics address=127.0.0.1:%d" % port, since=since)
     wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_GPU_TEMP"), WAIT, "GPU series after the reload")
     assert "cannot serve metrics" not in d.log_text()
+
+
+def test_xid_from_the_health_monitor(devlet, nvml, dirs):
+    d, port = start(devlet, nvml, dirs)
+    d.wait_log(r"health monitoring started")
+    wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_XID_ERRORS", gpu="4"), WAIT, "XID series")
+    nvml.config["events"] = [{"device": 4, "type": "xid", "xid": 43},
+                             {"device": 4, "type": "xid", "xid": 79},
+                             {"device": 1, "type": "xid", "xid": 43}]
+    nvml.write()
+
+    def seen(s):
+        return (select(s, "DCGM_FI_DEV_XID_ERRORS", gpu="4") == [(select(s, "DCGM_FI_DEV_XID_ERRORS", gpu="4")[0][0], 79)]
+                and select(s, "devlet_xid_events_total", UUID=nvml.uuid(4), xid="79") and s)
+    samples = wait_samples(port, seen, WAIT, "GPU 4's last XID (79)")
+    assert select(samples, "DCGM_FI_DEV_XID_ERRORS", gpu="1")[0][1] == 43
+    assert select(samples, "DCGM_FI_DEV_XID_ERRORS", gpu="0")[0][1] == 0
+    counts = {(lab["UUID"], lab["xid"]): v for lab, v in select(samples, "devlet_xid_events_total")}
+    assert counts == {(nvml.uuid(4), "43"): 1, (nvml.uuid(4), "79"): 1, (nvml.uuid(1), "43"): 1}
+    # the XID made GPU 4 unhealthy: one unhealthy nvidia.com/gpu device
+    assert select(samples, "devlet_devices", resource="nvidia.com/gpu", health="unhealthy")[0][1] == 1
