@@ -38,7 +38,8 @@ static void buf_reserve(struct expo_buf *b, size_t extra)
 void expo_buf_put(struct expo_buf *b, const char *s, size_t n)
 {
         buf_reserve(b, n);
-        memcpy(b->data + b->len, s, n);
+        if (n)
+                memcpy(b->data + b->len, s, n);
         b->len += n;
         b->data[b->len] = '\0';
 }
