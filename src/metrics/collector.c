@@ -300,6 +300,17 @@ static size_t render(const struct render_ctx *rc, const struct smp_sample *smp,
         struct expo_family *fams[ARRAY_SIZE(families)];
         for (size_t f = 0; f < ARRAY_SIZE(families); f++)
                 fams[f] = expo_family(e, families[f].name, families[f].type, families[f].help);
+
+        /* one prepared label set per series owner of each unit (or one for a
+         * unit nobody uses), used for every family */
+        size_t n_sets = 0;
+        for (size_t i = 0; i < smp->n_units; i++)
+                n_sets += owners[i].n ? owners[i].n : 1;
+        struct expo_labels *sets = xcalloc(n_sets + 1, sizeof(*sets));
+        size_t *set_unit = xcalloc(n_sets + 1, sizeof(*set_unit));
+        const struct owner **set_owner = xcalloc(n_sets + 1, sizeof(*set_owner));
+        bool *set_ok = xcalloc(n_sets + 1, sizeof(*set_ok));
+        size_t k = 0, text_total = 0;
         for (size_t i = 0; i < smp->n_units; i++) {
                 const struct smp_unit *u = &smp->units[i];
                 const struct unit_owners *uo = &owners[i];
@@ -309,40 +320,52 @@ static size_t render(const struct render_ctx *rc, const struct smp_sample *smp,
                 snprintf(gi, sizeof(gi), "%u", u->id.gi);
                 /* dcgm-exporter's label order */
                 struct expo_label l[MAX_LABELS];
-                size_t n = 0;
-                l[n++] = (struct expo_label){ "gpu", gpu };
-                l[n++] = (struct expo_label){ "UUID", u->parent_uuid };
-                l[n++] = (struct expo_label){ "pci_bus_id", u->bus_id };
-                l[n++] = (struct expo_label){ "device", device };
-                l[n++] = (struct expo_label){ "modelName", u->name };
+                size_t base = 0;
+                l[base++] = (struct expo_label){ "gpu", gpu };
+                l[base++] = (struct expo_label){ "UUID", u->parent_uuid };
+                l[base++] = (struct expo_label){ "pci_bus_id", u->bus_id };
+                l[base++] = (struct expo_label){ "device", device };
+                l[base++] = (struct expo_label){ "modelName", u->name };
                 if (u->id.mig >= 0) {
-                        l[n++] = (struct expo_label){ "GPU_I_PROFILE", u->profile };
-                        l[n++] = (struct expo_label){ "GPU_I_ID", gi };
+                        l[base++] = (struct expo_label){ "GPU_I_PROFILE", u->profile };
+                        l[base++] = (struct expo_label){ "GPU_I_ID", gi };
                 }
-                l[n++] = (struct expo_label){ rc->c->hostname_label, rc->c->hostname };
+                l[base++] = (struct expo_label){ rc->c->hostname_label, rc->c->hostname };
                 if (*rc->driver)
-                        l[n++] = (struct expo_label){ "DCGM_FI_DRIVER_VERSION", rc->driver };
-                size_t base = n;
-                /* one prepared label set per series owner, used for every family */
-                for (size_t k = 0; k < (uo->n ? uo->n : 1); k++) {
-                        const struct owner *o = uo->n ? &uo->v[k] : NULL;
-                        n = base;
-                        if (o) {
-                                l[n++] = (struct expo_label){ "container", o->container };
-                                l[n++] = (struct expo_label){ "namespace", o->namespace };
-                                l[n++] = (struct expo_label){ "pod", o->pod };
+                        l[base++] = (struct expo_label){ "DCGM_FI_DRIVER_VERSION", rc->driver };
+                for (size_t o = 0; o < (uo->n ? uo->n : 1); o++, k++) {
+                        size_t n = base;
+                        if (uo->n) {
+                                l[n++] = (struct expo_label){ "container", uo->v[o].container };
+                                l[n++] = (struct expo_label){ "namespace", uo->v[o].namespace };
+                                l[n++] = (struct expo_label){ "pod", uo->v[o].pod };
                         }
-                        struct expo_labels ls;
-                        if (expo_labels_prepare(e, l, n, &ls) < 0)
-                                continue;
-                        for (size_t f = 0; f < ARRAY_SIZE(families); f++) {
-                                double v;
-                                if (value_for(rc, &families[f], u, uo, o, &v))
-                                        expo_add_labels(fams[f], &ls, v);
-                        }
-                        expo_labels_release(&ls);
+                        set_unit[k] = i;
+                        set_owner[k] = uo->n ? &uo->v[o] : NULL;
+                        set_ok[k] = expo_labels_prepare(e, l, n, &sets[k]) == 0;
+                        if (set_ok[k])
+                                text_total += sets[k].text_len;
                 }
         }
+        /* each family gets about one line per set: room for it at once */
+        for (size_t f = 0; f < ARRAY_SIZE(families); f++)
+                expo_family_reserve(fams[f], text_total + n_sets * (strlen(families[f].name) + 24));
+        for (size_t f = 0; f < ARRAY_SIZE(families); f++) {
+                for (size_t i = 0; i < n_sets; i++) {
+                        double v;
+                        size_t u = set_unit[i];
+                        if (set_ok[i] && value_for(rc, &families[f], &smp->units[u], &owners[u],
+                                                   set_owner[i], &v))
+                                expo_add_labels(fams[f], &sets[i], v);
+                }
+        }
+        for (size_t i = 0; i < n_sets; i++)
+                expo_labels_release(&sets[i]);
+        free(sets);
+        free(set_unit);
+        free(set_owner);
+        free(set_ok);
+
         struct expo_chunk *chunks;
         size_t n_chunks = expo_render_chunks(e, &chunks);
         expo_free(e);
@@ -441,6 +464,7 @@ int collector_start(struct collector *c)
         int r = pthread_create(&c->thread, NULL, thread_main, c);
         if (r != 0)
                 return -r;
+        pthread_setname_np(c->thread, "devlet-metrics"); /* seen in top -H, /proc/<pid>/task */
         c->thread_running = true;
         return 0;
 }

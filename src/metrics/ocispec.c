@@ -274,16 +274,17 @@ static struct spec_entry *entry_find(struct attr_specs *c, const char *path)
         return NULL;
 }
 
-static void visit(struct attr_specs *c, const char *path, const char *id)
+/* Returns false when there is no regular file at path. */
+static bool visit(struct attr_specs *c, const char *path, const char *id)
 {
         struct stat st;
         if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
-                return;
+                return false;
         struct spec_entry *e = entry_find(c, path);
         if (e && e->dev == st.st_dev && e->ino == st.st_ino && e->size == st.st_size &&
             e->mtime.tv_sec == st.st_mtim.tv_sec && e->mtime.tv_nsec == st.st_mtim.tv_nsec) {
                 e->seen = c->generation;
-                return;
+                return true;
         }
         if (!e) {
                 xgrow((void **)&c->entries, &c->cap, c->n + 1, sizeof(*c->entries));
@@ -302,11 +303,12 @@ static void visit(struct attr_specs *c, const char *path, const char *id)
         c->parsed++;
         if (r < 0) {
                 log_debug("metrics", "OCI spec skipped path=%s error=\"%s\"", path, strerror(-r));
-                return;
+                return true;
         }
         _cleanup_free_ char *err = NULL;
         if (attr_spec_parse(data, len, id, c->cdi_prefix, &e->spec, &err) < 0)
                 log_debug("metrics", "OCI spec skipped path=%s error=\"%s\"", path, err);
+        return true;
 }
 
 static void scan_dir(struct attr_specs *c, const char *dir)
@@ -324,10 +326,8 @@ static void scan_dir(struct attr_specs *c, const char *dir)
                 count++;
                 char path[4096];
                 snprintf(path, sizeof(path), "%s/%s/config.json", dir, de->d_name);
-                if (access(path, F_OK) == 0) {
-                        visit(c, path, de->d_name);
+                if (visit(c, path, de->d_name))
                         continue;
-                }
                 snprintf(path, sizeof(path), "%s/%s/userdata/config.json", dir, de->d_name);
                 visit(c, path, de->d_name);
         }
