@@ -1,0 +1,76 @@
+/* Every label of the running backends, checked against Kubernetes' rules.
+ *
+ * NVIDIA GPUs get GFD's labels (labels/nvidia.c) from the backend's
+ * inventory; every other resource gets "<resource>.count", its healthy
+ * devices.  Then each label is checked: an invalid key is dropped, an
+ * invalid value sanitised, and either becomes a warning, so the file never
+ * holds a label that NFD or the API server would refuse.
+ * Never logs; warnings go back to the caller. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "labels/labels.h"
+#include "labels/nvidia.h"
+
+static void warn(char ***warnings, char *msg)
+{
+        if (warnings)
+                *warnings = strv_push(*warnings ? *warnings : xcalloc(1, sizeof(char *)), msg);
+        free(msg);
+}
+
+static void resource_labels(struct label_set *out, const struct labels_backend *b)
+{
+        size_t n = 0;
+        struct dev_resource **res = b->ops->resources(b->backend, &n);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *key = xasprintf("%s.count", res[i]->name);
+                label_set_putf(out, key, "%zu", dev_resource_healthy(res[i]));
+        }
+}
+
+/* Drops invalid keys and sanitises invalid values, in place. */
+static void check(struct label_set *s, char ***warnings)
+{
+        size_t kept = 0;
+        for (size_t i = 0; i < s->n; i++) {
+                struct label *l = &s->v[i];
+                if (!labels_valid_key(l->key)) {
+                        warn(warnings, xasprintf("label key \"%s\" is not a valid Kubernetes "
+                                                 "label key: left out",
+                                                 l->key));
+                        free(l->key);
+                        free(l->value);
+                        continue;
+                }
+                if (!labels_valid_value(l->value)) {
+                        char *clean = labels_value_sanitize(l->value);
+                        warn(warnings, xasprintf("label %s: value \"%s\" is not a valid "
+                                                 "Kubernetes label value: written as \"%s\"",
+                                                 l->key, l->value, clean));
+                        free(l->value);
+                        l->value = clean;
+                }
+                s->v[kept++] = *l;
+        }
+        s->n = kept;
+}
+
+void labels_collect(const struct devlet_config *cfg, const struct labels_backend *backends,
+                    size_t n, struct label_set *out, char ***warnings)
+{
+        if (!cfg->labels_no_timestamp)
+                label_set_putf(out, "nvidia.com/gfd.timestamp", "%lld", (long long)time(NULL));
+        for (size_t i = 0; i < n; i++) {
+                const struct labels_backend *b = &backends[i];
+                if (!b->backend)
+                        continue;
+                /* NVIDIA resources are GFD's: nvidia.com/gpu.count is its label */
+                if (strcmp(b->ops->name, "nvidia") != 0)
+                        resource_labels(out, b);
+        }
+        check(out, warnings);
+}
