@@ -1,0 +1,173 @@
+"""`devlet labels`: GFD-compatible labels, printed or kept current in a file.
+
+Host devices give "<resource>.count" labels; the looping mode rewrites the
+file on hot-plug and every --sleep-interval, replaces it atomically, and
+leaves it in place on exit unless --remove-on-exit.  Every label printed is
+checked against Kubernetes' key and value rules.
+"""
+
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("DEVLET_BUILD", ROOT / "build"))
+DEVLET = BUILD / "devlet"
+
+NAME = r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?"
+KEY = re.compile(r"^([a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*/)?" + NAME + "$")
+VALUE = re.compile(r"^(" + NAME + ")?$")
+
+
+def parse_labels(text):
+    """key=value lines -> dict, checking every key and value."""
+    labels = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        assert sep, f"not key=value: {line!r}"
+        assert KEY.match(key) and len(key.split("/")[0]) <= 253, f"invalid key {key!r}"
+        assert VALUE.match(value), f"invalid value {value!r} for {key}"
+        assert key not in labels, f"duplicate key {key}"
+        labels[key] = value
+    return labels
+
+
+def wait_until(pred, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def tmp():
+    d = pathlib.Path(tempfile.mkdtemp(prefix="devlet-labels-", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def hostdev_config(tmp, extra=None):
+    devs = tmp / "devs"
+    devs.mkdir(exist_ok=True)
+    cfg = {"version": "v1", "hostDevices": {"devices": [
+        {"name": "fuse", "groups": [{"count": 3, "paths": [{"path": "/dev/null"}]}]},
+        {"name": "serial", "groups": [{"paths": [{"path": str(devs / "tty*")}]}]},
+    ]}}
+    cfg.update(extra or {})
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def devlet(*args, env=None):
+    return subprocess.run([str(DEVLET), *map(str, args)], capture_output=True, text=True,
+                          timeout=60, env=env)
+
+
+def test_prints_host_device_counts(tmp):
+    cfg = hostdev_config(tmp)
+    (tmp / "devs" / "tty0").touch()
+    res = devlet("labels", "--config-file", cfg, "--backends", "hostdev")
+    assert res.returncode == 0, res.stderr
+    labels = parse_labels(res.stdout)
+    assert labels.pop("nvidia.com/gfd.timestamp").isdigit()
+    assert labels == {"devlet.io/fuse.count": "3", "devlet.io/serial.count": "1"}
+    assert res.stdout == "".join(sorted(res.stdout.splitlines(keepends=True)))
+
+
+def test_oneshot_to_file_and_env_forms(tmp):
+    cfg = hostdev_config(tmp)
+    out = tmp / "features.d" / "gfd"
+    env = {**os.environ, "GFD_OUTPUT_FILE": str(out), "GFD_NO_TIMESTAMP": "true"}
+    res = devlet("labels", "--config-file", cfg, "--backends", "hostdev", env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == ""
+    assert out.read_text() == "devlet.io/fuse.count=3\ndevlet.io/serial.count=0\n"
+    assert oct(out.stat().st_mode & 0o777) == "0o644"
+    # unprefixed forms, and "-" for standard output
+    env = {**os.environ, "OUTPUT_FILE": "-", "NO_TIMESTAMP": "1"}
+    res = devlet("labels", "--config-file", cfg, "--backends", "hostdev", env=env)
+    assert res.stdout == "devlet.io/fuse.count=3\ndevlet.io/serial.count=0\n"
+
+
+def test_config_file_keys(tmp):
+    out = tmp / "gfd"
+    cfg = hostdev_config(tmp, {"flags": {"gfd": {"noTimestamp": True, "outputFile": str(out)}}})
+    res = devlet("labels", "--config-file", cfg, "--backends", "hostdev")
+    assert res.returncode == 0, res.stderr
+    assert parse_labels(out.read_text()) == {"devlet.io/fuse.count": "3",
+                                             "devlet.io/serial.count": "0"}
+
+
+def run_loop(tmp, cfg, out, *extra):
+    return subprocess.Popen([str(DEVLET), "labels", "--config-file", str(cfg), "--backends",
+                             "hostdev", "--oneshot=false", "-o", str(out), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    return err
+
+
+def read_labels(path):
+    try:
+        return parse_labels(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def test_loop_rewrites_on_hotplug_and_interval(tmp):
+    cfg = hostdev_config(tmp)
+    out = tmp / "nfd" / "features.d" / "gfd"
+    proc = run_loop(tmp, cfg, out, "--sleep-interval", "200ms", "--rescan-interval", "100ms")
+    try:
+        first = wait_until(lambda: read_labels(out), what="the labels file")
+        assert first["devlet.io/serial.count"] == "0"
+        (tmp / "devs" / "tty0").touch()
+        (tmp / "devs" / "tty1").touch()
+        wait_until(lambda: (read_labels(out) or {}).get("devlet.io/serial.count") == "2",
+                   what="the hot-plugged devices in the labels")
+        # the interval rewrites the file (a new timestamp once a second has passed)
+        ts = read_labels(out)["nvidia.com/gfd.timestamp"]
+        wait_until(lambda: read_labels(out)["nvidia.com/gfd.timestamp"] != ts, timeout=5,
+                   what="a rewrite with a new timestamp")
+        # never a temporary file left beside it
+        assert sorted(p.name for p in out.parent.iterdir()) == ["gfd"]
+    finally:
+        err = stop(proc)
+    # the labels stay when devlet stops
+    assert read_labels(out)["devlet.io/serial.count"] == "2", err
+
+
+def test_remove_on_exit(tmp):
+    cfg = hostdev_config(tmp)
+    out = tmp / "gfd"
+    proc = run_loop(tmp, cfg, out, "--remove-on-exit", "--sleep-interval", "infinite")
+    try:
+        wait_until(lambda: read_labels(out), what="the labels file")
+    finally:
+        stop(proc)
+    assert not out.exists()
+
+
+def test_unwritable_output_is_an_error(tmp):
+    cfg = hostdev_config(tmp)
+    (tmp / "file").write_text("x")
+    res = devlet("labels", "--config-file", cfg, "--backends", "hostdev", "-o", tmp / "file" / "gfd")
+    assert res.returncode == 1
+    assert "Not a directory" in res.stderr
