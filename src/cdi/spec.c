@@ -81,7 +81,7 @@ struct cdi_spec *cdi_spec_new(const char *kind)
         return s;
 }
 
-static void edits_release(struct cdi_edits *e)
+void cdi_edits_release(struct cdi_edits *e)
 {
         strv_free(e->env);
         for (size_t i = 0; i < e->n_nodes; i++) {
@@ -113,10 +113,10 @@ void cdi_spec_free(struct cdi_spec *s)
                 return;
         for (size_t i = 0; i < s->n_devices; i++) {
                 free(s->devices[i].name);
-                edits_release(&s->devices[i].edits);
+                cdi_edits_release(&s->devices[i].edits);
         }
         free(s->devices);
-        edits_release(&s->edits);
+        cdi_edits_release(&s->edits);
         free(s->kind);
         free(s);
 }

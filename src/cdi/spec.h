@@ -95,6 +95,8 @@ void cdi_edits_add_hook(struct cdi_edits *e, const char *hook_name, const char *
  * not repeated). */
 void cdi_edits_merge(struct cdi_edits *dst, const struct cdi_edits *src);
 bool cdi_edits_empty(const struct cdi_edits *e);
+/* Frees what e holds and empties it. */
+void cdi_edits_release(struct cdi_edits *e);
 
 /* Checks every rule: a valid kind; at least one device; device names valid
  * and unique; each device with at least one edit; env entries KEY=VALUE with

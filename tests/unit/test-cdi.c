@@ -23,6 +23,7 @@
 #include "base/fs.h"
 #include "base/xalloc.h"
 #include "cdi/cdi.h"
+#include "cdi/nvidia.h"
 #include "cdi/spec.h"
 
 DEFINE_CLEANUP_FUNC(struct cdi_spec, cdi_spec_free)
@@ -540,6 +541,209 @@ static void test_merge(void **state)
         assert_int_equal(cdi_spec_validate(a, &err), 0);
 }
 
+
+/* ---- NVIDIA ---- */
+
+static void mkfile(const char *root, const char *rel)
+{
+        _cleanup_free_ char *path = xasprintf("%s%s", root, rel);
+        _cleanup_free_ char *dir = xstrdup(path);
+        *strrchr(dir, '/') = '\0';
+        assert_int_equal(fs_mkdir_p(dir, 0755), 0);
+        assert_int_equal(fs_write_atomic(path, "x", 1, 0755), 0);
+}
+
+static void mklink(const char *root, const char *rel, const char *target)
+{
+        _cleanup_free_ char *path = xasprintf("%s%s", root, rel);
+        _cleanup_free_ char *dir = xstrdup(path);
+        *strrchr(dir, '/') = '\0';
+        assert_int_equal(fs_mkdir_p(dir, 0755), 0);
+        assert_int_equal(symlink(target, path), 0);
+}
+
+static const struct cdi_mount *mount_or_null(const struct cdi_edits *e, const char *ctr)
+{
+        for (size_t i = 0; i < e->n_mounts; i++)
+                if (strcmp(e->mounts[i].container_path, ctr) == 0)
+                        return &e->mounts[i];
+        return NULL;
+}
+
+/* The mount at ctr; the test fails when there is none. */
+static const struct cdi_mount *find_mount(const struct cdi_edits *e, const char *ctr)
+{
+        const struct cdi_mount *m = mount_or_null(e, ctr);
+        if (!m)
+                fail_msg("no mount at %s", ctr);
+        return m ? m : &e->mounts[0];
+}
+
+static const struct cdi_device_node *node_or_null(const struct cdi_edits *e, const char *path)
+{
+        for (size_t i = 0; i < e->n_nodes; i++)
+                if (strcmp(e->nodes[i].path, path) == 0)
+                        return &e->nodes[i];
+        return NULL;
+}
+
+static const struct cdi_device_node *find_node(const struct cdi_edits *e, const char *path)
+{
+        const struct cdi_device_node *n = node_or_null(e, path);
+        if (!n)
+                fail_msg("no device node %s", path);
+        return n ? n : &e->nodes[0];
+}
+
+/* A dev root whose nodes are symlinks to /dev/null and /dev/zero (real
+ * character devices, no mknod needed) and a driver root with libraries of
+ * two driver versions. */
+static void test_nvidia_spec(void **state)
+{
+        _cleanup_free_ char *tmp = tmpdir();
+        _cleanup_free_ char *dev = xasprintf("%s/devroot", tmp);
+        _cleanup_free_ char *drv = xasprintf("%s/driver", tmp);
+        mklink(dev, "/dev/nvidia0", "/dev/null");
+        mklink(dev, "/dev/nvidia1", "/dev/zero");
+        mklink(dev, "/dev/nvidiactl", "/dev/null");
+        mklink(dev, "/dev/nvidia-uvm", "/dev/zero");
+        mklink(dev, "/dev/nvidia-caps/nvidia-cap21", "/dev/null");
+        mklink(dev, "/dev/nvidia-caps/nvidia-cap22", "/dev/zero");
+        const char *lib = "/usr/lib/x86_64-linux-gnu";
+        _cleanup_free_ char *cuda = xasprintf("%s/libcuda.so.550.54.15", lib);
+        _cleanup_free_ char *cuda1 = xasprintf("%s/libcuda.so.1", lib);
+        _cleanup_free_ char *cudadev = xasprintf("%s/libcuda.so", lib);
+        _cleanup_free_ char *ml = xasprintf("%s/libnvidia-ml.so.550.54.15", lib);
+        _cleanup_free_ char *ml1 = xasprintf("%s/libnvidia-ml.so.1", lib);
+        _cleanup_free_ char *oldml = xasprintf("%s/libnvidia-ml.so.535.104.05", lib);
+        _cleanup_free_ char *nvvm = xasprintf("%s/libnvidia-nvvm.so.550.54.15", lib);
+        _cleanup_free_ char *nvvm4 = xasprintf("%s/libnvidia-nvvm.so.4", lib);
+        mkfile(drv, cuda);
+        mklink(drv, cuda1, "libcuda.so.550.54.15");
+        mklink(drv, cudadev, "libcuda.so.1");
+        mkfile(drv, ml);
+        mklink(drv, ml1, "libnvidia-ml.so.550.54.15");
+        mkfile(drv, oldml);
+        mkfile(drv, nvvm);
+        mklink(drv, nvvm4, "libnvidia-nvvm.so.550.54.15");
+        mkfile(drv, "/usr/bin/nvidia-smi");
+        mklink(drv, "/bin", "usr/bin"); /* merged /usr: found once */
+        _cleanup_free_ char *hook = xasprintf("%s/nvidia-cdi-hook", tmp);
+        mkfile(tmp, "/nvidia-cdi-hook");
+
+        const struct cdi_nvidia_mig migs[] = {
+                { .index = 0, .uuid = "MIG-aaaa", .gi_cap = 21, .ci_cap = 22 },
+                { .index = 1, .uuid = "MIG-bbbb", .gi_cap = 30, .ci_cap = -1 }, /* caps missing */
+        };
+        const struct cdi_nvidia_gpu gpus[] = {
+                { .uuid = "GPU-1111", .minor = 0 },
+                { .uuid = "GPU-2222", .minor = 1, .mig_enabled = true, .migs = migs, .n_migs = 2 },
+                { .uuid = "GPU-3333", .minor = 7 }, /* no node */
+        };
+        const struct cdi_nvidia_node node = { "550.54.15", gpus, 3 };
+        const struct cdi_nvidia_opts opts = { CDI_NVIDIA_PLUGIN_KIND, "/run/nvidia/driver", drv,
+                                              dev, hook };
+        struct cdi_spec *s = NULL;
+        char **warnings = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(cdi_spec_nvidia(&node, &opts, &s, &warnings, &err), 0);
+        assert_string_equal(s->kind, "k8s.device-plugin.nvidia.com/gpu");
+
+        /* names: GPU index and UUID, MIG <gpu>:<mig> and UUID, all */
+        static const char *const names[] = { "0", "GPU-1111", "1:0", "MIG-aaaa", "1:1",
+                                             "MIG-bbbb", "all" };
+        assert_int_equal(s->n_devices, ARRAY_SIZE(names));
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+                assert_string_equal(s->devices[i].name, names[i]);
+        assert_string_equal(cdi_spec_min_version(s), "0.5.0");
+
+        const struct cdi_edits *g0 = &cdi_spec_find_device(s, "GPU-1111")->edits;
+        assert_int_equal(g0->n_nodes, 1);
+        const struct cdi_device_node *n = find_node(g0, "/dev/nvidia0");
+        _cleanup_free_ char *host0 = xasprintf("%s/dev/nvidia0", dev);
+        assert_string_equal(n->host_path, host0);
+        assert_int_equal(n->type, 'c');
+        assert_int_equal(n->major, 1);
+        assert_int_equal(n->minor, 3);
+
+        const struct cdi_edits *m0 = &cdi_spec_find_device(s, "1:0")->edits;
+        assert_int_equal(m0->n_nodes, 3);
+        assert_int_equal(find_node(m0, "/dev/nvidia1")->minor, 5);
+        assert_non_null(node_or_null(m0, "/dev/nvidia-caps/nvidia-cap21"));
+        assert_int_equal(find_node(m0, "/dev/nvidia-caps/nvidia-cap22")->minor, 5);
+        assert_int_equal(cdi_spec_find_device(s, "MIG-bbbb")->edits.n_nodes, 1);
+
+        const struct cdi_edits *all = &cdi_spec_find_device(s, "all")->edits;
+        assert_int_equal(all->n_nodes, 4); /* nvidia0, nvidia1, cap21, cap22 */
+
+        /* spec-wide: env, control nodes present, libraries of this version */
+        assert_string_equal(s->edits.env[0], "NVIDIA_VISIBLE_DEVICES=void");
+        assert_int_equal(s->edits.n_nodes, 2);
+        assert_non_null(node_or_null(&s->edits, "/dev/nvidiactl"));
+        assert_non_null(node_or_null(&s->edits, "/dev/nvidia-uvm"));
+        const struct cdi_mount *m = find_mount(&s->edits, cuda);
+        _cleanup_free_ char *hostcuda = xasprintf("/run/nvidia/driver%s", cuda);
+        assert_string_equal(m->host_path, hostcuda);
+        assert_string_equal(m->options[0], "ro");
+        assert_string_equal(m->options[1], "nosuid");
+        assert_string_equal(m->options[2], "nodev");
+        assert_string_equal(m->options[3], "bind");
+        assert_null(m->options[4]);
+        assert_non_null(mount_or_null(&s->edits, cuda1));
+        assert_non_null(mount_or_null(&s->edits, ml));
+        assert_non_null(mount_or_null(&s->edits, ml1));
+        assert_non_null(mount_or_null(&s->edits, nvvm4));
+        assert_null(mount_or_null(&s->edits, cudadev));
+        assert_null(mount_or_null(&s->edits, oldml));
+        assert_non_null(mount_or_null(&s->edits, "/usr/bin/nvidia-smi"));
+        assert_null(mount_or_null(&s->edits, "/bin/nvidia-smi"));
+        assert_int_equal(s->edits.n_mounts, 7);
+
+        assert_int_equal(s->edits.n_hooks, 1);
+        const struct cdi_hook *h = &s->edits.hooks[0];
+        assert_string_equal(h->hook_name, "createContainer");
+        assert_string_equal(h->path, hook);
+        static const char *const args[] = { "nvidia-cdi-hook", "update-ldcache", "--folder",
+                                            "/usr/lib/x86_64-linux-gnu", NULL };
+        for (size_t i = 0; i < ARRAY_SIZE(args); i++)
+                assert_string_equal(h->args[i] ? h->args[i] : "(null)", args[i] ? args[i] : "(null)");
+
+        /* warnings: GPU 2's node, MIG 1:1's capability */
+        assert_int_equal(strv_len(warnings), 2);
+        assert_non_null(strstr(warnings[0], "nvidia-cap30"));
+        assert_non_null(strstr(warnings[1], "nvidia7"));
+        strv_free(warnings);
+        cdi_spec_free(s);
+
+        /* nvidia-ctk takes "hook" first; a missing hook program: no hook */
+        _cleanup_free_ char *ctk = xasprintf("%s/bin/nvidia-ctk", tmp);
+        mkfile(tmp, "/bin/nvidia-ctk");
+        struct cdi_nvidia_opts o2 = opts;
+        o2.hook_path = ctk;
+        assert_int_equal(cdi_spec_nvidia(&node, &o2, &s, NULL, &err), 0);
+        assert_string_equal(s->edits.hooks[0].args[1], "hook");
+        assert_string_equal(s->edits.hooks[0].args[2], "update-ldcache");
+        cdi_spec_free(s);
+        o2.hook_path = "/nonexistent/nvidia-cdi-hook";
+        o2.kind = CDI_NVIDIA_DEFAULT_KIND;
+        assert_int_equal(cdi_spec_nvidia(&node, &o2, &s, NULL, &err), 0);
+        assert_int_equal(s->edits.n_hooks, 0);
+        assert_string_equal(s->kind, "nvidia.com/gpu");
+        cdi_spec_free(s);
+
+        /* no device node at all: no spec */
+        o2.dev_root = tmp;
+        s = NULL;
+        assert_int_equal(cdi_spec_nvidia(&node, &o2, &s, NULL, &err), -EINVAL);
+        assert_null(s);
+        assert_non_null(strstr(err, "no GPU device nodes"));
+        free(TAKE_PTR(err));
+        o2.kind = "bad kind";
+        assert_int_equal(cdi_spec_nvidia(&node, &o2, &s, NULL, &err), -EINVAL);
+
+        nftw(tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -552,6 +756,7 @@ int main(void)
                 cmocka_unit_test(test_min_version),    cmocka_unit_test(test_render_yaml),
                 cmocka_unit_test(test_render_json),    cmocka_unit_test(test_write),
                 cmocka_unit_test(test_from_resource),  cmocka_unit_test(test_merge),
+                cmocka_unit_test(test_nvidia_spec),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
