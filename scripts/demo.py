@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""`make demo`: devlet's main job, end to end, printed as a transcript.
+
+In a temporary directory it makes fake device nodes, writes a hostDevices
+config (fuse x10, a ttyUSB* glob with two nodes, a bind-mounted socket),
+starts the simulated kubelet (tests/integration/kubelet_sim.py) and
+`build/devlet run`, then walks through registration, the device list from
+ListAndWatch, an Allocate, a hot-plug, a kubelet restart and SIGTERM.
+
+Each step is one function in STEPS; a step reads and extends the Demo state.
+With DEMO_KEEP=1 everything stays up until Ctrl-C so that `devlet probe` can
+be tried against the sockets.  Exit status: 0, or 1 when a step failed.
+"""
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+
+from devlet_harness import DEVLET_BIN, Devlet, hostdev_config, make_node  # noqa: E402
+from kubelet_sim import KubeletSim  # noqa: E402
+
+WAIT = 10.0  # seconds any one step may wait for devlet
+
+
+class Demo:
+    def __init__(self):
+        self.root = tempfile.mkdtemp(prefix="devlet-demo-", dir="/tmp")
+        self.plugins = os.path.join(self.root, "device-plugins")
+        self.dev = os.path.join(self.root, "dev")
+        self.run = os.path.join(self.root, "run")
+        for p in (self.plugins, self.dev, self.run):
+            os.mkdir(p)
+        self.keep = os.environ.get("DEMO_KEEP") == "1"
+        self.resources = []  # resource names, in config order
+        self.sim = None
+        self.devlet = None
+        self.t0 = time.monotonic()
+        self.log_seen = 0  # bytes of devlet's log already shown
+
+    # ------------------------------------------------ output
+
+    def step(self, title):
+        print(f"\n[{time.monotonic() - self.t0:5.2f}s] == {title}", flush=True)
+
+    def say(self, text="", indent=2):
+        for line in str(text).splitlines() or [""]:
+            print(" " * indent + line, flush=True)
+
+    def devlet_said(self, count):
+        """Shows devlet's new `registered resource=...` log lines (the only
+        log lines the transcript quotes; the rest is observed over gRPC),
+        once each resource has logged count of them."""
+        for r in self.resources:
+            try:
+                self.devlet.wait_registered(r, count, timeout=2.0)
+            except TimeoutError:
+                pass  # the transcript quotes what there is
+        text = self.devlet.log_text()
+        new, self.log_seen = text[self.log_seen:], len(text)
+        for line in new.splitlines():
+            if "registered resource=" in line:
+                self.say("devlet log: " + line.split(" ", 1)[1].strip(), indent=4)
+
+    def device_line(self, d):
+        numa = "-" if d.numa is None else d.numa
+        return f"{d.id:<16} {d.health:<10} numa={numa}"
+
+    def show_snapshot(self, resource, snap):
+        self.say(f"{resource}: {len(snap.devices)} devices (ListAndWatch message #{snap.seq + 1})")
+        for d in snap.devices:
+            self.say(self.device_line(d), indent=6)
+
+    # ------------------------------------------------ cleanup
+
+    def close(self):
+        if self.devlet is not None:
+            self.devlet.kill()
+        if self.sim is not None:
+            self.sim.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- steps
+
+def make_devices(demo):
+    demo.step("fake device nodes")
+    root = os.geteuid() == 0
+    for name in ("fuse", "ttyUSB0", "ttyUSB1"):
+        make_node(os.path.join(demo.dev, name))
+    open(os.path.join(demo.run, "foo.sock"), "w").close()
+    if root:
+        demo.say(f"mknod (char 1:3) {demo.dev}/{{fuse,ttyUSB0,ttyUSB1}}")
+    else:
+        demo.say(f"not root: {demo.dev}/{{fuse,ttyUSB0,ttyUSB1}} are regular files standing in for nodes")
+    demo.say(f"{demo.run}/foo.sock stands in for a runtime socket")
+
+
+def write_config(demo):
+    demo.step("config")
+    cfg = hostdev_config(domain="devlet.io", devices=[
+        {"name": "fuse", "groups": [{"count": 10, "paths": [{"path": f"{demo.dev}/fuse"}]}]},
+        {"name": "serial", "groups": [{"paths": [{"path": f"{demo.dev}/ttyUSB*", "permissions": "rw"}]}]},
+        {"name": "runtime-socket", "groups": [{"paths": [
+            {"path": f"{demo.run}/foo.sock", "mountPath": "/run/foo.sock", "type": "Mount", "readOnly": True}]}]},
+    ])
+    demo.resources = [f"devlet.io/{d['name']}" for d in cfg["hostDevices"]["devices"]]
+    # its own session: Ctrl-C (DEMO_KEEP=1) stops the demo, which stops devlet
+    demo.devlet = Devlet(demo.plugins, os.path.join(demo.root, "work"), cfg, new_session=True)
+    with open(demo.devlet.config_path) as f:
+        demo.say(f.read().rstrip(), indent=4)
+
+
+def start_kubelet(demo):
+    demo.step("simulated kubelet")
+    demo.sim = KubeletSim(demo.plugins)
+    demo.sim.start()
+    demo.say(f"serving Registration on {demo.sim.socket_path}")
+
+
+def start_devlet(demo):
+    demo.step("devlet run")
+    demo.devlet.start()
+    demo.say("$ " + " ".join(demo.devlet.command()))
+    for r in demo.resources:
+        reg = demo.sim.wait_for_registration(r, timeout=WAIT)
+        o = reg.options
+        demo.say(f"Register: resource_name={reg.resource_name} endpoint={reg.endpoint} version={reg.version}")
+        demo.say(f"options: pre_start_required={o.pre_start_required} "
+                 f"get_preferred_allocation_available={o.get_preferred_allocation_available} "
+                 f"(the kubelet asked GetDevicePluginOptions before answering: "
+                 f"{'same' if reg.dialed_options == o else 'DIFFERENT'})", indent=4)
+        demo.say(f"registered {(reg.time - demo.devlet.start_time) * 1000:.1f} ms after start", indent=4)
+    demo.devlet_said(1)
+
+
+def list_devices(demo):
+    demo.step("devices, from ListAndWatch")
+    for r in demo.resources:
+        demo.show_snapshot(r, demo.sim.wait_for_snapshot(r, timeout=WAIT))
+
+
+def allocate(demo):
+    demo.step("Allocate")
+    for resource, ids in (("devlet.io/fuse", ["fuse-0", "fuse-1"]),
+                          ("devlet.io/serial", ["ttyUSB1"]),
+                          ("devlet.io/runtime-socket", ["runtime-socket"])):
+        resp = demo.sim.allocate(resource, [ids])
+        demo.say(f"{resource} {ids} ->")
+        for c in resp.container_responses:
+            for s in c.devices:
+                demo.say(f"device {s.host_path} -> {s.container_path} ({s.permissions})", indent=6)
+            for m in c.mounts:
+                demo.say(f"mount  {m.host_path} -> {m.container_path}{' (ro)' if m.read_only else ''}", indent=6)
+            for k, v in sorted(c.envs.items()):
+                demo.say(f"env    {k}={v}", indent=6)
+    try:
+        demo.sim.allocate("devlet.io/serial", [["ttyUSB7"]])
+    except Exception as e:  # grpc.RpcError
+        demo.say(f"devlet.io/serial ['ttyUSB7'] -> {e.code().name}: {e.details()}")
+
+
+def hotplug(demo):
+    demo.step("hot-plug: a third ttyUSB appears")
+    node = os.path.join(demo.dev, "ttyUSB2")
+    make_node(node)
+    demo.say(f"created {node}")
+    snap = demo.sim.wait_for_snapshot("devlet.io/serial", lambda s: "ttyUSB2" in s, timeout=WAIT)
+    demo.show_snapshot("devlet.io/serial", snap)
+    os.unlink(os.path.join(demo.dev, "ttyUSB0"))
+    demo.say(f"removed {demo.dev}/ttyUSB0")
+    snap = demo.sim.wait_for_snapshot("devlet.io/serial", lambda s: s.health("ttyUSB0") == "Unhealthy",
+                                      timeout=WAIT)
+    demo.show_snapshot("devlet.io/serial", snap)
+
+
+def kubelet_restart(demo):
+    demo.step("kubelet restart (it deletes every file in its plugin directory)")
+    t = time.monotonic()
+    demo.sim.restart()
+    gen = demo.sim.generation
+    regs = [demo.sim.wait_for_registration(r, generation=gen, timeout=WAIT) for r in demo.resources]
+    for reg in sorted(regs, key=lambda x: x.time):
+        demo.say(f"re-registered {reg.resource_name} endpoint={reg.endpoint} "
+                 f"{(reg.time - t) * 1000:.1f} ms after the restart began")
+    demo.devlet_said(2)
+    demo.say(f"plugin dir: {sorted(os.listdir(demo.plugins))}")
+    resp = demo.sim.allocate("devlet.io/fuse", [["fuse-9"]])
+    demo.say(f"Allocate fuse-9 after the restart -> {resp.container_responses[0].devices[0].host_path}")
+
+
+def keep_running(demo):
+    if not demo.keep:
+        return
+    demo.step("DEMO_KEEP=1: everything stays up until Ctrl-C")
+    demo.say(f"devlet pid {demo.devlet.pid}, log {demo.devlet.log_path}")
+    demo.say(f"config {demo.devlet.config_path} (edit it, or `kill -HUP {demo.devlet.pid}`, to reload)")
+    demo.say(f"device nodes in {demo.dev} (create or remove ttyUSB* to hot-plug)")
+    for r in demo.resources:
+        demo.say(f"socket {demo.devlet.socket_path(r)}")
+    demo.say("try:")
+    demo.say(f"{DEVLET_BIN} probe --socket {demo.devlet.socket_path('devlet.io/fuse')} "
+             f"--allocate fuse-0,fuse-1 --preferred 2", indent=4)
+    demo.say(f"{DEVLET_BIN} list --config-file {demo.devlet.config_path} -o json", indent=4)
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    while not stop.is_set() and demo.devlet.alive():
+        stop.wait(1.0)
+    print()
+
+
+def sigterm(demo):
+    demo.step("SIGTERM")
+    rc = demo.devlet.terminate()
+    left = demo.devlet.own_sockets()
+    demo.say(f"devlet exited with code {rc}; its sockets left behind: {left if left else 'none'}")
+    demo.say(f"plugin dir: {sorted(os.listdir(demo.plugins))}")
+    if rc != 0 or left:
+        raise RuntimeError("devlet did not stop cleanly")
+
+
+STEPS = [make_devices, write_config, start_kubelet, start_devlet, list_devices, allocate, hotplug,
+         kubelet_restart, keep_running, sigterm]
+
+
+def main():
+    if not os.path.exists(DEVLET_BIN):
+        print(f"demo: {DEVLET_BIN} is missing: run `make`", file=sys.stderr)
+        return 1
+    demo = Demo()
+    print(f"devlet demo in {demo.root}")
+    try:
+        for step in STEPS:
+            step(demo)
+    except Exception as e:
+        print(f"\ndemo: step failed: {type(e).__name__}: {e}", file=sys.stderr)
+        if demo.devlet is not None and demo.devlet.proc is not None:
+            tail = demo.devlet.log_text()[-3000:]
+            print(f"--- devlet's log (tail) ---\n{tail}", file=sys.stderr)
+        return 1
+    finally:
+        demo.close()
+    print(f"\ndone in {time.monotonic() - demo.t0:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Fixtures for the integration tests: short temporary directories (Unix
+socket paths must stay under 108 bytes), the simulated kubelet, and a factory
+that starts `devlet run` and, on teardown, stops it with SIGTERM and checks
+that it exited 0 and removed its sockets.  When a test fails, devlet's log
+and the simulator's event log are added to the report."""
+
+import os
+import shutil
+import tempfile
+from types import SimpleNamespace
+
+import pytest
+
+from devlet_harness import DEVLET_BIN, Devlet
+from kubelet_sim import BUILD_DIR, KubeletSim
+
+
+def _track(request, attr, obj):
+    items = getattr(request.node, attr, None)
+    if items is None:
+        items = []
+        setattr(request.node, attr, items)
+    items.append(obj)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.failed:
+        return
+    for i, d in enumerate(getattr(item, "_devlets", [])):
+        text = d.log_text()
+        if len(text) > 30000:
+            text = "[...]\n" + text[-30000:]
+        rep.sections.append((f"devlet #{i} log ({d.log_path})", text or "(empty)"))
+    for i, sim in enumerate(getattr(item, "_sims", [])):
+        rep.sections.append((f"kubelet simulator #{i} events", "\n".join(sim.events[-300:])))
+
+
+@pytest.fixture(scope="session")
+def build_dir():
+    if not os.path.exists(DEVLET_BIN):
+        pytest.fail(f"{DEVLET_BIN} is missing: run `make` (DEVLET_BUILD={BUILD_DIR})")
+    return BUILD_DIR
+
+
+@pytest.fixture
+def dirs():
+    """root/plugins (the kubelet's device-plugins dir), root/dev (fake device
+    nodes), root/run (other files), root/work (config, logs)."""
+    root = tempfile.mkdtemp(prefix="dlt-", dir="/tmp")
+    d = SimpleNamespace(root=root, plugins=os.path.join(root, "plugins"), dev=os.path.join(root, "dev"),
+                        run=os.path.join(root, "run"), work=os.path.join(root, "work"))
+    for p in (d.plugins, d.dev, d.run, d.work):
+        os.mkdir(p)
+    yield d
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def plugin_dir(dirs):
+    return dirs.plugins
+
+
+@pytest.fixture
+def kubelet_factory(request, dirs):
+    """Makes simulators (not started); each is stopped on teardown."""
+    sims = []
+
+    def make(plugin_dir=None, kubelet_socket=None):
+        sim = KubeletSim(plugin_dir or dirs.plugins, kubelet_socket)
+        sims.append(sim)
+        _track(request, "_sims", sim)
+        return sim
+    yield make
+    for sim in sims:
+        sim.stop()
+
+
+@pytest.fixture
+def kubelet(kubelet_factory):
+    """A started simulated kubelet on <plugin_dir>/kubelet.sock."""
+    sim = kubelet_factory()
+    sim.start()
+    return sim
+
+
+@pytest.fixture
+def devlet(request, build_dir, dirs):
+    """devlet(config, **Devlet kwargs) starts `devlet run` on dirs.plugins.
+    Teardown: SIGTERM, exit code 0 within 10 s, no devlet-*.sock left, no
+    sanitizer report.  A devlet that died on its own fails the test."""
+    started = []
+
+    def start(config=None, start=True, workdir=None, **kw):
+        n = len(started)
+        d = Devlet(kw.pop("plugin_dir", dirs.plugins),
+                   workdir or os.path.join(dirs.work, f"devlet{n}"), config, **kw)
+        started.append(d)
+        _track(request, "_devlets", d)
+        if start:
+            d.start()
+        return d
+    yield start
+
+    problems = []
+    for d in started:
+        if d.proc is None:
+            continue
+        if d.returncode is None and d.proc.poll() is not None:
+            problems.append(f"devlet (pid {d.pid}) exited on its own with code {d.proc.returncode}")
+            continue
+        if d.returncode is None:
+            try:
+                rc = d.terminate()
+            except TimeoutError as e:
+                problems.append(str(e))
+                continue
+            if rc != 0:
+                problems.append(f"devlet exited with code {rc} after SIGTERM (want 0)")
+        left = d.own_sockets()
+        if left:
+            problems.append(f"devlet left its sockets behind: {left}")
+        report = d.sanitizer_report()
+        if report:
+            problems.append(f"sanitizer report:\n{report}")
+    if problems:
+        pytest.fail("\n".join(problems))

@@ -1,0 +1,238 @@
+"""Running build/devlet for tests, the demo and the benchmark.
+
+Devlet wraps one `devlet run` process: its config file (written from a dict
+as YAML, or given as text), its log file (stdout and stderr together), the
+signals the contract knows (SIGHUP reload, SIGTERM stop) and the sockets it
+owns in the plugin directory.  It never sleeps blindly: waits poll with a
+deadline.  Helpers here also build hostDevices configs and fake device nodes.
+"""
+
+import glob
+import os
+import re
+import signal
+import stat
+import subprocess
+import time
+from typing import Dict, List, Optional, Union
+
+from kubelet_sim import BUILD_DIR, endpoint_name
+
+DEVLET_BIN = os.path.join(BUILD_DIR, "devlet")
+STOP_TIMEOUT = 10.0
+SANITIZER_ERRORS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def devlet_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The environment devlet runs in: ours without devlet's own variables
+    (so a developer's shell cannot change a test), plus extra.  With
+    DEVLET_ASAN=1 the sanitizers report with a distinctive exit code."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CONFIG_FILE", "PLUGIN_DIRECTORY", "KUBELET_SOCKET")}
+    if os.environ.get("DEVLET_ASAN") == "1":
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:exitcode=86")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    env.update(extra or {})
+    return env
+
+
+def wait_until(check, timeout: float, what: str, interval: float = 0.01):
+    """Polls check() until it returns a true value (returned) or the
+    deadline passes (TimeoutError naming what)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def make_node(path: str, char_device: bool = True, major: int = 1, minor: int = 3):
+    """A fake device node: a character device (1:3, like /dev/null, unless
+    told otherwise) when we are root, else an ordinary file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if char_device and os.geteuid() == 0:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(major, minor))
+    else:
+        with open(path, "w"):
+            pass
+
+
+def hostdev_config(devices: List[dict], domain: Optional[str] = None) -> dict:
+    """A `version: v1` config with a hostDevices section."""
+    section = {"devices": devices}
+    if domain is not None:
+        section = {"domain": domain, **section}
+    return {"version": "v1", "hostDevices": section}
+
+
+def write_config(path: str, config: Union[dict, str]):
+    import yaml
+    text = config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=False)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)  # devlet never reads a half-written file
+
+
+class Devlet:
+    def __init__(self, plugin_dir: str, workdir: str, config: Union[dict, str, None] = None,
+                 args: Optional[List[str]] = None, env: Optional[Dict[str, str]] = None,
+                 use_env: bool = False, kubelet_socket: Optional[str] = None, binary: str = DEVLET_BIN,
+                 new_session: bool = False):
+        self.plugin_dir = os.path.abspath(plugin_dir)
+        self.workdir = os.path.abspath(workdir)
+        self.config_path = os.path.join(self.workdir, "config.yaml")
+        self.log_path = os.path.join(self.workdir, "devlet.log")
+        self.binary = binary
+        self.args = list(args or [])
+        self.extra_env = dict(env or {})
+        self.use_env = use_env
+        self.kubelet_socket = kubelet_socket
+        self.new_session = new_session  # out of our terminal's process group (no Ctrl-C)
+        self.proc: Optional[subprocess.Popen] = None
+        self.returncode: Optional[int] = None
+        self.start_time: Optional[float] = None
+        if config is not None:
+            self.write_config(config)
+
+    # ------------------------------------------------ process
+
+    def command(self) -> List[str]:
+        cmd = [self.binary, "run"]
+        if not self.use_env:
+            if os.path.exists(self.config_path):
+                cmd += ["--config-file", self.config_path]
+            cmd += ["--plugin-directory", self.plugin_dir]
+            if self.kubelet_socket:
+                cmd += ["--kubelet-socket", self.kubelet_socket]
+        return cmd + self.args
+
+    def environment(self) -> Dict[str, str]:
+        extra = dict(self.extra_env)
+        if self.use_env:
+            extra["PLUGIN_DIRECTORY"] = self.plugin_dir
+            if os.path.exists(self.config_path):
+                extra["CONFIG_FILE"] = self.config_path
+            if self.kubelet_socket:
+                extra["KUBELET_SOCKET"] = self.kubelet_socket
+        return devlet_env(extra)
+
+    def start(self) -> "Devlet":
+        assert self.proc is None, "already started"
+        if not os.path.exists(self.binary):
+            raise FileNotFoundError(f"{self.binary} is missing: run `make`")
+        os.makedirs(self.workdir, exist_ok=True)
+        log = open(self.log_path, "ab")
+        try:
+            self.start_time = time.monotonic()
+            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, env=self.environment(),
+                                         close_fds=True, start_new_session=self.new_session)
+        finally:
+            log.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig):
+        assert self.alive(), f"devlet is not running (exit code {self.proc.poll() if self.proc else None})"
+        self.proc.send_signal(sig)
+
+    def sighup(self):
+        self.signal(signal.SIGHUP)
+
+    def terminate(self, timeout: float = STOP_TIMEOUT) -> int:
+        """SIGTERM, then waits; kills it (and raises) past the timeout."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise TimeoutError(f"devlet did not exit within {timeout}s of SIGTERM") from None
+        self.returncode = self.proc.returncode
+        return self.returncode
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    # ------------------------------------------------ files
+
+    def write_config(self, config: Union[dict, str]):
+        os.makedirs(self.workdir, exist_ok=True)
+        write_config(self.config_path, config)
+
+    def socket_path(self, resource: str) -> str:
+        return os.path.join(self.plugin_dir, endpoint_name(resource))
+
+    def own_sockets(self) -> List[str]:
+        return sorted(glob.glob(os.path.join(glob.escape(self.plugin_dir), "devlet-*.sock")))
+
+    def log_text(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_size(self) -> int:
+        try:
+            return os.path.getsize(self.log_path)
+        except FileNotFoundError:
+            return 0
+
+    def wait_log(self, pattern: str, since: int = 0, timeout: float = 10.0) -> re.Match:
+        """Waits for a regex to appear in the log after byte offset since."""
+        rx = re.compile(pattern)
+
+        def check():
+            with open(self.log_path, "rb") as f:
+                f.seek(since)
+                return rx.search(f.read().decode("utf-8", "replace"))
+        return wait_until(check, timeout, f"/{pattern}/ in devlet's log", interval=0.02)
+
+    def registered_count(self, resource: str) -> int:
+        """How many `registered resource=R ` lines devlet logged: the one log
+        line tests may use, only to know that devlet has seen a Register
+        answer (the behaviour itself is observed over gRPC)."""
+        return len(re.findall(r"registered resource=" + re.escape(resource) + r"(\s|$)", self.log_text()))
+
+    def wait_registered(self, resource: str, count: int, timeout: float = 10.0):
+        wait_until(lambda: self.registered_count(resource) >= count, timeout,
+                   f"devlet to log registration #{count} of {resource}", interval=0.005)
+
+    def sanitizer_report(self) -> Optional[str]:
+        text = self.log_text()
+        for marker in SANITIZER_ERRORS:
+            i = text.find(marker)
+            if i >= 0:
+                return text[max(0, i - 200):i + 4000]
+        return None
+
+    def vm_hwm_kib(self) -> int:
+        """Peak resident set size (VmHWM) in KiB."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmHWM in /proc/PID/status")
+
+
+def run_devlet(args: List[str], timeout: float = 30.0, env: Optional[Dict[str, str]] = None,
+               binary: str = DEVLET_BIN) -> subprocess.CompletedProcess:
+    """Runs a one-shot subcommand (list, probe, version...) and captures it."""
+    return subprocess.run([binary] + list(args), stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=timeout, env=devlet_env(env))
