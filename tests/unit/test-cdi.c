@@ -23,6 +23,7 @@
 #include "base/fs.h"
 #include "base/xalloc.h"
 #include "cdi/cdi.h"
+#include "cdi/generate.h"
 #include "cdi/nvidia.h"
 #include "cdi/spec.h"
 
@@ -744,6 +745,85 @@ static void test_nvidia_spec(void **state)
         nftw(tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+/* ---- the writer of devlet run ---- */
+
+static struct dev_resource *writer_res[1];
+static int writer_backend_token;
+
+static int writer_create(uv_loop_t *loop, const struct devlet_config *cfg,
+                         struct dev_backend **out, char **err)
+{
+        return 0;
+}
+
+static void writer_destroy(struct dev_backend *b)
+{
+}
+
+static struct dev_resource **writer_resources(struct dev_backend *b, size_t *n)
+{
+        *n = 1;
+        return writer_res;
+}
+
+static const struct dev_backend_ops writer_ops = { "hostdev", writer_create, writer_destroy,
+                                                   writer_resources };
+
+static ino_t inode_of(const char *path)
+{
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0644);
+        return st.st_ino;
+}
+
+static void test_writer(void **state)
+{
+        _cleanup_free_ char *tmp = tmpdir();
+        struct devlet_config *cfg = config_new_defaults();
+        assert_false(cdi_strategy_enabled(cfg)); /* envvar by default */
+        strv_free(cfg->device_list_strategy);
+        cfg->device_list_strategy = strv_push(strv_push(xcalloc(1, sizeof(char *)), "envvar"),
+                                              "cdi-cri");
+        assert_true(cdi_strategy_enabled(cfg));
+        free(cfg->cdi_spec_dir);
+        cfg->cdi_spec_dir = xasprintf("%s/var/run/cdi", tmp);
+
+        writer_res[0] = dev_resource_new("example.com/fuse");
+        dev_device_add_node(dev_resource_add(writer_res[0], "fuse-0"), "/dev/null", "/dev/fuse",
+                            "rw");
+        struct cdi_backend b = { &writer_ops, (struct dev_backend *)&writer_backend_token };
+        struct cdi_writer *w = cdi_writer_new(cfg, &b, 1);
+        assert_int_equal(dir_entries(cfg->cdi_spec_dir), 0); /* nothing before the first write */
+        assert_int_equal(cdi_writer_write(w), 0);
+        _cleanup_free_ char *path = xasprintf("%s/example.com-fuse.yaml", cfg->cdi_spec_dir);
+        ino_t first = inode_of(path);
+
+        /* unchanged devices: the file is left alone */
+        assert_int_equal(cdi_writer_write(w), 0);
+        assert_true(inode_of(path) == first);
+
+        /* a new device: rewritten, with it */
+        dev_device_add_node(dev_resource_add(writer_res[0], "fuse-1"), "/dev/null", "/dev/fuse",
+                            "rw");
+        assert_int_equal(cdi_writer_write(w), 0);
+        assert_true(inode_of(path) != first);
+        _cleanup_free_ char *data = NULL;
+        assert_int_equal(fs_read_file(path, 1 << 20, &data, NULL), 0);
+        assert_non_null(strstr(data, "name: fuse-1"));
+        assert_int_equal(dir_entries(cfg->cdi_spec_dir), 1);
+
+        /* an unwritable directory: an error, and the next write tries again */
+        free(cfg->cdi_spec_dir);
+        cfg->cdi_spec_dir = xasprintf("%s/example.com-fuse.yaml/sub", path);
+        assert_true(cdi_writer_write(w) < 0);
+
+        cdi_writer_free(w);
+        dev_resource_free(writer_res[0]);
+        config_free(cfg);
+        nftw(tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -756,7 +836,7 @@ int main(void)
                 cmocka_unit_test(test_min_version),    cmocka_unit_test(test_render_yaml),
                 cmocka_unit_test(test_render_json),    cmocka_unit_test(test_write),
                 cmocka_unit_test(test_from_resource),  cmocka_unit_test(test_merge),
-                cmocka_unit_test(test_nvidia_spec),
+                cmocka_unit_test(test_nvidia_spec),    cmocka_unit_test(test_writer),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
