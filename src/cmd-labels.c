@@ -125,10 +125,8 @@ static int keep_labeling(struct labels_cmd *c)
                         size_t n = 0;
                         struct dev_resource **res =
                                 c->backends[i].ops->resources(c->backends[i].backend, &n);
-                        for (size_t k = 0; k < n; k++) {
-                                res[k]->on_change = on_resource_change;
-                                res[k]->on_change_ud = c;
-                        }
+                        for (size_t k = 0; k < n; k++)
+                                dev_resource_watch(res[k], on_resource_change, c);
                 }
                 signal(SIGPIPE, SIG_IGN);
                 uv_signal_t *sigs[] = { &c->sig_term, &c->sig_int };

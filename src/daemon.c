@@ -2,7 +2,9 @@
  * shutdown order.
  *
  * Start: device backends build their resources (an initial scan), then the
- * kubelet manager serves one socket per resource and registers them.
+ * kubelet manager serves one socket per resource and registers them, then
+ * the labeler writes the node labels and, with a CDI device-list strategy,
+ * the CDI writer the specs; both again whenever a resource changes.
  * SIGHUP reloads the configuration; so does a change of the config file's
  * content (watched through its directory, because a ConfigMap volume swaps a
  * `..data` symlink rather than writing the file).  A config that fails to
@@ -21,8 +23,10 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/xalloc.h"
+#include "cdi/generate.h"
 #include "devices/device.h"
 #include "kubelet/kubelet.h"
+#include "labels/labels.h"
 
 struct backend_slot {
         const struct dev_backend_ops *ops;
@@ -40,6 +44,9 @@ struct daemon {
         struct dev_resource **resources;
         size_t n_resources;
         struct kubelet_manager *kubelet;
+        struct labeler *labeler;
+        struct cdi_writer *cdi;      /* NULL unless a CDI device-list strategy is on */
+        uv_timer_t devices_changed; /* coalesces notifies into one refresh */
 
         uv_signal_t sig_hup, sig_term, sig_int;
         int exit_code;
@@ -65,6 +72,9 @@ static int backend_wanted(const struct devlet_config *cfg, const char *name)
 /* Stops every module; the loop must run afterwards to finish the closes. */
 static void modules_stop(struct daemon *d)
 {
+        uv_timer_stop(&d->devices_changed);
+        labels_stop(TAKE_PTR(d->labeler));
+        cdi_writer_free(TAKE_PTR(d->cdi));
         kubelet_manager_free(TAKE_PTR(d->kubelet));
         for (size_t i = 0; i < d->n_backends; i++)
                 d->backends[i].ops->destroy(d->backends[i].b);
@@ -74,6 +84,39 @@ static void modules_stop(struct daemon *d)
 }
 
 static void on_kubelet_restart(void *ud);
+
+static void on_devices_changed_turn(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        labels_refresh(d->labeler);
+        if (d->cdi)
+                cdi_writer_write(d->cdi);
+}
+
+static void on_devices_changed(struct dev_resource *r, void *ud)
+{
+        struct daemon *d = ud;
+        uv_timer_start(&d->devices_changed, on_devices_changed_turn, 0, 0);
+}
+
+/* Node labels and CDI specs: extras, whose failures are logged and never
+ * stop the plugins. */
+static void outputs_start(struct daemon *d)
+{
+        struct labels_backend lb[ARRAY_SIZE(d->backends)];
+        struct cdi_backend cb[ARRAY_SIZE(d->backends)];
+        for (size_t i = 0; i < d->n_backends; i++) {
+                lb[i] = (struct labels_backend){ d->backends[i].ops, d->backends[i].b };
+                cb[i] = (struct cdi_backend){ d->backends[i].ops, d->backends[i].b };
+        }
+        labels_start(&d->loop, d->cfg, lb, d->n_backends, &d->labeler);
+        if (cdi_strategy_enabled(d->cfg)) {
+                d->cdi = cdi_writer_new(d->cfg, cb, d->n_backends);
+                cdi_writer_write(d->cdi);
+        }
+        for (size_t i = 0; i < d->n_resources; i++)
+                dev_resource_watch(d->resources[i], on_devices_changed, d);
+}
 
 static int modules_start(struct daemon *d)
 {
@@ -116,6 +159,7 @@ static int modules_start(struct daemon *d)
                 modules_stop(d);
                 return r;
         }
+        outputs_start(d);
         return 0;
 }
 
@@ -269,6 +313,8 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         d.cfg_debounce.data = &d;
         uv_timer_init(&d.loop, &d.restart_reload);
         d.restart_reload.data = &d;
+        uv_timer_init(&d.loop, &d.devices_changed);
+        d.devices_changed.data = &d;
         d.cfg_content = config_content(cfg);
         config_watch_start(&d);
 

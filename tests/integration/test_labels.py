@@ -171,3 +171,49 @@ def test_unwritable_output_is_an_error(tmp):
     res = devlet("labels", "--config-file", cfg, "--backends", "hostdev", "-o", tmp / "file" / "gfd")
     assert res.returncode == 1
     assert "Not a directory" in res.stderr
+
+
+def test_devlet_run_keeps_labels_and_cdi_specs_current(tmp):
+    """devlet run writes the labels and, with a CDI device-list strategy, the
+    specs at start-up and again when a device is hot-plugged."""
+    cfg = hostdev_config(tmp)
+    out, cdi = tmp / "gfd", tmp / "cdi"
+    plugins = pathlib.Path(tempfile.mkdtemp(prefix="devlet-lp-", dir="/tmp"))
+    proc = subprocess.Popen([str(DEVLET), "run", "--config-file", str(cfg), "--backends", "hostdev",
+                             "--plugin-directory", str(plugins), "-o", str(out),
+                             "--cdi-spec-dir", str(cdi), "--device-list-strategy", "envvar,cdi-cri",
+                             "--rescan-interval", "100ms", "--sleep-interval", "infinite"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    spec_file = cdi / "devlet.io-serial.yaml"
+    try:
+        wait_until(lambda: read_labels(out), what="the labels file")
+        wait_until((cdi / "devlet.io-fuse.yaml").exists, what="the fuse spec")
+        assert read_labels(out)["devlet.io/serial.count"] == "0"
+        assert not spec_file.exists()  # no device yet: no spec
+        (tmp / "devs" / "tty0").touch()
+        wait_until(lambda: read_labels(out)["devlet.io/serial.count"] == "1",
+                   what="the new device in the labels")
+        wait_until(lambda: spec_file.exists() and [
+            d["name"] for d in yaml.safe_load(spec_file.read_text())["devices"]] == ["tty0"],
+            what="the new device in the CDI spec")
+    finally:
+        err = stop(proc)
+        shutil.rmtree(plugins, ignore_errors=True)
+    assert "spec written kind=devlet.io/serial" in err
+    assert read_labels(out)["devlet.io/serial.count"] == "1"
+
+
+def test_devlet_run_without_cdi_strategy_writes_no_spec(tmp):
+    cfg = hostdev_config(tmp)
+    out, cdi = tmp / "gfd", tmp / "cdi"
+    plugins = pathlib.Path(tempfile.mkdtemp(prefix="devlet-lp-", dir="/tmp"))
+    proc = subprocess.Popen([str(DEVLET), "run", "--config-file", str(cfg), "--backends", "hostdev",
+                             "--plugin-directory", str(plugins), "-o", str(out),
+                             "--cdi-spec-dir", str(cdi)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: read_labels(out), what="the labels file")
+    finally:
+        stop(proc)
+        shutil.rmtree(plugins, ignore_errors=True)
+    assert not cdi.exists()
