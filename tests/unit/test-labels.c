@@ -540,7 +540,7 @@ static void test_collect(void **state)
         _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
         fake_res[0] = dev_resource_new("devlet.io/fuse");
         for (int i = 0; i < 3; i++) {
-                char id[16];
+                char id[32];
                 snprintf(id, sizeof(id), "fuse-%d", i);
                 dev_resource_add(fake_res[0], id)->health = i == 2 ? DEV_UNHEALTHY : DEV_HEALTHY;
         }
