@@ -94,7 +94,7 @@ int cmd_list(int argc, char **argv)
                 return r;
 
         int rc = 0, header = 1;
-        json_t *jres = json_array();
+        json_t *jres = json_array(), *jbackends = json_object();
         for (size_t i = 0; dev_backends[i]; i++) {
                 const struct dev_backend_ops *ops = dev_backends[i];
                 if (cfg->backends && cfg->backends[0] && !strv_contains(cfg->backends, "auto") &&
@@ -122,14 +122,18 @@ int cmd_list(int argc, char **argv)
                                                                       res[j]->name, "backend",
                                                                       ops->name, "devices", devs));
                         }
+                        if (ops->describe_json)
+                                json_object_set_new(jbackends, ops->name, ops->describe_json(b));
                 } else {
                         print_table(ops->name, res, n, header);
                         header = 0;
+                        if (ops->describe)
+                                ops->describe(b, stdout);
                 }
                 ops->destroy(b);
         }
         if (strcmp(format, "json") == 0) {
-                json_t *root = json_pack("{s:o}", "resources", jres);
+                json_t *root = json_pack("{s:o, s:o}", "resources", jres, "backends", jbackends);
                 json_dumpf(root, stdout, JSON_INDENT(2));
                 putchar('\n');
                 json_decref(root);
@@ -137,6 +141,7 @@ int cmd_list(int argc, char **argv)
                 if (header)
                         printf("no resources configured\n");
                 json_decref(jres);
+                json_decref(jbackends);
         }
         config_free(cfg);
         return rc;

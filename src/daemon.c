@@ -4,7 +4,8 @@
  * Start: device backends build their resources (an initial scan), then the
  * kubelet manager serves one socket per resource and registers them, then
  * the labeler writes the node labels and, with a CDI device-list strategy,
- * the CDI writer the specs; both again whenever a resource changes.
+ * the CDI writer the specs; both again whenever a resource changes, and
+ * both are rebuilt with the devices on a reload.
  * SIGHUP reloads the configuration; so does a change of the config file's
  * content (watched through its directory, because a ConfigMap volume swaps a
  * `..data` symlink rather than writing the file).  A config that fails to
@@ -33,16 +34,21 @@ struct backend_slot {
         struct dev_backend *b;
 };
 
+/* The running backends and the resources they serve. */
+struct devset {
+        struct backend_slot backends[8];
+        size_t n_backends;
+        struct dev_resource **resources;
+        size_t n_resources;
+};
+
 struct daemon {
         uv_loop_t loop;
         int argc;
         char **argv;
         struct devlet_config *cfg;
 
-        struct backend_slot backends[8];
-        size_t n_backends;
-        struct dev_resource **resources;
-        size_t n_resources;
+        struct devset devs;
         struct kubelet_manager *kubelet;
         struct labeler *labeler;
         struct cdi_writer *cdi;      /* NULL unless a CDI device-list strategy is on */
@@ -51,6 +57,7 @@ struct daemon {
         uv_signal_t sig_hup, sig_term, sig_int;
         int exit_code;
         uv_timer_t restart_reload; /* a kubelet restart re-enumerates on the next turn */
+        int stopping;
 
         /* config file watch */
         uv_fs_event_t cfg_watch;
@@ -69,21 +76,56 @@ static int backend_wanted(const struct devlet_config *cfg, const char *name)
         return strv_contains(cfg->backends, "auto") || strv_contains(cfg->backends, name);
 }
 
-/* Stops every module; the loop must run afterwards to finish the closes. */
-static void modules_stop(struct daemon *d)
+/* Destroys the backends; their handles finish closing on the loop. */
+static void devset_stop(struct devset *set)
 {
-        uv_timer_stop(&d->devices_changed);
-        labels_stop(TAKE_PTR(d->labeler));
-        cdi_writer_free(TAKE_PTR(d->cdi));
-        kubelet_manager_free(TAKE_PTR(d->kubelet));
-        for (size_t i = 0; i < d->n_backends; i++)
-                d->backends[i].ops->destroy(d->backends[i].b);
-        d->n_backends = 0;
-        free(TAKE_PTR(d->resources));
-        d->n_resources = 0;
+        for (size_t i = 0; i < set->n_backends; i++)
+                set->backends[i].ops->destroy(set->backends[i].b);
+        set->n_backends = 0;
+        free(TAKE_PTR(set->resources));
+        set->n_resources = 0;
 }
 
-static void on_kubelet_restart(void *ud);
+/* Creates every wanted backend from cfg (each scans its devices now).  On
+ * failure nothing is left running and *set is empty. */
+static int devset_start(uv_loop_t *loop, const struct devlet_config *cfg, struct devset *set)
+{
+        *set = (struct devset){ 0 };
+        for (size_t i = 0; dev_backends[i] && set->n_backends < ARRAY_SIZE(set->backends); i++) {
+                const struct dev_backend_ops *ops = dev_backends[i];
+                if (!backend_wanted(cfg, ops->name))
+                        continue;
+                struct dev_backend *b = NULL;
+                _cleanup_free_ char *err = NULL;
+                int r = ops->create(loop, cfg, &b, &err);
+                if (r < 0) {
+                        log_error("daemon", "backend failed backend=%s error=\"%s\"", ops->name,
+                                  err ? err : strerror(-r));
+                        devset_stop(set);
+                        return r;
+                }
+                if (!b) {
+                        log_debug("daemon", "backend not configured backend=%s", ops->name);
+                        continue;
+                }
+                set->backends[set->n_backends].ops = ops;
+                set->backends[set->n_backends++].b = b;
+                size_t n;
+                struct dev_resource **res = ops->resources(b, &n);
+                set->resources = xrealloc(set->resources,
+                                          (set->n_resources + n) * sizeof(*set->resources));
+                memcpy(set->resources + set->n_resources, res, n * sizeof(*res));
+                set->n_resources += n;
+                log_info("daemon", "backend started backend=%s resources=%zu", ops->name, n);
+        }
+        if (set->n_resources == 0)
+                log_warn("daemon", "nothing to serve: no backend found devices to advertise "
+                                   "(configure hostDevices, or check the backends)");
+        return 0;
+}
+
+/* ---- node labels and CDI specs: extras whose failures are logged and never
+ * stop the plugins ---- */
 
 static void on_devices_changed_turn(uv_timer_t *t)
 {
@@ -99,62 +141,53 @@ static void on_devices_changed(struct dev_resource *r, void *ud)
         uv_timer_start(&d->devices_changed, on_devices_changed_turn, 0, 0);
 }
 
-/* Node labels and CDI specs: extras, whose failures are logged and never
- * stop the plugins. */
+/* Starts the labeler and the CDI writer on d->devs and d->cfg. */
 static void outputs_start(struct daemon *d)
 {
-        struct labels_backend lb[ARRAY_SIZE(d->backends)];
-        struct cdi_backend cb[ARRAY_SIZE(d->backends)];
-        for (size_t i = 0; i < d->n_backends; i++) {
-                lb[i] = (struct labels_backend){ d->backends[i].ops, d->backends[i].b };
-                cb[i] = (struct cdi_backend){ d->backends[i].ops, d->backends[i].b };
+        const struct devset *set = &d->devs;
+        struct labels_backend lb[ARRAY_SIZE(set->backends)];
+        struct cdi_backend cb[ARRAY_SIZE(set->backends)];
+        for (size_t i = 0; i < set->n_backends; i++) {
+                lb[i] = (struct labels_backend){ set->backends[i].ops, set->backends[i].b };
+                cb[i] = (struct cdi_backend){ set->backends[i].ops, set->backends[i].b };
         }
-        labels_start(&d->loop, d->cfg, lb, d->n_backends, &d->labeler);
+        labels_start(&d->loop, d->cfg, lb, set->n_backends, &d->labeler);
         if (cdi_strategy_enabled(d->cfg)) {
-                d->cdi = cdi_writer_new(d->cfg, cb, d->n_backends);
+                d->cdi = cdi_writer_new(d->cfg, cb, set->n_backends);
                 cdi_writer_write(d->cdi);
         }
-        for (size_t i = 0; i < d->n_resources; i++)
-                dev_resource_watch(d->resources[i], on_devices_changed, d);
+        for (size_t i = 0; i < set->n_resources; i++)
+                dev_resource_watch(set->resources[i], on_devices_changed, d);
 }
+
+/* Before the backends or the config they read go away. */
+static void outputs_stop(struct daemon *d)
+{
+        uv_timer_stop(&d->devices_changed);
+        labels_stop(TAKE_PTR(d->labeler));
+        cdi_writer_free(TAKE_PTR(d->cdi));
+        for (size_t i = 0; i < d->devs.n_resources; i++)
+                dev_resource_unwatch(d->devs.resources[i], on_devices_changed, d);
+}
+
+/* Stops every module; the loop must run afterwards to finish the closes. */
+static void modules_stop(struct daemon *d)
+{
+        outputs_stop(d);
+        kubelet_manager_free(TAKE_PTR(d->kubelet));
+        devset_stop(&d->devs);
+}
+
+static void on_kubelet_restart(void *ud);
 
 static int modules_start(struct daemon *d)
 {
-        const struct devlet_config *cfg = d->cfg;
-
-        for (size_t i = 0; dev_backends[i] && d->n_backends < ARRAY_SIZE(d->backends); i++) {
-                const struct dev_backend_ops *ops = dev_backends[i];
-                if (!backend_wanted(cfg, ops->name))
-                        continue;
-                struct dev_backend *b = NULL;
-                _cleanup_free_ char *err = NULL;
-                int r = ops->create(&d->loop, cfg, &b, &err);
-                if (r < 0) {
-                        log_error("daemon", "backend failed backend=%s error=\"%s\"", ops->name,
-                                  err ? err : strerror(-r));
-                        modules_stop(d);
-                        return r;
-                }
-                if (!b) {
-                        log_debug("daemon", "backend not configured backend=%s", ops->name);
-                        continue;
-                }
-                d->backends[d->n_backends].ops = ops;
-                d->backends[d->n_backends++].b = b;
-                size_t n;
-                struct dev_resource **res = ops->resources(b, &n);
-                d->resources = xrealloc(d->resources, (d->n_resources + n) * sizeof(*d->resources));
-                memcpy(d->resources + d->n_resources, res, n * sizeof(*res));
-                d->n_resources += n;
-                log_info("daemon", "backend started backend=%s resources=%zu", ops->name, n);
-        }
-        if (d->n_resources == 0)
-                log_warn("daemon", "nothing to serve: no backend found devices to advertise "
-                                   "(configure hostDevices, or check the backends)");
-
-        int r = kubelet_manager_new(&d->loop, cfg->plugin_directory, cfg->kubelet_socket,
-                                    d->resources, d->n_resources, on_kubelet_restart, d,
-                                    &d->kubelet);
+        int r = devset_start(&d->loop, d->cfg, &d->devs);
+        if (r < 0)
+                return r;
+        r = kubelet_manager_new(&d->loop, d->cfg->plugin_directory, d->cfg->kubelet_socket,
+                                d->devs.resources, d->devs.n_resources, on_kubelet_restart, d,
+                                &d->kubelet);
         if (r < 0) {
                 modules_stop(d);
                 return r;
@@ -180,10 +213,13 @@ static char *config_content(const struct devlet_config *cfg)
 
 static void config_watch_start(struct daemon *d);
 
-/* Re-reads the config and rebuilds every module from a fresh device scan.
- * A config that fails to load keeps the running one; with rebuild set (a
- * kubelet restart) the modules are rebuilt from it anyway, so the new kubelet
- * gets registrations. */
+/* Re-reads the config and re-enumerates devices from a fresh scan, then
+ * re-registers.  The new backends are built before the old ones go, so a
+ * backend that fails to start leaves everything running as it was; plugin
+ * servers of resources that stay keep their sockets and open streams (they
+ * get a fresh snapshot).  A config that fails to load keeps the running one;
+ * with rebuild set (a kubelet restart) the devices are re-enumerated from the
+ * running config anyway. */
 static void reload(struct daemon *d, int rebuild)
 {
         struct devlet_config *cfg = NULL;
@@ -199,7 +235,33 @@ static void reload(struct daemon *d, int rebuild)
                 log_warnings(cfg);
                 log_info("daemon", "reloading configuration");
         }
-        modules_stop(d);
+
+        const struct devlet_config *next = cfg ? cfg : d->cfg;
+        struct devset devs;
+        if (devset_start(&d->loop, next, &devs) < 0) {
+                log_error("daemon", "reload could not start the backends; still serving the "
+                                    "previous devices");
+                config_free(cfg);
+                return;
+        }
+
+        int same_dirs = d->kubelet && strcmp(next->plugin_directory, d->cfg->plugin_directory) == 0 &&
+                        strcmp(next->kubelet_socket, d->cfg->kubelet_socket) == 0;
+        if (same_dirs) {
+                r = kubelet_manager_update(d->kubelet, devs.resources, devs.n_resources);
+        } else {
+                kubelet_manager_free(TAKE_PTR(d->kubelet));
+                r = kubelet_manager_new(&d->loop, next->plugin_directory, next->kubelet_socket,
+                                        devs.resources, devs.n_resources, on_kubelet_restart, d,
+                                        &d->kubelet);
+        }
+        if (r < 0)
+                log_error("daemon", "could not serve every resource after the reload; waiting for "
+                                    "the next SIGHUP or config change error=\"%s\"", strerror(-r));
+        outputs_stop(d);
+        devset_stop(&d->devs);
+        d->devs = devs;
+
         if (cfg) {
                 config_free(d->cfg);
                 d->cfg = cfg;
@@ -208,9 +270,7 @@ static void reload(struct daemon *d, int rebuild)
                 config_watch_start(d);
                 log_set_verbosity((int)cfg->verbosity);
         }
-        if (modules_start(d) < 0)
-                log_error("daemon", "could not start the configuration; waiting for the next "
-                                    "SIGHUP or config change");
+        outputs_start(d);
 }
 
 static void on_restart_reload(uv_timer_t *t)
@@ -266,20 +326,20 @@ static void config_watch_start(struct daemon *d)
 static void on_signal(uv_signal_t *h, int signum)
 {
         struct daemon *d = h->data;
+        if (d->stopping)
+                return; /* a signal while shutting down changes nothing */
         if (signum == SIGHUP) {
                 log_info("daemon", "SIGHUP received");
                 reload(d, 0);
                 return;
         }
+        d->stopping = 1;
         log_info("daemon", "shutting down signal=%s", strsignal(signum));
         modules_stop(d);
         uv_timer_stop(&d->cfg_debounce);
         uv_timer_stop(&d->restart_reload);
         if (d->cfg_watching)
                 uv_fs_event_stop(&d->cfg_watch);
-        uv_signal_stop(&d->sig_hup);
-        uv_signal_stop(&d->sig_term);
-        uv_signal_stop(&d->sig_int);
         uv_stop(&d->loop);
 }
 
@@ -326,7 +386,14 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         else
                 uv_run(&d.loop, UV_RUN_DEFAULT);
 
-        /* Finish every close the modules started, then tear the loop down. */
+        /* Finish every close the modules started, then tear the loop down.
+         * Closing a uv_signal_t restores the default action, so block those
+         * signals first: one arriving now stays pending and dies with us. */
+        sigset_t block;
+        sigemptyset(&block);
+        for (size_t i = 0; i < ARRAY_SIZE(signums); i++)
+                sigaddset(&block, signums[i]);
+        sigprocmask(SIG_BLOCK, &block, NULL);
         modules_stop(&d);
         uv_walk(&d.loop, close_any, NULL);
         uv_run(&d.loop, UV_RUN_DEFAULT);

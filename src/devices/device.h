@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <uv.h>
 
@@ -151,6 +152,12 @@ struct dev_backend_ops {
          * loop, so the loop must run afterwards. */
         void (*destroy)(struct dev_backend *b);
         struct dev_resource **(*resources)(struct dev_backend *b, size_t *n);
+        /* Optional: a backend-specific section `devlet list` prints after its
+         * table (the NVIDIA backend: GPUs, MIG devices, topology). */
+        void (*describe)(struct dev_backend *b, FILE *f);
+        /* Optional: the same as a JSON object (jansson json_t, new reference),
+         * which `devlet list -o json` puts under "backends": {"<name>": ...}. */
+        struct json_t *(*describe_json)(struct dev_backend *b);
 };
 
 /* Every backend devlet knows, in start-up order; NULL-terminated. */

@@ -3,8 +3,10 @@
  * devlet names a backend. */
 #include "devices/device.h"
 #include "devices/hostdev/hostdev.h"
+#include "devices/nvidia/nvidia.h"
 
 const struct dev_backend_ops *const dev_backends[] = {
+        &nvidia_backend_ops,
         &hostdev_backend_ops,
         NULL,
 };

@@ -62,6 +62,12 @@ struct grpc_server {
         size_t n_conns; /* connections not yet closing */
         unsigned handles_open;
         bool freeing;
+        /* Accepts are deferred to an idle callback, one per loop turn: libuv
+         * stops polling the listener until uv_accept() is called, so a client
+         * reconnecting in a tight loop cannot starve established connections,
+         * and at SERVER_MAX_CONNS the listener simply stays paused. */
+        uv_idle_t accept_idle;
+        bool accept_pending;
 };
 
 struct grpc_conn {
@@ -657,6 +663,8 @@ static void conn_on_handle_closed(uv_handle_t *h)
         server_maybe_free(s);
 }
 
+static void server_accept_one(uv_idle_t *idle);
+
 /* Cancels every call and closes the socket; memory goes in the close
  * callbacks.  Safe to call from inside nghttp2 callbacks and twice. */
 static void conn_close(struct grpc_conn *c)
@@ -665,6 +673,8 @@ static void conn_close(struct grpc_conn *c)
                 return;
         c->closing = true;
         c->server->n_conns--;
+        if (c->server->accept_pending && !c->server->freeing)
+                uv_idle_start(&c->server->accept_idle, server_accept_one);
         log_debug("grpc", "connection closing");
         struct grpc_call *next;
         for (struct grpc_call *call = c->calls; call; call = next) {
@@ -798,11 +808,13 @@ static void conn_on_written(struct h2_io *io)
         conn_flush(c);
 }
 
-static void server_on_connection(uv_stream_t *listener, int status)
+static void server_accept_one(uv_idle_t *idle)
 {
-        struct grpc_server *s = listener->data;
-        if (status < 0 || s->freeing)
-                return;
+        struct grpc_server *s = idle->data;
+        uv_idle_stop(idle);
+        if (!s->accept_pending || s->freeing || s->n_conns >= SERVER_MAX_CONNS)
+                return; /* at the cap: a closing connection restarts us */
+        s->accept_pending = false;
 
         struct grpc_conn *c = xcalloc(1, sizeof(*c));
         c->server = s;
@@ -820,14 +832,24 @@ static void server_on_connection(uv_stream_t *listener, int status)
         s->n_conns++;
         s->handles_open++;
 
-        int r = uv_accept(listener, (uv_stream_t *)&c->io.pipe);
-        if (r < 0 || s->n_conns > SERVER_MAX_CONNS || conn_session_new(c, s->callbacks) < 0) {
-                log_debug("grpc", "connection refused: %s", r < 0 ? uv_strerror(r) : "limit");
+        int r = uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->io.pipe);
+        if (r < 0 || conn_session_new(c, s->callbacks) < 0) {
+                log_debug("grpc", "connection refused: %s", r < 0 ? uv_strerror(r) : "session");
                 conn_close(c);
                 return;
         }
         uv_timer_start(&c->timer, conn_on_timer, SERVER_HANDSHAKE_MS, 0);
         conn_flush(c); /* our SETTINGS go first */
+}
+
+static void server_on_connection(uv_stream_t *listener, int status)
+{
+        struct grpc_server *s = listener->data;
+        if (status < 0 || s->freeing)
+                return;
+        s->accept_pending = true;
+        if (s->n_conns < SERVER_MAX_CONNS)
+                uv_idle_start(&s->accept_idle, server_accept_one);
 }
 
 /* ---- server ---- */
@@ -888,7 +910,9 @@ int grpc_server_new(uv_loop_t *loop, const char *socket_path, const struct grpc_
         }
         s->listener.data = s;
         s->listener_open = true;
-        s->handles_open = 1;
+        uv_idle_init(loop, &s->accept_idle);
+        s->accept_idle.data = s;
+        s->handles_open = 2;
         r = uv_pipe_open(&s->listener, fd);
         if (r < 0)
                 close(fd);
@@ -916,6 +940,7 @@ void grpc_server_free(struct grpc_server *s)
         if (s->listener_open) {
                 s->listener_open = false;
                 uv_close((uv_handle_t *)&s->listener, server_on_listener_closed);
+                uv_close((uv_handle_t *)&s->accept_idle, server_on_listener_closed);
                 unlink(s->path);
         }
         server_maybe_free(s);

@@ -34,6 +34,11 @@ int plugin_server_new(uv_loop_t *loop, const char *plugin_dir, struct dev_resour
 /* Stops serving, unlinks the socket, detaches from the resource. */
 void plugin_server_free(struct plugin_server *p);
 
+/* Serves res (a new object for the same resource name, after a re-scan)
+ * instead of the current one, on the same socket; open ListAndWatch streams
+ * get a snapshot of res at once. */
+void plugin_server_rebind(struct plugin_server *p, struct dev_resource *res);
+
 /* Re-creates the socket if it is missing or no longer ours (the kubelet
  * deletes every file in its plugin directory when it starts).  Returns 1 when
  * it was re-created, 0 when it was fine, -errno on failure. */
@@ -71,6 +76,13 @@ int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kub
                         struct dev_resource *const *resources, size_t n,
                         kubelet_restart_fn on_restart, void *ud, struct kubelet_manager **out);
 void kubelet_manager_free(struct kubelet_manager *m);
+
+/* Serves a new set of resources (after a reload): servers of resources that
+ * stay are rebound and keep their sockets, removed ones stop, new ones start;
+ * then every resource registers again.  Returns 0, or the first -errno of a
+ * resource that could not be served (the others are served). */
+int kubelet_manager_update(struct kubelet_manager *m, struct dev_resource *const *resources,
+                           size_t n);
 uint64_t kubelet_manager_restarts_seen(const struct kubelet_manager *m);
 
 #endif

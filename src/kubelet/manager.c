@@ -47,6 +47,11 @@ struct kubelet_manager {
         int kubelet_present;
         dev_t kubelet_dev;
         ino_t kubelet_ino;
+        struct timespec kubelet_ctime;
+        /* an inotify event named kubelet.sock: a quickly re-created socket
+         * can get the same inode back, so identity alone misses it */
+        int kubelet_event;
+        char *kubelet_name;
         uint64_t restarts_seen;
         kubelet_restart_fn on_restart;
         void *on_restart_ud;
@@ -64,6 +69,8 @@ static void on_dir_event(uv_fs_event_t *h, const char *filename, int events, int
         struct kubelet_manager *m = h->data;
         log_trace("kubelet", "directory event file=%s events=%d status=%d", filename ? filename : "",
                   events, status);
+        if (filename && strcmp(filename, m->kubelet_name) == 0 && (events & UV_RENAME))
+                m->kubelet_event = 1;
         schedule_check(m);
 }
 
@@ -104,8 +111,11 @@ static void check(struct kubelet_manager *m)
 
         struct stat st;
         int present = stat(m->kubelet_socket, &st) == 0 && S_ISSOCK(st.st_mode);
-        int kubelet_new = present && (!m->kubelet_present || st.st_dev != m->kubelet_dev ||
-                                      st.st_ino != m->kubelet_ino);
+        int kubelet_new = present && (!m->kubelet_present || m->kubelet_event ||
+                                      st.st_dev != m->kubelet_dev || st.st_ino != m->kubelet_ino ||
+                                      st.st_ctim.tv_sec != m->kubelet_ctime.tv_sec ||
+                                      st.st_ctim.tv_nsec != m->kubelet_ctime.tv_nsec);
+        m->kubelet_event = 0;
         int restart = 0;
         if (present && kubelet_new) {
                 if (m->kubelet_present || m->kubelet_ino) {
@@ -116,6 +126,7 @@ static void check(struct kubelet_manager *m)
                          m->kubelet_socket, (unsigned long long)m->restarts_seen);
                 m->kubelet_dev = st.st_dev;
                 m->kubelet_ino = st.st_ino;
+                m->kubelet_ctime = st.st_ctim;
         } else if (!present && m->kubelet_present) {
                 log_warn("kubelet", "kubelet socket gone, waiting for the kubelet socket=%s",
                          m->kubelet_socket);
@@ -179,6 +190,7 @@ int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kub
 
         m->watches[m->n_watches++].path = xstrdup(plugin_dir);
         _cleanup_free_ char *ks = xstrdup(kubelet_socket);
+        m->kubelet_name = xstrdup(basename(ks));
         const char *kdir = dirname(ks);
         if (strcmp(kdir, plugin_dir) != 0)
                 m->watches[m->n_watches++].path = xstrdup(kdir);
@@ -203,6 +215,58 @@ int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kub
         return 0;
 }
 
+int kubelet_manager_update(struct kubelet_manager *m, struct dev_resource *const *resources,
+                           size_t n)
+{
+        struct plugin_server **next = xcalloc(n, sizeof(*next));
+        size_t n_next = 0;
+        int ret = 0;
+        for (size_t i = 0; i < n; i++) {
+                struct plugin_server *keep = NULL;
+                for (size_t j = 0; j < m->n_servers && !keep; j++) {
+                        if (m->servers[j] &&
+                            strcmp(plugin_server_resource(m->servers[j])->name, resources[i]->name) == 0) {
+                                keep = m->servers[j];
+                                m->servers[j] = NULL;
+                        }
+                }
+                if (keep) {
+                        plugin_server_rebind(keep, resources[i]);
+                        /* after a kubelet restart its socket file is gone */
+                        if (plugin_server_ensure_socket(keep) < 0 && !ret)
+                                ret = -EIO;
+                } else {
+                        int r = plugin_server_new(m->loop, m->plugin_dir, resources[i], &keep);
+                        if (r < 0) {
+                                log_error("kubelet", "cannot serve resource=%s error=\"%s\"",
+                                          resources[i]->name, strerror(-r));
+                                if (!ret)
+                                        ret = r;
+                                continue;
+                        }
+                }
+                next[n_next++] = keep;
+        }
+        for (size_t j = 0; j < m->n_servers; j++) {
+                if (!m->servers[j])
+                        continue;
+                log_info("kubelet", "resource removed resource=%s",
+                         plugin_server_resource(m->servers[j])->name);
+                plugin_server_free(m->servers[j]);
+        }
+        free(m->servers);
+        m->servers = next;
+        m->n_servers = n_next;
+
+        /* Register everything again: options may have changed, and the
+         * kubelet must learn of new resources. */
+        struct stat st;
+        if (stat(m->kubelet_socket, &st) == 0 && S_ISSOCK(st.st_mode))
+                for (size_t i = 0; i < m->n_servers; i++)
+                        plugin_server_register(m->servers[i], m->kubelet_socket);
+        return ret;
+}
+
 void kubelet_manager_free(struct kubelet_manager *m)
 {
         if (!m)
@@ -219,6 +283,7 @@ void kubelet_manager_free(struct kubelet_manager *m)
         uv_close((uv_handle_t *)m->poll, free_handle);
         free(m->plugin_dir);
         free(m->kubelet_socket);
+        free(m->kubelet_name);
         free(m);
 }
 

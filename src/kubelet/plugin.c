@@ -547,16 +547,30 @@ static void free_handle(uv_handle_t *h)
         free(h);
 }
 
+static void resource_detach(struct plugin_server *p)
+{
+        if (p->res->on_change_ud == p) {
+                p->res->on_change = NULL;
+                p->res->on_change_ud = NULL;
+        }
+}
+
+void plugin_server_rebind(struct plugin_server *p, struct dev_resource *res)
+{
+        resource_detach(p);
+        p->res = res;
+        res->on_change = on_resource_change;
+        res->on_change_ud = p;
+        on_resource_change(res, p);
+}
+
 void plugin_server_free(struct plugin_server *p)
 {
         if (!p)
                 return;
         register_cancel(p);
         uv_close((uv_handle_t *)p->retry_timer, free_handle);
-        if (p->res->on_change_ud == p) {
-                p->res->on_change = NULL;
-                p->res->on_change_ud = NULL;
-        }
+        resource_detach(p);
         grpc_server_free(p->grpc); /* cancels the ListAndWatch streams */
         while (p->streams)
                 law_unlink(p->streams);

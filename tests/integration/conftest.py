@@ -5,6 +5,7 @@ that it exited 0 and removed its sockets.  When a test fails, devlet's log
 and the simulator's event log are added to the report."""
 
 import os
+import pathlib
 import shutil
 import tempfile
 from types import SimpleNamespace
@@ -60,7 +61,9 @@ def dirs():
 
 @pytest.fixture
 def plugin_dir(dirs):
-    return dirs.plugins
+    """The device-plugins directory as a Path (dirs keeps paths short: a Unix
+    socket path must fit in 108 bytes, and pytest's tmp_path can be longer)."""
+    return pathlib.Path(dirs.plugins)
 
 
 @pytest.fixture

@@ -322,12 +322,16 @@ static void test_preferred_skips(void **state)
 
 static void test_backend_table(void **state)
 {
-        assert_ptr_equal(dev_backends[0], &hostdev_backend_ops);
-        assert_string_equal(dev_backends[0]->name, "hostdev");
-        size_t n = 0;
-        while (dev_backends[n])
+        /* NVIDIA first: GPUs are the node's main resource, host devices follow */
+        assert_string_equal(dev_backends[0]->name, "nvidia");
+        size_t n = 0, hostdev = 0;
+        while (dev_backends[n]) {
+                if (dev_backends[n] == &hostdev_backend_ops)
+                        hostdev = n;
                 n++;
-        assert_true(n >= 1);
+        }
+        assert_true(n >= 2);
+        assert_true(hostdev > 0);
         for (size_t i = 0; i < n; i++) {
                 assert_non_null(dev_backends[i]->create);
                 assert_non_null(dev_backends[i]->destroy);

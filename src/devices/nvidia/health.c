@@ -1,0 +1,574 @@
+/* GPU health: an NVML event set on a thread of its own, because
+ * nvmlEventSetWait blocks.
+ *
+ * The thread owns the event set and its per-GPU view (unhealthy or not,
+ * since when, whether it may ever recover).  It loops on nvmlEventSetWait
+ * with a short timeout (wait_ms) so a stop request is noticed quickly, and
+ * between waits, at most every wait_ms, it asks each GPU for its memory
+ * info: NVML_ERROR_GPU_IS_LOST makes it unhealthy at once; with recovery
+ * enabled, an unhealthy GPU that answers again and has had no critical
+ * event for quiet_ms becomes healthy.  GPUs whose events cannot be
+ * registered never recover (NVIDIA marks them unhealthy too).
+ *
+ * XID events are judged by the policy; the event's MIG instance IDs are
+ * recorded, but the whole GPU goes unhealthy: a fault in one instance is a
+ * fault of the board (NVIDIA marks only the MIG device).  ECC events are
+ * registered, as NVIDIA does, and skipped: a double-bit error comes with its
+ * own XID (48).  A failed wait marks every GPU unhealthy (NVIDIA's rule:
+ * it cannot tell which one is at fault).
+ *
+ * The one queue: the thread appends struct nvidia_health_msg to a
+ * mutex-protected list and calls uv_async_send; the loop drains the whole
+ * list in on_async and hands it to the callback as one batch.  The loop
+ * never calls NVML here; the thread never touches devlet's device model.
+ * Logs at debug only: the callback decides what is worth telling. */
+#include "devices/nvidia/health.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+
+const unsigned long long nvidia_default_ignored_xids[6] = { 13, 31, 43, 45, 68, 109 };
+
+#define EVENT_MASK                                                                                 \
+        (nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError |                          \
+         nvmlEventTypeSingleBitEccError)
+
+/* ---- XID policy ---- */
+
+static bool xid_in(const unsigned long long *v, size_t n, unsigned long long x)
+{
+        for (size_t i = 0; i < n; i++)
+                if (v[i] == x)
+                        return true;
+        return false;
+}
+
+static void xid_add(unsigned long long *v, size_t *n, unsigned long long x)
+{
+        if (!xid_in(v, *n, x) && *n < NVIDIA_XID_LIST_MAX)
+                v[(*n)++] = x;
+}
+
+/* Calls item() for each trimmed, lower-cased, non-empty comma-separated
+ * item of s. */
+static void each_item(const char *s, void (*item)(const char *it, void *ud), void *ud)
+{
+        if (!s)
+                return;
+        _cleanup_free_ char *copy = xstrdup(s);
+        char *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                while (isspace((unsigned char)*t))
+                        t++;
+                size_t n = strlen(t);
+                while (n > 0 && isspace((unsigned char)t[n - 1]))
+                        t[--n] = '\0';
+                for (char *c = t; *c; c++)
+                        *c = (char)tolower((unsigned char)*c);
+                if (*t)
+                        item(t, ud);
+        }
+}
+
+static bool parse_xid(const char *s, unsigned long long *out)
+{
+        char *end;
+        if (!isdigit((unsigned char)*s))
+                return false;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno || *end)
+                return false;
+        *out = v;
+        return true;
+}
+
+struct policy_parse {
+        struct nvidia_xid_policy *p;
+        char ***warnings;
+        bool disable_all;
+        const char *var;
+};
+
+static void warn_item(struct policy_parse *pp, const char *it)
+{
+        _cleanup_free_ char *w = xasprintf("%s: ignoring \"%s\" (want all, xids or XID numbers)",
+                                           pp->var, it);
+        if (pp->warnings)
+                *pp->warnings = strv_push(*pp->warnings, w);
+}
+
+static void disable_item(const char *it, void *ud)
+{
+        struct policy_parse *pp = ud;
+        unsigned long long x;
+        if (strcmp(it, "all") == 0) {
+                pp->disable_all = true;
+                pp->p->xids_off = true;
+        } else if (strcmp(it, "xids") == 0) {
+                pp->p->xids_off = true;
+        } else if (parse_xid(it, &x)) {
+                xid_add(pp->p->ignored, &pp->p->n_ignored, x);
+        } else {
+                warn_item(pp, it);
+        }
+}
+
+static void enable_item(const char *it, void *ud)
+{
+        struct policy_parse *pp = ud;
+        unsigned long long x;
+        if (strcmp(it, "all") == 0 || strcmp(it, "xids") == 0)
+                pp->p->all_critical = true;
+        else if (parse_xid(it, &x))
+                xid_add(pp->p->enabled, &pp->p->n_enabled, x);
+        else
+                warn_item(pp, it);
+}
+
+void nvidia_xid_policy_parse(const char *disable, const char *enable,
+                             struct nvidia_xid_policy *out, char ***warnings)
+{
+        memset(out, 0, sizeof(*out));
+        for (size_t i = 0; i < ARRAY_SIZE(nvidia_default_ignored_xids); i++)
+                xid_add(out->ignored, &out->n_ignored, nvidia_default_ignored_xids[i]);
+        struct policy_parse pp = { .p = out, .warnings = warnings, .var = "DP_DISABLE_HEALTHCHECKS" };
+        each_item(disable, disable_item, &pp);
+        pp.var = "DP_ENABLE_HEALTHCHECKS";
+        each_item(enable, enable_item, &pp);
+        out->monitor = !pp.disable_all || out->all_critical || out->n_enabled > 0;
+}
+
+bool nvidia_xid_critical(const struct nvidia_xid_policy *p, unsigned long long xid)
+{
+        if (!p->monitor)
+                return false;
+        if (p->all_critical || xid_in(p->enabled, p->n_enabled, xid))
+                return true;
+        if (p->xids_off)
+                return false;
+        return !xid_in(p->ignored, p->n_ignored, xid);
+}
+
+char *nvidia_xid_policy_ignored(const struct nvidia_xid_policy *p)
+{
+        if (p->all_critical)
+                return xstrdup("none");
+        if (p->xids_off) {
+                if (!p->n_enabled)
+                        return xstrdup("all");
+                char *s = xstrdup("all except ");
+                for (size_t i = 0; i < p->n_enabled; i++) {
+                        char *t = xasprintf("%s%s%llu", s, i ? "," : "", p->enabled[i]);
+                        free(s);
+                        s = t;
+                }
+                return s;
+        }
+        char *s = xstrdup("");
+        for (size_t i = 0; i < p->n_ignored; i++) {
+                if (xid_in(p->enabled, p->n_enabled, p->ignored[i]))
+                        continue;
+                char *t = xasprintf("%s%s%llu", s, *s ? "," : "", p->ignored[i]);
+                free(s);
+                s = t;
+        }
+        if (!*s) {
+                free(s);
+                return xstrdup("none");
+        }
+        return s;
+}
+
+/* ---- the monitor ---- */
+
+struct gpu_view {
+        bool bad;
+        bool permanent;   /* never recovers (no events, or no handle) */
+        bool registered;  /* in the event set */
+        int64_t last_bad; /* ms, monotonic */
+};
+
+struct nvidia_health {
+        struct nvidia_health_cfg cfg;
+        nvmlEventSet_t set;
+        pthread_t thread;
+        bool thread_started;
+        atomic_bool stop;
+        struct gpu_view *view; /* the thread's, after start */
+
+        /* the queue */
+        pthread_mutex_t lock;
+        pthread_cond_t wake; /* for the thread's pauses, so stop is prompt */
+        struct nvidia_health_msg *head, *tail;
+        uv_async_t async;
+        nvidia_health_cb cb;
+        void *ud;
+};
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct nvidia_health_msg *msg_new(size_t gpu, enum nvidia_health_kind kind, bool healthy)
+{
+        struct nvidia_health_msg *m = xcalloc(1, sizeof(*m));
+        m->gpu = gpu;
+        m->kind = kind;
+        m->healthy = healthy;
+        m->critical = true;
+        m->mig = -1;
+        return m;
+}
+
+static void post(struct nvidia_health *h, struct nvidia_health_msg *m)
+{
+        pthread_mutex_lock(&h->lock);
+        if (h->tail)
+                h->tail->next = m;
+        else
+                h->head = m;
+        h->tail = m;
+        pthread_mutex_unlock(&h->lock);
+        uv_async_send(&h->async);
+}
+
+static void free_msgs(struct nvidia_health_msg *m)
+{
+        while (m) {
+                struct nvidia_health_msg *next = m->next;
+                free(m);
+                m = next;
+        }
+}
+
+static void on_async(uv_async_t *a)
+{
+        struct nvidia_health *h = a->data;
+        pthread_mutex_lock(&h->lock);
+        struct nvidia_health_msg *list = h->head;
+        h->head = h->tail = NULL;
+        pthread_mutex_unlock(&h->lock);
+        size_t n = 0;
+        for (struct nvidia_health_msg *m = list; m; m = m->next)
+                n++;
+        if (n) {
+                _cleanup_free_ struct nvidia_health_msg *batch = xcalloc(n, sizeof(*batch));
+                size_t i = 0;
+                for (struct nvidia_health_msg *m = list; m; m = m->next)
+                        batch[i++] = *m;
+                for (i = 0; i + 1 < n; i++)
+                        batch[i].next = &batch[i + 1];
+                batch[n - 1].next = NULL;
+                h->cb(h->ud, batch, n);
+        }
+        free_msgs(list);
+}
+
+/* Marks gpu unhealthy in the thread's view; posts m when the state changed
+ * or when m is an XID (every critical XID is counted by the loop).  Takes m. */
+static void mark_bad(struct nvidia_health *h, size_t gpu, struct nvidia_health_msg *m)
+{
+        struct gpu_view *v = &h->view[gpu];
+        bool changed = !v->bad;
+        v->bad = true;
+        v->last_bad = now_ms();
+        if (changed || m->kind == NVIDIA_HEALTH_XID)
+                post(h, m);
+        else
+                free(m);
+}
+
+static ssize_t gpu_of_handle(const struct nvidia_health *h, nvmlDevice_t d)
+{
+        const struct nvml_inventory *inv = h->cfg.inv;
+        for (size_t i = 0; i < inv->n_gpus; i++)
+                if (inv->gpus[i].handle && inv->gpus[i].handle == d)
+                        return (ssize_t)i;
+        const struct nvml_lib *lib = h->cfg.lib;
+        nvmlDevice_t parent;
+        if (lib->mig_parent && lib->mig_parent(d, &parent) == NVML_SUCCESS)
+                for (size_t i = 0; i < inv->n_gpus; i++)
+                        if (inv->gpus[i].handle == parent)
+                                return (ssize_t)i;
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        if (lib->uuid(d, uuid, sizeof(uuid)) == NVML_SUCCESS)
+                for (size_t i = 0; i < inv->n_gpus; i++)
+                        if (inv->gpus[i].uuid[0] && strcmp(inv->gpus[i].uuid, uuid) == 0)
+                                return (ssize_t)i;
+        return -1;
+}
+
+static void on_event(struct nvidia_health *h, const nvmlEventData_t *e)
+{
+        if (e->eventType != nvmlEventTypeXidCriticalError) {
+                log_debug("nvidia", "skipping event type=0x%llx", e->eventType);
+                return;
+        }
+        ssize_t gi = gpu_of_handle(h, e->device);
+        if (gi < 0) {
+                log_debug("nvidia", "event for an unknown device xid=%llu", e->eventData);
+                return;
+        }
+        size_t gpu = (size_t)gi;
+        const struct nvml_gpu *g = &h->cfg.inv->gpus[gpu];
+        struct nvidia_health_msg *m = msg_new(gpu, NVIDIA_HEALTH_XID, false);
+        m->xid = e->eventData;
+        if (e->gpuInstanceId != DEVLET_NVML_NO_INSTANCE_ID)
+                for (size_t j = 0; j < g->n_migs; j++)
+                        if (g->migs[j].gi == e->gpuInstanceId &&
+                            (e->computeInstanceId == DEVLET_NVML_NO_INSTANCE_ID ||
+                             g->migs[j].ci == e->computeInstanceId))
+                                m->mig = (int)j;
+        if (m->mig >= 0)
+                snprintf(m->reason, sizeof(m->reason), "XID %llu on MIG device %s (gi %u, ci %u)",
+                         m->xid, g->migs[m->mig].uuid, g->migs[m->mig].gi, g->migs[m->mig].ci);
+        else
+                snprintf(m->reason, sizeof(m->reason), "XID %llu", m->xid);
+        if (!nvidia_xid_critical(h->cfg.policy, m->xid)) {
+                m->critical = false;
+                m->healthy = !h->view[gpu].bad;
+                post(h, m);
+                return;
+        }
+        mark_bad(h, gpu, m);
+}
+
+static void on_wait_failed(struct nvidia_health *h, nvmlReturn_t r)
+{
+        const char *why = nvml_lib_strerror(h->cfg.lib, r);
+        for (size_t i = 0; i < h->cfg.inv->n_gpus; i++) {
+                struct nvidia_health_msg *m = msg_new(i, NVIDIA_HEALTH_WAIT_FAILED, false);
+                snprintf(m->reason, sizeof(m->reason), "waiting for NVML events failed: %s", why);
+                mark_bad(h, i, m);
+        }
+}
+
+static bool register_gpu(struct nvidia_health *h, nvmlDevice_t d, char *why, size_t size);
+
+/* The cheap look at every GPU: lost ones go unhealthy, quiet ones that
+ * answer come back. */
+static void probe(struct nvidia_health *h)
+{
+        const struct nvml_inventory *inv = h->cfg.inv;
+        int64_t now = now_ms();
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                struct gpu_view *v = &h->view[i];
+                nvmlDevice_t d = inv->gpus[i].handle;
+                if (!d)
+                        continue;
+                nvmlMemory_t mem;
+                nvmlReturn_t r = h->cfg.lib->memory_info(d, &mem);
+                if (r == NVML_ERROR_GPU_IS_LOST) {
+                        struct nvidia_health_msg *m = msg_new(i, NVIDIA_HEALTH_LOST, false);
+                        snprintf(m->reason, sizeof(m->reason), "%s",
+                                 nvml_lib_strerror(h->cfg.lib, r));
+                        mark_bad(h, i, m);
+                        continue;
+                }
+                if (!v->bad || v->permanent || !h->cfg.recovery || r != NVML_SUCCESS ||
+                    now - v->last_bad < h->cfg.quiet_ms)
+                        continue;
+                char why[160];
+                if (!v->registered && !register_gpu(h, d, why, sizeof(why))) {
+                        v->permanent = true;
+                        struct nvidia_health_msg *m = msg_new(i, NVIDIA_HEALTH_UNSUPPORTED, false);
+                        snprintf(m->reason, sizeof(m->reason), "%s", why);
+                        post(h, m);
+                        continue;
+                }
+                v->registered = true;
+                v->bad = false;
+                struct nvidia_health_msg *m = msg_new(i, NVIDIA_HEALTH_RECOVERED, true);
+                snprintf(m->reason, sizeof(m->reason),
+                         "no critical event for %lld ms and answering NVML again",
+                         (long long)(now - v->last_bad));
+                post(h, m);
+        }
+}
+
+/* Sleeps up to ms unless stop is requested. */
+static void pause_ms(struct nvidia_health *h, unsigned ms)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&h->lock);
+        if (!atomic_load(&h->stop))
+                pthread_cond_timedwait(&h->wake, &h->lock, &ts);
+        pthread_mutex_unlock(&h->lock);
+}
+
+static void *health_main(void *arg)
+{
+        struct nvidia_health *h = arg;
+        int64_t last_probe = 0;
+        while (!atomic_load(&h->stop)) {
+                nvmlEventData_t e;
+                nvmlReturn_t r = nvml_lib_event_wait(h->cfg.lib, h->set, &e, h->cfg.wait_ms);
+                if (atomic_load(&h->stop))
+                        break;
+                if (r == NVML_SUCCESS)
+                        on_event(h, &e);
+                else if (r != NVML_ERROR_TIMEOUT) {
+                        log_debug("nvidia", "event wait failed error=\"%s\"",
+                                  nvml_lib_strerror(h->cfg.lib, r));
+                        on_wait_failed(h, r);
+                        pause_ms(h, h->cfg.wait_ms);
+                }
+                int64_t now = now_ms();
+                if (now - last_probe >= (int64_t)h->cfg.wait_ms) {
+                        probe(h);
+                        last_probe = now;
+                }
+        }
+        return NULL;
+}
+
+/* Registers one GPU for the events NVIDIA watches, those it supports.
+ * Returns false with why filled when it cannot be watched. */
+static bool register_gpu(struct nvidia_health *h, nvmlDevice_t d, char *why, size_t size)
+{
+        const struct nvml_lib *lib = h->cfg.lib;
+        const struct nvidia_xid_policy *p = h->cfg.policy;
+        bool need_xids = p->all_critical || p->n_enabled > 0 || !p->xids_off;
+        unsigned long long supported = EVENT_MASK;
+        nvmlReturn_t r;
+        if (lib->supported_events && (r = lib->supported_events(d, &supported)) != NVML_SUCCESS) {
+                snprintf(why, size, "cannot read its supported events: %s",
+                         nvml_lib_strerror(lib, r));
+                return false;
+        }
+        if (need_xids && !(supported & nvmlEventTypeXidCriticalError)) {
+                snprintf(why, size, "it does not report XID events (too old to support health "
+                                    "checking)");
+                return false;
+        }
+        if ((supported & EVENT_MASK) &&
+            (r = lib->register_events(d, supported & EVENT_MASK, h->set)) != NVML_SUCCESS) {
+                snprintf(why, size, "%s: %s",
+                         r == NVML_ERROR_NOT_SUPPORTED ? "too old to support health checking"
+                                                       : "cannot register for events",
+                         nvml_lib_strerror(lib, r));
+                return false;
+        }
+        return true;
+}
+
+/* Registration, on the loop thread before the thread starts.  Failures go
+ * straight to the callback. */
+static void register_gpus(struct nvidia_health *h)
+{
+        const struct nvml_inventory *inv = h->cfg.inv;
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                const struct nvml_gpu *g = &inv->gpus[i];
+                struct gpu_view *v = &h->view[i];
+                if (g->lost) {
+                        /* unhealthy from the start; comes back (registered then) if NVML
+                         * answers again */
+                        v->bad = true;
+                        v->permanent = !g->handle;
+                        v->last_bad = now_ms();
+                        continue;
+                }
+                char why[160];
+                if (register_gpu(h, g->handle, why, sizeof(why))) {
+                        v->registered = true;
+                        continue;
+                }
+                v->bad = v->permanent = true;
+                v->last_bad = now_ms();
+                struct nvidia_health_msg m = { .gpu = i, .kind = NVIDIA_HEALTH_UNSUPPORTED,
+                                               .critical = true, .mig = -1 };
+                snprintf(m.reason, sizeof(m.reason), "%s", why);
+                h->cb(h->ud, &m, 1);
+        }
+}
+
+static void on_closed(uv_handle_t *handle)
+{
+        struct nvidia_health *h = handle->data;
+        free_msgs(h->head);
+        pthread_mutex_destroy(&h->lock);
+        pthread_cond_destroy(&h->wake);
+        free(h->view);
+        free(h);
+}
+
+int nvidia_health_start(uv_loop_t *loop, const struct nvidia_health_cfg *cfg,
+                        nvidia_health_cb cb, void *ud, struct nvidia_health **out, char **err)
+{
+        const struct nvml_lib *lib = cfg->lib;
+        if (!lib->event_set_create || !lib->register_events || !lib->event_set_wait ||
+            !lib->event_set_free) {
+                *err = xstrdup("NVML lacks the event calls (nvmlEventSetCreate, "
+                               "nvmlDeviceRegisterEvents, nvmlEventSetWait, nvmlEventSetFree)");
+                return -ENOTSUP;
+        }
+        nvmlEventSet_t set;
+        nvmlReturn_t r = lib->event_set_create(&set);
+        if (r != NVML_SUCCESS) {
+                *err = xasprintf("cannot create an NVML event set: %s", nvml_lib_strerror(lib, r));
+                return -EIO;
+        }
+        struct nvidia_health *h = xcalloc(1, sizeof(*h));
+        h->cfg = *cfg;
+        if (h->cfg.wait_ms == 0)
+                h->cfg.wait_ms = 500;
+        h->set = set;
+        h->cb = cb;
+        h->ud = ud;
+        h->view = xcalloc(cfg->inv->n_gpus + 1, sizeof(*h->view));
+        atomic_init(&h->stop, false);
+        pthread_mutex_init(&h->lock, NULL);
+        pthread_cond_init(&h->wake, NULL);
+        uv_async_init(loop, &h->async, on_async);
+        h->async.data = h;
+        register_gpus(h);
+        int rc = pthread_create(&h->thread, NULL, health_main, h);
+        if (rc != 0) {
+                *err = xasprintf("cannot start the health thread: %s", strerror(rc));
+                lib->event_set_free(h->set);
+                h->set = NULL;
+                uv_close((uv_handle_t *)&h->async, on_closed);
+                return -rc;
+        }
+        h->thread_started = true;
+        *out = h;
+        return 0;
+}
+
+void nvidia_health_stop(struct nvidia_health *h)
+{
+        if (!h)
+                return;
+        pthread_mutex_lock(&h->lock);
+        atomic_store(&h->stop, true);
+        pthread_cond_broadcast(&h->wake);
+        pthread_mutex_unlock(&h->lock);
+        if (h->thread_started)
+                pthread_join(h->thread, NULL);
+        if (h->set)
+                h->cfg.lib->event_set_free(h->set);
+        h->set = NULL;
+        uv_close((uv_handle_t *)&h->async, on_closed);
+}

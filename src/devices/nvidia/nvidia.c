@@ -1,0 +1,378 @@
+/* The NVIDIA backend: start-up, health results, shutdown.
+ *
+ * create(): load libnvidia-ml.so.1 (nvml-lib.c), nvmlInit, read the node
+ * (inventory.c), build the resources (resources.c) and, with a loop, start
+ * the health monitor (health.c).  What happens when something is missing:
+ *   - no library and backends "auto": no NVIDIA backend, one info line;
+ *   - no library with "nvidia" named, a library without a required symbol,
+ *     nvmlInit failing, or a layout NVIDIA refuses (mixed MIG modes with
+ *     mig-strategy=single...): --fail-on-init-error true makes create fail
+ *     (devlet exits 1); false logs an error and runs without the backend;
+ *   - NVML up but no GPUs: no backend, one info line.
+ *
+ * Health results come from the monitor's thread as batches on the loop
+ * (on_health): every XID is counted by code; a GPU's state change is
+ * applied to every device of that GPU in every resource (whole GPU, its MIG
+ * devices, their replicas) and each changed resource is notified once per
+ * batch.  When monitoring cannot start at all, every GPU is reported
+ * unhealthy with a loud error (NVIDIA keeps advertising them as healthy).
+ * DP_DISABLE_HEALTHCHECKS=all alone: no monitor, every GPU healthy.
+ *
+ * Runs on the loop thread; NVML is only called here during create (the
+ * health thread has its own calls). */
+#include "devices/nvidia/nvidia.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+#include "devices/nvidia/health.h"
+#include "devices/nvidia/internal.h"
+#include "devices/nvidia/inventory.h"
+#include "devices/nvidia/nvml-lib.h"
+
+#define HEALTH_WAIT_MS 500
+/* Where the driver's /proc files are (nvidia-caps/mig-minors); tests point
+ * it at a fake tree. */
+#define PROC_ROOT_ENV "DEVLET_PROC_ROOT"
+
+static const char *const no_nvml_hint =
+    "if this is a GPU node, check that the NVIDIA driver is installed and that devlet's "
+    "container sees its libraries (NVIDIA Container Toolkit, or --nvidia-driver-root); if it is "
+    "not, run devlet with --backends hostdev or schedule it on GPU nodes only";
+
+static char *root_normalize(const char *s)
+{
+        char *r = xstrdup(s && *s ? s : "/");
+        size_t n = strlen(r);
+        while (n > 0 && r[n - 1] == '/')
+                r[--n] = '\0';
+        return r;
+}
+
+/* ---- health results ---- */
+
+static void xid_count(struct nvidia_backend *b, unsigned long long xid)
+{
+        for (size_t i = 0; i < b->n_xids; i++)
+                if (b->xids[i].xid == xid) {
+                        b->xids[i].count++;
+                        return;
+                }
+        b->xids = xrealloc(b->xids, (b->n_xids + 1) * sizeof(*b->xids));
+        b->xids[b->n_xids++] = (struct nvidia_xid_count){ .xid = xid, .count = 1 };
+}
+
+uint64_t nvidia_backend_xid_count(struct dev_backend *db, unsigned long long xid)
+{
+        struct nvidia_backend *b = (struct nvidia_backend *)db;
+        for (size_t i = 0; i < b->n_xids; i++)
+                if (b->xids[i].xid == xid)
+                        return b->xids[i].count;
+        return 0;
+}
+
+static void gpu_set(struct nvidia_backend *b, size_t gpu, bool bad, const char *reason)
+{
+        b->gpu_bad[gpu] = bad;
+        free(b->gpu_reason[gpu]);
+        b->gpu_reason[gpu] = bad ? xstrdup(reason ? reason : "unhealthy") : NULL;
+}
+
+/* Brings every device in line with its GPU; notifies each changed resource
+ * once. */
+static void health_sync(struct nvidia_backend *b, bool notify)
+{
+        for (size_t i = 0; i < b->layout.n_res; i++) {
+                struct dev_resource *r = b->layout.res[i];
+                bool changed = false;
+                for (size_t k = 0; k < r->n_devices; k++) {
+                        struct dev_device *d = &r->devices[k];
+                        const struct nvidia_dev *nd = d->priv;
+                        enum dev_health want = b->gpu_bad[nd->gpu] ? DEV_UNHEALTHY : DEV_HEALTHY;
+                        if (d->health != want) {
+                                d->health = want;
+                                changed = true;
+                        }
+                }
+                if (changed && notify)
+                        dev_resource_notify(r);
+        }
+}
+
+static void on_health(void *ud, const struct nvidia_health_msg *msgs, size_t n)
+{
+        struct nvidia_backend *b = ud;
+        for (size_t i = 0; i < n; i++) {
+                const struct nvidia_health_msg *m = &msgs[i];
+                const struct nvml_gpu *g = &b->inv->gpus[m->gpu];
+                if (m->kind == NVIDIA_HEALTH_XID)
+                        xid_count(b, m->xid);
+                if (m->kind == NVIDIA_HEALTH_XID && !m->critical) {
+                        log_info("nvidia", "ignored XID gpu=%zu uuid=%s xid=%llu reason=\"%s\"",
+                                 m->gpu, g->uuid[0] ? g->uuid : "?", m->xid, m->reason);
+                        continue;
+                }
+                const char *uuid = g->uuid[0] ? g->uuid : "?";
+                if (m->healthy)
+                        log_info("nvidia", "GPU healthy again gpu=%zu uuid=%s reason=\"%s\"",
+                                 m->gpu, uuid, m->reason);
+                else
+                        log_warn("nvidia", "GPU unhealthy gpu=%zu uuid=%s reason=\"%s\"", m->gpu,
+                                 uuid, m->reason);
+                gpu_set(b, m->gpu, !m->healthy, m->reason);
+        }
+        health_sync(b, true);
+}
+
+static void health_start(struct nvidia_backend *b, const struct devlet_config *cfg)
+{
+        struct nvidia_xid_policy *policy = xcalloc(1, sizeof(*policy));
+        char **warnings = NULL;
+        nvidia_xid_policy_parse(getenv("DP_DISABLE_HEALTHCHECKS"), getenv("DP_ENABLE_HEALTHCHECKS"),
+                                policy, &warnings);
+        for (size_t i = 0; warnings && warnings[i]; i++)
+                log_warn("nvidia", "%s", warnings[i]);
+        strv_free(warnings);
+        b->policy = policy;
+        if (!policy->monitor) {
+                b->health_state = xstrdup("disabled (DP_DISABLE_HEALTHCHECKS=all)");
+                log_info("nvidia", "health checks disabled (DP_DISABLE_HEALTHCHECKS=all)");
+                return;
+        }
+        _cleanup_free_ char *ignored = nvidia_xid_policy_ignored(policy);
+        if (!b->loop) {
+                b->health_state = xasprintf("not monitored (one-shot); XIDs ignored: %s", ignored);
+                return;
+        }
+        struct nvidia_health_cfg hc = {
+                .lib = b->lib,
+                .inv = b->inv,
+                .policy = policy,
+                .recovery = cfg->health.recovery_enabled,
+                .quiet_ms = cfg->health.recovery_quiet_ms,
+                .wait_ms = HEALTH_WAIT_MS,
+        };
+        _cleanup_free_ char *err = NULL;
+        int r = nvidia_health_start(b->loop, &hc, on_health, b, &b->health, &err);
+        if (r < 0) {
+                log_error("nvidia", "health monitoring cannot start, every GPU is reported "
+                                    "unhealthy error=\"%s\"",
+                          err ? err : strerror(-r));
+                b->health_state = xasprintf("failed: %s", err ? err : strerror(-r));
+                for (size_t i = 0; i < b->inv->n_gpus; i++)
+                        gpu_set(b, i, true, "health monitoring cannot start");
+                health_sync(b, false);
+                return;
+        }
+        b->health_state = xasprintf("monitored; XIDs ignored: %s%s", ignored,
+                                    hc.recovery ? "; recovery on" : "");
+        log_info("nvidia", "health monitoring started xids_ignored=%s recovery=%s", ignored,
+                 hc.recovery ? "on" : "off");
+}
+
+/* ---- life cycle ---- */
+
+static void backend_free(struct nvidia_backend *b)
+{
+        if (!b)
+                return;
+        nvidia_health_stop(TAKE_PTR(b->health));
+        nvidia_layout_release(&b->layout);
+        if (b->inv && b->gpu_reason)
+                for (size_t i = 0; i < b->inv->n_gpus; i++)
+                        free(b->gpu_reason[i]);
+        free(b->gpu_reason);
+        free(b->gpu_bad);
+        nvml_inventory_free(b->inv);
+        if (b->nvml_up)
+                b->lib->shutdown();
+        nvml_lib_close(b->lib);
+        free(b->ctx.dev_root);
+        free(b->ctx.cdi_annotation_prefix);
+        free(b->mig_strategy);
+        free(b->health_state);
+        free(b->policy);
+        free(b->xids);
+        free(b);
+}
+
+DEFINE_CLEANUP_FUNC(struct nvidia_backend, backend_free)
+
+/* An initialisation failure under --fail-on-init-error: an error, or a
+ * loud log and no backend.  Takes msg. */
+static int init_failed(const struct devlet_config *cfg, int rc, char *msg, struct dev_backend **out,
+                       char **err)
+{
+        if (cfg->fail_on_init_error) {
+                *err = msg;
+                return rc;
+        }
+        log_error("nvidia", "NVIDIA backend not started, running without it "
+                            "(fail-on-init-error=false) error=\"%s\"",
+                  msg);
+        free(msg);
+        *out = NULL;
+        return 0;
+}
+
+static void ctx_fill(struct nvidia_ctx *c, const struct nvidia_backend *b,
+                     const struct devlet_config *cfg)
+{
+        c->inv = b->inv;
+        c->dev_root = root_normalize(cfg->dev_root);
+        for (size_t i = 0; cfg->device_list_strategy && cfg->device_list_strategy[i]; i++) {
+                const char *s = cfg->device_list_strategy[i];
+                c->list_envvar |= strcmp(s, "envvar") == 0;
+                c->list_volume_mounts |= strcmp(s, "volume-mounts") == 0;
+                c->list_cdi_annotations |= strcmp(s, "cdi-annotations") == 0;
+                c->list_cdi_cri |= strcmp(s, "cdi-cri") == 0;
+        }
+        if (!c->list_envvar && !c->list_volume_mounts && !c->list_cdi_annotations &&
+            !c->list_cdi_cri)
+                c->list_envvar = true;
+        c->index_ids = cfg->device_id_strategy && strcmp(cfg->device_id_strategy, "index") == 0;
+        c->pass_device_specs = cfg->pass_device_specs;
+        c->gds = cfg->gds_enabled;
+        c->mofed = cfg->mofed_enabled;
+        c->gdrcopy = cfg->gdrcopy_enabled;
+        c->cdi_annotation_prefix = xstrdup(cfg->cdi_annotation_prefix ? cfg->cdi_annotation_prefix
+                                                                      : "cdi.k8s.io/");
+        c->sharing = cfg->sharing.strategy;
+        c->fail_requests_greater_than_one = cfg->sharing.fail_requests_greater_than_one;
+        c->replica_policy = cfg->shared_devices_allocation_policy &&
+                                    strcmp(cfg->shared_devices_allocation_policy, "packed") == 0
+                                ? ALLOC_REPLICAS_PACKED
+                                : ALLOC_REPLICAS_DISTRIBUTED;
+}
+
+static void log_found(const struct nvidia_backend *b)
+{
+        const struct nvml_inventory *inv = b->inv;
+        size_t migs = 0, lost = 0;
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                migs += inv->gpus[i].n_migs;
+                lost += inv->gpus[i].lost;
+        }
+        log_info("nvidia", "found GPUs gpus=%zu mig_devices=%zu lost=%zu driver=%s cuda=%d.%d "
+                           "library=%s resources=%zu",
+                 inv->n_gpus, migs, lost, inv->driver_version[0] ? inv->driver_version : "?",
+                 NVML_CUDA_DRIVER_VERSION_MAJOR(inv->cuda_version),
+                 NVML_CUDA_DRIVER_VERSION_MINOR(inv->cuda_version), b->lib->path,
+                 b->layout.n_res);
+        for (size_t i = 0; i < inv->n_gpus; i++)
+                if (inv->gpus[i].lost)
+                        log_warn("nvidia", "GPU lost at start, advertised unhealthy gpu=%zu", i);
+}
+
+int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
+                               const struct devlet_config *cfg, struct dev_backend **out,
+                               char **err)
+{
+        _cleanup_(backend_freep) struct nvidia_backend *b = xcalloc(1, sizeof(*b));
+        b->lib = lib;
+        b->loop = loop;
+        if (lib->missing) {
+                _cleanup_free_ char *names = xstrdup("");
+                for (size_t i = 0; lib->missing[i]; i++) {
+                        char *t = xasprintf("%s%s%s", names, i ? "," : "", lib->missing[i]);
+                        free(names);
+                        names = t;
+                }
+                log_info("nvidia", "NVML lacks optional calls, the features using them are off "
+                                   "library=%s missing=%s",
+                         lib->path ? lib->path : "?", names);
+        }
+        nvmlReturn_t nr = lib->init();
+        if (nr != NVML_SUCCESS)
+                return init_failed(cfg, -EIO,
+                                   xasprintf("failed to initialize NVML: %s (%s)",
+                                             nvml_lib_strerror(lib, nr), no_nvml_hint),
+                                   out, err);
+        b->nvml_up = true;
+        _cleanup_free_ char *sysfs = root_normalize(cfg->sysfs_root);
+        const char *proc_env = getenv(PROC_ROOT_ENV);
+        _cleanup_free_ char *proc = root_normalize(proc_env && *proc_env ? proc_env : "/proc");
+        struct nvml_inventory_env env = { .sysfs_root = sysfs, .proc_root = proc };
+        char *msg = NULL;
+        int r = nvml_inventory_load(lib, &env, &b->inv, &msg);
+        if (r < 0)
+                return init_failed(cfg, r, msg, out, err);
+        if (b->inv->n_gpus == 0) {
+                log_info("nvidia", "NVML found no GPUs; no NVIDIA resources library=%s",
+                         lib->path ? lib->path : "?");
+                *out = NULL;
+                return 0;
+        }
+        ctx_fill(&b->ctx, b, cfg);
+        b->mig_strategy = xstrdup(cfg->mig_strategy ? cfg->mig_strategy : "none");
+        r = nvidia_layout_build(b->inv, cfg, &b->ctx, &b->layout, &msg);
+        if (r < 0)
+                return init_failed(cfg, r, msg, out, err);
+        b->gpu_bad = xcalloc(b->inv->n_gpus, sizeof(*b->gpu_bad));
+        b->gpu_reason = xcalloc(b->inv->n_gpus, sizeof(*b->gpu_reason));
+        for (size_t i = 0; i < b->inv->n_gpus; i++)
+                if (b->inv->gpus[i].lost)
+                        gpu_set(b, i, true, "lost at start");
+        if (b->ctx.pass_device_specs && !b->inv->mig_minors_found)
+                for (size_t i = 0; i < b->inv->n_gpus; i++)
+                        if (b->inv->gpus[i].n_migs && strcmp(b->mig_strategy, "none") != 0) {
+                                log_warn("nvidia", "no nvidia-caps/mig-minors: MIG devices "
+                                                   "cannot be passed as device specs");
+                                break;
+                        }
+        log_found(b);
+        health_start(b, cfg);
+        *out = (struct dev_backend *)TAKE_PTR(b);
+        return 0;
+}
+
+static bool named_explicitly(const struct devlet_config *cfg)
+{
+        return cfg->backends && strv_contains(cfg->backends, "nvidia");
+}
+
+static int nvidia_create(uv_loop_t *loop, const struct devlet_config *cfg,
+                         struct dev_backend **out, char **err)
+{
+        struct nvml_lib *lib = NULL;
+        char *msg = NULL;
+        int r = nvml_lib_open(cfg->driver_root, &lib, &msg);
+        if (r == -ENOENT && !named_explicitly(cfg)) {
+                log_info("nvidia", "no NVIDIA driver library, NVIDIA backend off detail=\"%s\"",
+                         msg);
+                free(msg);
+                *out = NULL;
+                return 0;
+        }
+        if (r < 0) {
+                char *full = xasprintf("%s (%s)", msg, no_nvml_hint);
+                free(msg);
+                return init_failed(cfg, r, full, out, err);
+        }
+        return nvidia_backend_create_with(lib, loop, cfg, out, err);
+}
+
+static void nvidia_destroy(struct dev_backend *db)
+{
+        backend_free((struct nvidia_backend *)db);
+}
+
+static struct dev_resource **nvidia_resources(struct dev_backend *db, size_t *n)
+{
+        struct nvidia_backend *b = (struct nvidia_backend *)db;
+        *n = b->layout.n_res;
+        return b->layout.res;
+}
+
+const struct dev_backend_ops nvidia_backend_ops = {
+        .name = "nvidia",
+        .create = nvidia_create,
+        .destroy = nvidia_destroy,
+        .resources = nvidia_resources,
+        .describe = nvidia_describe,
+        .describe_json = nvidia_describe_json,
+};

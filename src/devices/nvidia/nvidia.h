@@ -1,0 +1,23 @@
+/* NVIDIA GPUs through NVML: a drop-in for NVIDIA's k8s-device-plugin
+ * (resources nvidia.com/gpu, nvidia.com/mig-<profile>, shared replicas). */
+#ifndef DEVLET_DEVICES_NVIDIA_NVIDIA_H
+#define DEVLET_DEVICES_NVIDIA_NVIDIA_H
+
+#include <stdint.h>
+
+#include "devices/device.h"
+
+struct nvml_lib;
+
+extern const struct dev_backend_ops nvidia_backend_ops;
+
+/* create() with a library already loaded (taken, closed on failure too);
+ * for tests that hand in a table with symbols hidden. */
+int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
+                               const struct devlet_config *cfg, struct dev_backend **out,
+                               char **err);
+
+/* XID events seen by code, critical or not (for metrics and tests). */
+uint64_t nvidia_backend_xid_count(struct dev_backend *b, unsigned long long xid);
+
+#endif

@@ -1,0 +1,394 @@
+/* GPU health in the NVIDIA backend: the XID policy as a pure function, and
+ * the monitor thread against the mock, driven through a real uv loop until
+ * the resources report the change.  Events and lost GPUs are injected by
+ * rewriting the mock's YAML; every test uses UUIDs of its own, because the
+ * mock's event log lives as long as the process. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <dlfcn.h>
+
+#include <cmocka.h>
+
+#include "nvidia-test.h"
+
+#include "devices/nvidia/health.h"
+#include "devices/nvidia/internal.h"
+#include "devices/nvidia/nvml-lib.h"
+
+/* ---- the XID policy ---- */
+
+static struct nvidia_xid_policy policy(const char *disable, const char *enable)
+{
+        struct nvidia_xid_policy p;
+        char **w = NULL;
+        nvidia_xid_policy_parse(disable, enable, &p, &w);
+        assert_null(w);
+        return p;
+}
+
+static void test_xid_policy(void **state)
+{
+        struct nvidia_xid_policy p = policy(NULL, NULL);
+        assert_true(p.monitor);
+        for (size_t i = 0; i < ARRAY_SIZE(nvidia_default_ignored_xids); i++)
+                assert_false(nvidia_xid_critical(&p, nvidia_default_ignored_xids[i]));
+        assert_true(nvidia_xid_critical(&p, 79));
+        assert_true(nvidia_xid_critical(&p, 48));
+        char *s = nvidia_xid_policy_ignored(&p);
+        assert_string_equal(s, "13,31,43,45,68,109");
+        free(s);
+
+        p = policy(" 31, 79 ", "");
+        assert_false(nvidia_xid_critical(&p, 79));
+        assert_true(nvidia_xid_critical(&p, 48));
+
+        p = policy("XIDs", NULL);
+        assert_true(p.monitor);
+        assert_false(nvidia_xid_critical(&p, 79));
+
+        p = policy("all", NULL);
+        assert_false(p.monitor);
+        assert_false(nvidia_xid_critical(&p, 79));
+
+        /* DISABLE=all with ENABLE=<list>: only those listed (NVIDIA turns checks off) */
+        p = policy("all", "79,48");
+        assert_true(p.monitor);
+        assert_true(nvidia_xid_critical(&p, 79));
+        assert_true(nvidia_xid_critical(&p, 48));
+        assert_false(nvidia_xid_critical(&p, 92));
+        assert_false(nvidia_xid_critical(&p, 13));
+        s = nvidia_xid_policy_ignored(&p);
+        assert_string_equal(s, "all except 79,48");
+        free(s);
+
+        p = policy(NULL, "all");
+        assert_true(nvidia_xid_critical(&p, 13));
+        p = policy("all", "all");
+        assert_true(p.monitor);
+        assert_true(nvidia_xid_critical(&p, 43));
+
+        p = policy("13", "13,31");
+        assert_true(nvidia_xid_critical(&p, 13));
+        assert_true(nvidia_xid_critical(&p, 31));
+        assert_false(nvidia_xid_critical(&p, 43));
+        s = nvidia_xid_policy_ignored(&p);
+        assert_string_equal(s, "43,45,68,109");
+        free(s);
+
+        char **w = NULL;
+        nvidia_xid_policy_parse("abc,13x", "-1", &p, &w);
+        assert_int_equal(strv_len(w), 3);
+        assert_contains(w[0], "DP_DISABLE_HEALTHCHECKS: ignoring \"abc\"");
+        assert_contains(w[2], "DP_ENABLE_HEALTHCHECKS");
+        strv_free(w);
+        assert_true(nvidia_xid_critical(&p, 79));
+}
+
+/* ---- the monitor ---- */
+
+static unsigned gen = 0x70000000;
+static char gpu0_extra[256], gpu1_extra[256], events[2048];
+
+/* GPU 0: an A100 40GB in MIG mode (two 3g.20gb); GPU 1: a plain A100.
+ * UUIDs carry this test's generation. */
+static void write_node(void)
+{
+        char yaml[8192];
+        snprintf(yaml, sizeof(yaml),
+                 "devices:\n"
+                 "  - uuid: GPU-%08x-0000-0000-0000-000000000000\n"
+                 "    name: NVIDIA A100-SXM4-40GB\n    memoryMiB: 40960\n"
+                 "    pciBusId: '00000000:10:00.0'\n    computeCapability: '8.0'\n    numaNode: 0\n"
+                 "    mig:\n"
+                 "      - {gi: 1, ci: 0, profile: 3g.20gb, placement: 0, uuid: MIG-%08x-0000-0000-0000-000000000001}\n"
+                 "      - {gi: 2, ci: 0, profile: 3g.20gb, placement: 4, uuid: MIG-%08x-0000-0000-0000-000000000002}\n"
+                 "%s"
+                 "  - uuid: GPU-%08x-0000-0000-0000-000000000001\n"
+                 "    name: NVIDIA A100-PCIE-40GB\n    memoryMiB: 40960\n"
+                 "    pciBusId: '00000000:20:00.0'\n    computeCapability: '8.0'\n    numaNode: 1\n"
+                 "%s"
+                 "%s%s",
+                 gen, gen, gen, gpu0_extra, gen, gpu1_extra, events[0] ? "events:\n" : "", events);
+        nvml_write(yaml);
+}
+
+static void add_event(const char *ev)
+{
+        strncat(events, "  - ", sizeof(events) - strlen(events) - 1);
+        strncat(events, ev, sizeof(events) - strlen(events) - 1);
+        strncat(events, "\n", sizeof(events) - strlen(events) - 1);
+        write_node();
+}
+
+static int health_setup(void **state)
+{
+        gen++;
+        gpu0_extra[0] = gpu1_extra[0] = events[0] = '\0';
+        unsetenv("DP_DISABLE_HEALTHCHECKS");
+        unsetenv("DP_ENABLE_HEALTHCHECKS");
+        write_node();
+        return 0;
+}
+
+static const char *const shared_yaml =
+    "version: v1\nflags: {migStrategy: mixed}\n"
+    "sharing:\n  timeSlicing:\n"
+    "    resources: [{name: gpu, replicas: 2}, {name: mig-3g.20gb, replicas: 2}]\n";
+
+struct watch {
+        uv_loop_t loop;
+        struct devlet_config *cfg;
+        struct dev_backend *b;
+        int changes;
+};
+
+static void on_change(struct dev_resource *r, void *ud)
+{
+        ((struct watch *)ud)->changes++;
+}
+
+static void watch_start(struct watch *w, const char *yaml)
+{
+        memset(w, 0, sizeof(*w));
+        assert_int_equal(uv_loop_init(&w->loop), 0);
+        w->cfg = cfg_yaml(yaml);
+        w->b = backend_new(&w->loop, w->cfg);
+        size_t n;
+        struct dev_resource **res = nvidia_backend_ops.resources(w->b, &n);
+        for (size_t i = 0; i < n; i++) {
+                res[i]->on_change = on_change;
+                res[i]->on_change_ud = w;
+        }
+}
+
+static void watch_stop(struct watch *w)
+{
+        nvidia_backend_ops.destroy(w->b);
+        uv_run(&w->loop, UV_RUN_DEFAULT);
+        assert_int_equal(uv_loop_close(&w->loop), 0);
+        config_free(w->cfg);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+        *(bool *)t->data = true;
+}
+
+/* Runs the loop until at least want changes were notified (deadline 10 s). */
+static void wait_changes(struct watch *w, int want)
+{
+        bool expired = false;
+        uv_timer_t t;
+        uv_timer_init(&w->loop, &t);
+        t.data = &expired;
+        uv_timer_start(&t, on_deadline, 10000, 0);
+        while (w->changes < want && !expired)
+                uv_run(&w->loop, UV_RUN_ONCE);
+        uv_close((uv_handle_t *)&t, NULL);
+        uv_run(&w->loop, UV_RUN_NOWAIT);
+        assert_true(w->changes >= want);
+}
+
+/* Health of every device of gpu (whole, MIG, replicas): 1 all healthy,
+ * 0 all unhealthy, -1 mixed. */
+static int gpu_health(struct watch *w, size_t gpu)
+{
+        size_t n, good = 0, bad = 0;
+        struct dev_resource **res = nvidia_backend_ops.resources(w->b, &n);
+        for (size_t i = 0; i < n; i++)
+                for (size_t k = 0; k < res[i]->n_devices; k++) {
+                        const struct nvidia_dev *nd = res[i]->devices[k].priv;
+                        if (nd->gpu != gpu)
+                                continue;
+                        if (res[i]->devices[k].health == DEV_HEALTHY)
+                                good++;
+                        else
+                                bad++;
+                }
+        assert_true(good + bad > 0);
+        return bad == 0 ? 1 : good == 0 ? 0 : -1;
+}
+
+static void test_xid_marks_whole_gpu(void **state)
+{
+        struct watch w;
+        watch_start(&w, shared_yaml);
+        assert_int_equal(res_find(w.b, "nvidia.com/gpu")->n_devices, 2);
+        assert_int_equal(res_find(w.b, "nvidia.com/mig-3g.20gb")->n_devices, 4);
+        assert_int_equal(gpu_health(&w, 0), 1);
+        assert_int_equal(gpu_health(&w, 1), 1);
+
+        add_event("{device: 1, type: xid, xid: 79}");
+        wait_changes(&w, 1);
+        assert_int_equal(w.changes, 1); /* one resource, notified once */
+        assert_int_equal(gpu_health(&w, 1), 0);
+        assert_int_equal(gpu_health(&w, 0), 1);
+
+        /* an XID in one MIG instance: the whole board, both instances, all replicas */
+        add_event("{device: 0, type: xid, xid: 94, gi: 2, ci: 0}");
+        wait_changes(&w, 2);
+        assert_int_equal(gpu_health(&w, 0), 0);
+        assert_int_equal(nvidia_backend_xid_count(w.b, 79), 1);
+        assert_int_equal(nvidia_backend_xid_count(w.b, 94), 1);
+        watch_stop(&w);
+}
+
+static void test_ignored_xid(void **state)
+{
+        struct watch w;
+        watch_start(&w, shared_yaml);
+        add_event("{device: 0, type: xid, xid: 43}");
+        add_event("{device: 0, type: doubleBitEcc}");
+        add_event("{device: 1, type: xid, xid: 79}");
+        wait_changes(&w, 1);
+        assert_int_equal(gpu_health(&w, 1), 0);
+        assert_int_equal(gpu_health(&w, 0), 1);
+        assert_int_equal(nvidia_backend_xid_count(w.b, 43), 1);
+        watch_stop(&w);
+}
+
+static void test_disable_xids_lost_gpu(void **state)
+{
+        setenv("DP_DISABLE_HEALTHCHECKS", "xids", 1);
+        struct watch w;
+        watch_start(&w, shared_yaml);
+        strcpy(gpu0_extra, "    lost: true\n");
+        add_event("{device: 1, type: xid, xid: 79}");
+        wait_changes(&w, 1);
+        assert_int_equal(gpu_health(&w, 0), 0); /* lost */
+        assert_int_equal(gpu_health(&w, 1), 1); /* XIDs off */
+        assert_int_equal(nvidia_backend_xid_count(w.b, 79), 1);
+        watch_stop(&w);
+}
+
+static void test_enable_with_disable_all(void **state)
+{
+        setenv("DP_DISABLE_HEALTHCHECKS", "all", 1);
+        setenv("DP_ENABLE_HEALTHCHECKS", "79", 1);
+        struct watch w;
+        watch_start(&w, shared_yaml);
+        add_event("{device: 0, type: xid, xid: 48}");
+        add_event("{device: 1, type: xid, xid: 79}");
+        wait_changes(&w, 1);
+        assert_int_equal(gpu_health(&w, 1), 0);
+        assert_int_equal(gpu_health(&w, 0), 1);
+        assert_int_equal(nvidia_backend_xid_count(w.b, 48), 1);
+        watch_stop(&w);
+}
+
+static void test_disable_all(void **state)
+{
+        setenv("DP_DISABLE_HEALTHCHECKS", "all", 1);
+        struct watch w;
+        watch_start(&w, shared_yaml);
+        assert_null(((struct nvidia_backend *)w.b)->health);
+        assert_int_equal(gpu_health(&w, 0), 1);
+        assert_int_equal(gpu_health(&w, 1), 1);
+        watch_stop(&w);
+}
+
+static void test_lost_and_recovery(void **state)
+{
+        struct watch w;
+        watch_start(&w, "version: v1\nhealth: {recovery: {enabled: true, quietPeriod: 200ms}}\n");
+        strcpy(gpu1_extra, "    lost: true\n");
+        write_node();
+        wait_changes(&w, 1);
+        assert_int_equal(gpu_health(&w, 1), 0);
+        gpu1_extra[0] = '\0';
+        write_node();
+        wait_changes(&w, 2);
+        assert_int_equal(gpu_health(&w, 1), 1);
+
+        /* an XID, then quiet: back after the quiet period */
+        add_event("{device: 0, type: xid, xid: 79}");
+        wait_changes(&w, 3);
+        assert_int_equal(gpu_health(&w, 0), 0);
+        wait_changes(&w, 4);
+        assert_int_equal(gpu_health(&w, 0), 1);
+        watch_stop(&w);
+}
+
+static void test_lost_at_start_recovers(void **state)
+{
+        strcpy(gpu1_extra, "    lost: true\n");
+        write_node();
+        struct watch w;
+        watch_start(&w, "version: v1\nhealth: {recovery: {enabled: true, quietPeriod: 0s}}\n");
+        struct dev_resource *r = res_find(w.b, "nvidia.com/gpu");
+        assert_string_equal(r->devices[1].id, "lost-gpu-1");
+        assert_int_equal(gpu_health(&w, 1), 0);
+        gpu1_extra[0] = '\0';
+        write_node();
+        wait_changes(&w, 1);
+        assert_int_equal(gpu_health(&w, 1), 1);
+        /* registered for events once back */
+        add_event("{device: 1, type: xid, xid: 79}");
+        wait_changes(&w, 2);
+        watch_stop(&w);
+}
+
+static void test_unsupported_events(void **state)
+{
+        strcpy(gpu1_extra, "    supportedEvents: 0x4\n");
+        write_node();
+        struct watch w;
+        watch_start(&w, NULL);
+        assert_int_equal(gpu_health(&w, 1), 0);
+        assert_int_equal(gpu_health(&w, 0), 1);
+        assert_contains(((struct nvidia_backend *)w.b)->gpu_reason[1], "too old");
+        watch_stop(&w);
+}
+
+static void *hiding_lookup(void *ctx, const char *name)
+{
+        return strcmp(name, "nvmlEventSetCreate") == 0 ? NULL : dlsym(ctx, name);
+}
+
+static void test_start_failure(void **state)
+{
+        struct nvml_lib *l = xcalloc(1, sizeof(*l));
+        l->handle = dlopen(mock_lib, RTLD_NOW | RTLD_LOCAL);
+        l->path = xstrdup(mock_lib);
+        char *err = NULL;
+        assert_int_equal(nvml_lib_resolve(l, hiding_lookup, l->handle, &err), 0);
+        struct watch w;
+        memset(&w, 0, sizeof(w));
+        uv_loop_init(&w.loop);
+        w.cfg = cfg_yaml(NULL);
+        assert_int_equal(nvidia_backend_create_with(l, &w.loop, w.cfg, &w.b, &err), 0);
+        assert_non_null(w.b);
+        assert_int_equal(gpu_health(&w, 0), 0);
+        assert_int_equal(gpu_health(&w, 1), 0);
+        assert_contains(((struct nvidia_backend *)w.b)->health_state, "failed");
+        watch_stop(&w);
+}
+
+static void test_no_loop_no_thread(void **state)
+{
+        struct devlet_config *cfg = cfg_yaml(NULL);
+        struct dev_backend *b = backend_new(NULL, cfg);
+        assert_null(((struct nvidia_backend *)b)->health);
+        nvidia_backend_ops.destroy(b);
+        config_free(cfg);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_xid_policy),
+                cmocka_unit_test_setup(test_xid_marks_whole_gpu, health_setup),
+                cmocka_unit_test_setup(test_ignored_xid, health_setup),
+                cmocka_unit_test_setup(test_disable_xids_lost_gpu, health_setup),
+                cmocka_unit_test_setup(test_enable_with_disable_all, health_setup),
+                cmocka_unit_test_setup(test_disable_all, health_setup),
+                cmocka_unit_test_setup(test_lost_and_recovery, health_setup),
+                cmocka_unit_test_setup(test_lost_at_start_recovers, health_setup),
+                cmocka_unit_test_setup(test_unsupported_events, health_setup),
+                cmocka_unit_test_setup(test_start_failure, health_setup),
+                cmocka_unit_test_setup(test_no_loop_no_thread, health_setup),
+        };
+        return cmocka_run_group_tests(tests, nvidia_group_setup, nvidia_group_teardown);
+}
