@@ -255,18 +255,17 @@ int cdi_spec_nvidia(const struct cdi_nvidia_node *node, const struct cdi_nvidia_
                                            i));
                         continue;
                 }
-                if (!g->mig_enabled) {
-                        struct cdi_edits e = { 0 };
-                        if (add_node(&b, &e, gpu_node, false)) {
-                                _cleanup_free_ char *index = xasprintf("%zu", i);
-                                add_named(s, index, &e);
-                                add_named(s, g->uuid, &e);
-                                cdi_edits_merge(&all, &e);
-                        }
-                        cdi_edits_release(&e);
-                        continue;
+                /* a MIG-enabled GPU too: with mig-strategy=none it is
+                 * served whole, and Allocate names it */
+                struct cdi_edits whole = { 0 };
+                if (add_node(&b, &whole, gpu_node, false)) {
+                        _cleanup_free_ char *index = xasprintf("%zu", i);
+                        add_named(s, index, &whole);
+                        add_named(s, g->uuid, &whole);
+                        cdi_edits_merge(&all, &whole);
                 }
-                for (size_t k = 0; k < g->n_migs; k++) {
+                cdi_edits_release(&whole);
+                for (size_t k = 0; g->mig_enabled && k < g->n_migs; k++) {
                         const struct cdi_nvidia_mig *m = &g->migs[k];
                         struct cdi_edits e = { 0 };
                         if (add_node(&b, &e, gpu_node, false)) {

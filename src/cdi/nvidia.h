@@ -53,9 +53,11 @@ struct cdi_nvidia_opts {
 
 /* Builds the spec.  Device nodes are stat(2)ed under the dev root for their
  * type and numbers; a node that is missing is left out, with a warning.  A
- * GPU is named "<i>" (its position in node->gpus) and by its UUID; a
- * MIG-enabled GPU gets no device of its own, its MIG devices get
- * "<i>:<index>" and their UUIDs; "all" holds every other device's edits.
+ * GPU is named "<i>" (its position in node->gpus) and by its UUID, MIG
+ * enabled or not (mig-strategy=none serves it whole); the MIG devices of a
+ * MIG-enabled GPU are named "<i>:<index>" and by their UUIDs, and hold the
+ * GPU's node and their access capabilities; "all" holds every other
+ * device's edits.
  * The spec-wide edits hold NVIDIA_VISIBLE_DEVICES=void (so a legacy NVIDIA
  * hook does not inject GPUs again), /dev/nvidiactl, /dev/nvidia-uvm,
  * /dev/nvidia-uvm-tools and /dev/nvidia-modeset when present, the driver's

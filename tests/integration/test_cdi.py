@@ -3,14 +3,18 @@
 podman (with runc) reads the generated spec from /etc/cdi or /var/run/cdi
 (the two directories podman 4.3 reads) and runs a busybox-static container
 with `--device <kind>=<name>`; the container sees the device node with the
-right major:minor and the bind-mounted files.  Kinds carry a random suffix so
-parallel runs do not collide, and every spec file is removed afterwards.
+right major:minor and the bind-mounted files.  Host-device kinds carry a
+random suffix so parallel runs do not collide; the NVIDIA kind is fixed
+(k8s.device-plugin.nvidia.com/gpu, what Allocate names), so runs on one host
+take turns through a lock.  Every spec file is removed afterwards.
 """
 
+import fcntl
 import json
 import os
 import pathlib
 import shutil
+import stat
 import subprocess
 import tempfile
 import uuid
@@ -27,6 +31,10 @@ PODMAN_RUN = [
     "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000",
 ]
 BUSYBOX = "/bin/busybox"
+PROFILES = ROOT / "tests" / "mock-nvml" / "profiles"
+MOCK_NVML = BUILD / "mock-nvml" / "libnvidia-ml.so.1"
+NVIDIA_KIND = "k8s.device-plugin.nvidia.com/gpu"
+CDI_DIRS = [pathlib.Path("/etc/cdi"), pathlib.Path("/var/run/cdi")]
 
 
 @pytest.fixture
@@ -61,8 +69,9 @@ def unique_name():
     return "cditest" + uuid.uuid4().hex[:10]
 
 
-def devlet(*args):
-    return subprocess.run([str(DEVLET), *map(str, args)], capture_output=True, text=True, timeout=60)
+def devlet(*args, env=None):
+    return subprocess.run([str(DEVLET), *map(str, args)], capture_output=True, text=True, timeout=60,
+                          env=env)
 
 
 def podman_run(rootfs, device, script):
@@ -164,3 +173,115 @@ def test_generate_errors(tmp):
     res = devlet("cdi", "generate", "--config-file", cfg, "--backends", "hostdev")
     assert res.returncode == 1
     assert "not a valid CDI kind" in res.stderr and res.stdout == ""
+
+
+# ---- NVIDIA ----
+
+@pytest.fixture
+def nvidia_kind_lock():
+    """One test at a time per host may hold a spec of the fixed NVIDIA kind;
+    a spec of that kind that is not ours (a real plugin's) is not touched."""
+    fd = os.open("/run/devlet-test-cdi-nvidia.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        for d in CDI_DIRS:
+            for f in (d.iterdir() if d.is_dir() else []):
+                if f.suffix in (".yaml", ".json") and NVIDIA_KIND in f.read_text(errors="replace"):
+                    pytest.fail(f"{f} already holds CDI kind {NVIDIA_KIND}; this test will not "
+                                "shadow or replace it")
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def fake_gpu_node(tmp):
+    """A dev root with the nodes of GPUs 0 and 1 (major 195, as the NVIDIA
+    driver's) and a driver root with a fake libcuda and nvidia-smi."""
+    dev = tmp / "devroot" / "dev"
+    dev.mkdir(parents=True)
+    for name, minor in (("nvidia0", 0), ("nvidia1", 1), ("nvidiactl", 255)):
+        os.mknod(dev / name, 0o666 | stat.S_IFCHR, os.makedev(195, minor))
+    os.mknod(dev / "nvidia-uvm", 0o666 | stat.S_IFCHR, os.makedev(237, 0))
+    drv = tmp / "driver"
+    lib = drv / "usr" / "lib" / "x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "libcuda.so.550.54.15").write_text("fake libcuda 550.54.15\n")
+    (lib / "libcuda.so.1").symlink_to("libcuda.so.550.54.15")
+    (lib / "libnvidia-ml.so.550.54.15").write_text("fake libnvidia-ml 550.54.15\n")
+    (lib / "libnvidia-ml.so.1").symlink_to("libnvidia-ml.so.550.54.15")
+    (lib / "libnvidia-ml.so.535.104.05").write_text("another driver's\n")
+    bindir = drv / "usr" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "nvidia-smi").write_text("#!/bin/sh\necho fake nvidia-smi\n")
+    (bindir / "nvidia-smi").chmod(0o755)
+    return tmp / "devroot", drv
+
+
+def nvidia_generate(tmp, *args, profile="h100-8x-nvswitch.yaml"):
+    dev_root, drv = fake_gpu_node(tmp)
+    env = {**os.environ, "DEVLET_NVML_LIBRARY": str(MOCK_NVML),
+           "MOCK_NVML_CONFIG": str(PROFILES / profile)}
+    return devlet("cdi", "generate", "--backends", "nvidia", "--dev-root", dev_root,
+                  "--nvidia-driver-root", drv, "--nvidia-cdi-hook-path", tmp / "no-hook",
+                  *args, env=env), drv
+
+
+def test_nvidia_spec_in_podman(tmp, rootfs, spec_files, nvidia_kind_lock):
+    out = pathlib.Path("/var/run/cdi") / f"devlet-test-{uuid.uuid4().hex[:10]}.yaml"
+    spec_files.append(out)
+    res, drv = nvidia_generate(tmp, "--vendor", "k8s.device-plugin.nvidia.com", "--class", "gpu",
+                               "--output", out)
+    assert res.returncode == 0, res.stderr
+    # GPUs 2-7 of the profile have no node under the dev root: left out, said
+    assert "nvidia7 missing" in res.stderr
+    spec = yaml.safe_load(out.read_text())
+    assert spec["kind"] == NVIDIA_KIND
+    uuids = [g["uuid"] for g in yaml.safe_load((PROFILES / "h100-8x-nvswitch.yaml").read_text())["devices"]]
+    names = [d["name"] for d in spec["devices"]]
+    assert names == ["0", uuids[0], "1", uuids[1], "all"]
+    lib = "/usr/lib/x86_64-linux-gnu"
+    mounts = {m["containerPath"]: m for m in spec["containerEdits"]["mounts"]}
+    assert set(mounts) == {f"{lib}/libcuda.so.550.54.15", f"{lib}/libcuda.so.1",
+                           f"{lib}/libnvidia-ml.so.550.54.15", f"{lib}/libnvidia-ml.so.1",
+                           "/usr/bin/nvidia-smi"}
+    assert mounts["/usr/bin/nvidia-smi"]["hostPath"] == str(drv / "usr" / "bin" / "nvidia-smi")
+    assert mounts["/usr/bin/nvidia-smi"]["options"] == ["ro", "nosuid", "nodev", "bind"]
+    assert "hooks" not in spec["containerEdits"]  # no hook program: no hook
+
+    got = podman_run(rootfs, f"{NVIDIA_KIND}=0",
+                     "stat -c '%n %t:%T' /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm; "
+                     "ls /dev/nvidia1 2>/dev/null || echo no-nvidia1; "
+                     f"cat {lib}/libcuda.so.1 {lib}/libnvidia-ml.so.1; /usr/bin/nvidia-smi; "
+                     f"(echo x > {lib}/libcuda.so.1) 2>/dev/null || echo read-only")
+    assert got.splitlines() == [
+        "/dev/nvidia0 c3:0", "/dev/nvidiactl c3:ff", "/dev/nvidia-uvm ed:0", "no-nvidia1",
+        "fake libcuda 550.54.15", "fake libnvidia-ml 550.54.15", "fake nvidia-smi", "read-only"]
+
+    # by UUID, and all of them
+    got = podman_run(rootfs, f"{NVIDIA_KIND}={uuids[0]}", "stat -c '%t:%T' /dev/nvidia0")
+    assert got.split() == ["c3:0"]
+    got = podman_run(rootfs, f"{NVIDIA_KIND}=all", "stat -c '%n %t:%T' /dev/nvidia0 /dev/nvidia1")
+    assert got.splitlines() == ["/dev/nvidia0 c3:0", "/dev/nvidia1 c3:1"]
+
+
+def test_nvidia_spec_kinds_and_hook(tmp):
+    hook = tmp / "bin" / "nvidia-cdi-hook"
+    hook.parent.mkdir()
+    hook.write_text("#!/bin/sh\n")
+    hook.chmod(0o755)
+    res, _ = nvidia_generate(tmp, "--format", "json", "--nvidia-cdi-hook-path", hook,
+                             profile="mig-one-plain-one.yaml")
+    assert res.returncode == 0, res.stderr
+    spec = json.loads(res.stdout)
+    assert spec["kind"] == "nvidia.com/gpu"  # nvidia-ctk's default
+    assert spec["cdiVersion"] == "0.5.0"
+    gpus = yaml.safe_load((PROFILES / "mig-one-plain-one.yaml").read_text())["devices"]
+    migs = [m["uuid"] for m in gpus[0]["mig"]]
+    assert [d["name"] for d in spec["devices"]] == [
+        "0", gpus[0]["uuid"], "0:0", migs[0], "0:1", migs[1], "0:2", migs[2], "1", gpus[1]["uuid"],
+        "all"]
+    hooks = spec["containerEdits"]["hooks"]
+    assert hooks == [{"hookName": "createContainer", "path": str(hook),
+                      "args": ["nvidia-cdi-hook", "update-ldcache", "--folder",
+                               "/usr/lib/x86_64-linux-gnu"]}]

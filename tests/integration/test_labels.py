@@ -217,3 +217,52 @@ def test_devlet_run_without_cdi_strategy_writes_no_spec(tmp):
         stop(proc)
         shutil.rmtree(plugins, ignore_errors=True)
     assert not cdi.exists()
+
+
+# ---- GFD labels from the mock NVML, against golden files ----
+
+GOLDEN = ROOT / "tests" / "golden" / "labels"
+PROFILES = ROOT / "tests" / "mock-nvml" / "profiles"
+MOCK_NVML = BUILD / "mock-nvml" / "libnvidia-ml.so.1"
+TIME_SLICING = {"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+TIME_SLICING_RENAMED = {"sharing": {"timeSlicing": {
+    "renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+MIG_TIME_SLICING = {"sharing": {"timeSlicing": {"resources": [
+    {"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]}}}
+
+# name: (profile, MIG strategy, extra config)
+GOLDEN_CASES = {
+    "h100": ("h100-8x-nvswitch.yaml", "none", {}),
+    "v100": ("v100-dgx1.yaml", "none", {}),
+    "h100-time-slicing": ("h100-8x-nvswitch.yaml", "none", TIME_SLICING),
+    "h100-time-slicing-renamed": ("h100-8x-nvswitch.yaml", "none", TIME_SLICING_RENAMED),
+    "a100-mig-single": ("a100-mig-single.yaml", "single", {}),
+    "a100-mig-mixed": ("a100-mig-mixed.yaml", "mixed", MIG_TIME_SLICING),
+    "a100-mig-mixed-none": ("a100-mig-mixed.yaml", "none", {}),
+    "mig-one-plain-one": ("mig-one-plain-one.yaml", "mixed", {}),
+    "mig-one-plain-one-time-slicing": ("mig-one-plain-one.yaml", "mixed", TIME_SLICING),
+}
+
+
+def nvidia_labels(tmp, profile, strategy, extra):
+    machine = tmp / "product_name"
+    machine.write_text("DGX H100 (mock)\n")
+    cfg = tmp / "nvidia.yaml"
+    cfg.write_text(yaml.safe_dump({"version": "v1", "flags": {"migStrategy": strategy}, **extra}))
+    env = {**os.environ, "DEVLET_NVML_LIBRARY": str(MOCK_NVML),
+           "MOCK_NVML_CONFIG": str(PROFILES / profile)}
+    return devlet("labels", "--config-file", cfg, "--backends", "nvidia", "--no-timestamp",
+                  "--machine-type-file", machine, env=env)
+
+
+@pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
+def test_gfd_labels_golden(tmp, case):
+    res = nvidia_labels(tmp, *GOLDEN_CASES[case])
+    assert res.returncode == 0, res.stderr
+    parse_labels(res.stdout)  # every key and value valid
+    golden = GOLDEN / f"{case}.txt"
+    if os.environ.get("DEVLET_UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(res.stdout)
+    assert res.stdout == golden.read_text(), f"labels differ from {golden} " \
+        "(DEVLET_UPDATE_GOLDEN=1 rewrites it after a deliberate change)"

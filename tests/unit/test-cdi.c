@@ -651,8 +651,8 @@ static void test_nvidia_spec(void **state)
         assert_string_equal(s->kind, "k8s.device-plugin.nvidia.com/gpu");
 
         /* names: GPU index and UUID, MIG <gpu>:<mig> and UUID, all */
-        static const char *const names[] = { "0", "GPU-1111", "1:0", "MIG-aaaa", "1:1",
-                                             "MIG-bbbb", "all" };
+        static const char *const names[] = { "0", "GPU-1111", "1", "GPU-2222", "1:0", "MIG-aaaa",
+                                             "1:1", "MIG-bbbb", "all" };
         assert_int_equal(s->n_devices, ARRAY_SIZE(names));
         for (size_t i = 0; i < ARRAY_SIZE(names); i++)
                 assert_string_equal(s->devices[i].name, names[i]);
@@ -766,8 +766,10 @@ static struct dev_resource **writer_resources(struct dev_backend *b, size_t *n)
         return writer_res;
 }
 
-static const struct dev_backend_ops writer_ops = { "hostdev", writer_create, writer_destroy,
-                                                   writer_resources };
+static const struct dev_backend_ops writer_ops = { .name = "hostdev",
+                                                   .create = writer_create,
+                                                   .destroy = writer_destroy,
+                                                   .resources = writer_resources };
 
 static ino_t inode_of(const char *path)
 {

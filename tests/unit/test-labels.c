@@ -532,8 +532,10 @@ static struct dev_resource **fake_resources(struct dev_backend *b, size_t *n)
         return fake_res;
 }
 
-static const struct dev_backend_ops fake_ops = { "hostdev", fake_create, fake_destroy,
-                                                 fake_resources };
+static const struct dev_backend_ops fake_ops = { .name = "hostdev",
+                                                   .create = fake_create,
+                                                   .destroy = fake_destroy,
+                                                   .resources = fake_resources };
 
 static void test_collect(void **state)
 {
