@@ -117,6 +117,27 @@ static void add_nvidia(struct cdi_spec_list *l, struct dev_backend *b,
                 return;
         }
         push(l, s);
+
+        /* the kinds Allocate names "<vendor>/gds=all" and so on */
+        const struct {
+                bool on;
+                const struct cdi_nvidia_extra *x;
+        } extras[] = { { cfg->gds_enabled, &cdi_nvidia_gds },
+                       { cfg->mofed_enabled, &cdi_nvidia_mofed },
+                       { cfg->gdrcopy_enabled, &cdi_nvidia_gdrcopy } };
+        const char *slash = strchr(o.kind, '/');
+        for (size_t i = 0; i < ARRAY_SIZE(extras); i++) {
+                if (!extras[i].on)
+                        continue;
+                _cleanup_free_ char *kind = xasprintf("%.*s/%s", (int)(slash - o.kind), o.kind,
+                                                      extras[i].x->klass);
+                _cleanup_free_ char *xerr = NULL;
+                struct cdi_spec *x = NULL;
+                if (cdi_spec_nvidia_extra(kind, cfg->dev_root, extras[i].x->patterns, &x, &xerr) < 0)
+                        warn(l, xasprintf("no CDI spec for %s: %s", kind, xerr));
+                else
+                        push(l, x);
+        }
 }
 
 void cdi_specs_for_backend(const struct dev_backend_ops *ops, struct dev_backend *b,

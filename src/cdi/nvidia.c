@@ -13,6 +13,7 @@
  * Only stat/readdir/realpath; never logs (warnings go back). */
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,6 +306,54 @@ done:
         if (r < 0) {
                 cdi_spec_free(s);
                 return r;
+        }
+        *out = s;
+        return 0;
+}
+
+/* ---- GDS, MOFED, GDRCOPY ---- */
+
+static const char *const gds_nodes[] = { "/dev/nvidia-fs*", NULL };
+static const char *const mofed_nodes[] = { "/dev/infiniband/*", NULL };
+static const char *const gdrcopy_nodes[] = { "/dev/gdrdrv", NULL };
+const struct cdi_nvidia_extra cdi_nvidia_gds = { "gds", gds_nodes };
+const struct cdi_nvidia_extra cdi_nvidia_mofed = { "mofed", mofed_nodes };
+const struct cdi_nvidia_extra cdi_nvidia_gdrcopy = { "gdrcopy", gdrcopy_nodes };
+
+int cdi_spec_nvidia_extra(const char *kind, const char *dev_root, const char *const *patterns,
+                          struct cdi_spec **out, char **err)
+{
+        if (!cdi_valid_kind(kind)) {
+                *err = xasprintf("invalid CDI kind \"%s\"", kind ? kind : "");
+                return -EINVAL;
+        }
+        _cleanup_free_ char *root = root_normalize(dev_root);
+        struct cdi_spec *s = cdi_spec_new(kind);
+        struct cdi_device *all = cdi_spec_add_device(s, "all");
+        for (size_t p = 0; patterns[p]; p++) {
+                _cleanup_free_ char *pattern = xasprintf("%s%s", root, patterns[p]);
+                glob_t g = { 0 };
+                if (glob(pattern, 0, NULL, &g) == 0)
+                        for (size_t i = 0; i < g.gl_pathc; i++) {
+                                struct stat st;
+                                const char *host = g.gl_pathv[i];
+                                if (stat(host, &st) < 0 ||
+                                    !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+                                        continue;
+                                struct cdi_device_node *n =
+                                        cdi_edits_add_node(&all->edits, host + strlen(root), host,
+                                                           "rw");
+                                n->type = S_ISCHR(st.st_mode) ? 'c' : 'b';
+                                n->major = major(st.st_rdev);
+                                n->minor = minor(st.st_rdev);
+                        }
+                globfree(&g);
+        }
+        if (all->edits.n_nodes == 0) {
+                *err = xasprintf("%s: no device node under %s/dev matches %s", kind, root,
+                                 patterns[0]);
+                cdi_spec_free(s);
+                return -ENOENT;
         }
         *out = s;
         return 0;

@@ -14,9 +14,11 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
+import time
 import uuid
 
 import pytest
@@ -285,3 +287,36 @@ def test_nvidia_spec_kinds_and_hook(tmp):
     assert hooks == [{"hookName": "createContainer", "path": str(hook),
                       "args": ["nvidia-cdi-hook", "update-ldcache", "--folder",
                                "/usr/lib/x86_64-linux-gnu"]}]
+
+
+def test_devlet_run_writes_the_nvidia_spec(tmp):
+    """devlet run, with a CDI device-list strategy, writes the NVIDIA spec of
+    the kind its Allocate answers name, and the GPU labels beside it."""
+    dev_root, drv = fake_gpu_node(tmp)
+    cdi, labels = tmp / "cdi", tmp / "gfd"
+    env = {**os.environ, "DEVLET_NVML_LIBRARY": str(MOCK_NVML),
+           "MOCK_NVML_CONFIG": str(PROFILES / "h100-8x-nvswitch.yaml")}
+    proc = subprocess.Popen([str(DEVLET), "run", "--backends", "nvidia",
+                             "--plugin-directory", str(tmp / "plugins"),
+                             "--dev-root", str(dev_root), "--nvidia-driver-root", str(drv),
+                             "--device-list-strategy", "cdi-cri", "--cdi-spec-dir", str(cdi),
+                             "-o", str(labels), "--no-timestamp"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    spec_file = cdi / "k8s.device-plugin.nvidia.com-gpu.yaml"
+    try:
+        deadline = time.monotonic() + 10
+        while not (spec_file.exists() and labels.exists()):
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "no spec or labels written"
+            time.sleep(0.02)
+        spec = yaml.safe_load(spec_file.read_text())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert spec["kind"] == NVIDIA_KIND
+    uuids = [g["uuid"] for g in yaml.safe_load((PROFILES / "h100-8x-nvswitch.yaml").read_text())["devices"]]
+    assert [d["name"] for d in spec["devices"]] == ["0", uuids[0], "1", uuids[1], "all"]
+    assert oct(spec_file.stat().st_mode & 0o777) == "0o644"
+    assert "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3\n" in labels.read_text()
+    assert spec_file.exists()  # left for containers that restart

@@ -69,13 +69,28 @@ static struct cdi_spec *nvidia_spec(struct dev_backend *b, const struct devlet_c
         return specs->specs[0];
 }
 
+/* The device a qualified CDI name "<kind>=<name>" names among specs, or
+ * NULL. */
+static const struct cdi_device *resolve(const struct cdi_spec_list *specs, const char *qualified)
+{
+        const char *eq = strchr(qualified, '=');
+        if (!eq)
+                return NULL;
+        for (size_t i = 0; i < specs->n; i++) {
+                const struct cdi_spec *s = specs->specs[i];
+                if (strlen(s->kind) == (size_t)(eq - qualified) &&
+                    strncmp(s->kind, qualified, (size_t)(eq - qualified)) == 0)
+                        return cdi_spec_find_device(s, eq + 1);
+        }
+        return NULL;
+}
+
 /* Allocates every healthy ID alone and checks each CDI name it gives is a
- * device of the spec.  Returns how many names were checked. */
-static size_t check_names(struct dev_backend *b, const struct cdi_spec *s)
+ * device of the specs.  Returns how many names were checked. */
+static size_t check_names(struct dev_backend *b, const struct cdi_spec_list *specs)
 {
         size_t n_res, checked = 0;
         struct dev_resource **res = nvidia_backend_ops.resources(b, &n_res);
-        size_t kind_len = strlen(s->kind);
         for (size_t i = 0; i < n_res; i++)
                 for (size_t k = 0; k < res[i]->n_devices; k++) {
                         struct dev_device *d = &res[i]->devices[k];
@@ -102,13 +117,9 @@ static size_t check_names(struct dev_backend *b, const struct cdi_spec *s)
                         if (!names[1])
                                 fail_msg("%s: Allocate named no CDI device", d->id);
                         for (size_t c = 1; names[c]; c++) {
-                                const char *name = names[c];
-                                if (strncmp(name, s->kind, kind_len) != 0 || name[kind_len] != '=')
-                                        fail_msg("%s: CDI name %s is not of kind %s", d->id, name,
-                                                 s->kind);
-                                if (!cdi_spec_find_device(s, name + kind_len + 1))
-                                        fail_msg("%s: Allocate names %s, which the spec lacks",
-                                                 d->id, name);
+                                if (!resolve(specs, names[c]))
+                                        fail_msg("%s: Allocate names %s, which no spec has",
+                                                 d->id, names[c]);
                                 checked++;
                         }
                         strv_free(names);
@@ -169,7 +180,7 @@ static void test_allocate_names_are_in_the_spec(void **state)
                 if (s->n_devices != cases[i].devices)
                         fail_msg("case %zu: %zu devices in the spec, want %zu", i, s->n_devices,
                                  cases[i].devices);
-                if (check_names(b, s) == 0)
+                if (check_names(b, &specs) == 0)
                         fail_msg("case %zu: no CDI name to check", i);
                 cdi_spec_list_release(&specs);
                 nvidia_backend_ops.destroy(b);
@@ -213,6 +224,59 @@ static void test_mig_capabilities(void **state)
         config_free(cfg);
 }
 
+/* With GDS and MOFED on, Allocate also names <vendor>/gds=all and
+ * <vendor>/mofed=all: specs of those kinds hold the nodes present; GDRCOPY
+ * without /dev/gdrdrv gets no spec, and a warning says so. */
+static void test_extra_kinds(void **state)
+{
+        char p[PATH_MAX + 64];
+        tmp_mkdir("root/dev/infiniband");
+        const char *const nodes[] = { "root/dev/nvidia-fs0", "root/dev/nvidia-fs1",
+                                      "root/dev/infiniband/uverbs0" };
+        for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
+                tmp_path(p, sizeof(p), nodes[i]);
+                assert_int_equal(symlink("/dev/null", p), 0);
+        }
+        nvml_profile("h100-8x-nvswitch");
+        struct devlet_config *cfg = cfg_yaml("version: v1\nflags:\n  gdsEnabled: true\n"
+                                             "  mofedEnabled: true\n  gdrcopyEnabled: true\n"
+                                             "  plugin:\n    deviceListStrategy: cdi-cri\n");
+        struct dev_backend *b = backend_new(NULL, cfg);
+        struct cdi_spec_list specs = { 0 };
+        const struct cdi_generate_opts opts = { cfg, CDI_NVIDIA_PLUGIN_KIND };
+        cdi_specs_for_backend(&nvidia_backend_ops, b, &opts, &specs);
+        assert_int_equal(specs.n, 3);
+        assert_string_equal(specs.specs[1]->kind, "k8s.device-plugin.nvidia.com/gds");
+        assert_int_equal(specs.specs[1]->devices[0].edits.n_nodes, 2);
+        assert_string_equal(specs.specs[1]->devices[0].edits.nodes[0].path, "/dev/nvidia-fs0");
+        assert_string_equal(specs.specs[2]->kind, "k8s.device-plugin.nvidia.com/mofed");
+        assert_string_equal(specs.specs[2]->devices[0].edits.nodes[0].path,
+                            "/dev/infiniband/uverbs0");
+        assert_int_equal(strv_len(specs.warnings), 1);
+        assert_non_null(strstr(specs.warnings[0], "k8s.device-plugin.nvidia.com/gdrcopy"));
+        /* every name but gdrcopy's resolves */
+        size_t n_res = 0;
+        struct dev_resource *r = nvidia_backend_ops.resources(b, &n_res)[0];
+        assert_string_equal(r->name, "nvidia.com/gpu");
+        struct dev_alloc a = { 0 };
+        char *err = NULL;
+        char *ids[] = { r->devices[0].id };
+        assert_int_equal(dev_allocate(r, ids, 1, &a, &err), 0);
+        size_t resolved = 0;
+        for (size_t i = 0; a.cdi_devices && a.cdi_devices[i]; i++)
+                resolved += resolve(&specs, a.cdi_devices[i]) != NULL;
+        assert_int_equal(strv_len(a.cdi_devices), 4);
+        assert_int_equal(resolved, 3);
+        dev_alloc_release(&a);
+        cdi_spec_list_release(&specs);
+        nvidia_backend_ops.destroy(b);
+        config_free(cfg);
+        for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
+                tmp_path(p, sizeof(p), nodes[i]);
+                unlink(p);
+        }
+}
+
 /* Labels come from the same inventory: the MIG attributes NVML reports. */
 static void test_labels_from_backend(void **state)
 {
@@ -240,6 +304,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_allocate_names_are_in_the_spec),
                 cmocka_unit_test(test_mig_capabilities),
+                cmocka_unit_test(test_extra_kinds),
                 cmocka_unit_test(test_labels_from_backend),
         };
         return cmocka_run_group_tests(tests, setup, nvidia_group_teardown);
