@@ -3,7 +3,8 @@
  * NVIDIA GPUs get GFD's labels (labels/nvidia.c) from the backend's
  * inventory, which NVML filled at start-up (GFD asks NVML again each time;
  * devlet re-reads it when the config is reloaded or the kubelet restarts);
- * GPUs NVML lost at start-up are left out.  Every other resource gets
+ * GPUs NVML lost at start-up are left out; gpu.mode comes from the first
+ * GPU's PCI class in sysfs.  Every other resource gets
  * "<resource>.count", its healthy devices.  Then each label is checked: an invalid key is dropped, an
  * invalid value sanitised, and either becomes a warning, so the file never
  * holds a label that NFD or the API server would refuse.
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "base/xalloc.h"
 #include "devices/nvidia/inventory.h"
 #include "devices/nvidia/nvidia.h"
@@ -77,8 +79,20 @@ static void nvidia_labels(const struct devlet_config *cfg, struct dev_backend *b
                         };
                 }
         }
+        /* GFD's gpu.mode: the first GPU's PCI class, from sysfs */
+        char pci_class[32] = "";
+        for (size_t i = 0; i < inv->n_gpus && !pci_class[0]; i++) {
+                if (inv->gpus[i].lost || !inv->gpus[i].bus_id[0])
+                        continue;
+                _cleanup_free_ char *path = xasprintf("%s/bus/pci/devices/%s/class",
+                                                      cfg->sysfs_root, inv->gpus[i].bus_id);
+                if (fs_read_line(path, pci_class, sizeof(pci_class)) < 0)
+                        pci_class[0] = '\0';
+                break;
+        }
         const struct labels_nvidia node = { .driver_version = inv->driver_version,
                                             .cuda_version = inv->cuda_version,
+                                            .pci_class = pci_class[0] ? pci_class : NULL,
                                             .gpus = gpus,
                                             .n_gpus = n };
         labels_nvidia_add(&node, cfg, out, warnings);

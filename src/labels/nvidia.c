@@ -12,7 +12,8 @@
  * single); mixed labels each profile under nvidia.com/mig-<profile>.
  *
  * Where GFD fails the whole run (an unparsable driver version, MPS sharing
- * with MIG enabled) we leave out the labels concerned and warn instead.
+ * with MIG enabled, a PCI class it cannot read) we leave out the labels
+ * concerned and warn instead.
  * Reads the machine-type file; otherwise pure; never logs. */
 #include <ctype.h>
 #include <stdlib.h>
@@ -58,6 +59,15 @@ const char *labels_gpu_family(int cc_major, int cc_minor)
         default:
                 return "undefined";
         }
+}
+
+const char *labels_gpu_mode(const char *pci_class)
+{
+        if (strcmp(pci_class, "0x030000") == 0)
+                return "graphics";
+        if (strcmp(pci_class, "0x030200") == 0)
+                return "compute";
+        return "unknown";
 }
 
 /* ---- one resource's labels (resource.go's resourceLabeler) ---- */
@@ -404,6 +414,8 @@ void labels_nvidia_add(const struct labels_nvidia *node, const struct devlet_con
         machine_label(out, cfg, warnings);
         version_labels(out, node, warnings);
         capability_labels(out, node, cfg, warnings);
+        if (node->pci_class)
+                label_set_put(out, "nvidia.com/gpu.mode", labels_gpu_mode(node->pci_class));
         full_gpus(out, node, cfg);
         const char *strategy = cfg->mig_strategy ? cfg->mig_strategy : "none";
         if (strcmp(strategy, "single") == 0 || strcmp(strategy, "mixed") == 0) {

@@ -33,13 +33,14 @@ struct labels_gpu {
 struct labels_nvidia {
         const char *driver_version; /* "550.54.15"; NULL or "": unknown */
         int cuda_version;           /* NVML's: 12040 = 12.4; 0: unknown */
+        const char *pci_class;      /* the first GPU's PCI class ("0x030200"); NULL: unknown */
         const struct labels_gpu *gpus;
         size_t n_gpus;
 };
 
 /* GFD's labels for the node (nothing when it has no GPU): gpu.machine (the
  * machine-type file), the CUDA driver and runtime versions, mig.capable,
- * mps.capable, the full-GPU labels (nvidia.com/gpu.product, count,
+ * mps.capable, gpu.mode (from the PCI class, when known), the full-GPU labels (nvidia.com/gpu.product, count,
  * replicas, sharing-strategy, memory, family, compute.major/minor) and, for
  * the single and mixed MIG strategies, mig.strategy and the MIG labels.
  * Sharing comes from cfg->sharing (GFD ignores resource renaming).  Values
@@ -48,6 +49,10 @@ struct labels_nvidia {
  * the labels they feed are left out. */
 void labels_nvidia_add(const struct labels_nvidia *node, const struct devlet_config *cfg,
                        struct label_set *out, char ***warnings);
+
+/* GFD's gpu.mode for a PCI class: "graphics" (0x030000), "compute"
+ * (0x030200), else "unknown". */
+const char *labels_gpu_mode(const char *pci_class);
 
 /* GFD's architecture family for a compute capability: "kepler", "maxwell",
  * "pascal", "volta", "turing", "ampere", "ada-lovelace", "hopper",

@@ -281,6 +281,8 @@ static void test_extra_kinds(void **state)
 static void test_labels_from_backend(void **state)
 {
         nvml_profile("mig-one-plain-one");
+        tmp_mkdir("sys/bus/pci/devices/0000:3b:00.0");
+        tmp_write("sys/bus/pci/devices/0000:3b:00.0/class", "0x030200\n");
         struct devlet_config *cfg = cfg_yaml("version: v1\nflags:\n  migStrategy: mixed\n");
         cfg->labels_no_timestamp = true;
         struct dev_backend *b = backend_new(NULL, cfg);
@@ -293,6 +295,7 @@ static void test_labels_from_backend(void **state)
         assert_string_equal(label_set_get(&set, "nvidia.com/mig-3g.20gb.memory"), "20096");
         assert_string_equal(label_set_get(&set, "nvidia.com/mig-2g.10gb.engines.copy"), "2");
         assert_string_equal(label_set_get(&set, "nvidia.com/gpu.count"), "1");
+        assert_string_equal(label_set_get(&set, "nvidia.com/gpu.mode"), "compute");
         strv_free(warnings);
         label_set_release(&set);
         nvidia_backend_ops.destroy(b);

@@ -284,6 +284,23 @@ static void test_versions(void **state)
         label_set_release(&s);
 }
 
+static void test_gpu_mode(void **state)
+{
+        assert_string_equal(labels_gpu_mode("0x030200"), "compute");
+        assert_string_equal(labels_gpu_mode("0x030000"), "graphics");
+        assert_string_equal(labels_gpu_mode("0x038000"), "unknown");
+        _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
+        struct labels_nvidia node = node_of(&h100, 1);
+        struct label_set s = { 0 };
+        labels_nvidia_add(&node, cfg, &s, NULL);
+        assert_no_label(&s, "nvidia.com/gpu.mode"); /* class unknown: no label */
+        label_set_release(&s);
+        node.pci_class = "0x030200";
+        labels_nvidia_add(&node, cfg, &s, NULL);
+        assert_label(&s, "nvidia.com/gpu.mode", "compute");
+        label_set_release(&s);
+}
+
 static void test_families(void **state)
 {
         static const struct {
@@ -590,6 +607,7 @@ int main(void)
                 cmocka_unit_test(test_sanitize),     cmocka_unit_test(test_set_and_format),
                 cmocka_unit_test(test_full_gpu),     cmocka_unit_test(test_machine_type),
                 cmocka_unit_test(test_versions),     cmocka_unit_test(test_families),
+                cmocka_unit_test(test_gpu_mode),
                 cmocka_unit_test(test_time_slicing), cmocka_unit_test(test_mps),
                 cmocka_unit_test(test_mig_single),   cmocka_unit_test(test_mig_mixed),
                 cmocka_unit_test(test_collect),      cmocka_unit_test(test_output_path),
