@@ -274,3 +274,32 @@ def test_gfd_labels_golden(tmp, case):
         golden.write_text(res.stdout)
     assert res.stdout == golden.read_text(), f"labels differ from {golden} " \
         "(DEVLET_UPDATE_GOLDEN=1 rewrites it after a deliberate change)"
+
+
+def test_long_product_name_stays_a_valid_label(tmp):
+    """GFD writes a product label Kubernetes refuses when the name is long
+    (over 63 characters with -MIG-<profile>-SHARED); devlet cuts it and adds
+    a hash, and says so."""
+    name = "NVIDIA Graphics Device With A Very Long Marketing Name 96GB HBM3e (rev 2)"
+    nvml = tmp / "nvml.yaml"
+    nvml.write_text(yaml.safe_dump({"devices": [{
+        "uuid": "GPU-0badc0de-0000-4000-8000-000000000001", "name": name, "memoryMiB": 98304,
+        "pciBusId": "00000000:01:00.0", "computeCapability": "9.0"}]}))
+    machine = tmp / "product_name"
+    machine.write_text("x")
+    cfg = tmp / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"version": "v1", **TIME_SLICING}))
+    env = {**os.environ, "DEVLET_NVML_LIBRARY": str(MOCK_NVML), "MOCK_NVML_CONFIG": str(nvml)}
+    res = devlet("labels", "--config-file", cfg, "--backends", "nvidia", "--no-timestamp",
+                 "--machine-type-file", machine, "--sysfs-root", tmp, env=env)
+    assert res.returncode == 0, res.stderr
+    labels = parse_labels(res.stdout)
+    product = labels["nvidia.com/gpu.product"]
+    assert len(product) == 63
+    assert product.startswith("NVIDIA-Graphics-Device-With-A-Very-Long-Marketing-Name-")
+    assert re.fullmatch(r".*-[0-9a-f]{8}", product)
+    assert "not a valid Kubernetes label value" in res.stderr
+    # the same name always gives the same label
+    again = devlet("labels", "--config-file", cfg, "--backends", "nvidia", "--no-timestamp",
+                   "--machine-type-file", machine, "--sysfs-root", tmp, env=env)
+    assert parse_labels(again.stdout)["nvidia.com/gpu.product"] == product
