@@ -197,11 +197,11 @@ def nvidia_kind_lock():
         os.close(fd)
 
 
-def fake_gpu_node(tmp):
+def fake_gpu_node(tmp, exist_ok=False):
     """A dev root with the nodes of GPUs 0 and 1 (major 195, as the NVIDIA
     driver's) and a driver root with a fake libcuda and nvidia-smi."""
     dev = tmp / "devroot" / "dev"
-    dev.mkdir(parents=True)
+    dev.mkdir(parents=True, exist_ok=exist_ok)
     for name, minor in (("nvidia0", 0), ("nvidia1", 1), ("nvidiactl", 255)):
         os.mknod(dev / name, 0o666 | stat.S_IFCHR, os.makedev(195, minor))
     os.mknod(dev / "nvidia-uvm", 0o666 | stat.S_IFCHR, os.makedev(237, 0))
@@ -320,3 +320,31 @@ def test_devlet_run_writes_the_nvidia_spec(tmp):
     assert oct(spec_file.stat().st_mode & 0o777) == "0o644"
     assert "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3\n" in labels.read_text()
     assert spec_file.exists()  # left for containers that restart
+
+
+def test_nvidia_mig_device_in_podman(tmp, rootfs, spec_files, nvidia_kind_lock):
+    """A MIG device "<gpu>:<mig>" gives the container its GPU's node and the
+    two access capabilities nvidia-caps/mig-minors names."""
+    proc = tmp / "proc"
+    (proc / "driver" / "nvidia-caps").mkdir(parents=True)
+    (proc / "driver" / "nvidia-caps" / "mig-minors").write_text(
+        "config 1\nmonitor 2\ngpu0/gi1/access 21\ngpu0/gi1/ci0/access 22\n")
+    caps = tmp / "devroot" / "dev" / "nvidia-caps"
+    caps.mkdir(parents=True)
+    for minor in (21, 22):
+        os.mknod(caps / f"nvidia-cap{minor}", 0o666 | stat.S_IFCHR, os.makedev(238, minor))
+    out = pathlib.Path("/var/run/cdi") / f"devlet-test-{uuid.uuid4().hex[:10]}.yaml"
+    spec_files.append(out)
+    env = {**os.environ, "DEVLET_PROC_ROOT": str(proc)}
+    dev_root, drv = fake_gpu_node(tmp, exist_ok=True)
+    res = devlet("cdi", "generate", "--backends", "nvidia", "--dev-root", dev_root,
+                 "--nvidia-driver-root", drv, "--nvidia-cdi-hook-path", tmp / "no-hook",
+                 "--vendor", "k8s.device-plugin.nvidia.com", "--class", "gpu", "--output", out,
+                 env={**env, "DEVLET_NVML_LIBRARY": str(MOCK_NVML),
+                      "MOCK_NVML_CONFIG": str(PROFILES / "mig-one-plain-one.yaml")})
+    assert res.returncode == 0, res.stderr
+    got = podman_run(rootfs, f"{NVIDIA_KIND}=0:0",
+                     "stat -c '%n %t:%T' /dev/nvidia0 /dev/nvidia-caps/*; "
+                     "ls /dev/nvidia1 2>/dev/null || echo no-nvidia1")
+    assert got.splitlines() == ["/dev/nvidia0 c3:0", "/dev/nvidia-caps/nvidia-cap21 ee:15",
+                                "/dev/nvidia-caps/nvidia-cap22 ee:16", "no-nvidia1"]
