@@ -292,7 +292,9 @@ def test_config_map_loads_without_warnings(overlay, tmp_path, plugin_dir):
     config = tmp_path / "config.yaml"
     config.write_text(one(overlay, "ConfigMap")["data"]["config.yaml"])
     proc = subprocess.Popen([str(BUILD / "devlet"), "run", "--config-file", str(config),
-                             "--plugin-directory", str(plugin_dir)],
+                             "--plugin-directory", str(plugin_dir),
+                             "--output-file", str(tmp_path / "gfd"),
+                             "--cdi-spec-dir", str(tmp_path / "cdi")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     log = b""
     try:
