@@ -104,7 +104,9 @@ def devlet(request, build_dir, dirs):
         return d
     yield start
 
+    # all stopped before any socket is checked: devlets may share a plugin dir
     problems = []
+    stopped = []
     for d in started:
         if d.proc is None:
             continue
@@ -119,6 +121,8 @@ def devlet(request, build_dir, dirs):
                 continue
             if rc != 0:
                 problems.append(f"devlet exited with code {rc} after SIGTERM (want 0)")
+        stopped.append(d)
+    for d in stopped:
         left = d.own_sockets()
         if left:
             problems.append(f"devlet left its sockets behind: {left}")
