@@ -164,6 +164,7 @@ class Snapshot:
 
     def __init__(self, seq: int, msg):
         self.seq = seq
+        self.time = time.monotonic()  # when it arrived
         self.raw = msg
         self.devices = [Device.from_pb(d) for d in msg.devices]
         self.by_id = {d.id: d for d in self.devices}
