@@ -7,6 +7,8 @@
 #define EXIT_USAGE 2
 
 int cmd_list(int argc, char **argv);
+int cmd_cdi(int argc, char **argv);
+int cmd_labels(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 
 /* Loads the configuration for a subcommand, printing errors and warnings to

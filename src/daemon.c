@@ -2,7 +2,10 @@
  * shutdown order.
  *
  * Start: device backends build their resources (an initial scan), then the
- * kubelet manager serves one socket per resource and registers them.
+ * kubelet manager serves one socket per resource and registers them, then
+ * the labeler writes the node labels and, with a CDI device-list strategy,
+ * the CDI writer the specs; both again whenever a resource changes, and
+ * both are rebuilt with the devices on a reload.
  * SIGHUP reloads the configuration; so does a change of the config file's
  * content (watched through its directory, because a ConfigMap volume swaps a
  * `..data` symlink rather than writing the file).  A config that fails to
@@ -21,8 +24,10 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/xalloc.h"
+#include "cdi/generate.h"
 #include "devices/device.h"
 #include "kubelet/kubelet.h"
+#include "labels/labels.h"
 
 struct backend_slot {
         const struct dev_backend_ops *ops;
@@ -45,6 +50,9 @@ struct daemon {
 
         struct devset devs;
         struct kubelet_manager *kubelet;
+        struct labeler *labeler;
+        struct cdi_writer *cdi;      /* NULL unless a CDI device-list strategy is on */
+        uv_timer_t devices_changed; /* coalesces notifies into one refresh */
 
         uv_signal_t sig_hup, sig_term, sig_int;
         int exit_code;
@@ -116,9 +124,56 @@ static int devset_start(uv_loop_t *loop, const struct devlet_config *cfg, struct
         return 0;
 }
 
+/* ---- node labels and CDI specs: extras whose failures are logged and never
+ * stop the plugins ---- */
+
+static void on_devices_changed_turn(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        labels_refresh(d->labeler);
+        if (d->cdi)
+                cdi_writer_write(d->cdi);
+}
+
+static void on_devices_changed(struct dev_resource *r, void *ud)
+{
+        struct daemon *d = ud;
+        uv_timer_start(&d->devices_changed, on_devices_changed_turn, 0, 0);
+}
+
+/* Starts the labeler and the CDI writer on d->devs and d->cfg. */
+static void outputs_start(struct daemon *d)
+{
+        const struct devset *set = &d->devs;
+        struct labels_backend lb[ARRAY_SIZE(set->backends)];
+        struct cdi_backend cb[ARRAY_SIZE(set->backends)];
+        for (size_t i = 0; i < set->n_backends; i++) {
+                lb[i] = (struct labels_backend){ set->backends[i].ops, set->backends[i].b };
+                cb[i] = (struct cdi_backend){ set->backends[i].ops, set->backends[i].b };
+        }
+        labels_start(&d->loop, d->cfg, lb, set->n_backends, &d->labeler);
+        if (cdi_strategy_enabled(d->cfg)) {
+                d->cdi = cdi_writer_new(d->cfg, cb, set->n_backends);
+                cdi_writer_write(d->cdi);
+        }
+        for (size_t i = 0; i < set->n_resources; i++)
+                dev_resource_watch(set->resources[i], on_devices_changed, d);
+}
+
+/* Before the backends or the config they read go away. */
+static void outputs_stop(struct daemon *d)
+{
+        uv_timer_stop(&d->devices_changed);
+        labels_stop(TAKE_PTR(d->labeler));
+        cdi_writer_free(TAKE_PTR(d->cdi));
+        for (size_t i = 0; i < d->devs.n_resources; i++)
+                dev_resource_unwatch(d->devs.resources[i], on_devices_changed, d);
+}
+
 /* Stops every module; the loop must run afterwards to finish the closes. */
 static void modules_stop(struct daemon *d)
 {
+        outputs_stop(d);
         kubelet_manager_free(TAKE_PTR(d->kubelet));
         devset_stop(&d->devs);
 }
@@ -137,6 +192,7 @@ static int modules_start(struct daemon *d)
                 modules_stop(d);
                 return r;
         }
+        outputs_start(d);
         return 0;
 }
 
@@ -202,6 +258,7 @@ static void reload(struct daemon *d, int rebuild)
         if (r < 0)
                 log_error("daemon", "could not serve every resource after the reload; waiting for "
                                     "the next SIGHUP or config change error=\"%s\"", strerror(-r));
+        outputs_stop(d);
         devset_stop(&d->devs);
         d->devs = devs;
 
@@ -213,6 +270,7 @@ static void reload(struct daemon *d, int rebuild)
                 config_watch_start(d);
                 log_set_verbosity((int)cfg->verbosity);
         }
+        outputs_start(d);
 }
 
 static void on_restart_reload(uv_timer_t *t)
@@ -315,6 +373,8 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         d.cfg_debounce.data = &d;
         uv_timer_init(&d.loop, &d.restart_reload);
         d.restart_reload.data = &d;
+        uv_timer_init(&d.loop, &d.devices_changed);
+        d.devices_changed.data = &d;
         d.cfg_content = config_content(cfg);
         config_watch_start(&d);
 

@@ -19,6 +19,8 @@ static void usage(FILE *f)
               "  run       serve the node's devices to the kubelet (the DaemonSet's job)\n"
               "  list      print the resources and devices devlet would serve\n"
               "  probe     act as the kubelet toward one plugin socket and print its answers\n"
+              "  labels    print the node's feature-discovery labels (GFD's, for NFD)\n"
+              "  cdi       `cdi generate`: print or write the CDI specs of the node's devices\n"
               "  version   print the version\n"
               "  help      print this text; `devlet help flags` lists every flag\n"
               "\n"
@@ -86,6 +88,8 @@ int main(int argc, char **argv)
                 { "run", cmd_run, 1 },
                 { "list", cmd_list, 1 },
                 { "probe", cmd_probe, 0 },
+                { "cdi", cmd_cdi, 0 },
+                { "labels", cmd_labels, 1 },
         };
         for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
                 if (strcmp(cmd, cmds[i].name) != 0)

@@ -159,6 +159,15 @@ struct devlet_config {
         char *pod_resources_socket;   /* the kubelet's pod-resources socket */
         char **container_state_dirs;  /* where runtimes keep container state (OCI specs) */
 
+        /* feature-discovery labels (GFD's flags) */
+        bool labels_oneshot;              /* --oneshot: `devlet labels` labels once and exits */
+        bool labels_no_timestamp;         /* --no-timestamp */
+        int64_t labels_sleep_interval_ms; /* --sleep-interval, default 60s; -1 = infinite */
+        char *labels_output_file;         /* --output-file; "" = LABELS_DEFAULT_OUTPUT_FILE
+                                           * (`devlet labels`: standard output); "-" = stdout */
+        char *machine_type_file;          /* --machine-type-file */
+        bool labels_remove_on_exit;       /* --remove-on-exit: delete the file when stopping */
+
         /* sections */
         struct hostdev_cfg hostdev;
         struct sharing_cfg sharing;

@@ -116,7 +116,7 @@ static const struct config_option options[] = {
         },
         {
                 .flag = "mig-strategy",
-                .envs = { "MIG_STRATEGY" },
+                .envs = { "MIG_STRATEGY", "GFD_MIG_STRATEGY" },
                 .key = "flags.migStrategy",
                 .type = CONFIG_STRING,
                 .default_value = "none",
@@ -126,7 +126,7 @@ static const struct config_option options[] = {
         },
         {
                 .flag = "fail-on-init-error",
-                .envs = { "FAIL_ON_INIT_ERROR" },
+                .envs = { "FAIL_ON_INIT_ERROR", "GFD_FAIL_ON_INIT_ERROR" },
                 .key = "flags.failOnInitError",
                 .type = CONFIG_BOOL,
                 .default_value = "true",
@@ -296,6 +296,68 @@ static const struct config_option options[] = {
                                  "/run/containers/storage/overlay-containers",
                 .offset = FIELD(container_state_dirs),
                 .help = "Where container runtimes keep each container's state and OCI spec",
+        },
+        /* feature-discovery labels: GFD's flags, env vars and config keys */
+        {
+                .flag = "oneshot",
+                .envs = { "GFD_ONESHOT", "ONESHOT" },
+                .key = "flags.gfd.oneshot",
+                .type = CONFIG_BOOL,
+                .default_value = "true",
+                .offset = FIELD(labels_oneshot),
+                .help = "`devlet labels`: label once and exit (false: rewrite the output file "
+                        "every --sleep-interval); `devlet run` always keeps the labels current",
+        },
+        {
+                .flag = "no-timestamp",
+                .envs = { "GFD_NO_TIMESTAMP", "NO_TIMESTAMP" },
+                .key = "flags.gfd.noTimestamp",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(labels_no_timestamp),
+                .help = "Leave out the nvidia.com/gfd.timestamp label",
+        },
+        {
+                .flag = "sleep-interval",
+                .envs = { "GFD_SLEEP_INTERVAL", "SLEEP_INTERVAL" },
+                .key = "flags.gfd.sleepInterval",
+                .type = CONFIG_DURATION,
+                .default_value = "60s",
+                .offset = FIELD(labels_sleep_interval_ms),
+                .help = "Time between two labelings (infinite: only at start and when devices "
+                        "change)",
+        },
+        {
+                .flag = "output-file",
+                .short_flag = 'o',
+                .alias = "output",
+                .envs = { "GFD_OUTPUT_FILE", "OUTPUT_FILE" },
+                .key = "flags.gfd.outputFile",
+                .type = CONFIG_STRING,
+                .default_value = "",
+                .offset = FIELD(labels_output_file),
+                .help = "Labels file for NFD's local source (empty: "
+                        "/etc/kubernetes/node-feature-discovery/features.d/gfd, and `devlet "
+                        "labels` prints to standard output; \"-\": standard output)",
+        },
+        {
+                .flag = "machine-type-file",
+                .envs = { "GFD_MACHINE_TYPE_FILE", "MACHINE_TYPE_FILE" },
+                .key = "flags.gfd.machineTypeFile",
+                .type = CONFIG_STRING,
+                .default_value = "/sys/class/dmi/id/product_name",
+                .offset = FIELD(machine_type_file),
+                .help = "File holding the node's DMI product name (nvidia.com/gpu.machine)",
+        },
+        {
+                .flag = "remove-on-exit",
+                .envs = { "GFD_REMOVE_ON_EXIT", "REMOVE_ON_EXIT" },
+                .key = "flags.gfd.removeOnExit",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(labels_remove_on_exit),
+                .help = "Delete the labels file when devlet stops (GFD's behaviour; by default "
+                        "the labels stay across restarts)",
         },
 };
 

@@ -141,6 +141,7 @@ void dev_resource_free(struct dev_resource *r)
                 mounts_free(d->mounts, d->n_mounts);
         }
         free(r->devices);
+        free(r->watches);
         free(r->name);
         free(r);
 }
@@ -182,10 +183,31 @@ void dev_device_add_mount(struct dev_device *d, const char *host, const char *ct
         m->read_only = ro;
 }
 
+void dev_resource_watch(struct dev_resource *r, void (*fn)(struct dev_resource *r, void *ud),
+                        void *ud)
+{
+        r->watches = xrealloc(r->watches, (r->n_watches + 1) * sizeof(*r->watches));
+        r->watches[r->n_watches++] = (struct dev_watch){ fn, ud };
+}
+
+void dev_resource_unwatch(struct dev_resource *r, void (*fn)(struct dev_resource *r, void *ud),
+                          void *ud)
+{
+        for (size_t i = 0; i < r->n_watches; i++)
+                if (r->watches[i].fn == fn && r->watches[i].ud == ud) {
+                        memmove(&r->watches[i], &r->watches[i + 1],
+                                (r->n_watches - i - 1) * sizeof(*r->watches));
+                        r->n_watches--;
+                        return;
+                }
+}
+
 void dev_resource_notify(struct dev_resource *r)
 {
         if (r->on_change)
                 r->on_change(r, r->on_change_ud);
+        for (size_t i = 0; i < r->n_watches; i++)
+                r->watches[i].fn(r, r->watches[i].ud);
 }
 
 size_t dev_resource_healthy(const struct dev_resource *r)

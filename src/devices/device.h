@@ -94,6 +94,15 @@ struct dev_resource {
         /* the observer, set by whoever serves the resource */
         void (*on_change)(struct dev_resource *r, void *ud);
         void *on_change_ud;
+        /* further observers (labels, CDI specs), after on_change; see
+         * dev_resource_watch() */
+        struct dev_watch *watches;
+        size_t n_watches;
+};
+
+struct dev_watch {
+        void (*fn)(struct dev_resource *r, void *ud);
+        void *ud;
 };
 
 struct dev_resource *dev_resource_new(const char *name);
@@ -103,7 +112,14 @@ struct dev_device *dev_resource_add(struct dev_resource *r, const char *id);
 struct dev_device *dev_resource_find(struct dev_resource *r, const char *id);
 void dev_device_add_node(struct dev_device *d, const char *host, const char *ctr, const char *perms);
 void dev_device_add_mount(struct dev_device *d, const char *host, const char *ctr, bool ro);
-/* Tells the observer that presence or health changed. */
+/* Adds an observer called after on_change on every notify; removed by
+ * dev_resource_unwatch() with the same fn and ud (not from inside a
+ * notify), or with the resource. */
+void dev_resource_watch(struct dev_resource *r, void (*fn)(struct dev_resource *r, void *ud),
+                        void *ud);
+void dev_resource_unwatch(struct dev_resource *r, void (*fn)(struct dev_resource *r, void *ud),
+                          void *ud);
+/* Tells the observers that presence or health changed. */
 void dev_resource_notify(struct dev_resource *r);
 size_t dev_resource_healthy(const struct dev_resource *r);
 

@@ -6,6 +6,7 @@ When a test fails, devlet's log and the simulator's event log are added to
 the report."""
 
 import os
+import pathlib
 import shutil
 import tempfile
 from types import SimpleNamespace
@@ -69,7 +70,9 @@ def node(dirs):
 
 @pytest.fixture
 def plugin_dir(dirs):
-    return dirs.plugins
+    """The device-plugins directory as a Path (dirs keeps paths short: a Unix
+    socket path must fit in 108 bytes, and pytest's tmp_path can be longer)."""
+    return pathlib.Path(dirs.plugins)
 
 
 @pytest.fixture

@@ -28,7 +28,9 @@ def devlet_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     (so a developer's shell cannot change a test), plus extra.  With
     DEVLET_ASAN=1 the sanitizers report with a distinctive exit code."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("CONFIG_FILE", "PLUGIN_DIRECTORY", "KUBELET_SOCKET")}
+           if k not in ("CONFIG_FILE", "PLUGIN_DIRECTORY", "KUBELET_SOCKET")
+           and not k.startswith("GFD_")
+           and k not in ("OUTPUT_FILE", "DEVLET_CDI_SPEC_DIR", "DEVICE_LIST_STRATEGY")}
     if os.environ.get("DEVLET_ASAN") == "1":
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:exitcode=86")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
@@ -112,6 +114,10 @@ class Devlet:
 
     def environment(self) -> Dict[str, str]:
         extra = dict(self.extra_env)
+        # devlet run writes node labels and CDI specs: into the test's own
+        # directory, never the host's /etc/kubernetes or /var/run/cdi
+        extra.setdefault("GFD_OUTPUT_FILE", os.path.join(self.workdir, "gfd"))
+        extra.setdefault("DEVLET_CDI_SPEC_DIR", os.path.join(self.workdir, "cdi"))
         if self.use_env:
             extra["PLUGIN_DIRECTORY"] = self.plugin_dir
             if os.path.exists(self.config_path):

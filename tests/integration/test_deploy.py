@@ -11,7 +11,6 @@ import selectors
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 
 import pytest
@@ -28,14 +27,6 @@ ATTRIBUTION = {"all-in-one", "metrics", "metrics-podmonitor"}
 NAMESPACED = {"ServiceAccount", "ConfigMap", "Service", "DaemonSet", "ServiceMonitor", "PodMonitor"}
 NVIDIA_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
-
-@pytest.fixture
-def plugin_dir():
-    """A device-plugins directory with a short path: a Unix socket path must
-    fit in 108 bytes, and pytest's tmp_path can be longer."""
-    d = pathlib.Path(tempfile.mkdtemp(prefix="devlet-dp-", dir="/tmp"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 # host path -> (mounted read-only, overlays that mount it)
 HOST_PATHS = {
@@ -301,7 +292,9 @@ def test_config_map_loads_without_warnings(overlay, tmp_path, plugin_dir):
     config = tmp_path / "config.yaml"
     config.write_text(one(overlay, "ConfigMap")["data"]["config.yaml"])
     proc = subprocess.Popen([str(BUILD / "devlet"), "run", "--config-file", str(config),
-                             "--plugin-directory", str(plugin_dir)],
+                             "--plugin-directory", str(plugin_dir),
+                             "--output-file", str(tmp_path / "gfd"),
+                             "--cdi-spec-dir", str(tmp_path / "cdi")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     log = b""
     try:

@@ -6,9 +6,7 @@ no network)."""
 import json
 import os
 import pathlib
-import shutil
 import subprocess
-import tempfile
 import time
 
 import pytest
@@ -24,15 +22,6 @@ PODMAN_RUN = PODMAN + [
     "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000",
 ]
 GLIBC_FOR_NVML = {"libdl.so.2", "libpthread.so.0", "librt.so.1", "libm.so.6"}
-
-
-@pytest.fixture
-def plugin_dir():
-    """A device-plugins directory with a short path: a Unix socket path must
-    fit in 108 bytes, and pytest's tmp_path can be longer."""
-    d = pathlib.Path(tempfile.mkdtemp(prefix="devlet-dp-", dir="/tmp"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def build_image():

@@ -16,18 +16,7 @@
 #include "base/xalloc.h"
 #include "config/config.h"
 
-/* Each file uses some of the helpers. */
-#define TEST_HELPER static __attribute__((unused))
-
-#define assert_contains(hay, needle)                                                     \
-        do {                                                                             \
-                const char *h_ = (hay);                                                  \
-                if (!h_ || !strstr(h_, (needle))) {                                      \
-                        print_error("\"%s\" does not contain \"%s\"\n", h_ ? h_ : "(null)", \
-                                    (needle));                                           \
-                        fail();                                                          \
-                }                                                                        \
-        } while (0)
+#include "test-util.h"
 
 /* ---- environment and temporary files ---- */
 

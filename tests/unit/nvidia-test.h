@@ -23,17 +23,7 @@
 #include "devices/device.h"
 #include "devices/nvidia/nvidia.h"
 
-#define TEST_HELPER static __attribute__((unused))
-
-#define assert_contains(hay, needle)                                                        \
-        do {                                                                                \
-                const char *h_ = (hay);                                                     \
-                if (!h_ || !strstr(h_, (needle))) {                                         \
-                        print_error("\"%s\" does not contain \"%s\"\n", h_ ? h_ : "(null)", \
-                                    (needle));                                              \
-                        fail();                                                             \
-                }                                                                           \
-        } while (0)
+#include "test-util.h"
 
 static char mock_lib[PATH_MAX];
 static char tmp_dir[PATH_MAX];

@@ -1081,7 +1081,7 @@ static void test_help(void **state)
         config_print_help(f);
         fclose(f);
         assert_contains(buf, "--mig-strategy none|single|mixed");
-        assert_contains(buf, "env: MIG_STRATEGY; key: flags.migStrategy; default: none");
+        assert_contains(buf, "env: MIG_STRATEGY, GFD_MIG_STRATEGY; key: flags.migStrategy; default: none");
         assert_contains(buf, "-v, --verbosity N  (also --v)");
         assert_contains(buf, "--nvidia-driver-root VALUE  (also --driver-root)");
         assert_contains(buf, "env: NVIDIA_CDI_HOOK_PATH, NVIDIA_CTK_PATH; key: "

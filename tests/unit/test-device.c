@@ -126,6 +126,35 @@ static void test_notify(void **state)
         dev_resource_free(r);
 }
 
+static void on_watch(struct dev_resource *r, void *ud)
+{
+        ++*(int *)ud;
+}
+
+/* Extra observers run after on_change, each with its own data, until
+ * unwatched; the resource frees what remains. */
+static void test_watch(void **state)
+{
+        struct dev_resource *r = dev_resource_new("devlet.io/w");
+        int a = 0, b = 0;
+        notified = 0;
+        r->on_change = on_change;
+        r->on_change_ud = &notified;
+        dev_resource_watch(r, on_watch, &a);
+        dev_resource_watch(r, on_watch, &b);
+        dev_resource_notify(r);
+        assert_int_equal(notified, 1);
+        assert_int_equal(a, 1);
+        assert_int_equal(b, 1);
+        dev_resource_unwatch(r, on_watch, &a);
+        dev_resource_unwatch(r, on_watch, &a); /* not watching: nothing */
+        dev_resource_notify(r);
+        assert_int_equal(notified, 2);
+        assert_int_equal(a, 1);
+        assert_int_equal(b, 2);
+        dev_resource_free(r); /* with b still watching */
+}
+
 static void test_allocate_one(void **state)
 {
         struct dev_resource *r = make_resource();
@@ -316,6 +345,7 @@ int main(void)
                 cmocka_unit_test(test_alloc_dedup),
                 cmocka_unit_test(test_resource_basics),
                 cmocka_unit_test(test_notify),
+                cmocka_unit_test(test_watch),
                 cmocka_unit_test(test_allocate_one),
                 cmocka_unit_test(test_allocate_many),
                 cmocka_unit_test(test_allocate_errors),

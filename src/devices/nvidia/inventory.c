@@ -260,6 +260,13 @@ static void mig_load_one(const struct nvml_lib *lib, const struct nvml_gpu *g, c
         if (have_attr) {
                 m->memory_mib = attr.memorySizeMB;
                 m->multiprocessors = attr.multiprocessorCount;
+                m->gi_slices = attr.gpuInstanceSliceCount;
+                m->ci_slices = attr.computeInstanceSliceCount;
+                m->copy_engines = attr.sharedCopyEngineCount;
+                m->decoders = attr.sharedDecoderCount;
+                m->encoders = attr.sharedEncoderCount;
+                m->jpegs = attr.sharedJpegCount;
+                m->ofas = attr.sharedOfaCount;
         }
         if (!mig_profile_exact(lib, g, m) && have_attr && attr.gpuInstanceSliceCount)
                 profile_format((int)attr.computeInstanceSliceCount, (int)attr.gpuInstanceSliceCount,

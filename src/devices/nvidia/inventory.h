@@ -21,6 +21,10 @@ struct nvml_mig_dev {
         char profile[NVML_PROFILE_MAX]; /* "1g.10gb", "1c.3g.40gb", "1g.10gb+me" */
         unsigned long long memory_mib;
         unsigned multiprocessors;
+        /* nvmlDeviceGetAttributes' slice and shared engine counts (GFD's MIG
+         * labels); 0 when NVML does not tell */
+        unsigned gi_slices, ci_slices;
+        unsigned copy_engines, decoders, encoders, jpegs, ofas;
         int gi_cap, ci_cap; /* /dev/nvidia-caps/nvidia-cap<N> minors; -1 unknown */
 };
 

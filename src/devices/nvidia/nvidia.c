@@ -66,6 +66,11 @@ static void xid_count(struct nvidia_backend *b, unsigned long long xid)
         b->xids[b->n_xids++] = (struct nvidia_xid_count){ .xid = xid, .count = 1 };
 }
 
+const struct nvml_inventory *nvidia_backend_inventory(struct dev_backend *db)
+{
+        return ((struct nvidia_backend *)db)->inv;
+}
+
 uint64_t nvidia_backend_xid_count(struct dev_backend *db, unsigned long long xid)
 {
         struct nvidia_backend *b = (struct nvidia_backend *)db;

@@ -1,0 +1,88 @@
+/* The CDI spec of a node's NVIDIA GPUs, in the shape NVIDIA's container
+ * toolkit gives it: one CDI device per GPU (named by index and by UUID),
+ * per MIG device ("<gpu>:<mig>" and its UUID) and "all"; the driver's
+ * control nodes, user-space libraries and binaries in the spec-wide edits.
+ *
+ * Built from plain facts (filled from the NVIDIA backend's inventory by
+ * cdi/generate.c, or by hand in tests) and what the dev root and the driver
+ * root hold now. */
+#ifndef DEVLET_CDI_NVIDIA_H
+#define DEVLET_CDI_NVIDIA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cdi/spec.h"
+
+/* The kind devlet's own Allocate names (NVIDIA's plugin uses the same). */
+#define CDI_NVIDIA_PLUGIN_KIND "k8s.device-plugin.nvidia.com/gpu"
+/* The kind of `devlet cdi generate` (nvidia-ctk's default). */
+#define CDI_NVIDIA_DEFAULT_KIND "nvidia.com/gpu"
+
+struct cdi_nvidia_mig {
+        unsigned index;   /* NVML's MIG device index within its GPU */
+        const char *uuid; /* "MIG-..."; NULL or "": no UUID name */
+        int gi_cap, ci_cap; /* /dev/nvidia-caps/nvidia-cap<N>; -1: unknown */
+};
+
+struct cdi_nvidia_gpu {
+        const char *uuid; /* "GPU-..."; NULL or "": no UUID name */
+        int minor;        /* /dev/nvidia<minor>; -1: unknown (no device) */
+        bool mig_enabled;
+        const struct cdi_nvidia_mig *migs;
+        size_t n_migs;
+};
+
+struct cdi_nvidia_node {
+        const char *driver_version; /* "550.54.15": picks the libraries; NULL: none */
+        const struct cdi_nvidia_gpu *gpus; /* by index, as NVML counts them */
+        size_t n_gpus;
+};
+
+struct cdi_nvidia_opts {
+        const char *kind;
+        /* Where the container runtime finds the driver (--nvidia-driver-root)
+         * and where devlet finds it now (the same, or the mount of it in
+         * devlet's own container).  A file at <search_root>/P is mounted from
+         * <driver_root>/P to /P. */
+        const char *driver_root;
+        const char *search_root;
+        const char *dev_root;  /* nodes are <dev_root>/dev/...; "/" or "" for the host's */
+        const char *hook_path; /* the ldcache hook program; used only when it exists */
+};
+
+/* Builds the spec.  Device nodes are stat(2)ed under the dev root for their
+ * type and numbers; a node that is missing is left out, with a warning.  A
+ * GPU is named "<i>" (its position in node->gpus) and by its UUID, MIG
+ * enabled or not (mig-strategy=none serves it whole); the MIG devices of a
+ * MIG-enabled GPU are named "<i>:<index>" and by their UUIDs, and hold the
+ * GPU's node and their access capabilities; "all" holds every other
+ * device's edits.
+ * The spec-wide edits hold NVIDIA_VISIBLE_DEVICES=void (so a legacy NVIDIA
+ * hook does not inject GPUs again), /dev/nvidiactl, /dev/nvidia-uvm,
+ * /dev/nvidia-uvm-tools and /dev/nvidia-modeset when present, the driver's
+ * compute and utility libraries ("<lib>.so.<driver version>" and the
+ * symlinks naming them) and binaries found under the search root, mounted
+ * read-only ("ro", "nosuid", "nodev", "bind"), and, when hook_path exists,
+ * a createContainer hook running "update-ldcache --folder <dir>..." for the
+ * library directories.  Returns 0 and *out (valid), or -EINVAL with *err
+ * (no GPU device to describe, or an invalid kind). */
+int cdi_spec_nvidia(const struct cdi_nvidia_node *node, const struct cdi_nvidia_opts *opts,
+                    struct cdi_spec **out, char ***warnings, char **err);
+
+/* The spec of NVIDIA's extra kinds that Allocate names "<vendor>/<class>=all"
+ * when GDS, MOFED or GDRCOPY is enabled: one device "all" holding every
+ * character or block device under the dev root that matches one of the
+ * NULL-terminated glob patterns (e.g. "/dev/nvidia-fs*").  Returns 0 and
+ * *out, or -ENOENT with *err when nothing matches, -EINVAL for a bad kind. */
+int cdi_spec_nvidia_extra(const char *kind, const char *dev_root, const char *const *patterns,
+                          struct cdi_spec **out, char **err);
+
+/* NVIDIA's extra kinds: class and the device nodes it holds. */
+struct cdi_nvidia_extra {
+        const char *klass;
+        const char *const *patterns;
+};
+extern const struct cdi_nvidia_extra cdi_nvidia_gds, cdi_nvidia_mofed, cdi_nvidia_gdrcopy;
+
+#endif

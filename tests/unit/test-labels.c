@@ -1,0 +1,616 @@
+/* Unit tests for labels/: Kubernetes' key and value rules, the sanitiser
+ * (long product names get a hash, never an invalid value), label sets and
+ * their file form, GFD's rules on hand-built NVIDIA facts (sharing, MIG
+ * strategies, versions, families), and labels_collect's checks with a
+ * fake backend.  The mock-NVML golden files are checked end to end in
+ * tests/integration/test_labels.py. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/xalloc.h"
+#include "config/config.h"
+#include "labels/labels.h"
+#include "labels/nvidia.h"
+
+DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
+#define _cleanup_config_ _cleanup_(config_freep)
+
+static void assert_label(const struct label_set *s, const char *key, const char *value)
+{
+        const char *got = label_set_get(s, key);
+        if (!got)
+                fail_msg("label %s missing", key);
+        if (strcmp(got, value) != 0)
+                fail_msg("label %s: got \"%s\", want \"%s\"", key, got, value);
+}
+
+static void assert_no_label(const struct label_set *s, const char *key)
+{
+        const char *got = label_set_get(s, key);
+        if (got)
+                fail_msg("label %s present (\"%s\")", key, got);
+}
+
+/* A config with the defaults plus YAML (NULL: none). */
+static struct devlet_config *config_with(const char *yaml)
+{
+        struct devlet_config *cfg = config_new_defaults();
+        free(cfg->machine_type_file);
+        cfg->machine_type_file = xstrdup("");
+        if (yaml) {
+                struct config_diag d = { 0 };
+                int r = config_parse_yaml("test.yaml", yaml, strlen(yaml), cfg, &d);
+                if (r < 0)
+                        fail_msg("config: %s", d.message);
+        }
+        return cfg;
+}
+
+/* ---- rules ---- */
+
+static void test_valid_keys(void **state)
+{
+        static const char *const good[] = { "nvidia.com/gpu.product", "devlet.io/fuse.count",
+                                            "nvidia.com/mig-1g.10gb.engines.copy", "simple",
+                                            "a.b-c/X_y.Z" };
+        static const char *const bad[] = { "", "/x", "nvidia.com/", "Nvidia.com/x",
+                                           "nvidia..com/x", "-nvidia.com/x", "nvidia.com/-x",
+                                           "nvidia.com/x-", "nvidia.com/a/b", "nvidia.com/a b",
+                                           "nvidia.com/caf\xc3\xa9" };
+        for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+                if (!labels_valid_key(good[i]))
+                        fail_msg("key \"%s\" refused", good[i]);
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                if (labels_valid_key(bad[i]))
+                        fail_msg("key \"%s\" accepted", bad[i]);
+        char key[128];
+        snprintf(key, sizeof(key), "devlet.io/%063d", 0);
+        assert_true(labels_valid_key(key));
+        snprintf(key, sizeof(key), "devlet.io/%064d", 0);
+        assert_false(labels_valid_key(key));
+        assert_false(labels_valid_key(NULL));
+}
+
+static void test_valid_values(void **state)
+{
+        static const char *const good[] = { "", "0", "true", "NVIDIA-H100-80GB-HBM3",
+                                            "550.54.15", "a_b.c-d" };
+        static const char *const bad[] = { "-x", "x-", ".x", "x.", "a b", "a/b", "a=b",
+                                           "NVIDIA H100", "caf\xc3\xa9" };
+        for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+                if (!labels_valid_value(good[i]))
+                        fail_msg("value \"%s\" refused", good[i]);
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                if (labels_valid_value(bad[i]))
+                        fail_msg("value \"%s\" accepted", bad[i]);
+        char v[80];
+        memset(v, 'a', 63);
+        v[63] = '\0';
+        assert_true(labels_valid_value(v));
+        v[63] = 'a';
+        v[64] = '\0';
+        assert_false(labels_valid_value(v));
+}
+
+static void test_sanitize(void **state)
+{
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                { "NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3" },
+                { "  Tesla   V100-SXM2-32GB ", "Tesla-V100-SXM2-32GB" },
+                { "PowerEdge R750 (rev. 2)", "PowerEdge-R750-rev.-2" },
+                { "-_.weird._-", "weird" },
+                { "caf\xc3\xa9 GPU", "caf-GPU" },
+                { "!!!", "" },
+                { "", "" },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                _cleanup_free_ char *got = labels_value_sanitize(cases[i].in);
+                if (strcmp(got, cases[i].out) != 0)
+                        fail_msg("sanitize(\"%s\") = \"%s\", want \"%s\"", cases[i].in, got,
+                                 cases[i].out);
+                assert_true(labels_valid_value(got));
+        }
+
+        /* long names: 63 characters, a hash keeps distinct names distinct */
+        const char *a = "NVIDIA Graphics Device With A Very Long Marketing Name 96GB HBM3e-MIG-1g.12gb-SHARED";
+        const char *b = "NVIDIA Graphics Device With A Very Long Marketing Name 96GB HBM3e-MIG-2g.24gb-SHARED";
+        _cleanup_free_ char *sa = labels_value_sanitize(a);
+        _cleanup_free_ char *sb = labels_value_sanitize(b);
+        assert_int_equal(strlen(sa), 63);
+        assert_true(labels_valid_value(sa));
+        assert_true(labels_valid_value(sb));
+        assert_string_not_equal(sa, sb);
+        assert_memory_equal(sa, "NVIDIA-Graphics-Device-With-A-Very-Long-Marketing-Name", 54);
+        assert_int_equal(sa[54], '-');
+        _cleanup_free_ char *again = labels_value_sanitize(a);
+        assert_string_equal(sa, again); /* stable across runs */
+
+        /* the cut never leaves a separator before the hash */
+        char dots[100];
+        memset(dots, 'x', sizeof(dots));
+        dots[53] = '.';
+        dots[99] = '\0';
+        _cleanup_free_ char *sd = labels_value_sanitize(dots);
+        assert_true(labels_valid_value(sd));
+        assert_int_equal(strlen(sd), 62);
+}
+
+static void test_set_and_format(void **state)
+{
+        struct label_set s = { 0 };
+        label_set_put(&s, "b.io/x", "1");
+        label_set_put(&s, "a.io/y", "2");
+        label_set_putf(&s, "b.io/x", "%d", 3); /* replaces */
+        label_set_put(&s, "c.io/empty", "");
+        assert_int_equal(s.n, 3);
+        assert_label(&s, "b.io/x", "3");
+        assert_null(label_set_get(&s, "nope"));
+        size_t len = 0;
+        _cleanup_free_ char *text = label_set_format(&s, &len);
+        assert_string_equal(text, "a.io/y=2\nb.io/x=3\nc.io/empty=\n");
+        assert_int_equal(len, strlen(text));
+        label_set_release(&s);
+        _cleanup_free_ char *empty = label_set_format(&s, &len);
+        assert_string_equal(empty, "");
+        assert_int_equal(len, 0);
+}
+
+/* ---- GFD's rules ---- */
+
+static const struct labels_gpu h100 = {
+        .name = "NVIDIA H100 80GB HBM3", .memory_mib = 81559, .cc_major = 9, .cc_minor = 0,
+        .mig_capable = true,
+};
+
+static struct labels_nvidia node_of(const struct labels_gpu *gpus, size_t n)
+{
+        return (struct labels_nvidia){ .driver_version = "550.54.15", .cuda_version = 12040,
+                                       .gpus = gpus, .n_gpus = n };
+}
+
+static void test_full_gpu(void **state)
+{
+        _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
+        struct labels_gpu gpus[2] = { h100, h100 };
+        struct labels_nvidia node = node_of(gpus, 2);
+        struct label_set s = { 0 };
+        char **warnings = NULL;
+        labels_nvidia_add(&node, cfg, &s, &warnings);
+        assert_null(warnings);
+        assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3");
+        assert_label(&s, "nvidia.com/gpu.count", "2");
+        assert_label(&s, "nvidia.com/gpu.replicas", "1");
+        assert_label(&s, "nvidia.com/gpu.sharing-strategy", "none");
+        assert_label(&s, "nvidia.com/gpu.memory", "81559");
+        assert_label(&s, "nvidia.com/gpu.family", "hopper");
+        assert_label(&s, "nvidia.com/gpu.compute.major", "9");
+        assert_label(&s, "nvidia.com/gpu.compute.minor", "0");
+        assert_label(&s, "nvidia.com/gpu.machine", "unknown");
+        assert_label(&s, "nvidia.com/mig.capable", "true");
+        assert_label(&s, "nvidia.com/mps.capable", "false");
+        assert_label(&s, "nvidia.com/cuda.driver-version.full", "550.54.15");
+        assert_label(&s, "nvidia.com/cuda.driver-version.major", "550");
+        assert_label(&s, "nvidia.com/cuda.driver-version.minor", "54");
+        assert_label(&s, "nvidia.com/cuda.driver-version.revision", "15");
+        assert_label(&s, "nvidia.com/cuda.driver.major", "550");
+        assert_label(&s, "nvidia.com/cuda.driver.minor", "54");
+        assert_label(&s, "nvidia.com/cuda.driver.rev", "15");
+        assert_label(&s, "nvidia.com/cuda.runtime-version.full", "12.4");
+        assert_label(&s, "nvidia.com/cuda.runtime-version.major", "12");
+        assert_label(&s, "nvidia.com/cuda.runtime-version.minor", "4");
+        assert_label(&s, "nvidia.com/cuda.runtime.major", "12");
+        assert_label(&s, "nvidia.com/cuda.runtime.minor", "4");
+        assert_no_label(&s, "nvidia.com/mig.strategy");
+        assert_int_equal(s.n, 23);
+        label_set_release(&s);
+
+        /* no GPU: no labels at all */
+        struct labels_nvidia none = node_of(NULL, 0);
+        labels_nvidia_add(&none, cfg, &s, &warnings);
+        assert_int_equal(s.n, 0);
+}
+
+static void test_machine_type(void **state)
+{
+        _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
+        char path[] = "/tmp/devlet-test-machine-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(fs_write_atomic(path, "  DGX H100 \n", 12, 0644), 0);
+        free(cfg->machine_type_file);
+        cfg->machine_type_file = xstrdup(path);
+        struct labels_nvidia node = node_of(&h100, 1);
+        struct label_set s = { 0 };
+        labels_nvidia_add(&node, cfg, &s, NULL);
+        assert_label(&s, "nvidia.com/gpu.machine", "DGX-H100");
+        label_set_release(&s);
+        unlink(path);
+
+        /* unreadable: "unknown" and a warning */
+        char **warnings = NULL;
+        labels_nvidia_add(&node, cfg, &s, &warnings);
+        assert_label(&s, "nvidia.com/gpu.machine", "unknown");
+        assert_int_equal(strv_len(warnings), 1);
+        assert_non_null(strstr(warnings[0], path));
+        strv_free(warnings);
+        label_set_release(&s);
+}
+
+static void test_versions(void **state)
+{
+        _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
+        struct labels_nvidia node = node_of(&h100, 1);
+        struct label_set s = { 0 };
+
+        node.driver_version = "535.104";
+        labels_nvidia_add(&node, cfg, &s, NULL);
+        assert_label(&s, "nvidia.com/cuda.driver-version.revision", "");
+        assert_label(&s, "nvidia.com/cuda.driver.rev", "");
+        assert_label(&s, "nvidia.com/cuda.driver-version.minor", "104");
+        label_set_release(&s);
+
+        static const char *const bad[] = { "550", "1.2.3.4", "", NULL };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                char **warnings = NULL;
+                node.driver_version = bad[i];
+                node.cuda_version = 0;
+                labels_nvidia_add(&node, cfg, &s, &warnings);
+                assert_no_label(&s, "nvidia.com/cuda.driver-version.full");
+                assert_no_label(&s, "nvidia.com/cuda.runtime-version.full");
+                assert_int_equal(strv_len(warnings), 2);
+                assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3");
+                strv_free(warnings);
+                label_set_release(&s);
+        }
+        node.driver_version = "470.57.02";
+        node.cuda_version = 11040;
+        labels_nvidia_add(&node, cfg, &s, NULL);
+        assert_label(&s, "nvidia.com/cuda.runtime-version.full", "11.4");
+        assert_label(&s, "nvidia.com/cuda.driver-version.revision", "02");
+        label_set_release(&s);
+}
+
+static void test_gpu_mode(void **state)
+{
+        assert_string_equal(labels_gpu_mode("0x030200"), "compute");
+        assert_string_equal(labels_gpu_mode("0x030000"), "graphics");
+        assert_string_equal(labels_gpu_mode("0x038000"), "unknown");
+        _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
+        struct labels_nvidia node = node_of(&h100, 1);
+        struct label_set s = { 0 };
+        labels_nvidia_add(&node, cfg, &s, NULL);
+        assert_no_label(&s, "nvidia.com/gpu.mode"); /* class unknown: no label */
+        label_set_release(&s);
+        node.pci_class = "0x030200";
+        labels_nvidia_add(&node, cfg, &s, NULL);
+        assert_label(&s, "nvidia.com/gpu.mode", "compute");
+        label_set_release(&s);
+}
+
+static void test_families(void **state)
+{
+        static const struct {
+                int major, minor;
+                const char *family;
+        } cases[] = {
+                { 1, 3, "tesla" },    { 2, 0, "fermi" },   { 3, 7, "kepler" },
+                { 5, 2, "maxwell" },  { 6, 0, "pascal" },  { 7, 0, "volta" },
+                { 7, 2, "volta" },    { 7, 5, "turing" },  { 8, 0, "ampere" },
+                { 8, 6, "ampere" },   { 8, 9, "ada-lovelace" }, { 9, 0, "hopper" },
+                { 10, 0, "blackwell" }, { 12, 0, "blackwell" }, { 4, 0, "undefined" },
+                { 11, 0, "undefined" },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+                assert_string_equal(labels_gpu_family(cases[i].major, cases[i].minor),
+                                    cases[i].family);
+
+        /* an unknown compute capability: no family or compute labels */
+        _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
+        struct labels_gpu g = h100;
+        g.cc_major = -1;
+        g.memory_mib = 0;
+        struct labels_nvidia node = node_of(&g, 1);
+        struct label_set s = { 0 };
+        labels_nvidia_add(&node, cfg, &s, NULL);
+        assert_no_label(&s, "nvidia.com/gpu.family");
+        assert_no_label(&s, "nvidia.com/gpu.compute.major");
+        assert_no_label(&s, "nvidia.com/gpu.memory");
+        label_set_release(&s);
+}
+
+static void test_time_slicing(void **state)
+{
+        _cleanup_config_ struct devlet_config *cfg = config_with(
+                "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                "    - name: nvidia.com/gpu\n      replicas: 4\n");
+        struct labels_nvidia node = node_of(&h100, 1);
+        struct label_set s = { 0 };
+        labels_nvidia_add(&node, cfg, &s, NULL);
+        assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-SHARED");
+        assert_label(&s, "nvidia.com/gpu.replicas", "4");
+        assert_label(&s, "nvidia.com/gpu.sharing-strategy", "time-slicing");
+        assert_label(&s, "nvidia.com/gpu.count", "1");
+        assert_label(&s, "nvidia.com/mps.capable", "false");
+        label_set_release(&s);
+
+        /* renamed: no -SHARED */
+        _cleanup_config_ struct devlet_config *renamed = config_with(
+                "version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n"
+                "    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n");
+        labels_nvidia_add(&node, renamed, &s, NULL);
+        assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3");
+        assert_label(&s, "nvidia.com/gpu.replicas", "4");
+        label_set_release(&s);
+
+        /* sharing another resource: this one is not replicated */
+        _cleanup_config_ struct devlet_config *other = config_with(
+                "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                "    - name: nvidia.com/mig-1g.10gb\n      replicas: 4\n");
+        labels_nvidia_add(&node, other, &s, NULL);
+        assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3");
+        assert_label(&s, "nvidia.com/gpu.replicas", "1");
+        assert_label(&s, "nvidia.com/gpu.sharing-strategy", "none");
+        label_set_release(&s);
+}
+
+static void test_mps(void **state)
+{
+        _cleanup_config_ struct devlet_config *cfg = config_with(
+                "version: v1\nsharing:\n  mps:\n    resources:\n"
+                "    - name: nvidia.com/gpu\n      replicas: 10\n");
+        struct labels_nvidia node = node_of(&h100, 1);
+        struct label_set s = { 0 };
+        labels_nvidia_add(&node, cfg, &s, NULL);
+        assert_label(&s, "nvidia.com/mps.capable", "true");
+        assert_label(&s, "nvidia.com/gpu.sharing-strategy", "mps");
+        assert_label(&s, "nvidia.com/gpu.replicas", "10");
+        assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-SHARED");
+        label_set_release(&s);
+
+        /* MIG enabled somewhere: not MPS-capable (GFD would stop) */
+        struct labels_gpu g = h100;
+        g.mig_enabled = true;
+        node = node_of(&g, 1);
+        char **warnings = NULL;
+        labels_nvidia_add(&node, cfg, &s, &warnings);
+        assert_label(&s, "nvidia.com/mps.capable", "false");
+        assert_int_equal(strv_len(warnings), 1);
+        strv_free(warnings);
+        label_set_release(&s);
+}
+
+static const struct labels_mig mig_1g = {
+        .profile = "1g.10gb", .memory_mib = 9856, .multiprocessors = 16, .slices_gi = 1,
+        .slices_ci = 1, .engines_copy = 1, .engines_decoder = 1, .engines_jpeg = 0,
+};
+static const struct labels_mig mig_1g_me = {
+        .profile = "1g.10gb+me", .memory_mib = 9856, .multiprocessors = 16, .slices_gi = 1,
+        .slices_ci = 1, .engines_copy = 1, .engines_decoder = 1, .engines_jpeg = 1,
+        .engines_ofa = 1,
+};
+static const struct labels_mig mig_3g = {
+        .profile = "3g.40gb", .memory_mib = 40192, .multiprocessors = 60, .slices_gi = 3,
+        .slices_ci = 3, .engines_copy = 3, .engines_decoder = 2,
+};
+
+static void test_mig_single(void **state)
+{
+        _cleanup_config_ struct devlet_config *cfg = config_with("version: v1\nflags:\n  migStrategy: single\n");
+        const struct labels_mig migs[] = { mig_1g, mig_1g, mig_1g };
+        struct labels_gpu g = h100;
+        g.mig_enabled = true;
+        g.migs = migs;
+        g.n_migs = 3;
+        struct labels_gpu gpus[2] = { g, g };
+        struct labels_nvidia node = node_of(gpus, 2);
+        struct label_set s = { 0 };
+        char **warnings = NULL;
+        labels_nvidia_add(&node, cfg, &s, &warnings);
+        assert_null(warnings);
+        assert_label(&s, "nvidia.com/mig.strategy", "single");
+        assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb");
+        assert_label(&s, "nvidia.com/gpu.count", "6");
+        assert_label(&s, "nvidia.com/gpu.replicas", "1");
+        assert_label(&s, "nvidia.com/gpu.memory", "9856");
+        assert_label(&s, "nvidia.com/gpu.multiprocessors", "16");
+        assert_label(&s, "nvidia.com/gpu.slices.gi", "1");
+        assert_label(&s, "nvidia.com/gpu.slices.ci", "1");
+        assert_label(&s, "nvidia.com/gpu.engines.copy", "1");
+        assert_label(&s, "nvidia.com/gpu.engines.decoder", "1");
+        assert_label(&s, "nvidia.com/gpu.engines.encoder", "0");
+        assert_label(&s, "nvidia.com/gpu.engines.jpeg", "0");
+        assert_label(&s, "nvidia.com/gpu.engines.ofa", "0");
+        assert_label(&s, "nvidia.com/gpu.family", "hopper"); /* from the full-GPU labels */
+        label_set_release(&s);
+
+        /* two profiles: invalid */
+        const struct labels_mig two[] = { mig_1g, mig_3g };
+        gpus[1].migs = two;
+        gpus[1].n_migs = 2;
+        labels_nvidia_add(&node, cfg, &s, &warnings);
+        assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-INVALID");
+        assert_label(&s, "nvidia.com/gpu.count", "0");
+        assert_label(&s, "nvidia.com/gpu.replicas", "0");
+        assert_label(&s, "nvidia.com/gpu.memory", "0");
+        assert_int_equal(strv_len(warnings), 1);
+        assert_non_null(strstr(warnings[0], "more than one MIG device type"));
+        strv_free(TAKE_PTR(warnings));
+        label_set_release(&s);
+
+        /* one GPU MIG-enabled but empty: invalid */
+        gpus[1].n_migs = 0;
+        labels_nvidia_add(&node, cfg, &s, &warnings);
+        assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-INVALID");
+        assert_non_null(strstr(warnings[0], "enabled but empty"));
+        strv_free(TAKE_PTR(warnings));
+        label_set_release(&s);
+
+        /* MIG on one GPU, off on the other: invalid */
+        gpus[1] = h100;
+        gpus[1].name = "NVIDIA A100-PCIE-40GB";
+        labels_nvidia_add(&node, cfg, &s, &warnings);
+        assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-INVALID");
+        assert_non_null(strstr(warnings[0], "enabled and disable"));
+        strv_free(TAKE_PTR(warnings));
+        label_set_release(&s);
+
+        /* no MIG at all: like strategy none, plus mig.strategy */
+        gpus[0] = h100;
+        labels_nvidia_add(&node, cfg, &s, &warnings);
+        assert_null(warnings);
+        assert_label(&s, "nvidia.com/mig.strategy", "single");
+        assert_no_label(&s, "nvidia.com/gpu.multiprocessors");
+        label_set_release(&s);
+}
+
+static void test_mig_mixed(void **state)
+{
+        _cleanup_config_ struct devlet_config *cfg = config_with(
+                "version: v1\nflags:\n  migStrategy: mixed\nsharing:\n  timeSlicing:\n"
+                "    resources:\n    - name: nvidia.com/mig-3g.40gb\n      replicas: 2\n");
+        const struct labels_mig a[] = { mig_1g, mig_1g_me, mig_3g };
+        const struct labels_mig b[] = { mig_3g };
+        struct labels_gpu gpus[3] = { h100, h100, h100 };
+        gpus[0].mig_enabled = gpus[1].mig_enabled = true;
+        gpus[0].migs = a;
+        gpus[0].n_migs = 3;
+        gpus[1].migs = b;
+        gpus[1].n_migs = 1;
+        gpus[2].name = "NVIDIA H100 PCIe";
+        gpus[2].memory_mib = 81559;
+        struct labels_nvidia node = node_of(gpus, 3);
+        struct label_set s = { 0 };
+        char **warnings = NULL;
+        labels_nvidia_add(&node, cfg, &s, &warnings);
+        assert_null(warnings);
+        assert_label(&s, "nvidia.com/mig.strategy", "mixed");
+        /* the plain GPU's name wins the full-GPU labels, counted by name */
+        assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-PCIe");
+        assert_label(&s, "nvidia.com/gpu.count", "1");
+        assert_label(&s, "nvidia.com/gpu.replicas", "1");
+        assert_label(&s, "nvidia.com/mig-1g.10gb.count", "1");
+        assert_label(&s, "nvidia.com/mig-1g.10gb.product", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb");
+        assert_label(&s, "nvidia.com/mig-1g.10gb.replicas", "1");
+        assert_label(&s, "nvidia.com/mig-1g.10gb.sharing-strategy", "none");
+        assert_label(&s, "nvidia.com/mig-1g.10gb.me.count", "1");
+        assert_label(&s, "nvidia.com/mig-1g.10gb.me.product", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me");
+        assert_label(&s, "nvidia.com/mig-1g.10gb.me.engines.ofa", "1");
+        assert_label(&s, "nvidia.com/mig-3g.40gb.count", "2");
+        assert_label(&s, "nvidia.com/mig-3g.40gb.product", "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb-SHARED");
+        assert_label(&s, "nvidia.com/mig-3g.40gb.replicas", "2");
+        assert_label(&s, "nvidia.com/mig-3g.40gb.sharing-strategy", "time-slicing");
+        assert_label(&s, "nvidia.com/mig-3g.40gb.memory", "40192");
+        assert_label(&s, "nvidia.com/mig-3g.40gb.multiprocessors", "60");
+        assert_label(&s, "nvidia.com/mig-3g.40gb.slices.gi", "3");
+        label_set_release(&s);
+
+        /* only MIG-enabled GPUs: the full-GPU labels have no sharing */
+        node.n_gpus = 2;
+        labels_nvidia_add(&node, cfg, &s, NULL);
+        assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3");
+        assert_label(&s, "nvidia.com/gpu.count", "2");
+        assert_label(&s, "nvidia.com/gpu.replicas", "0");
+        assert_label(&s, "nvidia.com/gpu.sharing-strategy", "none");
+        label_set_release(&s);
+}
+
+/* ---- labels_collect ---- */
+
+static struct dev_resource *fake_res[2];
+static int fake_backend; /* any non-NULL pointer stands for the backend */
+
+static int fake_create(uv_loop_t *loop, const struct devlet_config *cfg, struct dev_backend **out,
+                       char **err)
+{
+        return 0;
+}
+
+static void fake_destroy(struct dev_backend *b)
+{
+}
+
+static struct dev_resource **fake_resources(struct dev_backend *b, size_t *n)
+{
+        *n = 2;
+        return fake_res;
+}
+
+static const struct dev_backend_ops fake_ops = { .name = "hostdev",
+                                                   .create = fake_create,
+                                                   .destroy = fake_destroy,
+                                                   .resources = fake_resources };
+
+static void test_collect(void **state)
+{
+        _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
+        fake_res[0] = dev_resource_new("devlet.io/fuse");
+        for (int i = 0; i < 3; i++) {
+                char id[32];
+                snprintf(id, sizeof(id), "fuse-%d", i);
+                dev_resource_add(fake_res[0], id)->health = i == 2 ? DEV_UNHEALTHY : DEV_HEALTHY;
+        }
+        fake_res[1] = dev_resource_new("devlet.io/a-resource-name-that-is-far-too-long-to-become-a-label-key");
+        struct labels_backend b = { &fake_ops, (struct dev_backend *)&fake_backend };
+
+        struct label_set s = { 0 };
+        char **warnings = NULL;
+        labels_collect(cfg, &b, 1, &s, &warnings);
+        assert_label(&s, "devlet.io/fuse.count", "2");
+        const char *ts = label_set_get(&s, "nvidia.com/gfd.timestamp");
+        assert_non_null(ts);
+        assert_true(strtoll(ts, NULL, 10) > 1700000000);
+        assert_int_equal(s.n, 2);
+        assert_int_equal(strv_len(warnings), 1);
+        assert_non_null(strstr(warnings[0], "not a valid Kubernetes label key"));
+        strv_free(TAKE_PTR(warnings));
+        label_set_release(&s);
+
+        cfg->labels_no_timestamp = true;
+        labels_collect(cfg, &b, 1, &s, NULL);
+        assert_null(label_set_get(&s, "nvidia.com/gfd.timestamp"));
+        label_set_release(&s);
+
+        dev_resource_free(fake_res[0]);
+        dev_resource_free(fake_res[1]);
+}
+
+static void test_output_path(void **state)
+{
+        _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
+        assert_string_equal(labels_output_path(cfg), LABELS_DEFAULT_OUTPUT_FILE);
+        free(cfg->labels_output_file);
+        cfg->labels_output_file = xstrdup("-");
+        assert_null(labels_output_path(cfg));
+        free(cfg->labels_output_file);
+        cfg->labels_output_file = xstrdup("/tmp/x/gfd");
+        assert_string_equal(labels_output_path(cfg), "/tmp/x/gfd");
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_valid_keys),   cmocka_unit_test(test_valid_values),
+                cmocka_unit_test(test_sanitize),     cmocka_unit_test(test_set_and_format),
+                cmocka_unit_test(test_full_gpu),     cmocka_unit_test(test_machine_type),
+                cmocka_unit_test(test_versions),     cmocka_unit_test(test_families),
+                cmocka_unit_test(test_gpu_mode),
+                cmocka_unit_test(test_time_slicing), cmocka_unit_test(test_mps),
+                cmocka_unit_test(test_mig_single),   cmocka_unit_test(test_mig_mixed),
+                cmocka_unit_test(test_collect),      cmocka_unit_test(test_output_path),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
