@@ -160,7 +160,8 @@ class Device:
 
 
 class Snapshot:
-    """One ListAndWatch message: devices in the order sent."""
+    """One ListAndWatch message: devices in the order sent, and the
+    time.monotonic() of its arrival (the benchmark times health events)."""
 
     def __init__(self, seq: int, msg):
         self.seq = seq
