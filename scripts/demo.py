@@ -3,9 +3,15 @@
 
 In a temporary directory it makes fake device nodes, writes a hostDevices
 config (fuse x10, a ttyUSB* glob with two nodes, a bind-mounted socket),
-starts the simulated kubelet (tests/integration/kubelet_sim.py) and
-`build/devlet run`, then walks through registration, the device list from
-ListAndWatch, an Allocate, a hot-plug, a kubelet restart and SIGTERM.
+puts 8 H100 GPUs on the mock NVML (build/mock-nvml, the profile
+tests/mock-nvml/profiles/h100-8x-nvswitch.yaml), starts the simulated
+kubelet (tests/integration/kubelet_sim.py) and `build/devlet run`, then
+walks through registration, the device lists from ListAndWatch (GPUs with
+their NUMA nodes), Allocate of host devices and of 2 GPUs, a preferred
+allocation of 4 GPUs, an XID turning a GPU Unhealthy, a hot-plug, a kubelet
+restart and SIGTERM.  DEMO_NVML_PROFILE names another 8-GPU profile
+(v100-dgx1: NVLink decides the preferred set), or `none` for host devices
+alone.
 
 Each step is one function in STEPS; a step reads and extends the Demo state.
 With DEMO_KEEP=1 everything stays up until Ctrl-C so that `devlet probe` can
@@ -25,8 +31,10 @@ sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
 from devlet_harness import DEVLET_BIN, Devlet, hostdev_config, make_node  # noqa: E402
 from kubelet_sim import KubeletSim  # noqa: E402
+from mock_gpus import GPU, MOCK_LIB, MockNode  # noqa: E402
 
 WAIT = 10.0  # seconds any one step may wait for devlet
+PROFILE = os.environ.get("DEMO_NVML_PROFILE", "h100-8x-nvswitch")
 
 
 class Demo:
@@ -39,6 +47,7 @@ class Demo:
             os.mkdir(p)
         self.keep = os.environ.get("DEMO_KEEP") == "1"
         self.resources = []  # resource names, in config order
+        self.gpus = None     # the mock NVML's node (MockNode), unless PROFILE is none
         self.sim = None
         self.devlet = None
         self.t0 = time.monotonic()
@@ -72,6 +81,19 @@ class Demo:
         numa = "-" if d.numa is None else d.numa
         return f"{d.id:<16} {d.health:<10} numa={numa}"
 
+    def gpu(self, uuid):
+        """"GPU 3" for a UUID of the mock node."""
+        return f"GPU {self.gpus.uuids().index(uuid)}"
+
+    def show_response(self, resp):
+        for c in resp.container_responses:
+            for s in c.devices:
+                self.say(f"device {s.host_path} -> {s.container_path} ({s.permissions})", indent=6)
+            for m in c.mounts:
+                self.say(f"mount  {m.host_path} -> {m.container_path}{' (ro)' if m.read_only else ''}", indent=6)
+            for k, v in sorted(c.envs.items()):
+                self.say(f"env    {k}={v}", indent=6)
+
     def show_snapshot(self, resource, snap):
         self.say(f"{resource}: {len(snap.devices)} devices (ListAndWatch message #{snap.seq + 1})")
         for d in snap.devices:
@@ -102,6 +124,17 @@ def make_devices(demo):
     demo.say(f"{demo.run}/foo.sock stands in for a runtime socket")
 
 
+def mock_gpus(demo):
+    if PROFILE == "none":
+        return
+    demo.step("GPUs: the mock NVML")
+    demo.gpus = MockNode(os.path.join(demo.run, "nvml.yaml"), PROFILE)
+    demo.say(f"{MOCK_LIB}: libnvidia-ml.so.1 with the real ABI, driven by")
+    demo.say(f"{demo.gpus.path} (a copy of tests/mock-nvml/profiles/{PROFILE}.yaml):")
+    for i, g in enumerate(demo.gpus.devices):
+        demo.say(f"GPU {i}  {g['name']}  {g['pciBusId']}  numa {g.get('numaNode', '-')}  {g['uuid']}", indent=4)
+
+
 def write_config(demo):
     demo.step("config")
     cfg = hostdev_config(domain="devlet.io", devices=[
@@ -111,8 +144,12 @@ def write_config(demo):
             {"path": f"{demo.run}/foo.sock", "mountPath": "/run/foo.sock", "type": "Mount", "readOnly": True}]}]},
     ])
     demo.resources = [f"devlet.io/{d['name']}" for d in cfg["hostDevices"]["devices"]]
+    env = {}
+    if demo.gpus is not None:
+        demo.resources.insert(0, GPU)
+        env = demo.gpus.env()
     # its own session: Ctrl-C (DEMO_KEEP=1) stops the demo, which stops devlet
-    demo.devlet = Devlet(demo.plugins, os.path.join(demo.root, "work"), cfg, new_session=True)
+    demo.devlet = Devlet(demo.plugins, os.path.join(demo.root, "work"), cfg, env=env, new_session=True)
     with open(demo.devlet.config_path) as f:
         demo.say(f.read().rstrip(), indent=4)
 
@@ -127,7 +164,8 @@ def start_kubelet(demo):
 def start_devlet(demo):
     demo.step("devlet run")
     demo.devlet.start()
-    demo.say("$ " + " ".join(demo.devlet.command()))
+    env = "".join(f"{k}={v} " for k, v in demo.devlet.extra_env.items())
+    demo.say("$ " + env + " ".join(demo.devlet.command()))
     for r in demo.resources:
         reg = demo.sim.wait_for_registration(r, timeout=WAIT)
         o = reg.options
@@ -153,17 +191,57 @@ def allocate(demo):
                           ("devlet.io/runtime-socket", ["runtime-socket"])):
         resp = demo.sim.allocate(resource, [ids])
         demo.say(f"{resource} {ids} ->")
-        for c in resp.container_responses:
-            for s in c.devices:
-                demo.say(f"device {s.host_path} -> {s.container_path} ({s.permissions})", indent=6)
-            for m in c.mounts:
-                demo.say(f"mount  {m.host_path} -> {m.container_path}{' (ro)' if m.read_only else ''}", indent=6)
-            for k, v in sorted(c.envs.items()):
-                demo.say(f"env    {k}={v}", indent=6)
+        demo.show_response(resp)
     try:
         demo.sim.allocate("devlet.io/serial", [["ttyUSB7"]])
     except Exception as e:  # grpc.RpcError
         demo.say(f"devlet.io/serial ['ttyUSB7'] -> {e.code().name}: {e.details()}")
+
+
+def allocate_gpus(demo):
+    if demo.gpus is None:
+        return
+    demo.step("Allocate 2 GPUs (device list strategy envvar, NVIDIA's default)")
+    ids = [demo.gpus.uuids()[1], demo.gpus.uuids()[6]]
+    resp = demo.sim.allocate(GPU, [ids])
+    demo.say(f"{GPU} [{demo.gpu(ids[0])}, {demo.gpu(ids[1])}] ->")
+    demo.show_response(resp)
+
+
+def preferred_gpus(demo):
+    if demo.gpus is None:
+        return
+    demo.step("GetPreferredAllocation: 4 of the 8 GPUs")
+    uuids = demo.gpus.uuids()
+    snap = demo.sim.wait_for_snapshot(GPU, timeout=WAIT)
+    numa = {d.id: d.numa for d in snap.devices}
+    for must in ([], [uuids[5]]):
+        t = time.monotonic()
+        got = demo.sim.preferred(GPU, uuids, must, 4)
+        ms = (time.monotonic() - t) * 1000
+        what = f"must include {demo.gpu(must[0])}" if must else "nothing required"
+        demo.say(f"available: all 8, {what} -> {', '.join(demo.gpu(u) for u in got)} "
+                 f"(NUMA {sorted({numa[u] for u in got})}; {ms:.1f} ms round trip)")
+    if PROFILE == "h100-8x-nvswitch":
+        demo.say("every pair has 18 NVLinks through the NVSwitches, so the PCIe/NUMA distance decides")
+
+
+def xid(demo):
+    if demo.gpus is None:
+        return
+    demo.step("health: NVML reports XID 79 (GPU fallen off the bus) on GPU 3")
+    uuid = demo.gpus.uuids()[3]
+    t = time.monotonic()
+    demo.gpus.xid(3, 79)
+    demo.say(f"appended {{device: 3, type: xid, xid: 79}} to {demo.gpus.path}")
+    snap = demo.sim.wait_for_snapshot(GPU, lambda s: s.health(uuid) == "Unhealthy", timeout=WAIT)
+    demo.say(f"ListAndWatch had GPU 3 Unhealthy {(time.monotonic() - t) * 1000:.1f} ms later "
+             f"(the mock re-reads its file every 20 ms)")
+    demo.show_snapshot(GPU, snap)
+    try:
+        demo.sim.allocate(GPU, [[uuid]])
+    except Exception as e:  # grpc.RpcError
+        demo.say(f"Allocate GPU 3 -> {e.code().name}: {e.details()}")
 
 
 def hotplug(demo):
@@ -202,12 +280,21 @@ def keep_running(demo):
     demo.say(f"devlet pid {demo.devlet.pid}, log {demo.devlet.log_path}")
     demo.say(f"config {demo.devlet.config_path} (edit it, or `kill -HUP {demo.devlet.pid}`, to reload)")
     demo.say(f"device nodes in {demo.dev} (create or remove ttyUSB* to hot-plug)")
+    if demo.gpus is not None:
+        demo.say(f"GPUs in {demo.gpus.path} (add `- {{device: 0, type: xid, xid: 48}}` under events:, "
+                 f"or set `lost: true` on a GPU, and watch ListAndWatch)")
     for r in demo.resources:
         demo.say(f"socket {demo.devlet.socket_path(r)}")
     demo.say("try:")
     demo.say(f"{DEVLET_BIN} probe --socket {demo.devlet.socket_path('devlet.io/fuse')} "
              f"--allocate fuse-0,fuse-1 --preferred 2", indent=4)
-    demo.say(f"{DEVLET_BIN} list --config-file {demo.devlet.config_path} -o json", indent=4)
+    if demo.gpus is not None:
+        env = " ".join(f"{k}={v}" for k, v in demo.gpus.env().items())
+        demo.say(f"{DEVLET_BIN} probe --socket {demo.devlet.socket_path(GPU)} "
+                 f"--allocate {demo.gpus.uuids()[0]} --preferred 4", indent=4)
+        demo.say(f"{env} {DEVLET_BIN} list --config-file {demo.devlet.config_path}", indent=4)
+    else:
+        demo.say(f"{DEVLET_BIN} list --config-file {demo.devlet.config_path} -o json", indent=4)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *a: stop.set())
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
@@ -226,8 +313,8 @@ def sigterm(demo):
         raise RuntimeError("devlet did not stop cleanly")
 
 
-STEPS = [make_devices, write_config, start_kubelet, start_devlet, list_devices, allocate, hotplug,
-         kubelet_restart, keep_running, sigterm]
+STEPS = [make_devices, mock_gpus, write_config, start_kubelet, start_devlet, list_devices, allocate,
+         allocate_gpus, preferred_gpus, xid, hotplug, kubelet_restart, keep_running, sigterm]
 
 
 def main():

@@ -1,8 +1,9 @@
 """Fixtures for the integration tests: short temporary directories (Unix
-socket paths must stay under 108 bytes), the simulated kubelet, and a factory
+socket paths must stay under 108 bytes), the simulated kubelet, a factory
 that starts `devlet run` and, on teardown, stops it with SIGTERM and checks
-that it exited 0 and removed its sockets.  When a test fails, devlet's log
-and the simulator's event log are added to the report."""
+that it exited 0 and removed its sockets, and the mock NVML's node file.
+When a test fails, devlet's log and the simulator's event log are added to
+the report."""
 
 import os
 import pathlib
@@ -14,6 +15,7 @@ import pytest
 
 from devlet_harness import DEVLET_BIN, Devlet
 from kubelet_sim import BUILD_DIR, KubeletSim
+from mock_gpus import MockNode
 
 
 def _track(request, attr, obj):
@@ -57,6 +59,13 @@ def dirs():
         os.mkdir(p)
     yield d
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def node(dirs):
+    """node(profile) or node(data=...): the mock NVML's YAML in dirs.run,
+    written from a profile in tests/mock-nvml/profiles or from data."""
+    return lambda profile=None, data=None: MockNode(os.path.join(dirs.run, "nvml.yaml"), profile, data)
 
 
 @pytest.fixture
@@ -107,7 +116,9 @@ def devlet(request, build_dir, dirs):
         return d
     yield start
 
+    # all stopped before any socket is checked: devlets may share a plugin dir
     problems = []
+    stopped = []
     for d in started:
         if d.proc is None:
             continue
@@ -122,6 +133,8 @@ def devlet(request, build_dir, dirs):
                 continue
             if rc != 0:
                 problems.append(f"devlet exited with code {rc} after SIGTERM (want 0)")
+        stopped.append(d)
+    for d in stopped:
         left = d.own_sockets()
         if left:
             problems.append(f"devlet left its sockets behind: {left}")

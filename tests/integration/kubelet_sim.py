@@ -160,10 +160,12 @@ class Device:
 
 
 class Snapshot:
-    """One ListAndWatch message: devices in the order sent."""
+    """One ListAndWatch message: devices in the order sent, and the
+    time.monotonic() of its arrival (the benchmark times health events)."""
 
     def __init__(self, seq: int, msg):
         self.seq = seq
+        self.time = time.monotonic()  # when it arrived
         self.raw = msg
         self.devices = [Device.from_pb(d) for d in msg.devices]
         self.by_id = {d.id: d for d in self.devices}
@@ -272,6 +274,8 @@ class KubeletSim:
         self._reject_message = ""
         self._server: Optional[grpc.Server] = None
         self._serving = 0  # the generation being served; 0 while stopped
+        self._dialing = set()  # GetDevicePluginOptions futures of Register handlers
+        self._stopped = True   # stop() ran: handlers still running stop dialing
 
     # -------------------------------------------------------- lifecycle
 
@@ -288,6 +292,7 @@ class KubeletSim:
         with self.cond:
             self.generation += 1
             gen = self.generation
+            self._stopped = False
         if server.add_insecure_port(unix_target(self.socket_path)) == 0:
             raise RuntimeError(f"cannot listen on {self.socket_path}")
         server.start()
@@ -301,6 +306,12 @@ class KubeletSim:
         server, self._server = self._server, None
         with self.cond:
             self._serving = 0
+            self._stopped = True
+            dialing = list(self._dialing)
+        # a plugin that went away mid-Register would hold its handler (and
+        # the interpreter's exit) for the whole dial timeout
+        for fut in dialing:
+            fut.cancel()
         if server is not None:
             server.stop(grace=None).wait(DEFAULT_TIMEOUT)
         with self.cond:
@@ -381,6 +392,11 @@ class KubeletSim:
         ep = Endpoint(self, req.resource_name, sock, reg.generation)
         fut = ep.client.options_future(timeout=DEFAULT_TIMEOUT, wait_for_ready=True)
         context.add_callback(fut.cancel)  # a stopped kubelet stops dialing
+        with self.cond:
+            self._dialing.add(fut)
+            stopped = self._stopped or self.generation != reg.generation
+        if stopped:
+            fut.cancel()
         try:
             ep.options = fut.result()
         except grpc.FutureCancelledError:
@@ -390,6 +406,9 @@ class KubeletSim:
             ep.stop()
             fail(grpc.StatusCode.UNKNOWN,
                  f"failed to dial device plugin: {e.code().name}: {e.details()}")
+        finally:
+            with self.cond:
+                self._dialing.discard(fut)
         with self.cond:
             stale = self._serving != reg.generation
             old = None

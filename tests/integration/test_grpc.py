@@ -658,6 +658,7 @@ def asan_binary(name):
 
 def test_asan_server_and_client_exit_clean(tmpdir_short, py_server):
     env = sanitizer_env()
+    asan_binary("grpc-testclient")  # run_client(build=ASAN_BUILD) runs it
     srv = CServer(asan_binary("grpc-testserver"), os.path.join(tmpdir_short, "asan.sock"), env=env)
     echo = Echo(srv.path)
     try:

@@ -11,68 +11,15 @@ GPU and all its replicas Unhealthy, devlet with NVML missing
 
 import json
 import os
-import shutil
 import subprocess
 
 import grpc
 import pytest
 
-from devlet_harness import DEVLET_BIN, devlet_env, hostdev_config, make_node, run_devlet, write_config
-from kubelet_sim import BUILD_DIR
+from devlet_harness import DEVLET_BIN, devlet_env, hostdev_config, make_node, run_devlet
+from mock_gpus import GPU, V100, MockNode, envs, start
 
-GPU = "nvidia.com/gpu"
-MOCK_LIB = os.path.join(BUILD_DIR, "mock-nvml", "libnvidia-ml.so.1")
-PROFILES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mock-nvml", "profiles")
-
-V100 = ["GPU-907a70c3-1012-f037-b64c-e4228c38fb29", "GPU-881ed162-ae2e-b154-7f15-052434b9b5df",
-        "GPU-5c90a958-7403-e430-ec66-a78795e761d1", "GPU-c7a2ea20-b2f1-4c94-2e05-319acb5c7427",
-        "GPU-7ebff206-8673-4721-4cdd-2055930d6eaf", "GPU-9be4bcfc-49b6-4a08-72e6-cc3ababced20",
-        "GPU-2a3af4d4-6b0a-18e8-830e-07bc1e398f10", "GPU-6bf46c69-7d2c-af82-eeea-cbe226e87555"]
 CDI_KEY = "cdi.k8s.io/nvidia-device-plugin_"
-
-
-class Node:
-    """The mock's YAML: a copy of a profile, rewritten atomically."""
-
-    def __init__(self, dirs, profile):
-        self.path = os.path.join(dirs.run, "nvml.yaml")
-        with open(os.path.join(PROFILES, profile + ".yaml")) as f:
-            self.base = f.read()
-        self.events = []
-        self.write()
-
-    def write(self):
-        text = self.base
-        if self.events:
-            text += "events:\n" + "".join(f"  - {e}\n" for e in self.events)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, self.path)
-
-    def xid(self, device, xid):
-        self.events.append(f"{{device: {device}, type: xid, xid: {xid}}}")
-        self.write()
-
-    def env(self, **extra):
-        return {"DEVLET_NVML_LIBRARY": MOCK_LIB, "MOCK_NVML_CONFIG": self.path, **extra}
-
-
-@pytest.fixture
-def node(dirs):
-    return lambda profile: Node(dirs, profile)
-
-
-def start(devlet, kubelet, node_, resources=(GPU,), config=None, args=(), env=None):
-    d = devlet(config, args=list(args), env=node_.env(**(env or {})))
-    for r in resources:
-        kubelet.wait_for_registration(r)
-        kubelet.wait_for_snapshot(r)
-    return d
-
-
-def envs(resp, i=0):
-    return dict(resp.container_responses[i].envs)
 
 
 # ------------------------------------------------------------ registration, ListAndWatch
@@ -224,7 +171,7 @@ def test_nvml_missing_keeps_serving_host_devices(kubelet, devlet, dirs):
 # ------------------------------------------------------------ devlet list
 
 def test_list_shows_gpus(dirs):
-    n = Node(dirs, "v100-dgx1")
+    n = MockNode(os.path.join(dirs.run, "nvml.yaml"), "v100-dgx1")
     r = run_devlet(["list", "--backends", "nvidia"], env=n.env())
     assert r.returncode == 0, r.stderr
     assert "NVIDIA: driver 535.161.08, CUDA 12.2, 8 GPUs" in r.stdout

@@ -6,13 +6,25 @@
  * registered its GPU for its type; a new set starts at the beginning.
  * nvmlEventSetWait gives the state lock up while it waits, waking when the
  * configuration changes (state.c broadcasts) and re-checking the file every
- * 20 ms, so events appended to the file reach a waiter within that time. */
+ * 20 ms (MOCK_NVML_EVENT_POLL_MS, 1 to 1000, changes it: the benchmark uses
+ * 1 to time what devlet adds), so events appended to the file reach a
+ * waiter within that time. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "mock.h"
 
-#define POLL_US 20000ULL
+#define POLL_MS_DEFAULT 20ULL
+
+static unsigned long long poll_us(void)
+{
+        const char *s = getenv("MOCK_NVML_EVENT_POLL_MS");
+        char *end;
+        unsigned long long ms = s && *s ? strtoull(s, &end, 10) : 0;
+        if (!s || !*s || *end || ms < 1 || ms > 1000)
+                ms = POLL_MS_DEFAULT;
+        return ms * 1000ULL;
+}
 
 MOCK_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
 {
@@ -100,6 +112,7 @@ static nvmlReturn_t wait_event(nvmlEventSet_t set, nvmlEventData_t *data, unsign
         if (!data || !mock_event_set_valid(set))
                 return NVML_ERROR_INVALID_ARGUMENT;
         unsigned long long deadline = mock_monotonic_us() + (unsigned long long)timeoutms * 1000ULL;
+        unsigned long long poll = poll_us();
         const struct mock_event *e;
         set->waiters++;
         for (;;) {
@@ -124,7 +137,7 @@ static nvmlReturn_t wait_event(nvmlEventSet_t set, nvmlEventData_t *data, unsign
                         r = NVML_ERROR_TIMEOUT;
                         break;
                 }
-                mock_wait_until(deadline - now < POLL_US ? deadline : now + POLL_US);
+                mock_wait_until(deadline - now < poll ? deadline : now + poll);
                 /* After shutdown the set is dead; otherwise look at the file. */
                 if (!set->dead)
                         mock_enter();

@@ -1,0 +1,215 @@
+"""GPU health as the kubelet sees it in ListAndWatch, over the mock NVML:
+an XID makes its GPU Unhealthy together with all its MIG devices (and their
+replicas) across resources; the XIDs ignored by default are ignored;
+DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS (all, xids, a list, and
+DISABLE=all with ENABLE=<list>); a GPU that NVML reports lost goes Unhealthy
+at once and GetPreferredAllocation still answers without it (also after a
+SIGHUP re-enumeration that finds it lost); health.recovery brings GPUs back
+after a quiet period; SIGHUP re-enumerates a node whose GPUs changed.
+
+Nothing here sleeps to see that something did not happen: an event that
+must change nothing is followed, in the same NVML event log, by one that
+must (a sentinel), and the sentinel's snapshot is checked for both; the
+monitor handles events in order and devlet sends the kubelet every change
+in order.  Where the sentinel cannot be an XID (all XIDs ignored), devlet's
+log line for the ignored XID says the event was handled before the
+sentinel is written."""
+
+import json
+import re
+
+from devlet_harness import run_devlet
+from mock_gpus import GPU, V100, start
+
+IGNORED_BY_DEFAULT = (13, 31, 43, 45, 68, 109)
+
+
+def unhealthy(*ids):
+    return lambda s: all(s.health(i) == "Unhealthy" for i in ids)
+
+
+def healthy(*ids):
+    return lambda s: all(s.health(i) == "Healthy" for i in ids)
+
+
+def wait_ignored(d, gpu, xid):
+    """Waits for devlet's log to say the monitor handled (and ignored) an XID."""
+    d.wait_log(rf"ignored XID gpu={gpu} uuid=\S+ xid={xid}\b")
+
+
+# ------------------------------------------------------------ XIDs
+
+def test_xid_marks_mig_devices_and_their_replicas(kubelet, devlet, node):
+    n = node("a100-mig-mixed")
+    small, mid, big = "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"
+    config = {"version": "v1", "flags": {"migStrategy": "mixed"}, "sharing": {"timeSlicing": {
+        "resources": [{"name": small, "replicas": 2}]}}}
+    start(devlet, kubelet, n, config=config, resources=[GPU, small, mid, big])
+    gpu0, gpu1 = n.mig_uuids(0), n.mig_uuids(1)
+    reps = lambda uuids: [f"{u}::{k}" for u in uuids for k in range(2)]  # noqa: E731
+    assert kubelet.wait_for_snapshot(small).ids() == reps(gpu0[2:] + gpu1)
+
+    # an XID on GPU 1: its seven 1g.10gb devices, both replicas of each
+    n.xid(1, 79)
+    snap = kubelet.wait_for_snapshot(small, unhealthy(*reps(gpu1)))
+    assert snap.healthy_ids() == reps(gpu0[2:])
+
+    # an XID in one MIG instance of GPU 0 (gi 5: its 2g.20gb) takes the whole
+    # board: the 3g.40gb and both 1g.10gb beside it too
+    n.xid(0, 94, gi=5, ci=0)
+    kubelet.wait_for_snapshot(mid, unhealthy(gpu0[0]))
+    snap = kubelet.wait_for_snapshot(big, unhealthy(gpu0[1]))
+    assert snap.healthy_ids() == n.mig_uuids(2)[1:] + n.mig_uuids(3)  # GPUs 2 and 3's
+    assert kubelet.wait_for_snapshot(small, unhealthy(*reps(gpu0[2:]))).healthy_ids() == []
+    assert kubelet.wait_for_snapshot(GPU).healthy_ids() == n.uuids()[4:]
+
+
+def test_default_ignored_xids(kubelet, devlet, node):
+    n = node("v100-dgx1")
+    d = start(devlet, kubelet, n)
+    # GPU 0 gets every ignored XID, then GPU 1 a critical one
+    n.xids([(0, x) for x in IGNORED_BY_DEFAULT] + [(1, 79)])
+    snap = kubelet.wait_for_snapshot(GPU, unhealthy(V100[1]))
+    assert snap.healthy_ids() == [u for u in V100 if u != V100[1]]
+    for x in IGNORED_BY_DEFAULT:
+        wait_ignored(d, 0, x)
+
+
+def run_with(devlet, kubelet, node, disable=None, enable=None):
+    env = {}
+    if disable is not None:
+        env["DP_DISABLE_HEALTHCHECKS"] = disable
+    if enable is not None:
+        env["DP_ENABLE_HEALTHCHECKS"] = enable
+    n = node("v100-dgx1")
+    return n, start(devlet, kubelet, n, env=env)
+
+
+def test_disable_a_list_enable_a_list(kubelet, devlet, node):
+    n, d = run_with(devlet, kubelet, node, disable="48, 79", enable="43")
+    # 79 and 48 ignored on top of the defaults; 43 made critical again
+    n.xids([(0, 79), (2, 48), (3, 13), (1, 43)])
+    snap = kubelet.wait_for_snapshot(GPU, unhealthy(V100[1]))
+    assert snap.healthy_ids() == [u for u in V100 if u != V100[1]]
+    n.xid(0, 94)
+    kubelet.wait_for_snapshot(GPU, unhealthy(V100[0]))
+
+
+def test_enable_all(kubelet, devlet, node):
+    n, d = run_with(devlet, kubelet, node, enable="all")
+    n.xid(5, 13)
+    snap = kubelet.wait_for_snapshot(GPU, unhealthy(V100[5]))
+    assert len(snap.healthy_ids()) == 7
+
+
+def test_disable_xids_still_sees_lost_gpus(kubelet, devlet, node):
+    n, d = run_with(devlet, kubelet, node, disable="xids")
+    n.xid(0, 79)
+    wait_ignored(d, 0, 79)
+    n.set_device(1, lost=True)
+    snap = kubelet.wait_for_snapshot(GPU, unhealthy(V100[1]))
+    assert snap.healthy_ids() == [u for u in V100 if u != V100[1]]
+
+
+def test_disable_all_with_an_enable_list(kubelet, devlet, node):
+    # NVIDIA documents this as "only these XIDs", but its code checks nothing
+    n, d = run_with(devlet, kubelet, node, disable="all", enable="48,94")
+    n.xids([(0, 79), (2, 13), (1, 48)])
+    snap = kubelet.wait_for_snapshot(GPU, unhealthy(V100[1]))
+    assert snap.healthy_ids() == [u for u in V100 if u != V100[1]]
+    n.xid(3, 94)
+    kubelet.wait_for_snapshot(GPU, unhealthy(V100[3]))
+
+
+def test_disable_all(kubelet, devlet, node):
+    n, d = run_with(devlet, kubelet, node, disable="ALL")
+    # no monitor at all: nothing could ever react to an event, so there is
+    # no event to wait for; devlet says so, and so does `devlet list`
+    assert "health checks disabled (DP_DISABLE_HEALTHCHECKS=all)" in d.log_text()
+    assert "health monitoring started" not in d.log_text()
+    assert kubelet.wait_for_snapshot(GPU).healthy_ids() == V100
+    r = run_devlet(["list", "-o", "json", "--backends", "nvidia"],
+                   env=n.env(DP_DISABLE_HEALTHCHECKS="all"))
+    assert json.loads(r.stdout)["backends"]["nvidia"]["health"] == "disabled (DP_DISABLE_HEALTHCHECKS=all)"
+
+
+def test_policy_as_devlet_list_shows_it(node):
+    n = node("v100-dgx1")
+    cases = [({}, "13,31,43,45,68,109"),
+             ({"DP_DISABLE_HEALTHCHECKS": "48,79", "DP_ENABLE_HEALTHCHECKS": "43"}, "13,31,45,68,109,48,79"),
+             ({"DP_DISABLE_HEALTHCHECKS": "xids"}, "all"),
+             ({"DP_DISABLE_HEALTHCHECKS": "all", "DP_ENABLE_HEALTHCHECKS": "48,94"}, "all except 48,94"),
+             ({"DP_ENABLE_HEALTHCHECKS": "all"}, "none")]
+    for env, ignored in cases:
+        r = run_devlet(["list", "-o", "json", "--backends", "nvidia"], env=n.env(**env))
+        assert r.returncode == 0, r.stderr
+        health = json.loads(r.stdout)["backends"]["nvidia"]["health"]
+        assert health == f"not monitored (one-shot); XIDs ignored: {ignored}", env
+
+
+# ------------------------------------------------------------ lost GPUs
+
+def test_lost_gpu_and_preferred_allocation(kubelet, devlet, node):
+    n = node("v100-dgx1")
+    d = start(devlet, kubelet, n)
+    n.set_device(0, lost=True)
+    snap = kubelet.wait_for_snapshot(GPU, unhealthy(V100[0]))
+    assert snap.healthy_ids() == V100[1:]
+    # NVIDIA's plugin fails every allocation on the node now; devlet answers
+    # from the topology it read at start, without the lost GPU: of the quads
+    # left, 4-7 has as many NVLinks as 0-3 had
+    assert kubelet.preferred(GPU, V100, [], 4) == V100[4:]
+    assert kubelet.preferred(GPU, V100, [], 2) == [V100[2], V100[3]]
+
+    # re-enumerated while lost: NVML cannot say who GPU 0 is any more
+    d.sighup()
+    snap = kubelet.wait_for_snapshot(GPU, lambda s: "lost-gpu-0" in s)
+    assert snap.ids() == ["lost-gpu-0"] + V100[1:]
+    assert snap.health("lost-gpu-0") == "Unhealthy" and snap.healthy_ids() == V100[1:]
+    assert kubelet.preferred(GPU, snap.ids(), [], 4) == V100[4:]
+    assert kubelet.preferred(GPU, snap.ids(), [V100[1]], 2) == [V100[1], V100[2]]
+
+
+# ------------------------------------------------------------ recovery
+
+def test_recovery_after_a_quiet_period(kubelet, devlet, node):
+    n = node("v100-dgx1")
+    config = {"version": "v1", "health": {"recovery": {"enabled": True, "quietPeriod": "300ms"}},
+              "sharing": {"timeSlicing": {"resources": [{"name": GPU, "replicas": 2}]}}}
+    d = start(devlet, kubelet, n, config=config)
+    reps = [f"{V100[2]}::0", f"{V100[2]}::1"]
+    n.xid(2, 79)
+    kubelet.wait_for_snapshot(GPU, unhealthy(*reps))
+    snap = kubelet.wait_for_snapshot(GPU, healthy(*reps))
+    assert len(snap.healthy_ids()) == 16
+    assert re.search(r"GPU healthy again gpu=2 .*no critical event for \d+ ms", d.log_text())
+
+    # a lost GPU comes back once NVML answers for it again
+    n.set_device(6, lost=True)
+    lost = [f"{V100[6]}::0", f"{V100[6]}::1"]
+    kubelet.wait_for_snapshot(GPU, unhealthy(*lost))
+    n.set_device(6, lost=False)
+    kubelet.wait_for_snapshot(GPU, lambda s: len(s.healthy_ids()) == 16)
+    # and an XID after recovery counts again
+    n.xid(2, 48)
+    kubelet.wait_for_snapshot(GPU, unhealthy(*reps))
+
+
+# ------------------------------------------------------------ re-enumeration
+
+def test_sighup_reenumerates_changed_gpus(kubelet, devlet, node):
+    n = node("h100-8x-nvswitch")
+    eighth = n.devices.pop()
+    n.write()
+    d = start(devlet, kubelet, n)
+    uuids = n.uuids()
+    assert kubelet.wait_for_snapshot(GPU).ids() == uuids
+    n.devices.append(eighth)
+    n.write()
+    d.sighup()
+    snap = kubelet.wait_for_snapshot(GPU, lambda s: len(s.ids()) == 8)
+    assert snap.ids() == uuids + [eighth["uuid"]] and snap.devices[7].numa == 1
+    assert len(kubelet.preferred(GPU, snap.ids(), [eighth["uuid"]], 8)) == 8
+    # the new GPU is watched too
+    n.xid(7, 79)
+    kubelet.wait_for_snapshot(GPU, unhealthy(eighth["uuid"]))
