@@ -49,6 +49,10 @@ int cmd_load_config(int argc, char **argv, struct devlet_config **out, int *argi
                 fprintf(stderr, "devlet %s: %s\n", argv[0], config_diag_format(&diag, buf, sizeof(buf)));
                 return r == -EINVAL ? EXIT_USAGE : 1;
         }
+        /* `run` logs its warnings itself, with the rest of its log */
+        if (strcmp(argv[0], "run") != 0)
+                for (size_t i = 0; (*out)->warnings && (*out)->warnings[i]; i++)
+                        fprintf(stderr, "devlet %s: warning: %s\n", argv[0], (*out)->warnings[i]);
         return 0;
 }
 
@@ -97,8 +101,8 @@ int main(int argc, char **argv)
                 if (strcmp(cmd, cmds[i].name) != 0)
                         continue;
                 if (cmds[i].config_flags && wants_help(argc - 1, argv + 1)) {
-                        printf("usage: devlet %s [flags]\n\nflags (flag > env > config file > default):\n",
-                               cmd);
+                        printf("usage: devlet %s [flags]%s\n\nflags (flag > env > config file > default):\n",
+                               cmd, strcmp(cmd, "list") == 0 ? " [-o table|json]" : "");
                         config_print_help(stdout);
                         return 0;
                 }

@@ -202,13 +202,19 @@ static void add_driver_files(struct builder *b, struct cdi_edits *e, const char 
                 }
 }
 
-/* nvidia-ctk takes "hook" before the hook's name; nvidia-cdi-hook does not. */
+/* The hook's path is the host's (the runtime runs it there).  devlet may run
+ * in a container that sees the host's root under the search root (the
+ * container driver root), so look there first, then at the path itself.
+ * nvidia-ctk takes "hook" before the hook's name; nvidia-cdi-hook does not. */
 static void add_ldcache_hook(struct builder *b, struct cdi_edits *e)
 {
         const char *path = b->opts->hook_path;
+        if (!path || path[0] != '/' || !b->lib_dirs_used)
+                return;
+        _cleanup_free_ char *seen = xasprintf("%s%s", b->search_root, path);
         struct stat st;
-        if (!path || path[0] != '/' || stat(path, &st) < 0 || !S_ISREG(st.st_mode) ||
-            !b->lib_dirs_used)
+        if ((stat(seen, &st) < 0 || !S_ISREG(st.st_mode)) &&
+            (stat(path, &st) < 0 || !S_ISREG(st.st_mode)))
                 return;
         const char *base = strrchr(path, '/') + 1;
         char **args = strv_push(xcalloc(1, sizeof(char *)), base);

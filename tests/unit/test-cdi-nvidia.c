@@ -302,11 +302,53 @@ static void test_labels_from_backend(void **state)
         config_free(cfg);
 }
 
+/* The ldcache hook's path is the host's: devlet, in its container, finds the
+ * program under the search root (its mount of the host's root) and the spec
+ * names the host path; without the program there is no hook. */
+static void test_ldcache_hook_under_search_root(void **state)
+{
+        tmp_mkdir("hostroot/usr/lib/x86_64-linux-gnu");
+        tmp_mkdir("hostroot/usr/bin");
+        tmp_write("hostroot/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", "elf");
+        char search[PATH_MAX + 64], hook[PATH_MAX + 64], dev_root[PATH_MAX + 64];
+        tmp_path(search, sizeof(search), "hostroot");
+        tmp_path(dev_root, sizeof(dev_root), "root"); /* the fixture's /dev/nvidia0 */
+        tmp_path(hook, sizeof(hook), "hostroot/usr/bin/nvidia-cdi-hook-test");
+        const struct cdi_nvidia_gpu gpu = { .uuid = "GPU-11111111-2222-3333-4444-555555555555",
+                                            .minor = 0 };
+        const struct cdi_nvidia_node node = { .driver_version = "550.54.15", .gpus = &gpu,
+                                              .n_gpus = 1 };
+        const struct cdi_nvidia_opts opts = { .kind = "nvidia.com/gpu", .driver_root = "/",
+                                              .search_root = search, .dev_root = dev_root,
+                                              .hook_path = "/usr/bin/nvidia-cdi-hook-test" };
+        for (int present = 1; present >= 0; present--) {
+                if (present)
+                        tmp_write("hostroot/usr/bin/nvidia-cdi-hook-test", "#!/bin/true\n");
+                else
+                        assert_int_equal(unlink(hook), 0);
+                struct cdi_spec *s = NULL;
+                char **warnings = NULL, *err = NULL;
+                assert_int_equal(cdi_spec_nvidia(&node, &opts, &s, &warnings, &err), 0);
+                assert_int_equal(s->edits.n_hooks, (size_t)present);
+                if (present) {
+                        const struct cdi_hook *h = &s->edits.hooks[0];
+                        assert_string_equal(h->path, "/usr/bin/nvidia-cdi-hook-test");
+                        assert_string_equal(h->args[1], "update-ldcache");
+                        assert_string_equal(h->args[2], "--folder");
+                        assert_string_equal(h->args[3], "/usr/lib/x86_64-linux-gnu");
+                }
+                strv_free(warnings);
+                free(err);
+                cdi_spec_free(s);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_allocate_names_are_in_the_spec),
                 cmocka_unit_test(test_mig_capabilities),
+                cmocka_unit_test(test_ldcache_hook_under_search_root),
                 cmocka_unit_test(test_extra_kinds),
                 cmocka_unit_test(test_labels_from_backend),
         };
