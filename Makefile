@@ -141,11 +141,12 @@ fuzz-smoke: fuzz
 		$$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 -artifact_prefix=build-fuzz/ \
 			build-fuzz/corpus-$$n fuzz/corpus/$$n 2>&1 | tail -n 2; done
 
+# integration runs last, so the run closes with pytest's summary line
 check: deps
 	$(MAKE) all unit
 	$(MAKE) asan
-	$(MAKE) integration
 	$(MAKE) fuzz-smoke
+	$(MAKE) integration
 
 demo: deps
 	$(MAKE) all py
