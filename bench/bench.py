@@ -277,7 +277,8 @@ def measure_scenario(sc: Scenario, calls: int, starts: int, preferred_calls: int
         running = None
         if sc.health:
             # again with the mock polling its file every 1 ms, on a fresh
-            # event log (a new event set reads the log from its start)
+            # event log (the file's events at start-up would happen again
+            # in the new process)
             prep.node.data["events"] = []
             prep.node.write()
             running = Devlet(ws.plugins, os.path.join(ws.root, "work-fast"), prep.config,

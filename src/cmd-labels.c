@@ -141,6 +141,13 @@ static int keep_labeling(struct labels_cmd *c)
         }
         labels_stop(TAKE_PTR(c->labeler));
         backends_destroy(c);
+        /* the backends finish first (a GPU health thread leaves its event
+         * wait); then whatever is left, our signal handles included */
+        if (rc == 0) {
+                uv_close((uv_handle_t *)&c->sig_term, NULL);
+                uv_close((uv_handle_t *)&c->sig_int, NULL);
+        }
+        uv_run(&c->loop, UV_RUN_DEFAULT);
         uv_walk(&c->loop, close_any, NULL);
         uv_run(&c->loop, UV_RUN_DEFAULT);
         uv_loop_close(&c->loop);

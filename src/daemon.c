@@ -128,6 +128,21 @@ static int devset_start(uv_loop_t *loop, const struct devlet_config *cfg, struct
         return 0;
 }
 
+/* Lets each new backend take over from the running one of its family what
+ * a fresh scan cannot see (the NVIDIA backend: GPUs found unhealthy, XID
+ * counts), before the new resources are served and the old ones go. */
+static void devset_inherit(struct devset *next, const struct devset *prev)
+{
+        for (size_t i = 0; i < next->n_backends; i++) {
+                const struct dev_backend_ops *ops = next->backends[i].ops;
+                for (size_t k = 0; ops->inherit && k < prev->n_backends; k++)
+                        if (prev->backends[k].ops == ops) {
+                                ops->inherit(next->backends[i].b, prev->backends[k].b);
+                                break;
+                        }
+        }
+}
+
 /* ---- node labels and CDI specs: extras whose failures are logged and never
  * stop the plugins ---- */
 
@@ -278,7 +293,8 @@ static char *config_content(const struct devlet_config *cfg)
 static void config_watch_start(struct daemon *d);
 
 /* Re-reads the config and re-enumerates devices from a fresh scan, then
- * re-registers.  The new backends are built before the old ones go, so a
+ * re-registers.  The new backends are built before the old ones go (and
+ * take over what the old ones knew that a scan cannot see), so a
  * backend that fails to start leaves everything running as it was; plugin
  * servers of resources that stay keep their sockets and open streams (they
  * get a fresh snapshot).  A config that fails to load keeps the running one;
@@ -308,6 +324,7 @@ static void reload(struct daemon *d, int rebuild)
                 config_free(cfg);
                 return;
         }
+        devset_inherit(&devs, &d->devs);
 
         int same_dirs = d->kubelet && strcmp(next->plugin_directory, d->cfg->plugin_directory) == 0 &&
                         strcmp(next->kubelet_socket, d->cfg->kubelet_socket) == 0;
@@ -409,6 +426,20 @@ static void on_signal(uv_signal_t *h, int signum)
         uv_stop(&d->loop);
 }
 
+/* The daemon's own handles (the modules close theirs when stopped). */
+static void close_own(struct daemon *d)
+{
+        uv_handle_t *own[] = {
+                (uv_handle_t *)&d->sig_hup,       (uv_handle_t *)&d->sig_term,
+                (uv_handle_t *)&d->sig_int,       (uv_handle_t *)&d->cfg_watch,
+                (uv_handle_t *)&d->cfg_debounce,  (uv_handle_t *)&d->restart_reload,
+                (uv_handle_t *)&d->devices_changed,
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(own); i++)
+                if (!uv_is_closing(own[i]))
+                        uv_close(own[i], NULL);
+}
+
 static void close_any(uv_handle_t *h, void *arg)
 {
         if (!uv_is_closing(h))
@@ -454,13 +485,19 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
 
         /* Finish every close the modules started, then tear the loop down.
          * Closing a uv_signal_t restores the default action, so block those
-         * signals first: one arriving now stays pending and dies with us. */
+         * signals first: one arriving now stays pending and dies with us.
+         * With our own handles closed, the loop runs until the modules are
+         * done, which includes a GPU health thread leaving its event wait
+         * (the NVIDIA backend releases NVML only then); anything a module
+         * left open but idle is closed last. */
         sigset_t block;
         sigemptyset(&block);
         for (size_t i = 0; i < ARRAY_SIZE(signums); i++)
                 sigaddset(&block, signums[i]);
         sigprocmask(SIG_BLOCK, &block, NULL);
         modules_stop(&d);
+        close_own(&d);
+        uv_run(&d.loop, UV_RUN_DEFAULT);
         uv_walk(&d.loop, close_any, NULL);
         uv_run(&d.loop, UV_RUN_DEFAULT);
         r = uv_loop_close(&d.loop);

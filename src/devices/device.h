@@ -152,6 +152,12 @@ struct dev_backend_ops {
          * loop, so the loop must run afterwards. */
         void (*destroy)(struct dev_backend *b);
         struct dev_resource **(*resources)(struct dev_backend *b, size_t *n);
+        /* Optional: on a reload, b (just created from a fresh scan, not yet
+         * served) takes over from prev (the running backend of the same ops,
+         * destroyed afterwards) what a scan cannot see, e.g. devices found
+         * unhealthy and event counters.  No loop turn runs between b's
+         * create and this call. */
+        void (*inherit)(struct dev_backend *b, struct dev_backend *prev);
         /* Optional: a backend-specific section `devlet list` prints after its
          * table (the NVIDIA backend: GPUs, MIG devices, topology). */
         void (*describe)(struct dev_backend *b, FILE *f);

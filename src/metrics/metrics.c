@@ -318,6 +318,12 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         }
         struct smp_nvml *nvml = nvml_open(cfg, &m->nvml_lib);
         m->collector = collector_for(cfg, nvml, m->store);
+        /* devlet's families now, which hands the XIDs to the collector before
+         * its first pass: a restart (on every reload) must not show
+         * DCGM_FI_DEV_XID_ERRORS back at 0 for a while */
+        size_t len;
+        char *text = render_devlet(m, m->collector, &len);
+        metrics_store_publish(m->store, METRICS_SLOT_DEVLET, text, len);
         r = collector_start(m->collector);
         if (r < 0) {
                 log_error("metrics", "cannot start the collector thread error=\"%s\"", strerror(-r));

@@ -331,3 +331,36 @@ def test_xid_from_the_health_monitor(devlet, nvml, dirs):
     assert counts == {(nvml.uuid(4), "43"): 1, (nvml.uuid(4), "79"): 1, (nvml.uuid(1), "43"): 1}
     # the XID made GPU 4 unhealthy: one unhealthy nvidia.com/gpu device
     assert select(samples, "devlet_devices", resource="nvidia.com/gpu", health="unhealthy")[0][1] == 1
+
+
+def test_xid_counters_survive_a_reload(devlet, nvml, dirs):
+    from metrics_sim import free_port
+    port = free_port()
+    d = devlet(args=["--metrics-address", f"127.0.0.1:{port}", "--collect-interval", "100",
+                     "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
+                     "--container-state-dirs", dirs.run], env=nvml.env())
+    d.wait_log(r"health monitoring started")
+    nvml.config["events"] = [{"device": 4, "type": "xid", "xid": 79}, {"device": 4, "type": "xid", "xid": 79}]
+    nvml.write()
+    count = lambda s, gpu, xid: [v for _, v in select(s, "devlet_xid_events_total", UUID=nvml.uuid(gpu), xid=xid)]  # noqa: E731
+    wait_samples(port, lambda s: count(s, 4, "79") == [2], WAIT, "GPU 4's two XIDs")
+    wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_XID_ERRORS", gpu="4") == [(
+        select(s, "DCGM_FI_DEV_XID_ERRORS", gpu="4")[0][0], 79)], WAIT, "GPU 4's last XID")
+    since = d.log_size()
+    d.sighup()
+    d.wait_log(r"serving metrics address=127.0.0.1:%d" % port, since=since)
+    # the restarted collector's first pass already has GPU 4's last XID
+    samples = wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_XID_ERRORS", gpu="4") and s, WAIT,
+                           "the XID series after the reload")
+    assert select(samples, "DCGM_FI_DEV_XID_ERRORS", gpu="4")[0][1] == 79
+    assert count(samples, 4, "79") == [2]
+    # an XID after the reload, seen by the new backend only: the sentinel
+    nvml.config["events"].append({"device": 1, "type": "xid", "xid": 48})
+    nvml.write()
+    samples = wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_XID_ERRORS", gpu="1")[0][1] == 48 and s,
+                           WAIT, "GPU 1's XID")
+    assert count(samples, 1, "48") == [1]
+    assert count(samples, 4, "79") == [2]
+    assert select(samples, "DCGM_FI_DEV_XID_ERRORS", gpu="4")[0][1] == 79
+    # GPU 4 is still unhealthy, GPU 1 now too
+    assert select(samples, "devlet_devices", resource="nvidia.com/gpu", health="unhealthy")[0][1] == 2

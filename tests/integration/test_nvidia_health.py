@@ -5,7 +5,10 @@ DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS (all, xids, a list, and
 DISABLE=all with ENABLE=<list>); a GPU that NVML reports lost goes Unhealthy
 at once and GetPreferredAllocation still answers without it (also after a
 SIGHUP re-enumeration that finds it lost); health.recovery brings GPUs back
-after a quiet period; SIGHUP re-enumerates a node whose GPUs changed.
+after a quiet period; SIGHUP re-enumerates a node whose GPUs changed; an
+unhealthy GPU stays unhealthy across reloads (SIGHUP, config change, kubelet
+restart) and still recovers after one; a reload never waits for the old
+health thread to leave its NVML event wait.
 
 Nothing here sleeps to see that something did not happen: an event that
 must change nothing is followed, in the same NVML event log, by one that
@@ -16,9 +19,10 @@ log line for the ignored XID says the event was handled before the
 sentinel is written."""
 
 import json
+import os
 import re
 
-from devlet_harness import run_devlet
+from devlet_harness import hostdev_config, make_node, run_devlet, wait_until
 from mock_gpus import GPU, V100, start
 
 IGNORED_BY_DEFAULT = (13, 31, 43, 45, 68, 109)
@@ -213,3 +217,84 @@ def test_sighup_reenumerates_changed_gpus(kubelet, devlet, node):
     # the new GPU is watched too
     n.xid(7, 79)
     kubelet.wait_for_snapshot(GPU, unhealthy(eighth["uuid"]))
+
+
+# ------------------------------------------------------------ reloads
+
+def new_stream_snapshots(kubelet, resource, **registration):
+    """The snapshots of the ListAndWatch stream the kubelet opened after the
+    registration named (count=N or generation=G), once it is current."""
+    ep = kubelet.wait_for_registration(resource, **registration).endpoint_obj
+    assert kubelet.endpoint(resource) is ep
+    return ep.snapshots
+
+
+def test_unhealthy_gpu_stays_unhealthy_across_reloads(kubelet, devlet, node):
+    n = node("v100-dgx1")
+    d = start(devlet, kubelet, n, config={"version": "v1"})
+    n.xid(3, 79)
+    kubelet.wait_for_snapshot(GPU, unhealthy(V100[3]))
+    bad = [V100[3]]
+
+    # each reload scans afresh, and NVML reports an XID once, to the event
+    # set that was registered when it happened; after each, an XID on one
+    # more GPU (seen by the new monitor) is the sentinel, and no snapshot of
+    # the stream the kubelet opened after the reload ever showed the older
+    # ones healthy
+    def check(sentinel, snapshots):
+        n.xid(sentinel, 79)
+        bad.append(V100[sentinel])
+        snap = kubelet.wait_for_snapshot(GPU, unhealthy(V100[sentinel]))
+        assert snap.healthy_ids() == [u for u in V100 if u not in bad]
+        assert snapshots and all(s.health(u) == "Unhealthy" for s in snapshots for u in bad[:-1])
+
+    d.sighup()
+    check(5, new_stream_snapshots(kubelet, GPU, count=2))
+    d.write_config({"version": "v1", "flags": {"migStrategy": "none"}})  # content changed: reload
+    check(6, new_stream_snapshots(kubelet, GPU, count=3))
+    kubelet.restart()
+    check(0, new_stream_snapshots(kubelet, GPU, generation=2))
+    assert len(re.findall(r"GPU still unhealthy after re-enumeration gpu=3 ", d.log_text())) >= 3
+
+
+def test_recovery_after_a_reload(kubelet, devlet, node):
+    n = node("v100-dgx1")
+    recovery = lambda quiet: {"version": "v1", "health": {"recovery": {  # noqa: E731
+        "enabled": True, "quietPeriod": quiet}}}
+    d = start(devlet, kubelet, n, config=recovery("1h"))
+    n.xid(2, 79)
+    kubelet.wait_for_snapshot(GPU, unhealthy(V100[2]))
+    since = d.log_size()
+    # the new monitor never sees that XID: it brings the GPU back because it
+    # took over the XID's time, and the shorter quiet period has passed
+    d.write_config(recovery("300ms"))
+    kubelet.wait_for_registration(GPU, count=2)
+    kubelet.wait_for_snapshot(GPU, healthy(V100[2]))
+    d.wait_log(r"GPU healthy again gpu=2 .*no critical event for \d+ ms", since=since)
+
+
+def test_reload_does_not_wait_for_the_health_thread(kubelet, devlet, node, dirs):
+    """nvmlEventSetWait blocks its thread for up to its timeout; the mock
+    holds every wait for as long as a file exists (and says so in it), so
+    the old health thread is provably still inside NVML while the reload
+    re-registers every resource."""
+    fuse = "devlet.io/fuse"
+    n = node("v100-dgx1")
+    make_node(f"{dirs.dev}/fuse")
+    hold = os.path.join(dirs.run, "hold")
+    open(hold, "w").close()
+    config = hostdev_config([{"name": "fuse", "groups": [{"paths": [{"path": f"{dirs.dev}/fuse"}]}]}],
+                            domain="devlet.io")
+    d = start(devlet, kubelet, n, config=config, resources=[GPU, fuse], args=["--verbosity", "1"],
+              env={"MOCK_NVML_EVENT_HOLD": hold})
+
+    def held():
+        with open(hold) as f:
+            return f.read().count("held")
+    wait_until(held, 10, "the health thread held in nvmlEventSetWait")
+    d.sighup()
+    kubelet.wait_for_registration(fuse, count=2)
+    kubelet.wait_for_registration(GPU, count=2)
+    assert "health monitor stopped" not in d.log_text()
+    os.unlink(hold)
+    d.wait_log(r"health monitor stopped")

@@ -188,11 +188,13 @@ struct mock_event {
         struct nvmlDevice_st *gpu;
         unsigned long long type, data;
         unsigned gi, ci;
+        unsigned long long at; /* when it happened on the event clock; 0: not yet */
 };
 
 struct mock_reg {
         struct nvmlDevice_st *dev;
         unsigned long long mask;
+        unsigned long long since; /* event clock at registration: later events only */
 };
 
 struct nvmlEventSet_st {
@@ -234,9 +236,16 @@ struct nvmlDevice_st *mock_device_by_uuid(const char *uuid);
 struct nvmlGpuInstance_st *mock_gi_find(const struct nvmlDevice_st *gpu, unsigned id);
 struct nvmlComputeInstance_st *mock_ci_find(const struct nvmlGpuInstance_st *gi, unsigned id);
 
-/* Events (state.c): the log of every event read from the configuration. */
+/* Events (state.c): the log of every event read from the configuration.
+ * An event happens when it is first seen in the file, except that those
+ * seen before the first wait since nvmlInit (the file's events at start-up)
+ * happen at that wait (mock_events_begin). */
 size_t mock_event_count(void);
 const struct mock_event *mock_event_at(size_t i);
+/* Ticks the event clock and returns the new time (registrations). */
+unsigned long long mock_event_clock_tick(void);
+/* Called by every wait: makes the events still waiting to happen happen. */
+void mock_events_begin(void);
 nvmlEventSet_t mock_event_set_new(void);
 bool mock_event_set_valid(nvmlEventSet_t set);
 /* nvmlEventSetFree: unlinks the set; a thread waiting on it frees it when it

@@ -1,16 +1,28 @@
 /* Mock NVML: event sets.
  *
  * Events come from the configuration's `events` list, logged by state.c in
- * the order they appeared.  Each event set walks that log with its own
- * cursor, so every event is delivered once per set, to the sets that
- * registered its GPU for its type; a new set starts at the beginning.
+ * the order they appeared, each stamped with when it happened.  Each event
+ * set walks that log with its own cursor and delivers an event once, if it
+ * had registered the event's GPU before the event happened and registered
+ * it for the event's type: a set created after an event never sees it, as
+ * with NVML.  The events in the file at start-up happen at the first wait
+ * after nvmlInit (state.c), so every set registered by then gets them.
  * nvmlEventSetWait gives the state lock up while it waits, waking when the
  * configuration changes (state.c broadcasts) and re-checking the file every
  * 20 ms (MOCK_NVML_EVENT_POLL_MS, 1 to 1000, changes it: the benchmark uses
  * 1 to time what devlet adds), so events appended to the file reach a
- * waiter within that time. */
+ * waiter within that time.
+ *
+ * MOCK_NVML_EVENT_HOLD names a file: while it exists, a wait neither
+ * delivers nor times out (only a freed set or nvmlShutdown ends it), and
+ * each wait appends "held" to the file when it starts being held, so a test
+ * knows that a waiter is stuck inside NVML, as a real wait is for up to its
+ * timeout. */
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mock.h"
 
@@ -85,20 +97,45 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
                         return NVML_SUCCESS;
                 }
         mock_grow((void **)&set->regs, &set->cap_regs, set->n_regs + 1, sizeof(*set->regs));
-        set->regs[set->n_regs++] = (struct mock_reg){.dev = d, .mask = eventTypes};
+        set->regs[set->n_regs++] =
+            (struct mock_reg){.dev = d, .mask = eventTypes, .since = mock_event_clock_tick()};
         return NVML_SUCCESS;
 }
 
-/* Advances the set's cursor to the next event it registered for. */
+/* Advances the set's cursor to the next event it registered for before
+ * the event happened. */
 static const struct mock_event *next_event(nvmlEventSet_t set)
 {
         while (set->cursor < mock_event_count()) {
-                const struct mock_event *e = mock_event_at(set->cursor++);
+                const struct mock_event *e = mock_event_at(set->cursor);
+                if (!e->at)
+                        break; /* not happened yet */
+                set->cursor++;
                 for (size_t i = 0; i < set->n_regs; i++)
-                        if (e->gpu && set->regs[i].dev == e->gpu && (set->regs[i].mask & e->type))
+                        if (e->gpu && set->regs[i].dev == e->gpu && (set->regs[i].mask & e->type) &&
+                            set->regs[i].since < e->at)
                                 return e;
         }
         return NULL;
+}
+
+/* Whether MOCK_NVML_EVENT_HOLD's file exists; the first time for a wait,
+ * appends "held" to it. */
+static bool hold(bool *told)
+{
+        const char *path = getenv("MOCK_NVML_EVENT_HOLD");
+        if (!path || !*path || access(path, F_OK) != 0)
+                return false;
+        if (!*told) {
+                int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+                if (fd >= 0) {
+                        if (write(fd, "held\n", 5) != 5)
+                                fputs("mock-nvml: cannot write to MOCK_NVML_EVENT_HOLD\n", stderr);
+                        close(fd);
+                }
+                *told = true;
+        }
+        return true;
 }
 
 /* size: 32 bytes for _v2, 24 (no instance IDs) for the unversioned call. */
@@ -114,11 +151,19 @@ static nvmlReturn_t wait_event(nvmlEventSet_t set, nvmlEventData_t *data, unsign
         unsigned long long deadline = mock_monotonic_us() + (unsigned long long)timeoutms * 1000ULL;
         unsigned long long poll = poll_us();
         const struct mock_event *e;
+        bool told = false;
+        mock_events_begin();
         set->waiters++;
         for (;;) {
                 if (set->dead) {
                         r = NVML_ERROR_UNINITIALIZED;
                         break;
+                }
+                if (hold(&told)) {
+                        mock_wait_until(mock_monotonic_us() + poll);
+                        if (!set->dead)
+                                mock_enter();
+                        continue;
                 }
                 if ((e = next_event(set))) {
                         nvmlEventData_t v = {

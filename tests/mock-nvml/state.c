@@ -19,7 +19,12 @@
  *
  * Events listed in the file go into an append-only log; on a reload the new
  * file's list is compared with the old one and what follows their common
- * prefix is appended, so appending events to the file delivers just those. */
+ * prefix is appended, so appending events to the file delivers just those.
+ * Each logged event is stamped with the time it happened on an event clock
+ * that registrations tick too, so a set gets only the events that happened
+ * after it registered their GPU, as with NVML.  Events logged before the
+ * first wait since nvmlInit (those in the file at start-up) happen at that
+ * wait, so every set registered by then gets them. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +60,8 @@ static struct {
 
         struct mock_event *log;
         size_t n_log, cap_log;
+        unsigned long long clock; /* the event clock */
+        bool waited;              /* a wait happened since nvmlInit: events happen when seen */
         struct nvmlEventSet_st *sets;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -238,6 +245,7 @@ static void apply(struct mock_config *cfg, const char *path, const struct file_i
                     .data = e->data,
                     .gi = e->gi,
                     .ci = e->ci,
+                    .at = S.waited ? ++S.clock : 0,
                 };
         }
         mock_config_free(old);
@@ -329,9 +337,11 @@ nvmlReturn_t mock_shutdown(void)
 {
         if (!S.refcount)
                 return NVML_ERROR_UNINITIALIZED;
-        if (--S.refcount == 0)
+        if (--S.refcount == 0) {
                 while (S.sets)
                         set_kill(S.sets);
+                S.waited = false;
+        }
         return NVML_SUCCESS;
 }
 
@@ -419,6 +429,21 @@ const struct mock_event *mock_event_at(size_t i)
         return &S.log[i];
 }
 
+unsigned long long mock_event_clock_tick(void)
+{
+        return ++S.clock;
+}
+
+void mock_events_begin(void)
+{
+        if (S.waited)
+                return;
+        S.waited = true;
+        for (size_t i = 0; i < S.n_log; i++)
+                if (!S.log[i].at)
+                        S.log[i].at = ++S.clock;
+}
+
 nvmlEventSet_t mock_event_set_new(void)
 {
         struct nvmlEventSet_st *s = mock_alloc(sizeof(*s));
@@ -477,4 +502,6 @@ __attribute__((destructor)) static void mock_fini(void)
         S.path = NULL;
         S.cfg = NULL;
         S.n_devs = S.n_gis = S.n_cis = S.n_log = 0;
+        S.clock = 0;
+        S.waited = false;
 }

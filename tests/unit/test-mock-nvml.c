@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -824,6 +825,7 @@ static const char events_cfg[] =
 
 struct waiter {
         nvmlEventSet_t set;
+        bool no_timeout; /* wait 0 ms instead of a minute */
         nvmlReturn_t r;
         nvmlEventData_t data;
 };
@@ -831,7 +833,7 @@ struct waiter {
 static void *wait_thread(void *arg)
 {
         struct waiter *w = arg;
-        w->r = N(nvmlEventSetWait_v2)(w->set, &w->data, 60000);
+        w->r = N(nvmlEventSetWait_v2)(w->set, &w->data, w->no_timeout ? 0 : 60000);
         return NULL;
 }
 
@@ -900,15 +902,25 @@ static void test_events(void **state)
         assert_int_equal(w.data.eventData, 48);
         assert_int_equal(N(nvmlEventSetWait_v2)(only0, &e, 0), NVML_ERROR_TIMEOUT);
 
-        /* A set created now sees the whole log. */
+        /* A set registered now gets none of the events that happened before
+         * (NVML reports what happens after registration); one appended now
+         * reaches it and the older sets alike. */
         nvmlEventSet_t late;
         assert_int_equal(N(nvmlEventSetCreate)(&late), NVML_SUCCESS);
         assert_int_equal(N(nvmlDeviceRegisterEvents)(g0, nvmlEventTypeXidCriticalError, late),
                          NVML_SUCCESS);
-        unsigned seen = 0;
-        while (N(nvmlEventSetWait_v2)(late, &e, 0) == NVML_SUCCESS)
-                seen++;
-        assert_int_equal(seen, 3);
+        assert_int_equal(N(nvmlEventSetWait_v2)(late, &e, 0), NVML_ERROR_TIMEOUT);
+        char again[sizeof(more) + 64];
+        snprintf(again, sizeof(again), "%s  - {device: 0, type: xid, xid: 31}\n", more);
+        write_cfg(again);
+        assert_int_equal(N(nvmlEventSetWait_v2)(both, &e, 1000), NVML_SUCCESS);
+        assert_int_equal(e.eventData, 48); /* not read from this set yet */
+        nvmlEventSet_t sets[] = {late, only0, both};
+        for (size_t i = 0; i < 3; i++) {
+                assert_int_equal(N(nvmlEventSetWait_v2)(sets[i], &e, 1000), NVML_SUCCESS);
+                assert_int_equal(e.eventData, 31);
+                assert_int_equal(N(nvmlEventSetWait_v2)(sets[i], &e, 0), NVML_ERROR_TIMEOUT);
+        }
         assert_int_equal(N(nvmlEventSetFree)(late), NVML_SUCCESS);
         assert_int_equal(N(nvmlEventSetFree)(late), NVML_ERROR_INVALID_ARGUMENT);
         assert_int_equal(N(nvmlEventSetFree)(only0), NVML_SUCCESS);
@@ -919,6 +931,63 @@ static void test_events(void **state)
         assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
         assert_int_equal(pthread_join(t, NULL), 0);
         assert_int_equal(w.r, NVML_ERROR_UNINITIALIZED);
+
+        /* Once per process: after nvmlShutdown and nvmlInit the events in
+         * the file have happened, and a new set gets none of them. */
+        assert_int_equal(N(nvmlInit_v2)(), NVML_SUCCESS);
+        nvmlEventSet_t fresh;
+        assert_int_equal(N(nvmlEventSetCreate)(&fresh), NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceRegisterEvents)(g0, nvmlEventTypeXidCriticalError, fresh),
+                         NVML_SUCCESS);
+        assert_int_equal(N(nvmlEventSetWait_v2)(fresh, &e, 0), NVML_ERROR_TIMEOUT);
+        assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
+}
+
+/* MOCK_NVML_EVENT_HOLD: a wait stays inside the library while the file
+ * exists, says so in the file, and carries on when it is removed. */
+static void test_event_hold(void **state)
+{
+        (void)state;
+        char hold[PATH_MAX + 32];
+        snprintf(hold, sizeof(hold), "%s/hold", dir);
+        write_cfg(events_cfg);
+        assert_int_equal(N(nvmlInit_v2)(), NVML_SUCCESS);
+        nvmlEventSet_t set;
+        assert_int_equal(N(nvmlEventSetCreate)(&set), NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceRegisterEvents)(dev(0), nvmlEventTypeXidCriticalError, set),
+                         NVML_SUCCESS);
+        FILE *f = fopen(hold, "we");
+        assert_non_null(f);
+        assert_int_equal(fclose(f), 0);
+        setenv("MOCK_NVML_EVENT_HOLD", hold, 1);
+
+        /* even a wait that would time out at once is held */
+        struct waiter w = {.set = set, .no_timeout = true};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+        char text[64] = "";
+        for (int i = 0; i < 10000 && !strstr(text, "held"); i++) {
+                f = fopen(hold, "re");
+                assert_non_null(f);
+                size_t n = fread(text, 1, sizeof(text) - 1, f);
+                text[n] = 0;
+                fclose(f);
+                usleep(1000);
+        }
+        assert_non_null(strstr(text, "held"));
+        /* an event appended while held is delivered once released */
+        char more[sizeof(events_cfg) + 64];
+        snprintf(more, sizeof(more), "%s  - {device: 0, type: xid, xid: 63}\n", events_cfg);
+        write_cfg(more);
+        unsigned n;
+        assert_int_equal(N(nvmlDeviceGetCount_v2)(&n), NVML_SUCCESS);
+        assert_int_equal(unlink(hold), 0);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        unsetenv("MOCK_NVML_EVENT_HOLD");
+        assert_int_equal(w.r, NVML_SUCCESS);
+        assert_int_equal(w.data.eventData, 63);
+        assert_int_equal(N(nvmlEventSetFree)(set), NVML_SUCCESS);
+        assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
 }
 
 static const char lost_cfg[] =
@@ -1018,6 +1087,7 @@ int main(void)
             cmocka_unit_test(test_topology),
             cmocka_unit_test(test_processes),
             cmocka_unit_test(test_events),
+            cmocka_unit_test(test_event_hold),
             cmocka_unit_test(test_lost_and_reload),
         };
         return cmocka_run_group_tests(tests, setup, teardown);

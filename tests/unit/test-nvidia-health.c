@@ -1,8 +1,9 @@
 /* GPU health in the NVIDIA backend: the XID policy as a pure function, and
  * the monitor thread against the mock, driven through a real uv loop until
- * the resources report the change.  Events and lost GPUs are injected by
- * rewriting the mock's YAML; every test uses UUIDs of its own, because the
- * mock's event log lives as long as the process. */
+ * the resources report the change; what a reload's new backend inherits;
+ * stopping without waiting for the thread.  Events and lost GPUs are
+ * injected by rewriting the mock's YAML; every test uses UUIDs of its own,
+ * because the mock's event log lives as long as the process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -149,18 +150,41 @@ static void on_change(struct dev_resource *r, void *ud)
         ((struct watch *)ud)->changes++;
 }
 
-static void watch_start(struct watch *w, const char *yaml)
+static void watch_resources(struct watch *w)
 {
-        memset(w, 0, sizeof(*w));
-        assert_int_equal(uv_loop_init(&w->loop), 0);
-        w->cfg = cfg_yaml(yaml);
-        w->b = backend_new(&w->loop, w->cfg);
         size_t n;
         struct dev_resource **res = nvidia_backend_ops.resources(w->b, &n);
         for (size_t i = 0; i < n; i++) {
                 res[i]->on_change = on_change;
                 res[i]->on_change_ud = w;
         }
+}
+
+static void watch_start(struct watch *w, const char *yaml)
+{
+        memset(w, 0, sizeof(*w));
+        assert_int_equal(uv_loop_init(&w->loop), 0);
+        w->cfg = cfg_yaml(yaml);
+        w->b = backend_new(&w->loop, w->cfg);
+        watch_resources(w);
+}
+
+/* What the daemon's reload does: a new backend from a fresh scan (with
+ * config yaml, NULL: the same), inherit, destroy the old one; the watch
+ * follows the new one, its change count reset. */
+static void watch_reload(struct watch *w, const char *yaml)
+{
+        struct devlet_config *cfg = yaml ? cfg_yaml(yaml) : NULL;
+        struct dev_backend *next = backend_new(&w->loop, cfg ? cfg : w->cfg);
+        nvidia_backend_ops.inherit(next, w->b);
+        nvidia_backend_ops.destroy(w->b);
+        if (cfg) {
+                config_free(w->cfg);
+                w->cfg = cfg;
+        }
+        w->b = next;
+        w->changes = 0;
+        watch_resources(w);
 }
 
 static void watch_stop(struct watch *w)
@@ -347,8 +371,145 @@ static void test_unsupported_events(void **state)
         watch_start(&w, NULL);
         assert_int_equal(gpu_health(&w, 1), 0);
         assert_int_equal(gpu_health(&w, 0), 1);
-        assert_contains(((struct nvidia_backend *)w.b)->gpu_reason[1], "too old");
+        assert_contains(((struct nvidia_backend *)w.b)->gpu_health[1].reason, "too old");
         watch_stop(&w);
+}
+
+static struct nvidia_gpu_health *gpu_state(struct watch *w, size_t gpu)
+{
+        return &((struct nvidia_backend *)w->b)->gpu_health[gpu];
+}
+
+static void test_inherit_health_and_counts(void **state)
+{
+        struct watch w;
+        watch_start(&w, shared_yaml);
+        add_event("{device: 0, type: xid, xid: 43}"); /* ignored, but counted */
+        add_event("{device: 1, type: xid, xid: 79}");
+        wait_changes(&w, 1);
+        assert_int_equal(gpu_health(&w, 1), 0);
+        int64_t since = gpu_state(&w, 1)->since;
+        assert_true(since > 0);
+        struct nvidia_xid_event before[4];
+        assert_int_equal(nvidia_backend_xid_events(w.b, before, 4), 2);
+
+        watch_reload(&w, NULL);
+        /* the new scan's devices start unhealthy, MIG devices and replicas of
+         * GPU 0 untouched, with the old reason and the time of the XID */
+        assert_int_equal(gpu_health(&w, 1), 0);
+        assert_int_equal(gpu_health(&w, 0), 1);
+        assert_string_equal(gpu_state(&w, 1)->reason, "XID 79");
+        assert_int_equal(gpu_state(&w, 1)->since, since);
+        assert_int_equal(nvidia_backend_xid_count(w.b, 79), 1);
+        assert_int_equal(nvidia_backend_xid_count(w.b, 43), 1);
+        struct nvidia_xid_event after[4];
+        assert_int_equal(nvidia_backend_xid_events(w.b, after, 4), 2);
+        for (size_t i = 0; i < 2; i++) {
+                assert_string_equal(after[i].uuid, before[i].uuid);
+                assert_int_equal(after[i].xid, before[i].xid);
+                assert_int_equal(after[i].count, before[i].count);
+                assert_int_equal(after[i].seq, before[i].seq);
+        }
+
+        /* the new monitor counts on from there; GPU 1 stays unhealthy (no
+         * recovery) */
+        add_event("{device: 0, type: xid, xid: 79}");
+        wait_changes(&w, 1);
+        assert_int_equal(gpu_health(&w, 0), 0);
+        assert_int_equal(gpu_health(&w, 1), 0);
+        assert_int_equal(nvidia_backend_xid_count(w.b, 79), 2);
+        struct nvidia_xid_event last[4];
+        assert_int_equal(nvidia_backend_xid_events(w.b, last, 4), 3);
+        assert_true(last[2].seq > before[1].seq);
+        watch_stop(&w);
+}
+
+/* The new monitor never saw the XID: that it brings the GPU back proves
+ * the seed reached its view. */
+static void test_inherit_then_recover(void **state)
+{
+        struct watch w;
+        watch_start(&w, "version: v1\nhealth: {recovery: {enabled: true, quietPeriod: 1h}}\n");
+        add_event("{device: 1, type: xid, xid: 79}");
+        wait_changes(&w, 1);
+        assert_int_equal(gpu_health(&w, 1), 0);
+        watch_reload(&w, "version: v1\nhealth: {recovery: {enabled: true, quietPeriod: 0s}}\n");
+        assert_int_equal(gpu_health(&w, 1), 0);
+        wait_changes(&w, 1);
+        assert_int_equal(gpu_health(&w, 1), 1);
+        assert_null(gpu_state(&w, 1)->reason);
+        watch_stop(&w);
+}
+
+/* Lost while running, answering again at the reload: unhealthy still, and
+ * its quiet period counts from the reload at the earliest. */
+static void test_inherit_lost(void **state)
+{
+        struct watch w;
+        watch_start(&w, NULL);
+        strcpy(gpu1_extra, "    lost: true\n");
+        write_node();
+        wait_changes(&w, 1);
+        gpu1_extra[0] = '\0';
+        write_node();
+        assert_true(gpu_state(&w, 1)->lasting);
+        int64_t before = nvidia_health_now_ms();
+        watch_reload(&w, NULL);
+        assert_int_equal(gpu_health(&w, 1), 0);
+        assert_true(gpu_state(&w, 1)->lasting);
+        assert_true(gpu_state(&w, 1)->since >= before);
+        watch_stop(&w);
+}
+
+/* Without a monitor the scan decides health; counters still carry over. */
+static void test_inherit_unmonitored(void **state)
+{
+        struct watch w;
+        watch_start(&w, NULL);
+        add_event("{device: 1, type: xid, xid: 79}");
+        wait_changes(&w, 1);
+        setenv("DP_DISABLE_HEALTHCHECKS", "all", 1);
+        watch_reload(&w, NULL);
+        assert_null(((struct nvidia_backend *)w.b)->health);
+        assert_int_equal(gpu_health(&w, 1), 1);
+        assert_int_equal(nvidia_backend_xid_count(w.b, 79), 1);
+        watch_stop(&w);
+}
+
+static bool file_says_held(const char *path)
+{
+        char text[64] = "";
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return false;
+        size_t n = fread(text, 1, sizeof(text) - 1, f);
+        text[n] = '\0';
+        fclose(f);
+        return strstr(text, "held") != NULL;
+}
+
+/* destroy() while the thread is stuck in nvmlEventSetWait (the mock holds
+ * it) returns at once; the loop keeps the monitor's handle until the wait
+ * ends, then releases everything. */
+static void test_destroy_does_not_wait(void **state)
+{
+        char hold[PATH_MAX + 16];
+        tmp_path(hold, sizeof(hold), "hold");
+        tmp_write("hold", "");
+        setenv("MOCK_NVML_EVENT_HOLD", hold, 1);
+        struct watch w;
+        watch_start(&w, NULL);
+        for (int i = 0; i < 10000 && !file_says_held(hold); i++)
+                usleep(1000);
+        assert_true(file_says_held(hold));
+        nvidia_backend_ops.destroy(w.b);
+        uv_run(&w.loop, UV_RUN_NOWAIT);
+        assert_true(uv_loop_alive(&w.loop)); /* the monitor's handle, waiting for the thread */
+        assert_int_equal(unlink(hold), 0);
+        unsetenv("MOCK_NVML_EVENT_HOLD");
+        uv_run(&w.loop, UV_RUN_DEFAULT);
+        assert_int_equal(uv_loop_close(&w.loop), 0);
+        config_free(w.cfg);
 }
 
 static void *hiding_lookup(void *ctx, const char *name)
@@ -398,6 +559,11 @@ int main(void)
                 cmocka_unit_test_setup(test_unsupported_events, health_setup),
                 cmocka_unit_test_setup(test_start_failure, health_setup),
                 cmocka_unit_test_setup(test_no_loop_no_thread, health_setup),
+                cmocka_unit_test_setup(test_inherit_health_and_counts, health_setup),
+                cmocka_unit_test_setup(test_inherit_then_recover, health_setup),
+                cmocka_unit_test_setup(test_inherit_lost, health_setup),
+                cmocka_unit_test_setup(test_inherit_unmonitored, health_setup),
+                cmocka_unit_test_setup(test_destroy_does_not_wait, health_setup),
         };
         return cmocka_run_group_tests(tests, nvidia_group_setup, nvidia_group_teardown);
 }

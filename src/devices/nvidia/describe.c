@@ -38,7 +38,7 @@ static void link_name(const struct nvml_inventory *inv, size_t a, size_t b, char
 
 static const char *health_of(const struct nvidia_backend *b, size_t gpu)
 {
-        return b->gpu_bad[gpu] ? "Unhealthy" : "Healthy";
+        return b->gpu_health[gpu].bad ? "Unhealthy" : "Healthy";
 }
 
 void nvidia_describe(struct dev_backend *db, FILE *f)
@@ -66,8 +66,8 @@ void nvidia_describe(struct dev_backend *db, FILE *f)
                         g->bus_id[0] ? g->bus_id : "?", mem, numa,
                         !g->mig_capable ? "-" : g->mig_enabled ? "on" : "off", reps,
                         health_of(b, i));
-                if (b->gpu_bad[i] && b->gpu_reason[i])
-                        fprintf(f, " (%s)", b->gpu_reason[i]);
+                if (b->gpu_health[i].bad && b->gpu_health[i].reason)
+                        fprintf(f, " (%s)", b->gpu_health[i].reason);
                 fputc('\n', f);
                 for (size_t j = 0; j < g->n_migs; j++) {
                         const struct nvml_mig_dev *m = &g->migs[j];
@@ -133,8 +133,8 @@ json_t *nvidia_describe_json(struct dev_backend *db)
                                     "compute_capability", cc, "lost", g->lost, "mig_enabled",
                                     g->mig_enabled, "mig_devices", migs, "replicas",
                                     (int)replicas_of(b, i), "health", health_of(b, i), "reason",
-                                    b->gpu_reason[i] ? json_string(b->gpu_reason[i])
-                                                     : json_null()));
+                                    b->gpu_health[i].reason ? json_string(b->gpu_health[i].reason)
+                                                            : json_null()));
         }
         json_t *nv = json_array(), *links = json_array();
         for (size_t a = 0; a < inv->n_gpus; a++) {

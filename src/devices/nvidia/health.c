@@ -17,11 +17,20 @@
  * own XID (48).  A failed wait marks every GPU unhealthy (NVIDIA's rule:
  * it cannot tell which one is at fault).
  *
- * The one queue: the thread appends struct nvidia_health_msg to a
+ * The queue to the loop: the thread appends struct nvidia_health_msg to a
  * mutex-protected list and calls uv_async_send; the loop drains the whole
- * list in on_async and hands it to the callback as one batch.  The loop
- * never calls NVML here; the thread never touches devlet's device model.
- * Logs at debug only: the callback decides what is worth telling. */
+ * list in on_async and hands it to the callback as one batch.  The inbox
+ * the other way, under the same mutex: seeds (GPUs an earlier monitor saw
+ * fail, after a reload), taken by the thread whenever a wait ends.
+ *
+ * Stopping never blocks the loop: stop sets a flag and returns; the thread
+ * notices when its wait ends, marks itself exited and sends the async
+ * handle once more; on_async then joins it (it is past its last NVML call),
+ * frees the event set and closes the handle, and the close callback tells
+ * the owner, who may then shut NVML down.  The loop never calls NVML here
+ * apart from registration before the thread starts and that last free; the
+ * thread never touches devlet's device model.  Logs at debug only: the
+ * callback decides what is worth telling. */
 #include "devices/nvidia/health.h"
 
 #include <ctype.h>
@@ -195,6 +204,7 @@ char *nvidia_xid_policy_ignored(const struct nvidia_xid_policy *p)
 
 struct gpu_view {
         bool bad;
+        bool lost;        /* NVML said so at the last probe */
         bool permanent;   /* never recovers (no events, or no handle) */
         bool registered;  /* in the event set */
         int64_t last_bad; /* ms, monotonic */
@@ -204,20 +214,28 @@ struct nvidia_health {
         struct nvidia_health_cfg cfg;
         nvmlEventSet_t set;
         pthread_t thread;
-        bool thread_started;
         atomic_bool stop;
         struct gpu_view *view; /* the thread's, after start */
 
-        /* the queue */
+        /* the queue, the inbox and the thread's exit, under lock */
         pthread_mutex_t lock;
         pthread_cond_t wake; /* for the thread's pauses, so stop is prompt */
         struct nvidia_health_msg *head, *tail;
+        struct nvidia_health_seed *seeds;
+        size_t n_seeds;
+        atomic_bool seeded; /* seeds waiting: the thread's cheap check */
+        bool exited;        /* the thread made its last NVML call */
         uv_async_t async;
         nvidia_health_cb cb;
         void *ud;
+
+        /* the loop's, once stop was asked */
+        bool stopping;
+        void (*done)(void *ud);
+        void *done_ud;
 };
 
-static int64_t now_ms(void)
+int64_t nvidia_health_now_ms(void)
 {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -256,13 +274,33 @@ static void free_msgs(struct nvidia_health_msg *m)
         }
 }
 
+static void on_closed(uv_handle_t *handle);
+
+/* The thread is gone or about to return: nothing of NVML is in use any
+ * more but the event set. */
+static void finish(struct nvidia_health *h)
+{
+        pthread_join(h->thread, NULL);
+        h->cfg.lib->event_set_free(h->set);
+        h->set = NULL;
+        log_debug("nvidia", "health monitor stopped");
+        uv_close((uv_handle_t *)&h->async, on_closed);
+}
+
 static void on_async(uv_async_t *a)
 {
         struct nvidia_health *h = a->data;
         pthread_mutex_lock(&h->lock);
         struct nvidia_health_msg *list = h->head;
         h->head = h->tail = NULL;
+        bool exited = h->exited;
         pthread_mutex_unlock(&h->lock);
+        if (h->stopping) {
+                free_msgs(list);
+                if (exited)
+                        finish(h);
+                return;
+        }
         size_t n = 0;
         for (struct nvidia_health_msg *m = list; m; m = m->next)
                 n++;
@@ -279,15 +317,17 @@ static void on_async(uv_async_t *a)
         free_msgs(list);
 }
 
-/* Marks gpu unhealthy in the thread's view; posts m when the state changed
- * or when m is an XID (every critical XID is counted by the loop).  Takes m. */
-static void mark_bad(struct nvidia_health *h, size_t gpu, struct nvidia_health_msg *m)
+/* Marks gpu unhealthy in the thread's view; posts m when the state changed,
+ * when m is an XID (every critical XID is counted by the loop) or when tell
+ * is set.  Takes m. */
+static void mark_bad(struct nvidia_health *h, size_t gpu, struct nvidia_health_msg *m, bool tell)
 {
         struct gpu_view *v = &h->view[gpu];
         bool changed = !v->bad;
         v->bad = true;
-        v->last_bad = now_ms();
-        if (changed || m->kind == NVIDIA_HEALTH_XID)
+        v->last_bad = nvidia_health_now_ms();
+        m->since = v->last_bad;
+        if (changed || tell || m->kind == NVIDIA_HEALTH_XID)
                 post(h, m);
         else
                 free(m);
@@ -345,7 +385,7 @@ static void on_event(struct nvidia_health *h, const nvmlEventData_t *e)
                 post(h, m);
                 return;
         }
-        mark_bad(h, gpu, m);
+        mark_bad(h, gpu, m, false);
 }
 
 static void on_wait_failed(struct nvidia_health *h, nvmlReturn_t r)
@@ -354,7 +394,7 @@ static void on_wait_failed(struct nvidia_health *h, nvmlReturn_t r)
         for (size_t i = 0; i < h->cfg.inv->n_gpus; i++) {
                 struct nvidia_health_msg *m = msg_new(i, NVIDIA_HEALTH_WAIT_FAILED, false);
                 snprintf(m->reason, sizeof(m->reason), "waiting for NVML events failed: %s", why);
-                mark_bad(h, i, m);
+                mark_bad(h, i, m, false);
         }
 }
 
@@ -365,7 +405,7 @@ static bool register_gpu(struct nvidia_health *h, nvmlDevice_t d, char *why, siz
 static void probe(struct nvidia_health *h)
 {
         const struct nvml_inventory *inv = h->cfg.inv;
-        int64_t now = now_ms();
+        int64_t now = nvidia_health_now_ms();
         for (size_t i = 0; i < inv->n_gpus; i++) {
                 struct gpu_view *v = &h->view[i];
                 nvmlDevice_t d = inv->gpus[i].handle;
@@ -374,12 +414,17 @@ static void probe(struct nvidia_health *h)
                 nvmlMemory_t mem;
                 nvmlReturn_t r = h->cfg.lib->memory_info(d, &mem);
                 if (r == NVML_ERROR_GPU_IS_LOST) {
+                        /* told once per loss, even when already unhealthy: the loop
+                         * learns the failure lasts (what a reload carries over) */
                         struct nvidia_health_msg *m = msg_new(i, NVIDIA_HEALTH_LOST, false);
                         snprintf(m->reason, sizeof(m->reason), "%s",
                                  nvml_lib_strerror(h->cfg.lib, r));
-                        mark_bad(h, i, m);
+                        mark_bad(h, i, m, !v->lost);
+                        v->lost = true;
                         continue;
                 }
+                if (r == NVML_SUCCESS)
+                        v->lost = false;
                 if (!v->bad || v->permanent || !h->cfg.recovery || r != NVML_SUCCESS ||
                     now - v->last_bad < h->cfg.quiet_ms)
                         continue;
@@ -387,6 +432,7 @@ static void probe(struct nvidia_health *h)
                 if (!v->registered && !register_gpu(h, d, why, sizeof(why))) {
                         v->permanent = true;
                         struct nvidia_health_msg *m = msg_new(i, NVIDIA_HEALTH_UNSUPPORTED, false);
+                        m->since = v->last_bad;
                         snprintf(m->reason, sizeof(m->reason), "%s", why);
                         post(h, m);
                         continue;
@@ -418,15 +464,43 @@ static void pause_ms(struct nvidia_health *h, unsigned ms)
         pthread_mutex_unlock(&h->lock);
 }
 
+/* Applies the seeds the loop handed in, as if this thread had seen those
+ * failures: unhealthy, last failed at the later of the seed's time and its
+ * own. */
+static void take_seeds(struct nvidia_health *h)
+{
+        if (!atomic_load(&h->seeded))
+                return;
+        pthread_mutex_lock(&h->lock);
+        for (size_t i = 0; i < h->n_seeds; i++) {
+                const struct nvidia_health_seed *s = &h->seeds[i];
+                if (s->gpu >= h->cfg.inv->n_gpus)
+                        continue;
+                struct gpu_view *v = &h->view[s->gpu];
+                if (!v->bad || s->since > v->last_bad)
+                        v->last_bad = s->since;
+                v->bad = true;
+                log_debug("nvidia", "health seeded gpu=%zu since_ms=%lld", s->gpu,
+                          (long long)(nvidia_health_now_ms() - s->since));
+        }
+        free(h->seeds);
+        h->seeds = NULL;
+        h->n_seeds = 0;
+        atomic_store(&h->seeded, false);
+        pthread_mutex_unlock(&h->lock);
+}
+
 static void *health_main(void *arg)
 {
         struct nvidia_health *h = arg;
         int64_t last_probe = 0;
+        take_seeds(h);
         while (!atomic_load(&h->stop)) {
                 nvmlEventData_t e;
                 nvmlReturn_t r = nvml_lib_event_wait(h->cfg.lib, h->set, &e, h->cfg.wait_ms);
                 if (atomic_load(&h->stop))
                         break;
+                take_seeds(h);
                 if (r == NVML_SUCCESS)
                         on_event(h, &e);
                 else if (r != NVML_ERROR_TIMEOUT) {
@@ -435,12 +509,17 @@ static void *health_main(void *arg)
                         on_wait_failed(h, r);
                         pause_ms(h, h->cfg.wait_ms);
                 }
-                int64_t now = now_ms();
+                int64_t now = nvidia_health_now_ms();
                 if (now - last_probe >= (int64_t)h->cfg.wait_ms) {
                         probe(h);
                         last_probe = now;
                 }
         }
+        /* the last touch of h: the loop may join and free once it sees exited */
+        pthread_mutex_lock(&h->lock);
+        h->exited = true;
+        pthread_mutex_unlock(&h->lock);
+        uv_async_send(&h->async);
         return NULL;
 }
 
@@ -485,9 +564,9 @@ static void register_gpus(struct nvidia_health *h)
                 if (g->lost) {
                         /* unhealthy from the start; comes back (registered then) if NVML
                          * answers again */
-                        v->bad = true;
+                        v->bad = v->lost = true;
                         v->permanent = !g->handle;
-                        v->last_bad = now_ms();
+                        v->last_bad = nvidia_health_now_ms();
                         continue;
                 }
                 char why[160];
@@ -496,9 +575,9 @@ static void register_gpus(struct nvidia_health *h)
                         continue;
                 }
                 v->bad = v->permanent = true;
-                v->last_bad = now_ms();
+                v->last_bad = nvidia_health_now_ms();
                 struct nvidia_health_msg m = { .gpu = i, .kind = NVIDIA_HEALTH_UNSUPPORTED,
-                                               .critical = true, .mig = -1 };
+                                               .critical = true, .mig = -1, .since = v->last_bad };
                 snprintf(m.reason, sizeof(m.reason), "%s", why);
                 h->cb(h->ud, &m, 1);
         }
@@ -507,7 +586,10 @@ static void register_gpus(struct nvidia_health *h)
 static void on_closed(uv_handle_t *handle)
 {
         struct nvidia_health *h = handle->data;
+        if (h->done)
+                h->done(h->done_ud);
         free_msgs(h->head);
+        free(h->seeds);
         pthread_mutex_destroy(&h->lock);
         pthread_cond_destroy(&h->wake);
         free(h->view);
@@ -552,23 +634,36 @@ int nvidia_health_start(uv_loop_t *loop, const struct nvidia_health_cfg *cfg,
                 uv_close((uv_handle_t *)&h->async, on_closed);
                 return -rc;
         }
-        h->thread_started = true;
         *out = h;
         return 0;
 }
 
-void nvidia_health_stop(struct nvidia_health *h)
+void nvidia_health_seed(struct nvidia_health *h, const struct nvidia_health_seed *seeds,
+                        size_t n)
 {
-        if (!h)
+        if (!h || !n)
                 return;
+        pthread_mutex_lock(&h->lock);
+        h->seeds = xrealloc(h->seeds, (h->n_seeds + n) * sizeof(*h->seeds));
+        memcpy(h->seeds + h->n_seeds, seeds, n * sizeof(*seeds));
+        h->n_seeds += n;
+        atomic_store(&h->seeded, true);
+        pthread_mutex_unlock(&h->lock);
+}
+
+void nvidia_health_stop(struct nvidia_health *h, void (*done)(void *ud), void *ud)
+{
+        if (!h) {
+                if (done)
+                        done(ud);
+                return;
+        }
+        h->stopping = true;
+        h->done = done;
+        h->done_ud = ud;
         pthread_mutex_lock(&h->lock);
         atomic_store(&h->stop, true);
         pthread_cond_broadcast(&h->wake);
         pthread_mutex_unlock(&h->lock);
-        if (h->thread_started)
-                pthread_join(h->thread, NULL);
-        if (h->set)
-                h->cfg.lib->event_set_free(h->set);
-        h->set = NULL;
-        uv_close((uv_handle_t *)&h->async, on_closed);
+        /* the thread sends the async handle when it is out; on_async finishes */
 }

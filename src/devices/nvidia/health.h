@@ -72,6 +72,7 @@ struct nvidia_health_msg {
         enum nvidia_health_kind kind;
         bool healthy;        /* the GPU's state after this */
         bool critical;       /* NVIDIA_HEALTH_XID: false for an ignored XID (state unchanged) */
+        int64_t since;       /* !healthy: when the GPU was last seen failing (nvidia_health_now_ms) */
         unsigned long long xid;
         int mig;             /* the MIG device (index into migs) the event named; -1 none */
         char reason[192];
@@ -91,18 +92,42 @@ struct nvidia_health_cfg {
 
 struct nvidia_health;
 
+/* The monitor's clock: CLOCK_MONOTONIC in milliseconds. */
+int64_t nvidia_health_now_ms(void);
+
 /* Creates the event set, registers every identified GPU for XID (and ECC,
  * as NVIDIA does) events, and starts the thread.  GPUs that cannot be
  * registered are reported through cb before this returns (so the caller
  * sees them as part of its start).  Returns 0 and *out, or -errno with
  * *err when monitoring cannot start at all (no event set); cb is then not
- * called.  cfg and everything it points at must outlive the monitor. */
+ * called.  cfg and everything it points at must stay until stop's done
+ * callback. */
 int nvidia_health_start(uv_loop_t *loop, const struct nvidia_health_cfg *cfg,
                         nvidia_health_cb cb, void *ud, struct nvidia_health **out, char **err);
 
-/* Stops the thread (it notices within wait_ms), joins it, frees the event
- * set and closes the async handle; the memory goes when the loop runs the
- * close callback.  No callback runs after this returns.  NULL is fine. */
-void nvidia_health_stop(struct nvidia_health *h);
+/* A GPU that starts unhealthy in this monitor because an earlier monitor
+ * (before a re-enumeration) saw it fail at since (nvidia_health_now_ms):
+ * with recovery on, it comes back once it answers and since is quiet_ms
+ * old, as if this monitor had seen the failure itself. */
+struct nvidia_health_seed {
+        size_t gpu; /* index into inv->gpus */
+        int64_t since;
+};
+
+/* Hands seeds to the thread (copied), which applies them to its view as
+ * soon as its current event wait ends (within wait_ms), before it looks at
+ * any event or GPU.  Posts nothing: the caller has already marked those
+ * GPUs unhealthy.  Loop thread. */
+void nvidia_health_seed(struct nvidia_health *h, const struct nvidia_health_seed *seeds,
+                        size_t n);
+
+/* Asks the thread to stop and returns at once: the loop never waits for
+ * the event wait to end.  No callback runs after this returns.  When the
+ * thread has left its wait (within wait_ms) it tells the loop, which joins
+ * it (at once), frees the event set, closes the async handle and then
+ * calls done(ud): only from then on may the caller shut NVML down and free
+ * what cfg points at.  The loop must run until then.  With h NULL, done
+ * is called before this returns. */
+void nvidia_health_stop(struct nvidia_health *h, void (*done)(void *ud), void *ud);
 
 #endif

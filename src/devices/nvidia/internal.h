@@ -102,6 +102,17 @@ struct nvidia_gpu_xid {
         uint64_t seq; /* of its latest event */
 };
 
+/* The loop's view of one GPU's health. */
+struct nvidia_gpu_health {
+        bool bad;
+        char *reason; /* why it is unhealthy (NULL when healthy) */
+        /* what a reload carries over to the next scan (nvidia_inherit) */
+        bool seen_failing; /* the monitor saw it fail (not: could not watch it) */
+        bool lasting;      /* lost, or waits failed: failing until seen answering, so
+                            * its last failure may be as late as now */
+        int64_t since;     /* its last failure reported (nvidia_health_now_ms) */
+};
+
 struct nvidia_backend {
         uv_loop_t *loop;
         struct nvml_lib *lib;
@@ -113,8 +124,7 @@ struct nvidia_backend {
         struct nvidia_xid_policy *policy;
         struct nvidia_health *health;
         char *health_state; /* "XIDs ignored: 13,...", "disabled", "failed: ..." */
-        bool *gpu_bad;      /* per GPU, the loop's view */
-        char **gpu_reason;  /* per GPU, why it is unhealthy (NULL when healthy) */
+        struct nvidia_gpu_health *gpu_health; /* per GPU */
         struct nvidia_xid_count *xids; /* XID events seen, by code */
         size_t n_xids;
         struct nvidia_gpu_xid *gpu_xids; /* the same by GPU and code */

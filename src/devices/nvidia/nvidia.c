@@ -18,8 +18,21 @@
  * unhealthy with a loud error (NVIDIA keeps advertising them as healthy).
  * DP_DISABLE_HEALTHCHECKS=all alone: no monitor, every GPU healthy.
  *
- * Runs on the loop thread; NVML is only called here during create (the
- * health thread has its own calls). */
+ * A reload builds a new backend from a fresh scan; inherit() carries over
+ * what the scan cannot see, matching GPUs by UUID: the XID counts (metrics
+ * counters must not reset) and every GPU the monitor saw fail (a critical
+ * XID, lost, failed waits), which stays unhealthy with its reason and the
+ * time of its last failure, handed to the new monitor as a seed so that
+ * recovery, when enabled, still waits for the quiet period since that
+ * failure.  Without recovery such a GPU stays unhealthy until devlet
+ * restarts.  GPUs the monitor could not watch are judged again by the new
+ * one; lost GPUs the scan cannot identify are unhealthy anyway.
+ *
+ * destroy() frees the device model at once but never waits for the health
+ * thread: the inventory, the policy and our NVML reference (nvmlShutdown,
+ * dlclose) go when the monitor reports its thread gone, on a later loop
+ * turn.  Runs on the loop thread; NVML is only called here during create
+ * and that final release (the health thread has its own calls). */
 #include "devices/nvidia/nvidia.h"
 
 #include <errno.h>
@@ -80,15 +93,15 @@ size_t nvidia_backend_xid_events(struct dev_backend *db, struct nvidia_xid_event
         return b->n_gpu_xids;
 }
 
-static void xid_count(struct nvidia_backend *b, unsigned long long xid)
+static void xid_count(struct nvidia_backend *b, unsigned long long xid, uint64_t n)
 {
         for (size_t i = 0; i < b->n_xids; i++)
                 if (b->xids[i].xid == xid) {
-                        b->xids[i].count++;
+                        b->xids[i].count += n;
                         return;
                 }
         b->xids = xrealloc(b->xids, (b->n_xids + 1) * sizeof(*b->xids));
-        b->xids[b->n_xids++] = (struct nvidia_xid_count){ .xid = xid, .count = 1 };
+        b->xids[b->n_xids++] = (struct nvidia_xid_count){ .xid = xid, .count = n };
 }
 
 const struct nvml_inventory *nvidia_backend_inventory(struct dev_backend *db)
@@ -107,9 +120,12 @@ uint64_t nvidia_backend_xid_count(struct dev_backend *db, unsigned long long xid
 
 static void gpu_set(struct nvidia_backend *b, size_t gpu, bool bad, const char *reason)
 {
-        b->gpu_bad[gpu] = bad;
-        free(b->gpu_reason[gpu]);
-        b->gpu_reason[gpu] = bad ? xstrdup(reason ? reason : "unhealthy") : NULL;
+        struct nvidia_gpu_health *g = &b->gpu_health[gpu];
+        g->bad = bad;
+        free(g->reason);
+        g->reason = bad ? xstrdup(reason ? reason : "unhealthy") : NULL;
+        if (!bad)
+                *g = (struct nvidia_gpu_health){ 0 };
 }
 
 /* Brings every device in line with its GPU; notifies each changed resource
@@ -122,7 +138,8 @@ static void health_sync(struct nvidia_backend *b, bool notify)
                 for (size_t k = 0; k < r->n_devices; k++) {
                         struct dev_device *d = &r->devices[k];
                         const struct nvidia_dev *nd = d->priv;
-                        enum dev_health want = b->gpu_bad[nd->gpu] ? DEV_UNHEALTHY : DEV_HEALTHY;
+                        enum dev_health want =
+                                b->gpu_health[nd->gpu].bad ? DEV_UNHEALTHY : DEV_HEALTHY;
                         if (d->health != want) {
                                 d->health = want;
                                 changed = true;
@@ -140,7 +157,7 @@ static void on_health(void *ud, const struct nvidia_health_msg *msgs, size_t n)
                 const struct nvidia_health_msg *m = &msgs[i];
                 const struct nvml_gpu *g = &b->inv->gpus[m->gpu];
                 if (m->kind == NVIDIA_HEALTH_XID) {
-                        xid_count(b, m->xid);
+                        xid_count(b, m->xid, 1);
                         gpu_xid_count(b, m->gpu, m->xid);
                 }
                 if (m->kind == NVIDIA_HEALTH_XID && !m->critical) {
@@ -156,6 +173,13 @@ static void on_health(void *ud, const struct nvidia_health_msg *msgs, size_t n)
                         log_warn("nvidia", "GPU unhealthy gpu=%zu uuid=%s reason=\"%s\"", m->gpu,
                                  uuid, m->reason);
                 gpu_set(b, m->gpu, !m->healthy, m->reason);
+                if (!m->healthy && m->kind != NVIDIA_HEALTH_UNSUPPORTED) {
+                        struct nvidia_gpu_health *gh = &b->gpu_health[m->gpu];
+                        gh->seen_failing = true;
+                        gh->lasting |= m->kind == NVIDIA_HEALTH_LOST ||
+                                       m->kind == NVIDIA_HEALTH_WAIT_FAILED;
+                        gh->since = m->since;
+                }
         }
         health_sync(b, true);
 }
@@ -208,29 +232,37 @@ static void health_start(struct nvidia_backend *b, const struct devlet_config *c
 
 /* ---- life cycle ---- */
 
+/* What the health thread reads (the inventory, the policy, NVML), once it
+ * is gone. */
+static void backend_release(void *ud)
+{
+        struct nvidia_backend *b = ud;
+        nvml_inventory_free(b->inv);
+        free(b->policy);
+        if (b->nvml_up)
+                b->lib->shutdown();
+        nvml_lib_close(b->lib);
+        free(b);
+}
+
+/* Frees the device model now and the rest when the monitor is gone: at
+ * once without one, else on a later loop turn. */
 static void backend_free(struct nvidia_backend *b)
 {
         if (!b)
                 return;
-        nvidia_health_stop(TAKE_PTR(b->health));
         nvidia_layout_release(&b->layout);
-        if (b->inv && b->gpu_reason)
+        if (b->inv && b->gpu_health)
                 for (size_t i = 0; i < b->inv->n_gpus; i++)
-                        free(b->gpu_reason[i]);
-        free(b->gpu_reason);
-        free(b->gpu_bad);
-        nvml_inventory_free(b->inv);
-        if (b->nvml_up)
-                b->lib->shutdown();
-        nvml_lib_close(b->lib);
+                        free(b->gpu_health[i].reason);
+        free(b->gpu_health);
         free(b->ctx.dev_root);
         free(b->ctx.cdi_annotation_prefix);
         free(b->mig_strategy);
         free(b->health_state);
-        free(b->policy);
         free(b->xids);
         free(b->gpu_xids);
-        free(b);
+        nvidia_health_stop(TAKE_PTR(b->health), backend_release, b);
 }
 
 DEFINE_CLEANUP_FUNC(struct nvidia_backend, backend_free)
@@ -345,8 +377,7 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
         r = nvidia_layout_build(b->inv, cfg, &b->ctx, &b->layout, &msg);
         if (r < 0)
                 return init_failed(cfg, r, msg, out, err);
-        b->gpu_bad = xcalloc(b->inv->n_gpus, sizeof(*b->gpu_bad));
-        b->gpu_reason = xcalloc(b->inv->n_gpus, sizeof(*b->gpu_reason));
+        b->gpu_health = xcalloc(b->inv->n_gpus, sizeof(*b->gpu_health));
         for (size_t i = 0; i < b->inv->n_gpus; i++)
                 if (b->inv->gpus[i].lost)
                         gpu_set(b, i, true, "lost at start");
@@ -394,6 +425,71 @@ static void nvidia_destroy(struct dev_backend *db)
         backend_free((struct nvidia_backend *)db);
 }
 
+/* ---- reloads ---- */
+
+static ssize_t gpu_by_uuid(const struct nvml_inventory *inv, const char *uuid)
+{
+        if (!uuid[0])
+                return -1;
+        for (size_t i = 0; i < inv->n_gpus; i++)
+                if (strcmp(inv->gpus[i].uuid, uuid) == 0)
+                        return (ssize_t)i;
+        return -1;
+}
+
+static void inherit_xids(struct nvidia_backend *b, const struct nvidia_backend *prev)
+{
+        for (size_t i = 0; i < prev->n_xids; i++)
+                xid_count(b, prev->xids[i].xid, prev->xids[i].count);
+        for (size_t i = 0; i < prev->n_gpu_xids; i++) {
+                const struct nvidia_gpu_xid *x = &prev->gpu_xids[i];
+                ssize_t j = gpu_by_uuid(b->inv, prev->inv->gpus[x->gpu].uuid);
+                if (j < 0)
+                        continue; /* the GPU is gone, and its series with it */
+                b->gpu_xids = xrealloc(b->gpu_xids, (b->n_gpu_xids + 1) * sizeof(*b->gpu_xids));
+                b->gpu_xids[b->n_gpu_xids++] = (struct nvidia_gpu_xid){
+                        .gpu = (size_t)j, .xid = x->xid, .count = x->count, .seq = x->seq
+                };
+        }
+        if (prev->xid_seq > b->xid_seq)
+                b->xid_seq = prev->xid_seq;
+}
+
+/* Called by the daemon right after b was created from a fresh scan, before
+ * its resources are served and before prev is destroyed; no loop turn has
+ * run in between, so b has seen no health message yet. */
+static void nvidia_inherit(struct dev_backend *db, struct dev_backend *dprev)
+{
+        struct nvidia_backend *b = (struct nvidia_backend *)db;
+        const struct nvidia_backend *prev = (const struct nvidia_backend *)dprev;
+        inherit_xids(b, prev);
+        if (!b->health)
+                return; /* not monitored: health is what the scan found */
+        _cleanup_free_ struct nvidia_health_seed *seeds =
+                xcalloc(b->inv->n_gpus + 1, sizeof(*seeds));
+        size_t n = 0;
+        int64_t now = nvidia_health_now_ms();
+        for (size_t i = 0; i < prev->inv->n_gpus; i++) {
+                const struct nvidia_gpu_health *old = &prev->gpu_health[i];
+                if (!old->bad || !old->seen_failing)
+                        continue;
+                ssize_t j = gpu_by_uuid(b->inv, prev->inv->gpus[i].uuid);
+                if (j < 0 || b->gpu_health[j].bad)
+                        continue; /* gone, or unhealthy in the new scan for its own reason */
+                gpu_set(b, (size_t)j, true, old->reason);
+                struct nvidia_gpu_health *g = &b->gpu_health[j];
+                g->seen_failing = true;
+                g->lasting = old->lasting;
+                g->since = old->lasting ? now : old->since;
+                seeds[n++] = (struct nvidia_health_seed){ .gpu = (size_t)j, .since = g->since };
+                log_info("nvidia", "GPU still unhealthy after re-enumeration gpu=%zd uuid=%s "
+                                   "reason=\"%s\"",
+                         j, b->inv->gpus[j].uuid, g->reason);
+        }
+        health_sync(b, false);
+        nvidia_health_seed(b->health, seeds, n);
+}
+
 static struct dev_resource **nvidia_resources(struct dev_backend *db, size_t *n)
 {
         struct nvidia_backend *b = (struct nvidia_backend *)db;
@@ -406,6 +502,7 @@ const struct dev_backend_ops nvidia_backend_ops = {
         .create = nvidia_create,
         .destroy = nvidia_destroy,
         .resources = nvidia_resources,
+        .inherit = nvidia_inherit,
         .describe = nvidia_describe,
         .describe_json = nvidia_describe_json,
 };
