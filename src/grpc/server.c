@@ -854,23 +854,30 @@ static void server_on_connection(uv_stream_t *listener, int status)
 
 /* ---- server ---- */
 
+/* Binds and listens under a temporary name in the same directory, then
+ * renames the socket into place: its path appears only once it accepts, so a
+ * peer that waits for the file never gets ECONNREFUSED, and an old file at
+ * the path is replaced atomically. */
 static int server_listen_fd(const char *path)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_free_ char *tmp = xasprintf("%s.%ld~", path, (long)getpid());
         if (strlen(path) >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
-        strcpy(sa.sun_path, path);
+        /* a path too long for the temporary name is bound directly */
+        const char *bind_path = strlen(tmp) < sizeof(sa.sun_path) ? tmp : path;
+        strcpy(sa.sun_path, bind_path);
 
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;
-        if (unlink(path) < 0 && errno != ENOENT)
+        if (unlink(bind_path) < 0 && errno != ENOENT)
                 return -errno;
         if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
                 return -errno;
-        if (listen(fd, 128) < 0) {
+        if (listen(fd, 128) < 0 || (bind_path != path && rename(bind_path, path) < 0)) {
                 int r = -errno;
-                unlink(path);
+                unlink(bind_path);
                 return r;
         }
         return TAKE_FD(fd);
