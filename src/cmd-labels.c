@@ -33,19 +33,13 @@ struct labels_cmd {
         uv_signal_t sig_term, sig_int;
 };
 
-static bool wanted(const struct devlet_config *cfg, const char *name)
-{
-        return !cfg->backends || !cfg->backends[0] || strv_contains(cfg->backends, "auto") ||
-               strv_contains(cfg->backends, name);
-}
-
 /* Creates every wanted backend; returns 0, or 1 after printing why one
  * failed (backends_destroy() frees those made before). */
 static int backends_create(struct labels_cmd *c, uv_loop_t *loop)
 {
         for (size_t i = 0; dev_backends[i] && c->n < MAX_BACKENDS; i++) {
                 const struct dev_backend_ops *ops = dev_backends[i];
-                if (!wanted(c->cfg, ops->name))
+                if (!dev_backend_wanted(c->cfg, ops->name))
                         continue;
                 struct dev_backend *b = NULL;
                 _cleanup_free_ char *err = NULL;

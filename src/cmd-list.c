@@ -97,8 +97,7 @@ int cmd_list(int argc, char **argv)
         json_t *jres = json_array(), *jbackends = json_object();
         for (size_t i = 0; dev_backends[i]; i++) {
                 const struct dev_backend_ops *ops = dev_backends[i];
-                if (cfg->backends && cfg->backends[0] && !strv_contains(cfg->backends, "auto") &&
-                    !strv_contains(cfg->backends, ops->name))
+                if (!dev_backend_wanted(cfg, ops->name))
                         continue;
                 struct dev_backend *b = NULL;
                 _cleanup_free_ char *err = NULL;

@@ -73,13 +73,6 @@ struct daemon {
 #define CONFIG_MAX_BYTES (1u << 20)
 #define CONFIG_DEBOUNCE_MS 100
 
-static int backend_wanted(const struct devlet_config *cfg, const char *name)
-{
-        if (!cfg->backends || !cfg->backends[0])
-                return 1;
-        return strv_contains(cfg->backends, "auto") || strv_contains(cfg->backends, name);
-}
-
 /* Destroys the backends; their handles finish closing on the loop. */
 static void devset_stop(struct devset *set)
 {
@@ -97,7 +90,7 @@ static int devset_start(uv_loop_t *loop, const struct devlet_config *cfg, struct
         *set = (struct devset){ 0 };
         for (size_t i = 0; dev_backends[i] && set->n_backends < ARRAY_SIZE(set->backends); i++) {
                 const struct dev_backend_ops *ops = dev_backends[i];
-                if (!backend_wanted(cfg, ops->name))
+                if (!dev_backend_wanted(cfg, ops->name))
                         continue;
                 struct dev_backend *b = NULL;
                 _cleanup_free_ char *err = NULL;

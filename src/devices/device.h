@@ -169,4 +169,9 @@ struct dev_backend_ops {
 /* Every backend devlet knows, in start-up order; NULL-terminated. */
 extern const struct dev_backend_ops *const dev_backends[];
 
+/* Whether --backends selects the backend named name: an empty list or
+ * "auto" selects every backend (each then decides whether it has anything
+ * to serve). */
+bool dev_backend_wanted(const struct devlet_config *cfg, const char *name);
+
 #endif
