@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "base/cleanup.h"
+#include "base/pool.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "cmd.h"
@@ -125,6 +126,7 @@ static int keep_labeling(struct labels_cmd *c)
                 signal(SIGPIPE, SIG_IGN);
                 uv_signal_t *sigs[] = { &c->sig_term, &c->sig_int };
                 int nums[] = { SIGTERM, SIGINT };
+                pool_start_blocking(&c->loop, nums, ARRAY_SIZE(nums));
                 for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
                         uv_signal_init(&c->loop, sigs[i]);
                         sigs[i]->data = c;

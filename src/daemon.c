@@ -23,6 +23,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/pool.h"
 #include "base/xalloc.h"
 #include "cdi/generate.h"
 #include "devices/device.h"
@@ -451,6 +452,9 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         uv_signal_t *sigs[] = { &d.sig_hup, &d.sig_term, &d.sig_int };
         int signums[] = { SIGHUP, SIGTERM, SIGINT };
+        /* The thread pool (the labels writes) outlives our signal handlers:
+         * its threads must never be the ones a late SIGTERM is delivered to. */
+        pool_start_blocking(&d.loop, signums, ARRAY_SIZE(signums));
         for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
                 uv_signal_init(&d.loop, sigs[i]);
                 sigs[i]->data = &d;

@@ -6,9 +6,13 @@
  * Unlike GFD, stopping leaves the file in place (labels do not vanish
  * during a rolling update) unless remove-on-exit is set.
  *
- * Runs on the loop thread; a write is a few small syscalls, cheap enough
- * for the loop.  Write errors are logged once per distinct error and the
- * next tick tries again; the labeler never stops devlet. */
+ * Runs on the loop thread, except the write itself: replacing the file ends
+ * with fsync(2), which can stall under I/O pressure, so it runs on libuv's
+ * thread pool, one write at a time (a refresh during a write asks for one
+ * more).  A labeler stopped while its write is in flight is freed when the
+ * write completes; nothing the write needs points into the config.  Write
+ * errors are logged once per distinct error and the next tick tries again;
+ * the labeler never stops devlet. */
 #include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -24,14 +28,36 @@
 
 #define LABELS_MIN_INTERVAL_MS 100
 
+struct label_write;
+
 struct labeler {
-        const struct devlet_config *cfg;
+        const struct devlet_config *cfg; /* valid until labels_stop() */
         struct labels_backend *backends;
         size_t n_backends;
+        uv_loop_t *loop;
         uv_timer_t timer;
+        char *path;          /* the file (a copy); NULL: standard output */
+        bool remove_on_exit;
         char *last_error;    /* the last write error logged; NULL after a success */
         char *last_warnings; /* the warnings last logged, joined */
         size_t writes;
+
+        struct label_write *inflight; /* the write on the thread pool, or NULL */
+        bool again;                   /* labels asked for during that write */
+        bool stopping;
+        bool timer_closed;
+};
+
+/* One write on the thread pool: owns copies of everything it touches. */
+struct label_write {
+        uv_work_t req;
+        struct labeler *l;
+        char *path;
+        char *data;
+        size_t len;
+        size_t n_labels;
+        int result;
+        char *err;
 };
 
 const char *labels_output_path(const struct devlet_config *cfg)
@@ -40,6 +66,21 @@ const char *labels_output_path(const struct devlet_config *cfg)
         if (!p || !p[0])
                 return LABELS_DEFAULT_OUTPUT_FILE;
         return strcmp(p, "-") == 0 ? NULL : p;
+}
+
+static int write_data(const char *path, const char *data, size_t len, char **err)
+{
+        _cleanup_free_ char *copy = xstrdup(path);
+        const char *dir = dirname(copy);
+        int r = fs_mkdir_p(dir, 0755);
+        if (r < 0) {
+                *err = xasprintf("cannot create %s: %s", dir, strerror(-r));
+                return r;
+        }
+        r = fs_write_atomic(path, data, len, 0644);
+        if (r < 0)
+                *err = xasprintf("cannot write %s: %s", path, strerror(-r));
+        return r;
 }
 
 int labels_write_file(const char *path, const struct label_set *s, char **err)
@@ -53,17 +94,7 @@ int labels_write_file(const char *path, const struct label_set *s, char **err)
                 }
                 return 0;
         }
-        _cleanup_free_ char *copy = xstrdup(path);
-        const char *dir = dirname(copy);
-        int r = fs_mkdir_p(dir, 0755);
-        if (r < 0) {
-                *err = xasprintf("cannot create %s: %s", dir, strerror(-r));
-                return r;
-        }
-        r = fs_write_atomic(path, data, len, 0644);
-        if (r < 0)
-                *err = xasprintf("cannot write %s: %s", path, strerror(-r));
-        return r;
+        return write_data(path, data, len, err);
 }
 
 static void log_warnings(struct labeler *l, char **warnings)
@@ -82,32 +113,116 @@ static void log_warnings(struct labeler *l, char **warnings)
         l->last_warnings = TAKE_PTR(joined);
 }
 
+static void labeler_free(struct labeler *l)
+{
+        free(l->backends);
+        free(l->path);
+        free(l->last_error);
+        free(l->last_warnings);
+        free(l);
+}
+
+static void remove_file(const struct labeler *l)
+{
+        if (!l->remove_on_exit || !l->path)
+                return;
+        if (unlink(l->path) < 0 && errno != ENOENT)
+                log_warn("labels", "cannot remove the labels file file=%s error=\"%s\"", l->path,
+                         strerror(errno));
+        else
+                log_info("labels", "labels file removed file=%s", l->path);
+}
+
+/* Logs a write's outcome once per change of outcome. */
+static void write_done(struct labeler *l, int r, char **err, size_t n)
+{
+        const char *shown = l->path ? l->path : "-";
+        if (r < 0) {
+                if (!l->last_error || strcmp(l->last_error, *err) != 0)
+                        log_warn("labels", "write failed, retrying at the next interval error=\"%s\"",
+                                 *err);
+                free(l->last_error);
+                l->last_error = TAKE_PTR(*err);
+                return;
+        }
+        if (l->last_error || l->writes == 0)
+                log_info("labels", "labels written file=%s labels=%zu", shown, n);
+        else
+                log_debug("labels", "labels written file=%s labels=%zu", shown, n);
+        free(TAKE_PTR(l->last_error));
+        l->writes++;
+}
+
+static void work_write(uv_work_t *req)
+{
+        struct label_write *w = req->data;
+        w->result = write_data(w->path, w->data, w->len, &w->err);
+}
+
+static void write_labels(struct labeler *l);
+
+static void after_write(uv_work_t *req, int status)
+{
+        struct label_write *w = req->data;
+        struct labeler *l = w->l;
+        l->inflight = NULL;
+        if (status == UV_ECANCELED) {
+                w->result = -ECANCELED;
+                w->err = xstrdup("cancelled");
+        }
+        write_done(l, w->result, &w->err, w->n_labels);
+        free(w->path);
+        free(w->data);
+        free(w->err);
+        free(w);
+        if (l->stopping) {
+                remove_file(l); /* after the last write, so it cannot bring the file back */
+                if (l->timer_closed)
+                        labeler_free(l);
+                return;
+        }
+        if (l->again) {
+                l->again = false;
+                write_labels(l);
+        }
+}
+
 static void write_labels(struct labeler *l)
 {
+        if (l->inflight) {
+                l->again = true;
+                return;
+        }
         struct label_set set = { 0 };
         char **warnings = NULL;
         labels_collect(l->cfg, l->backends, l->n_backends, &set, &warnings);
         log_warnings(l, warnings);
         strv_free(warnings);
-        const char *path = labels_output_path(l->cfg);
-        _cleanup_free_ char *err = NULL;
-        int r = labels_write_file(path, &set, &err);
         size_t n = set.n;
-        label_set_release(&set);
-        if (r < 0) {
-                if (!l->last_error || strcmp(l->last_error, err) != 0)
-                        log_warn("labels", "write failed, retrying at the next interval error=\"%s\"",
-                                 err);
-                free(l->last_error);
-                l->last_error = TAKE_PTR(err);
+        if (!l->path) {
+                _cleanup_free_ char *err = NULL;
+                int r = labels_write_file(NULL, &set, &err);
+                label_set_release(&set);
+                write_done(l, r, &err, n);
                 return;
         }
-        if (l->last_error || l->writes == 0)
-                log_info("labels", "labels written file=%s labels=%zu", path ? path : "-", n);
-        else
-                log_debug("labels", "labels written file=%s labels=%zu", path ? path : "-", n);
-        free(TAKE_PTR(l->last_error));
-        l->writes++;
+        struct label_write *w = xcalloc(1, sizeof(*w));
+        w->req.data = w;
+        w->l = l;
+        w->path = xstrdup(l->path);
+        w->data = label_set_format(&set, &w->len);
+        w->n_labels = n;
+        label_set_release(&set);
+        int r = uv_queue_work(l->loop, &w->req, work_write, after_write);
+        if (r < 0) {
+                _cleanup_free_ char *err = xasprintf("cannot queue the write: %s", uv_strerror(r));
+                write_done(l, r, &err, n);
+                free(w->path);
+                free(w->data);
+                free(w);
+                return;
+        }
+        l->inflight = w;
 }
 
 static void on_timer(uv_timer_t *t)
@@ -120,6 +235,10 @@ int labels_start(uv_loop_t *loop, const struct devlet_config *cfg,
 {
         struct labeler *l = xcalloc(1, sizeof(*l));
         l->cfg = cfg;
+        l->loop = loop;
+        const char *path = labels_output_path(cfg);
+        l->path = path ? xstrdup(path) : NULL;
+        l->remove_on_exit = cfg->labels_remove_on_exit;
         l->n_backends = n;
         l->backends = xcalloc(n ? n : 1, sizeof(*l->backends));
         memcpy(l->backends, backends, n * sizeof(*backends));
@@ -138,17 +257,16 @@ int labels_start(uv_loop_t *loop, const struct devlet_config *cfg,
 
 void labels_refresh(struct labeler *l)
 {
-        if (l)
+        if (l && !l->stopping)
                 write_labels(l);
 }
 
 static void on_closed(uv_handle_t *h)
 {
         struct labeler *l = h->data;
-        free(l->backends);
-        free(l->last_error);
-        free(l->last_warnings);
-        free(l);
+        l->timer_closed = true;
+        if (!l->inflight)
+                labeler_free(l);
 }
 
 void labels_stop(struct labeler *l)
@@ -156,13 +274,9 @@ void labels_stop(struct labeler *l)
         if (!l)
                 return;
         uv_timer_stop(&l->timer);
-        const char *path = labels_output_path(l->cfg);
-        if (l->cfg->labels_remove_on_exit && path) {
-                if (unlink(path) < 0 && errno != ENOENT)
-                        log_warn("labels", "cannot remove the labels file file=%s error=\"%s\"",
-                                 path, strerror(errno));
-                else
-                        log_info("labels", "labels file removed file=%s", path);
-        }
+        l->stopping = true;
+        l->cfg = NULL; /* the config may go now; an in-flight write needs none of it */
+        if (!l->inflight)
+                remove_file(l);
         uv_close((uv_handle_t *)&l->timer, on_closed);
 }
