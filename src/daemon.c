@@ -145,7 +145,7 @@ static void on_devices_changed_turn(uv_timer_t *t)
         struct daemon *d = t->data;
         labels_refresh(d->labeler);
         if (d->cdi)
-                cdi_writer_write(d->cdi);
+                cdi_writer_write_async(d->cdi, &d->loop);
 }
 
 static void on_devices_changed(struct dev_resource *r, void *ud)
@@ -167,7 +167,7 @@ static void outputs_start(struct daemon *d)
         labels_start(&d->loop, d->cfg, lb, set->n_backends, &d->labeler);
         if (cdi_strategy_enabled(d->cfg)) {
                 d->cdi = cdi_writer_new(d->cfg, cb, set->n_backends);
-                cdi_writer_write(d->cdi);
+                cdi_writer_write_async(d->cdi, &d->loop);
         }
         for (size_t i = 0; i < set->n_resources; i++)
                 dev_resource_watch(set->resources[i], on_devices_changed, d);

@@ -2,6 +2,8 @@
 #ifndef DEVLET_CDI_GENERATE_H
 #define DEVLET_CDI_GENERATE_H
 
+#include <uv.h>
+
 #include "cdi/cdi.h"
 
 struct cdi_spec_list {
@@ -47,6 +49,13 @@ struct cdi_writer *cdi_writer_new(const struct devlet_config *cfg,
  * change.  Logs what it writes, warnings and failures (once per distinct
  * message).  Returns 0, or the first -errno of a write that failed. */
 int cdi_writer_write(struct cdi_writer *w);
+/* The same, with the files written on libuv's thread pool so the loop never
+ * waits for a disk: what to write is decided now, the outcome is logged when
+ * the write completes.  A call while a batch is in flight asks for one more
+ * afterwards. */
+void cdi_writer_write_async(struct cdi_writer *w, uv_loop_t *loop);
+/* Frees the writer now, or when its batch in flight completes (the loop must
+ * then run on). */
 void cdi_writer_free(struct cdi_writer *w);
 
 #endif

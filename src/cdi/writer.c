@@ -7,8 +7,15 @@
  * CDI library names them (<vendor>-<class>.yaml) and are left in place when
  * devlet stops: containers created from them may restart later.
  *
- * Runs on the loop thread: stat/readdir and small writes only. */
+ * Specs are built on the loop (stat/readdir); the files are written by
+ * cdi_writer_write_async() on libuv's thread pool, because each replacement
+ * ends with fsync(2), which can stall under I/O pressure.  One batch is in
+ * flight at a time (a change during it asks for one more), and a writer
+ * freed while its batch is in flight goes when the batch completes; a batch
+ * owns copies of everything it touches.  cdi_writer_write() does the same
+ * work synchronously, for one-shot use. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +38,25 @@ struct cdi_writer {
         struct written *files;
         size_t n_files;
         char *last_warnings;
+
+        struct cdi_batch *inflight; /* on the thread pool, or NULL */
+        bool again;                 /* devices changed during that batch */
+        bool freeing;               /* cdi_writer_free() came during that batch */
+};
+
+/* One file to replace: rendered on the loop, written off it. */
+struct cdi_file {
+        char *dir, *path, *data, *kind;
+        size_t len, n_devices;
+        int result;
+};
+
+struct cdi_batch {
+        uv_work_t req;
+        struct cdi_writer *w;
+        uv_loop_t *loop;
+        struct cdi_file *files;
+        size_t n;
 };
 
 bool cdi_strategy_enabled(const struct devlet_config *cfg)
@@ -78,7 +104,10 @@ static void log_warnings(struct cdi_writer *w, char **warnings)
         w->last_warnings = TAKE_PTR(joined);
 }
 
-int cdi_writer_write(struct cdi_writer *w)
+/* Builds every spec and renders those whose bytes changed since the last
+ * successful write into *out.  Rendering failures are logged and counted in
+ * *first. */
+static size_t prepare(struct cdi_writer *w, struct cdi_file **out, int *first)
 {
         struct cdi_spec_list specs = { 0 };
         struct cdi_generate_opts opts = { .cfg = w->cfg, .nvidia_kind = CDI_NVIDIA_PLUGIN_KIND };
@@ -88,7 +117,8 @@ int cdi_writer_write(struct cdi_writer *w)
                                               &specs);
         log_warnings(w, specs.warnings);
 
-        int first = 0;
+        struct cdi_file *files = xcalloc(specs.n ? specs.n : 1, sizeof(*files));
+        size_t n = 0;
         for (size_t i = 0; i < specs.n; i++) {
                 const struct cdi_spec *s = specs.specs[i];
                 _cleanup_free_ char *data = NULL, *err = NULL;
@@ -96,36 +126,125 @@ int cdi_writer_write(struct cdi_writer *w)
                 int r = cdi_spec_render(s, CDI_FORMAT_YAML, &data, &len, &err);
                 if (r < 0) {
                         log_error("cdi", "spec not written kind=%s error=\"%s\"", s->kind, err);
-                        first = first ? first : r;
+                        *first = *first ? *first : r;
                         continue;
                 }
                 _cleanup_free_ char *name = cdi_spec_file_name(s, CDI_FORMAT_YAML);
                 _cleanup_free_ char *path = xasprintf("%s/%s", w->cfg->cdi_spec_dir, name);
-                struct written *f = file_slot(w, path);
+                const struct written *f = file_slot(w, path);
                 if (f->data && strcmp(f->data, data) == 0)
                         continue;
-                r = fs_mkdir_p(w->cfg->cdi_spec_dir, 0755);
-                if (r >= 0)
-                        r = fs_write_atomic(path, data, len, 0644);
-                if (r < 0) {
-                        log_error("cdi", "spec not written kind=%s file=%s error=\"%s\"", s->kind,
-                                  path, strerror(-r));
-                        first = first ? first : r;
-                        continue;
-                }
-                log_info("cdi", "spec written kind=%s file=%s devices=%zu", s->kind, path,
-                         s->n_devices);
-                free(f->data);
-                f->data = TAKE_PTR(data);
+                files[n++] = (struct cdi_file){ .dir = xstrdup(w->cfg->cdi_spec_dir),
+                                                .path = TAKE_PTR(path), .data = TAKE_PTR(data),
+                                                .kind = xstrdup(s->kind), .len = len,
+                                                .n_devices = s->n_devices };
         }
         cdi_spec_list_release(&specs);
+        *out = files;
+        return n;
+}
+
+static void write_one(struct cdi_file *f)
+{
+        f->result = fs_mkdir_p(f->dir, 0755);
+        if (f->result >= 0)
+                f->result = fs_write_atomic(f->path, f->data, f->len, 0644);
+}
+
+/* Logs a file's outcome and remembers what was written; frees the file. */
+static void commit(struct cdi_writer *w, struct cdi_file *f, int *first)
+{
+        if (f->result < 0) {
+                log_error("cdi", "spec not written kind=%s file=%s error=\"%s\"", f->kind, f->path,
+                          strerror(-f->result));
+                *first = *first ? *first : f->result;
+        } else {
+                log_info("cdi", "spec written kind=%s file=%s devices=%zu", f->kind, f->path,
+                         f->n_devices);
+                struct written *slot = file_slot(w, f->path);
+                free(slot->data);
+                slot->data = TAKE_PTR(f->data);
+        }
+        free(f->dir);
+        free(f->path);
+        free(f->data);
+        free(f->kind);
+}
+
+int cdi_writer_write(struct cdi_writer *w)
+{
+        int first = 0;
+        struct cdi_file *files = NULL;
+        size_t n = prepare(w, &files, &first);
+        for (size_t i = 0; i < n; i++) {
+                write_one(&files[i]);
+                commit(w, &files[i], &first);
+        }
+        free(files);
         return first;
 }
 
-void cdi_writer_free(struct cdi_writer *w)
+static void batch_work(uv_work_t *req)
 {
-        if (!w)
+        struct cdi_batch *b = req->data;
+        for (size_t i = 0; i < b->n; i++)
+                write_one(&b->files[i]);
+}
+
+static void writer_release(struct cdi_writer *w);
+
+static void batch_done(uv_work_t *req, int status)
+{
+        struct cdi_batch *b = req->data;
+        struct cdi_writer *w = b->w;
+        int first = 0;
+        for (size_t i = 0; i < b->n; i++) {
+                if (status == UV_ECANCELED)
+                        b->files[i].result = -ECANCELED;
+                commit(w, &b->files[i], &first);
+        }
+        uv_loop_t *loop = b->loop;
+        free(b->files);
+        free(b);
+        w->inflight = NULL;
+        if (w->freeing) {
+                writer_release(w);
                 return;
+        }
+        if (w->again) {
+                w->again = false;
+                cdi_writer_write_async(w, loop);
+        }
+}
+
+void cdi_writer_write_async(struct cdi_writer *w, uv_loop_t *loop)
+{
+        if (w->inflight) {
+                w->again = true;
+                return;
+        }
+        int first = 0;
+        struct cdi_file *files = NULL;
+        size_t n = prepare(w, &files, &first);
+        if (n == 0) {
+                free(files);
+                return;
+        }
+        struct cdi_batch *b = xcalloc(1, sizeof(*b));
+        *b = (struct cdi_batch){ .w = w, .loop = loop, .files = files, .n = n };
+        b->req.data = b;
+        if (uv_queue_work(loop, &b->req, batch_work, batch_done) < 0) {
+                /* no pool: write here rather than not at all */
+                batch_work(&b->req);
+                w->inflight = b;
+                batch_done(&b->req, 0);
+                return;
+        }
+        w->inflight = b;
+}
+
+static void writer_release(struct cdi_writer *w)
+{
         for (size_t i = 0; i < w->n_files; i++) {
                 free(w->files[i].path);
                 free(w->files[i].data);
@@ -134,4 +253,16 @@ void cdi_writer_free(struct cdi_writer *w)
         free(w->backends);
         free(w->last_warnings);
         free(w);
+}
+
+void cdi_writer_free(struct cdi_writer *w)
+{
+        if (!w)
+                return;
+        if (w->inflight) {
+                w->freeing = true; /* batch_done frees it */
+                w->cfg = NULL;
+                return;
+        }
+        writer_release(w);
 }
