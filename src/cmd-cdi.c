@@ -73,6 +73,17 @@ static int parse_args(int argc, char **argv, struct cdi_args *a, char **rest, in
         return 0;
 }
 
+struct cdi_collect {
+        const struct cdi_generate_opts *opts;
+        struct cdi_spec_list *specs;
+};
+
+static void cdi_collect_backend(const struct dev_backend_ops *ops, struct dev_backend *b, void *ud)
+{
+        struct cdi_collect *c = ud;
+        cdi_specs_for_backend(ops, b, c->opts, c->specs);
+}
+
 static int generate(int argc, char **argv)
 {
         struct cdi_args a = { .output = "-", .format = "yaml" };
@@ -106,27 +117,10 @@ static int generate(int argc, char **argv)
         if (r)
                 return r;
 
-        int rc = 0;
         struct cdi_spec_list specs = { 0 };
         struct cdi_generate_opts opts = { .cfg = cfg, .nvidia_kind = kind };
-        for (size_t i = 0; dev_backends[i]; i++) {
-                const struct dev_backend_ops *ops = dev_backends[i];
-                if (!dev_backend_wanted(cfg, ops->name))
-                        continue;
-                struct dev_backend *b = NULL;
-                _cleanup_free_ char *err = NULL;
-                r = ops->create(NULL, cfg, &b, &err);
-                if (r < 0) {
-                        fprintf(stderr, "devlet cdi generate: backend %s: %s\n", ops->name,
-                                err ? err : strerror(-r));
-                        rc = 1;
-                        continue;
-                }
-                if (!b)
-                        continue;
-                cdi_specs_for_backend(ops, b, &opts, &specs);
-                ops->destroy(b);
-        }
+        struct cdi_collect c = { .opts = &opts, .specs = &specs };
+        int rc = cmd_each_backend("cdi generate", cfg, cdi_collect_backend, &c);
         for (size_t i = 0; specs.warnings && specs.warnings[i]; i++)
                 fprintf(stderr, "devlet cdi generate: warning: %s\n", specs.warnings[i]);
 

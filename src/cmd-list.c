@@ -35,7 +35,7 @@ static json_t *device_json(const struct dev_device *d)
                          "devices", specs, "mounts", mounts);
 }
 
-static void print_table(const char *backend, struct dev_resource *const *res, size_t n, int header)
+static void print_table(struct dev_resource *const *res, size_t n, int header)
 {
         if (header)
                 printf("%-32s %-24s %-10s %-5s %s\n", "RESOURCE", "DEVICE", "HEALTH", "NUMA",
@@ -59,7 +59,36 @@ static void print_table(const char *backend, struct dev_resource *const *res, si
                         putchar('\n');
                 }
         }
-        (void)backend;
+}
+
+struct list_out {
+        int json;
+        int header; /* the table header is still to print */
+        json_t *jres, *jbackends;
+};
+
+static void list_backend(const struct dev_backend_ops *ops, struct dev_backend *b, void *ud)
+{
+        struct list_out *out = ud;
+        size_t n;
+        struct dev_resource **res = ops->resources(b, &n);
+        if (out->json) {
+                for (size_t j = 0; j < n; j++) {
+                        json_t *devs = json_array();
+                        for (size_t k = 0; k < res[j]->n_devices; k++)
+                                json_array_append_new(devs, device_json(&res[j]->devices[k]));
+                        json_array_append_new(out->jres, json_pack("{s:s, s:s, s:o}", "name",
+                                                                   res[j]->name, "backend",
+                                                                   ops->name, "devices", devs));
+                }
+                if (ops->describe_json)
+                        json_object_set_new(out->jbackends, ops->name, ops->describe_json(b));
+        } else {
+                print_table(res, n, out->header);
+                out->header = 0;
+                if (ops->describe)
+                        ops->describe(b, stdout);
+        }
 }
 
 int cmd_list(int argc, char **argv)
@@ -93,44 +122,11 @@ int cmd_list(int argc, char **argv)
         if (r)
                 return r;
 
-        int rc = 0, header = 1;
-        json_t *jres = json_array(), *jbackends = json_object();
-        for (size_t i = 0; dev_backends[i]; i++) {
-                const struct dev_backend_ops *ops = dev_backends[i];
-                if (!dev_backend_wanted(cfg, ops->name))
-                        continue;
-                struct dev_backend *b = NULL;
-                _cleanup_free_ char *err = NULL;
-                r = ops->create(NULL, cfg, &b, &err);
-                if (r < 0) {
-                        fprintf(stderr, "devlet list: backend %s: %s\n", ops->name,
-                                err ? err : strerror(-r));
-                        rc = 1;
-                        continue;
-                }
-                if (!b)
-                        continue;
-                size_t n;
-                struct dev_resource **res = ops->resources(b, &n);
-                if (strcmp(format, "json") == 0) {
-                        for (size_t j = 0; j < n; j++) {
-                                json_t *devs = json_array();
-                                for (size_t k = 0; k < res[j]->n_devices; k++)
-                                        json_array_append_new(devs, device_json(&res[j]->devices[k]));
-                                json_array_append_new(jres, json_pack("{s:s, s:s, s:o}", "name",
-                                                                      res[j]->name, "backend",
-                                                                      ops->name, "devices", devs));
-                        }
-                        if (ops->describe_json)
-                                json_object_set_new(jbackends, ops->name, ops->describe_json(b));
-                } else {
-                        print_table(ops->name, res, n, header);
-                        header = 0;
-                        if (ops->describe)
-                                ops->describe(b, stdout);
-                }
-                ops->destroy(b);
-        }
+        struct list_out out = { .json = strcmp(format, "json") == 0, .header = 1,
+                                .jres = json_array(), .jbackends = json_object() };
+        int rc = cmd_each_backend("list", cfg, list_backend, &out);
+        json_t *jres = out.jres, *jbackends = out.jbackends;
+        int header = out.header;
         if (strcmp(format, "json") == 0) {
                 json_t *root = json_pack("{s:o, s:o}", "resources", jres, "backends", jbackends);
                 json_dumpf(root, stdout, JSON_INDENT(2));

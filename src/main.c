@@ -40,22 +40,6 @@ static int wants_help(int argc, char **argv)
         return 0;
 }
 
-int cmd_load_config(int argc, char **argv, struct devlet_config **out, int *argi)
-{
-        struct config_diag diag = { 0 };
-        int r = config_load(argc, argv, out, &diag, argi);
-        if (r < 0) {
-                char buf[1024];
-                fprintf(stderr, "devlet %s: %s\n", argv[0], config_diag_format(&diag, buf, sizeof(buf)));
-                return r == -EINVAL ? EXIT_USAGE : 1;
-        }
-        /* `run` logs its warnings itself, with the rest of its log */
-        if (strcmp(argv[0], "run") != 0)
-                for (size_t i = 0; (*out)->warnings && (*out)->warnings[i]; i++)
-                        fprintf(stderr, "devlet %s: warning: %s\n", argv[0], (*out)->warnings[i]);
-        return 0;
-}
-
 static int cmd_run(int argc, char **argv)
 {
         struct devlet_config *cfg = NULL;
@@ -88,21 +72,23 @@ int main(int argc, char **argv)
         static const struct {
                 const char *name;
                 int (*fn)(int argc, char **argv);
-                int config_flags; /* --help lists the config flags */
+                /* NULL: the command parses its own flags; else --help lists the
+                 * config flags, then these, the command's own */
+                const char *own_flags;
         } cmds[] = {
-                { "run", cmd_run, 1 },
-                { "list", cmd_list, 1 },
-                { "probe", cmd_probe, 0 },
-                { "cdi", cmd_cdi, 0 },
-                { "labels", cmd_labels, 1 },
-                { "metrics", cmd_metrics, 1 },
+                { "run", cmd_run, "" },
+                { "list", cmd_list, " [-o table|json]" },
+                { "probe", cmd_probe, NULL },
+                { "cdi", cmd_cdi, NULL },
+                { "labels", cmd_labels, "" },
+                { "metrics", cmd_metrics, "" },
         };
         for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
                 if (strcmp(cmd, cmds[i].name) != 0)
                         continue;
-                if (cmds[i].config_flags && wants_help(argc - 1, argv + 1)) {
+                if (cmds[i].own_flags && wants_help(argc - 1, argv + 1)) {
                         printf("usage: devlet %s [flags]%s\n\nflags (flag > env > config file > default):\n",
-                               cmd, strcmp(cmd, "list") == 0 ? " [-o table|json]" : "");
+                               cmd, cmds[i].own_flags);
                         config_print_help(stdout);
                         return 0;
                 }

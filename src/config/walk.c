@@ -43,22 +43,35 @@ int config_walk_expect(struct config_walk *w, const struct config_node *n,
                                  config_node_kind_name(n));
 }
 
-int config_walk_string(struct config_walk *w, const struct config_node *map, const char *key,
-                       const char *parent, const char **out, const struct config_node **node)
+/* The node at map[key] if it is present, not null and of the given type:
+ * 0 with *out set (NULL when absent or null), or the type error. */
+static int walk_typed(struct config_walk *w, const struct config_node *map, const char *key,
+                      const char *parent, enum config_node_kind type,
+                      const struct config_node **out)
 {
         const struct config_node *n = config_node_get(map, key);
         char path[CONFIG_PATH_MAX];
         config_subpath(path, sizeof(path), parent, ".%s", key);
         *out = NULL;
-        if (node)
-                *node = n;
         if (!n || config_node_is_null(n))
                 return 0;
-        int r = config_walk_expect(w, n, CONFIG_NODE_SCALAR, path);
+        int r = config_walk_expect(w, n, type, path);
         if (r < 0)
                 return r;
-        *out = n->text;
+        *out = n;
         return 0;
+}
+
+int config_walk_string(struct config_walk *w, const struct config_node *map, const char *key,
+                       const char *parent, const char **out, const struct config_node **node)
+{
+        const struct config_node *n = config_node_get(map, key);
+        if (node)
+                *node = n;
+        const struct config_node *scalar;
+        int r = walk_typed(w, map, key, parent, CONFIG_NODE_SCALAR, &scalar);
+        *out = scalar ? scalar->text : NULL;
+        return r;
 }
 
 int config_walk_required(struct config_walk *w, const struct config_node *map, const char *key,
@@ -122,17 +135,7 @@ int config_walk_uint(struct config_walk *w, const struct config_node *map, const
 int config_walk_list(struct config_walk *w, const struct config_node *map, const char *key,
                      const char *parent, const struct config_node **out)
 {
-        const struct config_node *n = config_node_get(map, key);
-        char path[CONFIG_PATH_MAX];
-        config_subpath(path, sizeof(path), parent, ".%s", key);
-        *out = NULL;
-        if (!n || config_node_is_null(n))
-                return 0;
-        int r = config_walk_expect(w, n, CONFIG_NODE_SEQ, path);
-        if (r < 0)
-                return r;
-        *out = n;
-        return 0;
+        return walk_typed(w, map, key, parent, CONFIG_NODE_SEQ, out);
 }
 
 int config_walk_map(struct config_walk *w, const struct config_node *n, const char *path,

@@ -39,7 +39,6 @@ struct reg_attempt {
 struct plugin_server {
         uv_loop_t *loop;
         struct dev_resource *res;
-        char *plugin_dir;
         char *socket_path;
         char *endpoint;
         struct grpc_server *grpc;
@@ -522,7 +521,6 @@ int plugin_server_new(uv_loop_t *loop, const char *plugin_dir, struct dev_resour
         struct plugin_server *p = xcalloc(1, sizeof(*p));
         p->loop = loop;
         p->res = res;
-        p->plugin_dir = xstrdup(plugin_dir);
         p->endpoint = plugin_endpoint_name(res->name);
         p->socket_path = xasprintf("%s/%s", plugin_dir, p->endpoint);
         p->retry_timer = xcalloc(1, sizeof(*p->retry_timer));
@@ -575,7 +573,6 @@ void plugin_server_free(struct plugin_server *p)
         while (p->streams)
                 law_unlink(p->streams);
         free(p->kubelet_socket);
-        free(p->plugin_dir);
         free(p->socket_path);
         free(p->endpoint);
         free(p);

@@ -1,0 +1,51 @@
+/* Helpers the subcommands share: loading the configuration with readable
+ * errors, and visiting each selected backend once, without a loop. */
+#include "cmd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "config/config.h"
+#include "devices/device.h"
+
+int cmd_load_config(int argc, char **argv, struct devlet_config **out, int *argi)
+{
+        struct config_diag diag = { 0 };
+        int r = config_load(argc, argv, out, &diag, argi);
+        if (r < 0) {
+                char buf[1024];
+                fprintf(stderr, "devlet %s: %s\n", argv[0], config_diag_format(&diag, buf, sizeof(buf)));
+                return r == -EINVAL ? EXIT_USAGE : 1;
+        }
+        /* `run` logs its warnings itself, with the rest of its log */
+        if (strcmp(argv[0], "run") != 0)
+                for (size_t i = 0; (*out)->warnings && (*out)->warnings[i]; i++)
+                        fprintf(stderr, "devlet %s: warning: %s\n", argv[0], (*out)->warnings[i]);
+        return 0;
+}
+
+int cmd_each_backend(const char *cmd, const struct devlet_config *cfg, cmd_backend_fn fn, void *ud)
+{
+        int rc = 0;
+        for (size_t i = 0; dev_backends[i]; i++) {
+                const struct dev_backend_ops *ops = dev_backends[i];
+                if (!dev_backend_wanted(cfg, ops->name))
+                        continue;
+                struct dev_backend *b = NULL;
+                _cleanup_free_ char *err = NULL;
+                int r = ops->create(NULL, cfg, &b, &err);
+                if (r < 0) {
+                        fprintf(stderr, "devlet %s: backend %s: %s\n", cmd, ops->name,
+                                err ? err : strerror(-r));
+                        rc = 1;
+                        continue;
+                }
+                if (!b)
+                        continue;
+                fn(ops, b, ud);
+                ops->destroy(b);
+        }
+        return rc;
+}
