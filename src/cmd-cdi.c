@@ -74,7 +74,7 @@ static int parse_args(int argc, char **argv, struct cdi_args *a, char **rest, in
 }
 
 struct cdi_collect {
-        const struct cdi_generate_opts *opts;
+        const struct dev_cdi_opts *opts;
         struct cdi_spec_list *specs;
 };
 
@@ -118,7 +118,7 @@ static int generate(int argc, char **argv)
                 return r;
 
         struct cdi_spec_list specs = { 0 };
-        struct cdi_generate_opts opts = { .cfg = cfg, .nvidia_kind = kind };
+        struct dev_cdi_opts opts = { .cfg = cfg, .kind = kind };
         struct cdi_collect c = { .opts = &opts, .specs = &specs };
         int rc = cmd_each_backend("cdi generate", cfg, cdi_collect_backend, &c);
         for (size_t i = 0; specs.warnings && specs.warnings[i]; i++)

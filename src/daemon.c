@@ -27,7 +27,6 @@
 #include "base/xalloc.h"
 #include "cdi/generate.h"
 #include "devices/device.h"
-#include "devices/nvidia/nvidia.h"
 #include "kubelet/kubelet.h"
 #include "labels/labels.h"
 #include "metrics/metrics.h"
@@ -219,22 +218,27 @@ static uint64_t metrics_kubelet_restarts(void *ud)
         return d->kubelet_restarts;
 }
 
+/* The error events the backends count per device (NVIDIA: XIDs). */
 static size_t metrics_xids(void *ud, struct metrics_xid *out, size_t max)
 {
         struct daemon *d = ud;
+        size_t total = 0;
         for (size_t i = 0; i < d->devs.n_backends; i++) {
-                if (d->devs.backends[i].ops != &nvidia_backend_ops)
+                const struct dev_backend_ops *ops = d->devs.backends[i].ops;
+                if (!ops->event_counts)
                         continue;
                 struct dev_backend *b = d->devs.backends[i].b;
-                size_t n = nvidia_backend_xid_events(b, NULL, 0);
-                _cleanup_free_ struct nvidia_xid_event *ev = xcalloc(n + 1, sizeof(*ev));
-                n = nvidia_backend_xid_events(b, ev, n);
-                for (size_t k = 0; k < n && k < max; k++)
-                        out[k] = (struct metrics_xid){ .uuid = ev[k].uuid, .xid = (unsigned)ev[k].xid,
-                                                       .count = ev[k].count, .seq = ev[k].seq };
-                return n;
+                size_t n = ops->event_counts(b, NULL, 0);
+                _cleanup_free_ struct dev_event_count *ev = xcalloc(n + 1, sizeof(*ev));
+                n = ops->event_counts(b, ev, n);
+                for (size_t k = 0; k < n && total + k < max; k++)
+                        out[total + k] = (struct metrics_xid){ .uuid = ev[k].device,
+                                                               .xid = (unsigned)ev[k].code,
+                                                               .count = ev[k].count,
+                                                               .seq = ev[k].seq };
+                total += n;
         }
-        return 0;
+        return total;
 }
 
 /* Metrics depend on no backend (they hold their own reference to NVML), so

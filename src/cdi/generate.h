@@ -1,4 +1,4 @@
-/* The CDI specs of running backends: which builder serves which backend. */
+/* The CDI specs of running backends, and the writer of `devlet run`. */
 #ifndef DEVLET_CDI_GENERATE_H
 #define DEVLET_CDI_GENERATE_H
 
@@ -6,24 +6,11 @@
 
 #include "cdi/cdi.h"
 
-struct cdi_spec_list {
-        struct cdi_spec **specs; /* each valid */
-        size_t n;
-        char **warnings; /* strv or NULL: what was left out, and why */
-};
-
-struct cdi_generate_opts {
-        const struct devlet_config *cfg;
-        const char *nvidia_kind; /* kind of the NVIDIA spec: "k8s.device-plugin.nvidia.com/gpu"
-                                  * for the plugin's own annotations, "nvidia.com/gpu" for
-                                  * `cdi generate` */
-};
-
 /* Appends the specs of backend b (created by ops) to out, and a warning for
- * each resource or device left out. */
+ * each resource or device left out: the backend's `cdi_specs` member, or
+ * one spec per resource (cdi_spec_from_resource) for a backend without. */
 void cdi_specs_for_backend(const struct dev_backend_ops *ops, struct dev_backend *b,
-                           const struct cdi_generate_opts *opts, struct cdi_spec_list *out);
-void cdi_spec_list_release(struct cdi_spec_list *l);
+                           const struct dev_cdi_opts *opts, struct cdi_spec_list *out);
 
 /* ---- the writer of `devlet run` ---- */
 
@@ -39,7 +26,7 @@ bool cdi_strategy_enabled(const struct devlet_config *cfg);
 struct cdi_writer;
 
 /* A writer of the backends' specs into cfg->cdi_spec_dir, as YAML, the
- * NVIDIA spec under CDI_NVIDIA_PLUGIN_KIND (the kind Allocate names).
+ * GPU families' specs under the kinds their Allocate names.
  * backends is copied; cfg and the backends must outlive the writer.  It
  * writes nothing until cdi_writer_write(). */
 struct cdi_writer *cdi_writer_new(const struct devlet_config *cfg,

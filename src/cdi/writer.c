@@ -24,7 +24,6 @@
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "cdi/generate.h"
-#include "cdi/nvidia.h"
 
 struct written {
         char *path;
@@ -110,7 +109,7 @@ static void log_warnings(struct cdi_writer *w, char **warnings)
 static size_t prepare(struct cdi_writer *w, struct cdi_file **out, int *first)
 {
         struct cdi_spec_list specs = { 0 };
-        struct cdi_generate_opts opts = { .cfg = w->cfg, .nvidia_kind = CDI_NVIDIA_PLUGIN_KIND };
+        struct dev_cdi_opts opts = { .cfg = w->cfg, .kind = NULL };
         for (size_t i = 0; i < w->n_backends; i++)
                 if (w->backends[i].backend)
                         cdi_specs_for_backend(w->backends[i].ops, w->backends[i].backend, &opts,

@@ -1,14 +1,17 @@
 /* The CDI spec model (Container Device Interface, cncf-tags/
  * container-device-interface SPEC.md): a kind, its devices and their
  * container edits, checked against the rules the CDI library applies before
- * it is rendered as YAML or JSON and written where runtimes read specs.
+ * it is rendered as YAML or JSON and written where runtimes read specs
+ * (cdi/: the renderers and the writer).
  *
  * A spec is built with the adders below (they copy their arguments), then
  * cdi_spec_validate(); the renderers and the writer validate again, so a
- * spec that breaks a rule is never rendered or written.  Knows nothing of
- * devices or backends. */
-#ifndef DEVLET_CDI_SPEC_H
-#define DEVLET_CDI_SPEC_H
+ * spec that breaks a rule is never rendered or written.  It sits in
+ * devices/ so that a backend can describe its devices as CDI devices (the
+ * `cdi_specs` member of struct dev_backend_ops) without including cdi/;
+ * it knows nothing of devices or backends itself. */
+#ifndef DEVLET_DEVICES_CDI_SPEC_H
+#define DEVLET_DEVICES_CDI_SPEC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,8 +63,6 @@ struct cdi_spec {
         struct cdi_edits edits; /* applied once when any device is requested */
 };
 
-enum cdi_format { CDI_FORMAT_YAML, CDI_FORMAT_JSON };
-
 /* Name rules, as the CDI library (pkg/parser) checks them.
  * vendor: a letter first, a letter or digit last, [A-Za-z0-9_.-] between,
  *         at most 253 characters; class: the same, at most 63 characters;
@@ -110,20 +111,17 @@ int cdi_spec_validate(const struct cdi_spec *s, char **err);
  * with a digit, 0.6.0 for a dot in the class (pkg/cdi/version.go). */
 const char *cdi_spec_min_version(const struct cdi_spec *s);
 
-/* Renders a valid spec: a heap buffer in *out (NUL-terminated, length in
- * *len).  Returns 0, or -EINVAL with *err for an invalid spec. */
-int cdi_spec_render(const struct cdi_spec *s, enum cdi_format format, char **out, size_t *len,
-                    char **err);
+/* A list of specs a backend contributes, each valid, and what it left out. */
+struct cdi_spec_list {
+        struct cdi_spec **specs;
+        size_t n;
+        char **warnings; /* strv or NULL: what was left out, and why */
+};
 
-/* "<vendor>-<class>.yaml" or ".json", the name the CDI library gives a
- * vendor's spec file (GenerateSpecName).  The kind must be valid. */
-char *cdi_spec_file_name(const struct cdi_spec *s, enum cdi_format format);
-
-/* Renders a valid spec and writes it to dir/<cdi_spec_file_name> atomically
- * (temporary file + rename), mode 0644, creating dir.  The path written goes
- * to *path (heap) when path is not NULL.  Returns 0, -EINVAL with *err for an
- * invalid spec (nothing is written), or -errno with *err. */
-int cdi_spec_write(const struct cdi_spec *s, const char *dir, enum cdi_format format, char **path,
-                   char **err);
+/* Appends s (taken) to l. */
+void cdi_spec_list_push(struct cdi_spec_list *l, struct cdi_spec *s);
+/* Appends msg (taken) to l's warnings. */
+void cdi_spec_list_warn(struct cdi_spec_list *l, char *msg);
+void cdi_spec_list_release(struct cdi_spec_list *l);
 
 #endif

@@ -10,6 +10,7 @@
 #include "devices/device.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -381,4 +382,47 @@ int dev_preferred_generic(struct dev_resource *r, char *const *available, size_t
 
         *out = p.ids;
         return 0;
+}
+
+/* ---- node labels ---- */
+
+void dev_labels_put(struct dev_labels *s, const char *key, const char *value)
+{
+        for (size_t i = 0; i < s->n; i++)
+                if (strcmp(s->v[i].key, key) == 0) {
+                        free(s->v[i].value);
+                        s->v[i].value = xstrdup(value);
+                        return;
+                }
+        xgrow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v));
+        s->v[s->n].key = xstrdup(key);
+        s->v[s->n].value = xstrdup(value);
+        s->n++;
+}
+
+void dev_labels_putf(struct dev_labels *s, const char *key, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *value = xvasprintf(fmt, ap);
+        va_end(ap);
+        dev_labels_put(s, key, value);
+}
+
+const char *dev_labels_get(const struct dev_labels *s, const char *key)
+{
+        for (size_t i = 0; i < s->n; i++)
+                if (strcmp(s->v[i].key, key) == 0)
+                        return s->v[i].value;
+        return NULL;
+}
+
+void dev_labels_release(struct dev_labels *s)
+{
+        for (size_t i = 0; i < s->n; i++) {
+                free(s->v[i].key);
+                free(s->v[i].value);
+        }
+        free(s->v);
+        memset(s, 0, sizeof(*s));
 }

@@ -83,10 +83,10 @@ static int write_data(const char *path, const char *data, size_t len, char **err
         return r;
 }
 
-int labels_write_file(const char *path, const struct label_set *s, char **err)
+int labels_write_file(const char *path, const struct dev_labels *s, char **err)
 {
         size_t len = 0;
-        _cleanup_free_ char *data = label_set_format(s, &len);
+        _cleanup_free_ char *data = labels_format(s, &len);
         if (!path) {
                 if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0) {
                         *err = xstrdup("cannot write to standard output");
@@ -193,7 +193,7 @@ static void write_labels(struct labeler *l)
                 l->again = true;
                 return;
         }
-        struct label_set set = { 0 };
+        struct dev_labels set = { 0 };
         char **warnings = NULL;
         labels_collect(l->cfg, l->backends, l->n_backends, &set, &warnings);
         log_warnings(l, warnings);
@@ -202,7 +202,7 @@ static void write_labels(struct labeler *l)
         if (!l->path) {
                 _cleanup_free_ char *err = NULL;
                 int r = labels_write_file(NULL, &set, &err);
-                label_set_release(&set);
+                dev_labels_release(&set);
                 write_done(l, r, &err, n);
                 return;
         }
@@ -210,9 +210,9 @@ static void write_labels(struct labeler *l)
         w->req.data = w;
         w->l = l;
         w->path = xstrdup(l->path);
-        w->data = label_set_format(&set, &w->len);
+        w->data = labels_format(&set, &w->len);
         w->n_labels = n;
-        label_set_release(&set);
+        dev_labels_release(&set);
         int r = uv_queue_work(l->loop, &w->req, work_write, after_write);
         if (r < 0) {
                 _cleanup_free_ char *err = xasprintf("cannot queue the write: %s", uv_strerror(r));

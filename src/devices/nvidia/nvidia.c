@@ -42,6 +42,8 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/xalloc.h"
+#include "devices/nvidia/cdi.h"
+#include "devices/nvidia/gfd-labels.h"
 #include "devices/nvidia/health.h"
 #include "devices/nvidia/internal.h"
 #include "devices/nvidia/inventory.h"
@@ -102,6 +104,20 @@ static void xid_count(struct nvidia_backend *b, unsigned long long xid, uint64_t
                 }
         b->xids = xrealloc(b->xids, (b->n_xids + 1) * sizeof(*b->xids));
         b->xids[b->n_xids++] = (struct nvidia_xid_count){ .xid = xid, .count = n };
+}
+
+/* The `event_counts` member: the XIDs by GPU and code. */
+static size_t nvidia_event_counts(struct dev_backend *db, struct dev_event_count *out, size_t max)
+{
+        struct nvidia_backend *b = (struct nvidia_backend *)db;
+        for (size_t i = 0; i < b->n_gpu_xids && i < max; i++) {
+                const struct nvidia_gpu_xid *x = &b->gpu_xids[i];
+                out[i] = (struct dev_event_count){ .device = b->inv->gpus[x->gpu].uuid,
+                                                   .code = x->xid,
+                                                   .count = x->count,
+                                                   .seq = x->seq };
+        }
+        return b->n_gpu_xids;
 }
 
 const struct nvml_inventory *nvidia_backend_inventory(struct dev_backend *db)
@@ -505,4 +521,7 @@ const struct dev_backend_ops nvidia_backend_ops = {
         .inherit = nvidia_inherit,
         .describe = nvidia_describe,
         .describe_json = nvidia_describe_json,
+        .labels = nvidia_backend_labels,
+        .cdi_specs = nvidia_backend_cdi_specs,
+        .event_counts = nvidia_event_counts,
 };
