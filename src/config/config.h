@@ -131,7 +131,7 @@ struct devlet_config {
         char *kubelet_socket;   /* --kubelet-socket; "" = <plugin_directory>/kubelet.sock,
                                  * which config_load fills in */
         long verbosity;         /* -v N */
-        char **backends;        /* --backends auto|nvidia|hostdev,... */
+        char **backends;        /* --backends auto or backend names (config_backend_choices) */
         char *sysfs_root;       /* --sysfs-root, default /sys (tests point it at a fake tree) */
         char *dev_root;         /* --dev-root, default / */
         int64_t rescan_interval_ms; /* --rescan-interval, hot-plug fallback rescan; -1 = never */
@@ -204,6 +204,11 @@ struct config_option {
         long min, max;            /* CONFIG_INT bounds, inclusive; max 0 = no upper bound */
         const char *help;
 };
+
+/* What --backends accepts: "auto", then every device backend's name in
+ * start-up order; NULL-terminated.  Defined by the backend table
+ * (devices/registry.c), the one place that names the families. */
+extern const char *const config_backend_choices[];
 
 /* The table, in --help order. */
 const struct config_option *config_options(size_t *n);

@@ -28,7 +28,6 @@
 #include "base/xalloc.h"
 #include "config/config-internal.h"
 
-static const char *const backend_choices[] = { "auto", "nvidia", "hostdev", NULL };
 static const char *const mig_strategy_choices[] = { "none", "single", "mixed", NULL };
 static const char *const device_list_strategy_choices[] = { "envvar", "volume-mounts",
                                                             "cdi-annotations", "cdi-cri", NULL };
@@ -85,7 +84,7 @@ static const struct config_option options[] = {
                 .type = CONFIG_LIST,
                 .default_value = "auto",
                 .offset = FIELD(backends),
-                .choices = backend_choices,
+                .choices = config_backend_choices,
                 .help = "Device backends to run (auto: each backend that finds devices)",
         },
         {
