@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "base/xalloc.h"
 
 /* ---- dev_alloc ---- */
@@ -425,4 +426,27 @@ void dev_labels_release(struct dev_labels *s)
         }
         free(s->v);
         memset(s, 0, sizeof(*s));
+}
+
+/* ---- reports ---- */
+
+static dev_report_fn *report_fn;
+static void *report_ud;
+
+void dev_report_sink(dev_report_fn *fn, void *ud)
+{
+        report_fn = fn;
+        report_ud = ud;
+}
+
+void dev_report(enum dev_report_level level, const char *backend, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *msg = xvasprintf(fmt, ap);
+        va_end(ap);
+        if (report_fn)
+                report_fn(level, backend, msg, report_ud);
+        else
+                log_debug(backend, "%s", msg);
 }

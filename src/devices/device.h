@@ -175,6 +175,22 @@ struct dev_event_count {
         uint64_t seq; /* grows with each event the backend counts: newest last */
 };
 
+/* ---- what backends report to the operator ---- */
+
+enum dev_report_level { DEV_REPORT_ERROR, DEV_REPORT_WARN, DEV_REPORT_INFO };
+
+/* Backends log at debug level only.  What an operator must see (a GPU gone
+ * unhealthy, a missing driver, a health monitor that cannot start) is
+ * reported with dev_report() to the sink the program installed: main's
+ * logs it at the level given, under the backend's name.  Without a sink a
+ * report is logged at debug level.  Reports come from the loop thread (or
+ * from create(), before any loop runs). */
+typedef void dev_report_fn(enum dev_report_level level, const char *backend, const char *msg,
+                           void *ud);
+void dev_report_sink(dev_report_fn *fn, void *ud);
+void dev_report(enum dev_report_level level, const char *backend, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
 /* ---- backends ---- */
 
 struct dev_backend;
