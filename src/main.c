@@ -52,14 +52,17 @@ static int cmd_run(int argc, char **argv)
 }
 
 /* What a backend reports for the operator becomes a log line under its
- * name. */
+ * name; a warning about the host, once per process. */
 static void report_to_log(enum dev_report_level level, const char *backend, const char *msg,
                           void *ud)
 {
-        log_emit(level == DEV_REPORT_ERROR  ? LOG_ERROR
-                 : level == DEV_REPORT_WARN ? LOG_WARN
-                                            : LOG_INFO,
-                 backend, "%s", msg);
+        if (level == DEV_REPORT_HOST_WARN)
+                log_emit_once(LOG_WARN, backend, "%s", msg);
+        else
+                log_emit(level == DEV_REPORT_ERROR  ? LOG_ERROR
+                         : level == DEV_REPORT_WARN ? LOG_WARN
+                                                    : LOG_INFO,
+                         backend, "%s", msg);
 }
 
 int main(int argc, char **argv)

@@ -33,8 +33,9 @@ struct cdi_writer *cdi_writer_new(const struct devlet_config *cfg,
                                   const struct cdi_backend *backends, size_t n);
 /* Builds every spec and writes those whose bytes changed since the last
  * write (each atomically, mode 0644).  Call at start-up and whenever devices
- * change.  Logs what it writes, warnings and failures (once per distinct
- * message).  Returns 0, or the first -errno of a write that failed. */
+ * change.  Logs what it writes and failures (once per distinct message),
+ * and each warning once per process.  Returns 0, or the first -errno of a
+ * write that failed. */
 int cdi_writer_write(struct cdi_writer *w);
 /* The same, with the files written on libuv's thread pool so the loop never
  * waits for a disk: what to write is decided now, the outcome is logged when

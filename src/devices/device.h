@@ -177,7 +177,15 @@ struct dev_event_count {
 
 /* ---- what backends report to the operator ---- */
 
-enum dev_report_level { DEV_REPORT_ERROR, DEV_REPORT_WARN, DEV_REPORT_INFO };
+enum dev_report_level {
+        DEV_REPORT_ERROR,
+        DEV_REPORT_WARN,
+        DEV_REPORT_INFO,
+        /* a warning about the host that stays true while devlet runs (a
+         * missing file, the environment): the sink shows it once per
+         * process, not at every reload */
+        DEV_REPORT_HOST_WARN,
+};
 
 /* Backends log at debug level only.  What an operator must see (a GPU gone
  * unhealthy, a missing driver, a health monitor that cannot start) is

@@ -5,8 +5,8 @@
  * (inotify through uv_fs_event) and, on any event, compare what is there with
  * what we expect: a missing or replaced plugin socket is re-created and
  * registered again; a kubelet.sock with a new inode means a new kubelet, so
- * every resource registers again (or the owner is told, and rebuilds
- * everything from a fresh device scan).  A slow timer repeats the same check, which
+ * every resource registers again (and the owner is told, to count it):
+ * nothing is rebuilt or re-read.  A slow timer repeats the same check, which
  * covers a directory that is itself removed and re-created (its inotify watch
  * dies with it).  devlet never exits because the kubelet went away.
  * Runs on the loop thread; every check is a few stat(2) calls. */
@@ -133,10 +133,8 @@ static void check(struct kubelet_manager *m)
         }
         m->kubelet_present = present;
 
-        if (restart && m->on_restart) {
+        if (restart && m->on_restart)
                 m->on_restart(m->on_restart_ud);
-                return;
-        }
         for (size_t i = 0; i < m->n_servers; i++) {
                 int recreated = plugin_server_ensure_socket(m->servers[i]);
                 if (present && (kubelet_new || recreated > 0))

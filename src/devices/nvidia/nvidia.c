@@ -207,7 +207,7 @@ static void health_start(struct nvidia_backend *b, const struct devlet_config *c
         nvidia_xid_policy_parse(getenv("DP_DISABLE_HEALTHCHECKS"), getenv("DP_ENABLE_HEALTHCHECKS"),
                                 policy, &warnings);
         for (size_t i = 0; warnings && warnings[i]; i++)
-                dev_report(DEV_REPORT_WARN, "nvidia", "%s", warnings[i]);
+                dev_report(DEV_REPORT_HOST_WARN, "nvidia", "%s", warnings[i]);
         strv_free(warnings);
         b->policy = policy;
         if (!policy->monitor) {
@@ -400,8 +400,9 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
         if (b->ctx.pass_device_specs && !b->inv->mig_minors_found)
                 for (size_t i = 0; i < b->inv->n_gpus; i++)
                         if (b->inv->gpus[i].n_migs && strcmp(b->mig_strategy, "none") != 0) {
-                                dev_report(DEV_REPORT_WARN, "nvidia", "no nvidia-caps/mig-minors: MIG devices "
-                                                   "cannot be passed as device specs");
+                                dev_report(DEV_REPORT_HOST_WARN, "nvidia",
+                                           "no nvidia-caps/mig-minors: MIG devices cannot be "
+                                           "passed as device specs");
                                 break;
                         }
         report_found(b);
