@@ -28,6 +28,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
+from bench import percentile  # noqa: E402
 from devlet_harness import Devlet, hostdev_config, make_node  # noqa: E402
 from kubelet_sim import KubeletSim  # noqa: E402
 from mock_gpus import GPU, MockNode  # noqa: E402
@@ -37,12 +38,6 @@ HOST_RESOURCES = ["devlet.io/fuse", "devlet.io/serial", "devlet.io/kvm"]
 TARGET_P50_MS = 3.0
 TARGET_P99_MS = 10.0
 OWN = re.compile(r"registering again after a kubelet restart resources=\d+ seen_to_sent_us=(\d+)")
-
-
-def percentile(values, p):
-    s = sorted(values)
-    k = min(len(s) - 1, max(0, int(round(p / 100.0 * (len(s) - 1)))))
-    return s[k]
 
 
 def prepare(root):
