@@ -24,24 +24,16 @@ DEFINE_CLEANUP_FUNC(struct config_node, config_tree_free)
 
 /* ---- flags: the option table's keys ---- */
 
-struct pending {
-        const struct config_option *opt;
-        union config_value v;
-};
-
 struct walk {
         const char *file;
         struct config_diag *diag;
         char **warnings;
-        struct pending *values;
-        size_t n_values, cap_values;
+        struct config_pending values;
 };
 
 static void walk_clear(struct walk *w)
 {
-        for (size_t i = 0; i < w->n_values; i++)
-                config_value_clear(w->values[i].opt, &w->values[i].v);
-        free(w->values);
+        config_pending_clear(&w->values);
         strv_free(w->warnings);
 }
 
@@ -80,8 +72,7 @@ static int walk_option(struct walk *w, const struct config_option *opt,
                 w->diag->column = n->column;
                 return r;
         }
-        xgrow((void **)&w->values, &w->cap_values, w->n_values + 1, sizeof(*w->values));
-        w->values[w->n_values++] = (struct pending){ opt, v };
+        config_pending_add(&w->values, opt, &v);
         return 0;
 }
 
@@ -314,9 +305,7 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
                 return r;
 
         /* all good: only now does cfg change */
-        for (size_t i = 0; i < w.n_values; i++)
-                config_value_store(cfg, w.values[i].opt, &w.values[i].v);
-        w.n_values = 0;
+        config_pending_store(&w.values, cfg);
         store_sections(cfg, &sec);
         for (size_t i = 0; w.warnings && w.warnings[i]; i++)
                 cfg->warnings = strv_push(cfg->warnings, w.warnings[i]);

@@ -58,43 +58,6 @@ DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
 
 /* ---- command line ---- */
 
-struct flag_value {
-        const struct config_option *opt;
-        union config_value v;
-};
-
-struct flag_set {
-        struct flag_value *items;
-        size_t n, cap;
-};
-
-static void flag_set_clear(struct flag_set *s)
-{
-        for (size_t i = 0; i < s->n; i++)
-                config_value_clear(s->items[i].opt, &s->items[i].v);
-        free(s->items);
-}
-
-static void flag_set_add(struct flag_set *s, const struct config_option *opt,
-                         union config_value *v)
-{
-        /* A list flag given twice collects both (--backends nvidia --backends hostdev). */
-        if (opt->type == CONFIG_LIST)
-                for (size_t i = 0; i < s->n; i++)
-                        if (s->items[i].opt == opt) {
-                                for (size_t j = 0; v->list[j]; j++)
-                                        s->items[i].v.list = strv_push(s->items[i].v.list,
-                                                                       v->list[j]);
-                                config_value_clear(opt, v);
-                                return;
-                        }
-        xgrow((void **)&s->items, &s->cap, s->n + 1, sizeof(*s->items));
-        s->items[s->n].opt = opt;
-        s->items[s->n].v = *v;
-        s->n++;
-        *v = (union config_value){ 0 };
-}
-
 static const struct config_option *find_long(const char *name, size_t len)
 {
         size_t n_options;
@@ -173,7 +136,7 @@ static int unknown_flag(const char *shown, const char *name, size_t len, struct 
 
 /* Collects argv's flags into s; *first_arg gets the index of the first
  * argument that is not a flag (argc if none). */
-static int parse_args(int argc, char **argv, struct flag_set *s, int *first_arg,
+static int parse_args(int argc, char **argv, struct config_pending *s, int *first_arg,
                       struct config_diag *diag)
 {
         int i;
@@ -225,7 +188,7 @@ static int parse_args(int argc, char **argv, struct flag_set *s, int *first_arg,
                 int r = config_value_parse(opt, value, who, &v, diag);
                 if (r < 0)
                         return r;
-                flag_set_add(s, opt, &v);
+                config_pending_add(s, opt, &v);
         }
         *first_arg = i;
         return 0;
@@ -287,7 +250,7 @@ int config_load(int argc, char **argv, struct devlet_config **out, struct config
                 diag = &scratch;
         memset(diag, 0, sizeof(*diag));
 
-        _cleanup_(flag_set_clear) struct flag_set flags = { 0 };
+        _cleanup_(config_pending_clear) struct config_pending flags = { 0 };
         int first_arg = argc;
         int r = parse_args(argc, argv, &flags, &first_arg, diag);
         if (r < 0)
@@ -312,8 +275,7 @@ int config_load(int argc, char **argv, struct devlet_config **out, struct config
         r = apply_env(cfg, diag);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < flags.n; i++)
-                config_value_store(cfg, flags.items[i].opt, &flags.items[i].v);
+        config_pending_store(&flags, cfg);
 
         if (!cfg->kubelet_socket[0]) {
                 size_t n = strlen(cfg->plugin_directory);

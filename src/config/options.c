@@ -547,6 +547,42 @@ void config_value_store(struct devlet_config *cfg, const struct config_option *o
         }
 }
 
+/* ---- values not yet stored ---- */
+
+void config_pending_add(struct config_pending *p, const struct config_option *opt,
+                        union config_value *v)
+{
+        if (opt->type == CONFIG_LIST)
+                for (size_t i = 0; i < p->n; i++)
+                        if (p->items[i].opt == opt) {
+                                for (size_t j = 0; v->list[j]; j++)
+                                        p->items[i].v.list = strv_push(p->items[i].v.list,
+                                                                       v->list[j]);
+                                config_value_clear(opt, v);
+                                return;
+                        }
+        xgrow((void **)&p->items, &p->cap, p->n + 1, sizeof(*p->items));
+        p->items[p->n].opt = opt;
+        p->items[p->n].v = *v;
+        p->n++;
+        *v = (union config_value){ 0 };
+}
+
+void config_pending_store(struct config_pending *p, struct devlet_config *cfg)
+{
+        for (size_t i = 0; i < p->n; i++)
+                config_value_store(cfg, p->items[i].opt, &p->items[i].v);
+        p->n = 0;
+}
+
+void config_pending_clear(struct config_pending *p)
+{
+        for (size_t i = 0; i < p->n; i++)
+                config_value_clear(p->items[i].opt, &p->items[i].v);
+        free(p->items);
+        *p = (struct config_pending){ 0 };
+}
+
 /* ---- help ---- */
 
 static const char *metavar(const struct config_option *opt, char *buf, size_t size)

@@ -41,4 +41,22 @@ bool config_key_is_section(const char *prefix);
 
 
 
+/* Values parsed from one source (the file, the command line) and not yet
+ * stored, so that a source with an error changes nothing. */
+struct config_pending {
+        struct config_pending_value {
+                const struct config_option *opt;
+                union config_value v;
+        } *items;
+        size_t n, cap;
+};
+
+/* Takes *v (left zeroed).  A list option given again collects both
+ * (--backends nvidia --backends hostdev). */
+void config_pending_add(struct config_pending *p, const struct config_option *opt,
+                        union config_value *v);
+/* Moves every value into cfg, in the order given, and empties p. */
+void config_pending_store(struct config_pending *p, struct devlet_config *cfg);
+void config_pending_clear(struct config_pending *p);
+
 #endif
