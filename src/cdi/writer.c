@@ -92,7 +92,7 @@ static struct written *file_slot(struct cdi_writer *w, const char *path)
 static size_t prepare(struct cdi_writer *w, struct cdi_file **out, int *first)
 {
         struct cdi_spec_list specs = { 0 };
-        struct dev_cdi_opts opts = { .cfg = w->cfg, .kind = NULL };
+        struct dev_cdi_opts opts = { .cfg = w->cfg };
         for (size_t i = 0; i < w->n_backends; i++)
                 if (w->backends[i].backend)
                         cdi_specs_for_backend(w->backends[i].ops, w->backends[i].backend, &opts,

@@ -160,10 +160,12 @@ struct cdi_spec_list;
 
 struct dev_cdi_opts {
         const struct devlet_config *cfg;
-        /* The kind of a GPU family's main spec: NULL for the kind the
-         * backend's Allocate names (what `devlet run` writes); `devlet cdi
-         * generate` passes the kind its --vendor/--class make. */
-        const char *kind;
+        /* false: the kinds the backend's Allocate names (what `devlet run`
+         * writes); true: `devlet cdi generate`, the kinds the vendor's own
+         * CDI tool gives, with vendor and klass (NULL: the vendor's)
+         * replacing the parts of a GPU family's main kind. */
+        bool standalone;
+        const char *vendor, *klass;
 };
 
 /* One device's count of one kind of error event (NVIDIA: an XID code). */

@@ -62,7 +62,7 @@ static int setup(void **state)
 static struct cdi_spec *nvidia_spec(struct dev_backend *b, const struct devlet_config *cfg,
                                     struct cdi_spec_list *specs)
 {
-        const struct dev_cdi_opts opts = { cfg, NVIDIA_CDI_PLUGIN_KIND };
+        const struct dev_cdi_opts opts = { .cfg = cfg }; /* NVIDIA_CDI_PLUGIN_KIND */
         cdi_specs_for_backend(&nvidia_backend_ops, b, &opts, specs);
         assert_int_equal(specs->n, 1);
         assert_string_equal(specs->specs[0]->kind, "k8s.device-plugin.nvidia.com/gpu");
@@ -243,7 +243,7 @@ static void test_extra_kinds(void **state)
                                              "  plugin:\n    deviceListStrategy: cdi-cri\n");
         struct dev_backend *b = backend_new(NULL, cfg);
         struct cdi_spec_list specs = { 0 };
-        const struct dev_cdi_opts opts = { cfg, NVIDIA_CDI_PLUGIN_KIND };
+        const struct dev_cdi_opts opts = { .cfg = cfg }; /* NVIDIA_CDI_PLUGIN_KIND */
         cdi_specs_for_backend(&nvidia_backend_ops, b, &opts, &specs);
         assert_int_equal(specs.n, 3);
         assert_string_equal(specs.specs[1]->kind, "k8s.device-plugin.nvidia.com/gds");

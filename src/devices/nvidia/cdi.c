@@ -409,8 +409,12 @@ void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *
         }
         const struct nvidia_cdi_node node = { inv->driver_version, gpus, inv->n_gpus };
         const struct devlet_config *cfg = opts->cfg;
+        _cleanup_free_ char *main_kind =
+                opts->standalone ? xasprintf("%s/%s", opts->vendor ? opts->vendor : "nvidia.com",
+                                             opts->klass ? opts->klass : "gpu")
+                                 : xstrdup(NVIDIA_CDI_PLUGIN_KIND);
         const struct nvidia_cdi_opts o = {
-                .kind = opts->kind ? opts->kind : NVIDIA_CDI_PLUGIN_KIND,
+                .kind = main_kind,
                 .driver_root = cfg->driver_root,
                 .search_root = driver_search_root(cfg),
                 .dev_root = cfg->dev_root,

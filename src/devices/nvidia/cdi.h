@@ -89,8 +89,10 @@ extern const struct nvidia_cdi_extra nvidia_cdi_gds, nvidia_cdi_mofed, nvidia_cd
 /* The backend's `cdi_specs` member: the GPU spec from the inventory, with
  * the GPU and MIG indices the backend's Allocate names ("<i>", "<i>:<j>":
  * the position in the inventory and NVML's MIG index) and the UUIDs, under
- * opts->kind or NVIDIA_CDI_PLUGIN_KIND; then one spec per extra kind
- * (GDS, MOFED, GDRCOPY) that is enabled, named "<vendor>/<class>=all". */
+ * NVIDIA_CDI_PLUGIN_KIND, or standalone NVIDIA_CDI_DEFAULT_KIND with
+ * opts->vendor and opts->klass in place of its parts; then one spec per
+ * extra kind (GDS, MOFED, GDRCOPY) that is enabled, named
+ * "<vendor>/<class>=all". */
 void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *opts,
                               struct cdi_spec_list *out);
 
