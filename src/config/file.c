@@ -1,6 +1,7 @@
 /* The config file's meaning: `version: v1`, the `flags` keys of the option
  * table, and the structured sections, each a row of config_sections (key,
- * parse, clear, where it lives in struct devlet_config).
+ * parse, clear, where it lives in struct devlet_config) or a section a
+ * device backend adds (config_backend_sections, kept on the heap).
  *
  * The tree comes from yaml.c.  `flags.*` keys map onto the option table
  * (options.c); each section's key is handed to its parser, in table order
@@ -192,27 +193,56 @@ static const struct config_section *section_by_key(const char *key)
         for (const struct config_section *s = config_sections; s->key; s++)
                 if (strcmp(s->key, key) == 0)
                         return s;
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
+                if (strcmp(config_backend_sections[j]->key, key) == 0)
+                        return config_backend_sections[j];
         return NULL;
 }
 
 /* The sections of one file, parsed in table order into scratch values and
- * held until the whole file is good. */
+ * held until the whole file is good; NULL: not in the file. */
 struct parsed {
-        void *values[CONFIG_SECTIONS_MAX]; /* by table index; NULL: not in the file */
+        void *own[CONFIG_SECTIONS_MAX];             /* by config_sections index */
+        void *backend[CONFIG_BACKEND_SECTIONS_MAX]; /* by config_backend_sections index */
 };
+
+static void value_free(const struct config_section *s, void *v)
+{
+        if (v && s->clear)
+                s->clear(v);
+        free(v);
+}
 
 static void parsed_clear(struct parsed *p)
 {
-        for (size_t i = 0; i < CONFIG_SECTIONS_MAX && config_sections[i].key; i++) {
-                if (p->values[i] && config_sections[i].clear)
-                        config_sections[i].clear(p->values[i]);
-                free(p->values[i]);
-        }
+        for (size_t i = 0; i < CONFIG_SECTIONS_MAX && config_sections[i].key; i++)
+                value_free(&config_sections[i], p->own[i]);
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
+                value_free(config_backend_sections[j], p->backend[j]);
 }
 
-/* Parses every section root holds.  next starts as a shallow copy of cfg
- * and gets each parsed section in turn, so a later section sees what the
- * file will leave (sharing: the resources it names); it is only read. */
+/* Parses section s when root holds it: *out gets its value (heap). */
+static int parse_one(const struct config_section *s, const char *file,
+                     const struct config_node *root, const struct devlet_config *next, void **out,
+                     char ***warnings, struct config_diag *diag)
+{
+        const struct config_node *node = config_node_get(root, s->key);
+        if (!node)
+                return 0;
+        void *v = xcalloc(1, s->size);
+        int r = s->parse(node, file, next, v, warnings, diag);
+        if (r < 0) {
+                free(v);
+                return r;
+        }
+        *out = v;
+        return 0;
+}
+
+/* Parses every section root holds: devlet's own, then the backends'.  next
+ * starts as a shallow copy of cfg and gets each parsed section in turn, so
+ * a later section sees what the file will leave (sharing: the resources it
+ * names); it is only read. */
 static int parse_sections(const char *file, const struct config_node *root,
                           const struct devlet_config *cfg, struct parsed *out, char ***warnings,
                           struct config_diag *diag)
@@ -220,17 +250,19 @@ static int parse_sections(const char *file, const struct config_node *root,
         struct devlet_config next = *cfg;
         for (size_t i = 0; config_sections[i].key; i++) {
                 const struct config_section *s = &config_sections[i];
-                const struct config_node *node = config_node_get(root, s->key);
-                if (!node)
-                        continue;
-                void *v = xcalloc(1, s->size);
-                int r = s->parse(node, file, &next, v, warnings, diag);
-                if (r < 0) {
-                        free(v);
+                int r = parse_one(s, file, root, &next, &out->own[i], warnings, diag);
+                if (r < 0)
                         return r;
-                }
-                out->values[i] = v;
-                memcpy((char *)&next + s->offset, v, s->size);
+                if (out->own[i])
+                        memcpy((char *)&next + s->offset, out->own[i], s->size);
+        }
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++) {
+                int r = parse_one(config_backend_sections[j], file, root, &next, &out->backend[j],
+                                  warnings, diag);
+                if (r < 0)
+                        return r;
+                if (out->backend[j])
+                        next.backend_sections[j] = out->backend[j];
         }
         return 0;
 }
@@ -240,13 +272,19 @@ static void store_sections(struct devlet_config *cfg, struct parsed *p)
 {
         for (size_t i = 0; config_sections[i].key; i++) {
                 const struct config_section *s = &config_sections[i];
-                if (!p->values[i])
+                if (!p->own[i])
                         continue;
                 void *field = (char *)cfg + s->offset;
                 if (s->clear)
                         s->clear(field);
-                memcpy(field, p->values[i], s->size);
-                free(TAKE_PTR(p->values[i]));
+                memcpy(field, p->own[i], s->size);
+                free(TAKE_PTR(p->own[i]));
+        }
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++) {
+                if (!p->backend[j])
+                        continue;
+                value_free(config_backend_sections[j], cfg->backend_sections[j]);
+                cfg->backend_sections[j] = TAKE_PTR(p->backend[j]);
         }
 }
 
@@ -255,6 +293,17 @@ void config_sections_clear(struct devlet_config *cfg)
         for (const struct config_section *s = config_sections; s->key; s++)
                 if (s->clear)
                         s->clear((char *)cfg + s->offset);
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
+                value_free(config_backend_sections[j], TAKE_PTR(cfg->backend_sections[j]));
+}
+
+const void *config_backend_section(const struct devlet_config *cfg,
+                                   const struct config_section *s)
+{
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
+                if (config_backend_sections[j] == s)
+                        return cfg->backend_sections[j];
+        return NULL;
 }
 
 /* ---- the file ---- */
