@@ -313,9 +313,8 @@ static void reload(struct daemon *d)
         log_warnings(cfg);
         log_info("daemon", "reloading configuration");
 
-        const struct devlet_config *next = cfg;
         struct devset devs;
-        if (devset_start(&d->loop, next, &devs) < 0) {
+        if (devset_start(&d->loop, cfg, &devs) < 0) {
                 log_error("daemon", "reload could not start the backends; still serving the "
                                     "previous devices");
                 config_free(cfg);
@@ -323,13 +322,13 @@ static void reload(struct daemon *d)
         }
         devset_inherit(&devs, &d->devs);
 
-        int same_dirs = d->kubelet && strcmp(next->plugin_directory, d->cfg->plugin_directory) == 0 &&
-                        strcmp(next->kubelet_socket, d->cfg->kubelet_socket) == 0;
+        int same_dirs = d->kubelet && strcmp(cfg->plugin_directory, d->cfg->plugin_directory) == 0 &&
+                        strcmp(cfg->kubelet_socket, d->cfg->kubelet_socket) == 0;
         if (same_dirs) {
                 r = kubelet_manager_update(d->kubelet, devs.resources, devs.n_resources);
         } else {
                 kubelet_manager_free(TAKE_PTR(d->kubelet));
-                r = kubelet_manager_new(&d->loop, next->plugin_directory, next->kubelet_socket,
+                r = kubelet_manager_new(&d->loop, cfg->plugin_directory, cfg->kubelet_socket,
                                         devs.resources, devs.n_resources, on_kubelet_restart, d,
                                         &d->kubelet);
         }
@@ -340,7 +339,7 @@ static void reload(struct daemon *d)
         devset_stop(&d->devs);
         d->devs = devs;
 
-        bool metrics_same = d->metrics && metrics_settings_equal(d->cfg, cfg);
+        bool metrics_kept = d->metrics && metrics_settings_equal(d->cfg, cfg);
         config_free(d->cfg);
         d->cfg = cfg;
         free(d->cfg_content);
@@ -348,10 +347,10 @@ static void reload(struct daemon *d)
         config_watch_start(d);
         log_set_verbosity((int)cfg->verbosity);
         outputs_start(d);
-        if (!metrics_same)
+        if (!metrics_kept)
                 metrics_restart(d);
         log_info("daemon", "reloaded resources=%zu metrics=%s", d->devs.n_resources,
-                 metrics_same ? "kept" : "restarted");
+                 metrics_kept ? "kept" : d->metrics ? "restarted" : "off");
 }
 
 /* A kubelet restart is only a re-registration, which the manager does: the
