@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "config/config.h"
+#include "devices/measure.h"
 
 enum dev_health { DEV_HEALTHY = 0, DEV_UNHEALTHY = 1 };
 
@@ -164,6 +165,16 @@ struct dev_backend_ops {
         /* Optional: the same as a JSON object (jansson json_t, new reference),
          * which `devlet list -o json` puts under "backends": {"<name>": ...}. */
         struct json_t *(*describe_json)(struct dev_backend *b);
+        /* Optional, for metrics (devices/measure.h).  sampler: a new
+         * reference to the backend's sampler (NULL: nothing to measure),
+         * which outlives the backend for as long as the caller holds it.
+         * events: the per-device event counters (loop thread); fills at
+         * most max, returns how many there are; the strings live until the
+         * backend changes.  attr_hints: static, where containers name the
+         * family's devices. */
+        struct dev_sampler *(*sampler)(struct dev_backend *b);
+        size_t (*events)(struct dev_backend *b, struct dev_event_count *out, size_t max);
+        const struct dev_attr_hints *attr_hints;
 };
 
 /* Every backend devlet knows, in start-up order; NULL-terminated. */

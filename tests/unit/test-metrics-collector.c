@@ -1,4 +1,4 @@
-/* Unit tests for metrics/collector.c and metrics/sample.c against the mock
+/* Unit tests for metrics/collector.c and the NVIDIA sampler (devices/nvidia/sample.c) against the mock
  * NVML (<BUILD>/mock-nvml/libnvidia-ml.so.1, or $MOCK_NVML_LIB): DCGM
  * families and labels, the three attribution sources merged, per-owner
  * memory and utilisation shares, MIG devices, and the mailbox.  A fake
@@ -20,8 +20,10 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/xalloc.h"
+#include "devices/nvidia/inventory.h"
+#include "devices/nvidia/nvml-lib.h"
+#include "devices/nvidia/sample.h"
 #include "metrics/collector.h"
-#include "metrics/sample.h"
 #include "metrics/store.h"
 
 #define G0 "GPU-00000000-0000-0000-0000-00000000aaaa"
@@ -34,7 +36,6 @@
 #define ID_C "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
 #define ID_D "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
 
-static void *dl;
 static char dir[64];
 
 static const char *nvml_yaml =
@@ -109,11 +110,7 @@ static int setup(void **state)
         put("nvml.yaml", nvml_yaml);
         _cleanup_free_ char *cfg = xasprintf("%s/nvml.yaml", dir);
         setenv("MOCK_NVML_CONFIG", cfg, 1);
-        dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (!dl) {
-                fprintf(stderr, "cannot load the mock NVML library: %s\n", dlerror());
-                return -1;
-        }
+        setenv(NVML_LIB_ENV, path, 1);
         /* processes 101 and 102 are one container, 103 another, 104 a host process */
         put_proc(101, ID_A);
         put_proc(102, ID_A);
@@ -130,10 +127,42 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-        if (dl)
-                dlclose(dl);
         _cleanup_free_ char *cmd = xasprintf("rm -rf %s", dir);
         return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The NVIDIA backend's sampler, built as the backend builds it. */
+static struct dev_sampler *sampler_open(void)
+{
+        struct nvml_lib *lib = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(nvml_lib_open("/", &lib, &err), 0);
+        assert_int_equal(lib->init(), NVML_SUCCESS);
+        _cleanup_free_ char *root = xasprintf("%s/proc", dir);
+        struct nvml_inventory_env env = { .sysfs_root = dir, .proc_root = root };
+        struct nvml_inventory *inv = NULL;
+        assert_int_equal(nvml_inventory_load(lib, &env, &inv, &err), 0);
+        struct dev_sampler *s = NULL;
+        assert_int_equal(nvidia_sampler_new(lib, inv, &s, &err), 0);
+        nvml_inventory_free(inv);
+        lib->shutdown();
+        nvml_lib_close(lib); /* the sampler holds its own references */
+        return s;
+}
+
+static struct collector *make_with(const struct collector_opts *base, struct metrics_store *store,
+                                   struct dev_sampler *s)
+{
+        struct collector_opts o = *base;
+        const struct dev_attr_hints *hints[] = { &nvidia_attr_hints };
+        o.hints = hints;
+        o.n_hints = 1;
+        struct collector *c = collector_new(&o, store);
+        if (s) {
+                collector_put_samplers(c, &s, 1);
+                dev_sampler_unref(s);
+        }
+        return c;
 }
 
 static struct collector *make(struct metrics_store *store, bool with_nvml)
@@ -149,12 +178,7 @@ static struct collector *make(struct metrics_store *store, bool with_nvml)
                 .state_dirs = dirs,
                 .cdi_prefix = "cdi.k8s.io/",
         };
-        struct smp_nvml *n = NULL;
-        if (with_nvml) {
-                _cleanup_free_ char *err = NULL;
-                assert_int_equal(smp_nvml_new(dl, &n, &err), 0);
-        }
-        return collector_new(&o, n, store);
+        return make_with(&o, store, with_nvml ? sampler_open() : NULL);
 }
 
 #define BASE0 "gpu=\"0\",UUID=\"" G0 "\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\"," \
@@ -205,8 +229,11 @@ static void test_families_and_attribution(void **state)
         add_podres(p, "nvidia.com/gpu.shared", G1 "::1", "share-b", "b");
         add_podres(p, "example.com/thing", "1", "not-a-gpu", "x"); /* an index of another resource */
         collector_put_podres(c, p);
-        struct collector_xid x = { .uuid = G0, .xid = 79 };
-        collector_put_xids(c, &x, 1);
+        /* what the backend notes when GPU 0 reports XID 79 */
+        struct dev_sampler *s = sampler_open();
+        nvidia_sampler_note_xid(s, 0, 79);
+        collector_put_samplers(c, &s, 1);
+        dev_sampler_unref(s);
 
         collector_run_once(c);
         _cleanup_free_ char *t = metrics_store_render(store, NULL);
@@ -272,10 +299,7 @@ static void test_hostname_label_and_no_nvml(void **state)
         _cleanup_free_ char *proc = xasprintf("%s/proc", dir);
         struct collector_opts o = { .interval_ms = 50, .hostname_label = "hostname", .hostname = "n",
                                     .proc_root = proc };
-        struct smp_nvml *n = NULL;
-        _cleanup_free_ char *err = NULL;
-        assert_int_equal(smp_nvml_new(dl, &n, &err), 0);
-        struct collector *c = collector_new(&o, n, store);
+        struct collector *c = make_with(&o, store, sampler_open());
         collector_run_once(c);
         _cleanup_free_ char *t = metrics_store_render(store, NULL);
         assert_non_null(strstr(t, ",hostname=\"n\","));
@@ -283,7 +307,7 @@ static void test_hostname_label_and_no_nvml(void **state)
         collector_free(c);
 
         /* without NVML: an empty GPU slot, no crash */
-        c = collector_new(&o, NULL, store);
+        c = make_with(&o, store, NULL);
         collector_run_once(c);
         _cleanup_free_ char *t2 = metrics_store_render(store, NULL);
         assert_string_equal(t2, "");

@@ -1,252 +1,226 @@
-/* NVML sampling for the metrics collector (see sample.h).
+/* The NVML sampler behind metrics (see sample.h).
  *
- * Entry points are looked up with dlsym in the library handle we are given,
- * newest version first, and typed after devices/nvidia/nvml.h; a missing
- * optional one leaves its values out.  Each sample walks the GPUs (and, on
- * a GPU in MIG mode, its MIG devices), reads the telemetry, memory and the
- * running processes, and the per-process SM utilisation since the previous
- * sample.  Buffers NVML fills are bounded (4096 processes per device).
- * Runs on the collector thread only; never logs above debug. */
-#include "metrics/sample.h"
+ * Calls go through the backend's one NVML table (nvml-lib.c), whose
+ * metric-only entry points are optional: a missing one leaves its family
+ * absent.  Each sample walks the inventory's GPUs (and, on a GPU in MIG
+ * mode, its MIG devices as they are now), reads the telemetry, memory and
+ * the running processes, and each process's SM, encoder and decoder
+ * utilisation since the previous sample.  NVML's buffers are bounded
+ * (MAX_PROCS processes per device).  Runs on the collector thread only,
+ * one sample at a time; the last-XID table is the only state the loop
+ * writes, under the mutex.  Never logs above debug. */
+#include "devices/nvidia/sample.h"
 
-#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/cleanup.h"
-#include "base/log.h"
 #include "base/xalloc.h"
+#include "devices/nvidia/nvml-lib.h"
 
-#define SMP_FN(f) __typeof__(f) *
 #define MAX_PROCS 4096
-#define MAX_GPUS 64
-#define MAX_MIGS 16
+#define MAX_MIGS 64 /* bounds what a broken driver could claim */
 #define MIB (1024.0 * 1024.0)
+#define NVIDIA_MAJOR 195
+#define NVIDIA_GPU_MINOR_LAST 253 /* 254 is nvidia-modeset, 255 nvidiactl */
 
-struct smp_nvml {
-        void *dl;
-        SMP_FN(nvmlInit_v2) init;
-        SMP_FN(nvmlShutdown) shutdown;
-        SMP_FN(nvmlSystemGetDriverVersion) driver_version;
-        SMP_FN(nvmlDeviceGetCount_v2) count;
-        SMP_FN(nvmlDeviceGetHandleByIndex_v2) by_index;
-        SMP_FN(nvmlDeviceGetUUID) uuid;
-        SMP_FN(nvmlDeviceGetName) name;
-        SMP_FN(nvmlDeviceGetPciInfo_v3) pci; /* _v3 or _v2: same layout */
-        SMP_FN(nvmlDeviceGetMinorNumber) minor;
-        SMP_FN(nvmlDeviceGetMigMode) mig_mode;
-        SMP_FN(nvmlDeviceGetMaxMigDeviceCount) max_migs;
-        SMP_FN(nvmlDeviceGetMigDeviceHandleByIndex) mig_by_index;
-        SMP_FN(nvmlDeviceGetGpuInstanceId) gi_id;
-        SMP_FN(nvmlDeviceGetComputeInstanceId) ci_id;
-        SMP_FN(nvmlDeviceGetClockInfo) clock;
-        SMP_FN(nvmlDeviceGetTemperature) temperature;
-        SMP_FN(nvmlDeviceGetPowerUsage) power;
-        SMP_FN(nvmlDeviceGetTotalEnergyConsumption) energy;
-        SMP_FN(nvmlDeviceGetPcieReplayCounter) replay;
-        SMP_FN(nvmlDeviceGetUtilizationRates) utilization;
-        SMP_FN(nvmlDeviceGetEncoderUtilization) enc;
-        SMP_FN(nvmlDeviceGetDecoderUtilization) dec;
-        SMP_FN(nvmlDeviceGetMemoryInfo_v2) memory_v2;
-        SMP_FN(nvmlDeviceGetMemoryInfo) memory;
-        SMP_FN(nvmlDeviceGetRemappedRows) remapped;
-        SMP_FN(nvmlDeviceGetFieldValues) fields;
-        /* _v3 or _v2 fill 24-byte entries, the plain call 16-byte ones */
-        SMP_FN(nvmlDeviceGetComputeRunningProcesses_v3) compute_procs;
-        SMP_FN(nvmlDeviceGetComputeRunningProcesses) compute_procs_v1;
-        SMP_FN(nvmlDeviceGetGraphicsRunningProcesses_v3) graphics_procs;
-        SMP_FN(nvmlDeviceGetGraphicsRunningProcesses) graphics_procs_v1;
-        SMP_FN(nvmlDeviceGetProcessUtilization) proc_util;
-
-        char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
-        /* per GPU index: the newest process-utilisation sample seen */
-        unsigned long long last_util_ts[MAX_GPUS];
-        nvmlProcessInfo_t *proc_buf;
-        nvmlProcessUtilizationSample_t *util_buf;
+/* dcgm-exporter's families, in its default order. */
+enum nv_field {
+        F_SM_CLOCK,
+        F_MEM_CLOCK,
+        F_MEMORY_TEMP,
+        F_GPU_TEMP,
+        F_POWER_USAGE,
+        F_TOTAL_ENERGY,
+        F_PCIE_REPLAY,
+        F_GPU_UTIL,
+        F_MEM_COPY_UTIL,
+        F_ENC_UTIL,
+        F_DEC_UTIL,
+        F_XID,
+        F_FB_FREE,
+        F_FB_USED,
+        F_FB_RESERVED,
+        F_NVLINK_BANDWIDTH,
+        F_REMAP_UNCORRECTABLE,
+        F_REMAP_CORRECTABLE,
+        F_REMAP_FAILURE,
+        F_COUNT
 };
 
-static void *sym(void *dl, const char *a, const char *b)
+#define G DEV_MEASURE_GAUGE
+#define C DEV_MEASURE_COUNTER
+static const struct dev_measure_family families[F_COUNT] = {
+        [F_SM_CLOCK] = { "DCGM_FI_DEV_SM_CLOCK", G, "SM clock frequency (in MHz).", 0, 0, NULL },
+        [F_MEM_CLOCK] = { "DCGM_FI_DEV_MEM_CLOCK", G, "Memory clock frequency (in MHz).", 0, 0, NULL },
+        [F_MEMORY_TEMP] = { "DCGM_FI_DEV_MEMORY_TEMP", G, "Memory temperature (in C).", 0, 0, NULL },
+        [F_GPU_TEMP] = { "DCGM_FI_DEV_GPU_TEMP", G, "GPU temperature (in C).", 0, 0, NULL },
+        [F_POWER_USAGE] = { "DCGM_FI_DEV_POWER_USAGE", G, "Power draw (in W).", 0, 0, NULL },
+        [F_TOTAL_ENERGY] = { "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", C,
+                             "Total energy consumption since boot (in mJ).", 0, 0, NULL },
+        [F_PCIE_REPLAY] = { "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", C, "Total number of PCIe retries.", 0, 0,
+                            NULL },
+        [F_GPU_UTIL] = { "DCGM_FI_DEV_GPU_UTIL", G, "GPU utilization (in %).", DEV_SHARE_UTIL, 0, NULL },
+        [F_MEM_COPY_UTIL] = { "DCGM_FI_DEV_MEM_COPY_UTIL", G, "Memory utilization (in %).", 0, 0, NULL },
+        [F_ENC_UTIL] = { "DCGM_FI_DEV_ENC_UTIL", G, "Encoder utilization (in %).", DEV_SHARE_ENC, 0, NULL },
+        [F_DEC_UTIL] = { "DCGM_FI_DEV_DEC_UTIL", G, "Decoder utilization (in %).", DEV_SHARE_DEC, 0, NULL },
+        [F_XID] = { "DCGM_FI_DEV_XID_ERRORS", G, "Value of the last XID error encountered.", 0, 0, NULL },
+        [F_FB_FREE] = { "DCGM_FI_DEV_FB_FREE", G, "Framebuffer memory free (in MiB).", 0, 0, NULL },
+        [F_FB_USED] = { "DCGM_FI_DEV_FB_USED", G, "Framebuffer memory used (in MiB).", DEV_SHARE_MEMORY,
+                        MIB, NULL },
+        [F_FB_RESERVED] = { "DCGM_FI_DEV_FB_RESERVED", G, "Framebuffer memory reserved (in MiB).", 0, 0,
+                            NULL },
+        [F_NVLINK_BANDWIDTH] = { "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", C,
+                                 "Total number of NVLink bandwidth counters for all lanes.", 0, 0, NULL },
+        [F_REMAP_UNCORRECTABLE] = { "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", C,
+                                    "Number of remapped rows for uncorrectable errors.", 0, 0, NULL },
+        [F_REMAP_CORRECTABLE] = { "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", C,
+                                  "Number of remapped rows for correctable errors.", 0, 0, NULL },
+        [F_REMAP_FAILURE] = { "DCGM_FI_DEV_ROW_REMAP_FAILURE", G, "Whether remapping of rows has failed.",
+                              0, 0, NULL },
+};
+#undef G
+#undef C
+
+static const char *const resource_prefixes[] = { "nvidia.com/", NULL };
+static const char *const env_vars[] = { "NVIDIA_VISIBLE_DEVICES", NULL };
+static const char *const mount_dirs[] = { "/var/run/nvidia-container-devices/",
+                                          "/run/nvidia-container-devices/", NULL };
+static const struct dev_devnum_range devnums[] = { { NVIDIA_MAJOR, 0, NVIDIA_GPU_MINOR_LAST } };
+
+const struct dev_attr_hints nvidia_attr_hints = {
+        .resource_prefixes = resource_prefixes,
+        .env_vars = env_vars,
+        .mount_dirs = mount_dirs,
+        .cdi_vendor = "nvidia.com",
+        .devnums = devnums,
+        .n_devnums = ARRAY_SIZE(devnums),
+};
+
+struct nv_gpu {
+        unsigned index;
+        nvmlDevice_t handle;
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+        char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* NVML's "00000000:3B:00.0" */
+        int minor;
+        unsigned long long last_util_ts; /* newest process-utilisation sample seen */
+};
+
+struct nvidia_sampler {
+        struct dev_sampler base;
+        struct nvml_lib *lib;
+        char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+        struct nv_gpu *gpus;
+        size_t n_gpus;
+        nvmlProcessInfo_t *proc_buf;
+        nvmlProcessUtilizationSample_t *util_buf;
+
+        pthread_mutex_t mu; /* guards last_xid */
+        unsigned long long *last_xid; /* per GPU; 0: none */
+};
+
+/* ---- one device ---- */
+
+struct nv_unit {
+        struct dev_unit *u;
+        nvmlDevice_t handle;
+};
+
+static void set(struct dev_unit *u, enum nv_field f, double v)
 {
-        void *p = dlsym(dl, a);
-        if (!p && b)
-                p = dlsym(dl, b);
-        return p;
+        dev_unit_set(u, f, v);
 }
 
-#define LOOKUP(field, a, b) (n->field = (__typeof__(n->field))sym(dl, a, b))
-
-int smp_nvml_new(void *dl, struct smp_nvml **out, char **err)
-{
-        _cleanup_free_ struct smp_nvml *n = xcalloc(1, sizeof(*n));
-        n->dl = dl;
-        LOOKUP(init, "nvmlInit_v2", "nvmlInit");
-        LOOKUP(shutdown, "nvmlShutdown", NULL);
-        LOOKUP(count, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount");
-        LOOKUP(by_index, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex");
-        LOOKUP(uuid, "nvmlDeviceGetUUID", NULL);
-        if (!n->init || !n->shutdown || !n->count || !n->by_index || !n->uuid) {
-                *err = xstrdup("libnvidia-ml lacks nvmlInit, nvmlDeviceGetCount, "
-                               "nvmlDeviceGetHandleByIndex or nvmlDeviceGetUUID");
-                return -ENOEXEC;
-        }
-        LOOKUP(driver_version, "nvmlSystemGetDriverVersion", NULL);
-        LOOKUP(name, "nvmlDeviceGetName", NULL);
-        LOOKUP(pci, "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2");
-        LOOKUP(minor, "nvmlDeviceGetMinorNumber", NULL);
-        LOOKUP(mig_mode, "nvmlDeviceGetMigMode", NULL);
-        LOOKUP(max_migs, "nvmlDeviceGetMaxMigDeviceCount", NULL);
-        LOOKUP(mig_by_index, "nvmlDeviceGetMigDeviceHandleByIndex", NULL);
-        LOOKUP(gi_id, "nvmlDeviceGetGpuInstanceId", NULL);
-        LOOKUP(ci_id, "nvmlDeviceGetComputeInstanceId", NULL);
-        LOOKUP(clock, "nvmlDeviceGetClockInfo", NULL);
-        LOOKUP(temperature, "nvmlDeviceGetTemperature", NULL);
-        LOOKUP(power, "nvmlDeviceGetPowerUsage", NULL);
-        LOOKUP(energy, "nvmlDeviceGetTotalEnergyConsumption", NULL);
-        LOOKUP(replay, "nvmlDeviceGetPcieReplayCounter", NULL);
-        LOOKUP(utilization, "nvmlDeviceGetUtilizationRates", NULL);
-        LOOKUP(enc, "nvmlDeviceGetEncoderUtilization", NULL);
-        LOOKUP(dec, "nvmlDeviceGetDecoderUtilization", NULL);
-        LOOKUP(memory_v2, "nvmlDeviceGetMemoryInfo_v2", NULL);
-        LOOKUP(memory, "nvmlDeviceGetMemoryInfo", NULL);
-        LOOKUP(remapped, "nvmlDeviceGetRemappedRows", NULL);
-        LOOKUP(fields, "nvmlDeviceGetFieldValues", NULL);
-        LOOKUP(compute_procs, "nvmlDeviceGetComputeRunningProcesses_v3",
-               "nvmlDeviceGetComputeRunningProcesses_v2");
-        LOOKUP(compute_procs_v1, "nvmlDeviceGetComputeRunningProcesses", NULL);
-        LOOKUP(graphics_procs, "nvmlDeviceGetGraphicsRunningProcesses_v3",
-               "nvmlDeviceGetGraphicsRunningProcesses_v2");
-        LOOKUP(graphics_procs_v1, "nvmlDeviceGetGraphicsRunningProcesses", NULL);
-        LOOKUP(proc_util, "nvmlDeviceGetProcessUtilization", NULL);
-
-        nvmlReturn_t r = n->init();
-        if (r != NVML_SUCCESS) {
-                *err = xasprintf("nvmlInit failed: NVML error %d", (int)r);
-                return -EIO;
-        }
-        if (!n->driver_version || n->driver_version(n->driver, sizeof(n->driver)) != NVML_SUCCESS)
-                n->driver[0] = '\0';
-        n->proc_buf = xcalloc(MAX_PROCS, sizeof(*n->proc_buf));
-        n->util_buf = xcalloc(MAX_PROCS, sizeof(*n->util_buf));
-        *out = TAKE_PTR(n);
-        return 0;
-}
-
-void smp_nvml_free(struct smp_nvml *n)
-{
-        if (!n)
-                return;
-        n->shutdown();
-        free(n->proc_buf);
-        free(n->util_buf);
-        free(n);
-}
-
-const char *smp_nvml_driver_version(const struct smp_nvml *n)
-{
-        return n->driver;
-}
-
-void smp_sample_release(struct smp_sample *s)
-{
-        for (size_t i = 0; i < s->n_units; i++)
-                free(s->units[i].procs);
-        free(s->units);
-        *s = (struct smp_sample){ 0 };
-}
-
-static void set(struct smp_unit *u, enum smp_field f, double v)
-{
-        u->has[f] = true;
-        u->value[f] = v;
-}
-
-static void sample_memory(struct smp_nvml *n, struct smp_unit *u)
+static void sample_memory(const struct nvml_lib *l, struct dev_unit *u, nvmlDevice_t h)
 {
         nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
-        if (n->memory_v2 && n->memory_v2(u->handle, &m2) == NVML_SUCCESS) {
+        if (l->memory_info_v2 && l->memory_info_v2(h, &m2) == NVML_SUCCESS) {
                 /* NVML counts reserved memory in "used" or apart depending on
                  * the driver; total - free - reserved is the allocated memory
                  * either way */
                 unsigned long long taken = m2.total - m2.free;
                 unsigned long long used = taken >= m2.reserved ? taken - m2.reserved : m2.used;
-                set(u, SMP_FB_FREE, (double)(m2.free / (1024 * 1024)));
-                set(u, SMP_FB_USED, (double)(used / (1024 * 1024)));
-                set(u, SMP_FB_RESERVED, (double)(m2.reserved / (1024 * 1024)));
+                set(u, F_FB_FREE, (double)(m2.free / (1024 * 1024)));
+                set(u, F_FB_USED, (double)(used / (1024 * 1024)));
+                set(u, F_FB_RESERVED, (double)(m2.reserved / (1024 * 1024)));
                 return;
         }
         nvmlMemory_t m;
-        if (n->memory && n->memory(u->handle, &m) == NVML_SUCCESS) {
-                set(u, SMP_FB_FREE, (double)(m.free / (1024 * 1024)));
-                set(u, SMP_FB_USED, (double)(m.used / (1024 * 1024)));
+        if (l->memory_info(h, &m) == NVML_SUCCESS) {
+                set(u, F_FB_FREE, (double)(m.free / (1024 * 1024)));
+                set(u, F_FB_USED, (double)(m.used / (1024 * 1024)));
         }
 }
 
-static void sample_telemetry(struct smp_nvml *n, struct smp_unit *u)
+static void sample_telemetry(const struct nvml_lib *l, struct dev_unit *u, nvmlDevice_t h)
 {
-        nvmlDevice_t h = u->handle;
         unsigned v, period;
         unsigned long long ull;
-        if (n->clock && n->clock(h, NVML_CLOCK_SM, &v) == NVML_SUCCESS)
-                set(u, SMP_SM_CLOCK, v);
-        if (n->clock && n->clock(h, NVML_CLOCK_MEM, &v) == NVML_SUCCESS)
-                set(u, SMP_MEM_CLOCK, v);
-        if (n->temperature && n->temperature(h, NVML_TEMPERATURE_GPU, &v) == NVML_SUCCESS)
-                set(u, SMP_GPU_TEMP, v);
-        if (n->power && n->power(h, &v) == NVML_SUCCESS)
-                set(u, SMP_POWER_USAGE, v / 1000.0);
-        if (n->energy && n->energy(h, &ull) == NVML_SUCCESS)
-                set(u, SMP_TOTAL_ENERGY, (double)ull);
-        if (n->replay && n->replay(h, &v) == NVML_SUCCESS)
-                set(u, SMP_PCIE_REPLAY, v);
+        if (l->clock && l->clock(h, NVML_CLOCK_SM, &v) == NVML_SUCCESS)
+                set(u, F_SM_CLOCK, v);
+        if (l->clock && l->clock(h, NVML_CLOCK_MEM, &v) == NVML_SUCCESS)
+                set(u, F_MEM_CLOCK, v);
+        if (l->temperature && l->temperature(h, NVML_TEMPERATURE_GPU, &v) == NVML_SUCCESS)
+                set(u, F_GPU_TEMP, v);
+        if (l->power && l->power(h, &v) == NVML_SUCCESS)
+                set(u, F_POWER_USAGE, v / 1000.0);
+        if (l->energy && l->energy(h, &ull) == NVML_SUCCESS)
+                set(u, F_TOTAL_ENERGY, (double)ull);
+        if (l->pcie_replay && l->pcie_replay(h, &v) == NVML_SUCCESS)
+                set(u, F_PCIE_REPLAY, v);
         nvmlUtilization_t util;
-        if (n->utilization && n->utilization(h, &util) == NVML_SUCCESS) {
-                set(u, SMP_GPU_UTIL, util.gpu);
-                set(u, SMP_MEM_COPY_UTIL, util.memory);
+        if (l->utilization && l->utilization(h, &util) == NVML_SUCCESS) {
+                set(u, F_GPU_UTIL, util.gpu);
+                set(u, F_MEM_COPY_UTIL, util.memory);
         }
-        if (n->enc && n->enc(h, &v, &period) == NVML_SUCCESS)
-                set(u, SMP_ENC_UTIL, v);
-        if (n->dec && n->dec(h, &v, &period) == NVML_SUCCESS)
-                set(u, SMP_DEC_UTIL, v);
+        if (l->encoder_util && l->encoder_util(h, &v, &period) == NVML_SUCCESS)
+                set(u, F_ENC_UTIL, v);
+        if (l->decoder_util && l->decoder_util(h, &v, &period) == NVML_SUCCESS)
+                set(u, F_DEC_UTIL, v);
         unsigned cor, unc, pending, failure;
-        if (n->remapped && n->remapped(h, &cor, &unc, &pending, &failure) == NVML_SUCCESS) {
-                set(u, SMP_REMAP_CORRECTABLE, cor);
-                set(u, SMP_REMAP_UNCORRECTABLE, unc);
-                set(u, SMP_REMAP_FAILURE, failure ? 1 : 0);
+        if (l->remapped_rows && l->remapped_rows(h, &cor, &unc, &pending, &failure) == NVML_SUCCESS) {
+                set(u, F_REMAP_CORRECTABLE, cor);
+                set(u, F_REMAP_UNCORRECTABLE, unc);
+                set(u, F_REMAP_FAILURE, failure ? 1 : 0);
         }
-        if (n->fields) {
+        if (l->field_values) {
                 /* scope UINT_MAX: NVLink counters summed over every link */
                 nvmlFieldValue_t f[3] = {
                         { .fieldId = NVML_FI_DEV_MEMORY_TEMP },
                         { .fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, .scopeId = ~0U },
                         { .fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, .scopeId = ~0U },
                 };
-                if (n->fields(h, 3, f) == NVML_SUCCESS) {
+                if (l->field_values(h, 3, f) == NVML_SUCCESS) {
                         if (f[0].nvmlReturn == NVML_SUCCESS)
-                                set(u, SMP_MEMORY_TEMP, f[0].valueType == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-                                                                ? (double)f[0].value.ullVal
-                                                                : (double)f[0].value.uiVal);
+                                set(u, F_MEMORY_TEMP,
+                                    f[0].valueType == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                                            ? (double)f[0].value.ullVal
+                                            : (double)f[0].value.uiVal);
                         if (f[1].nvmlReturn == NVML_SUCCESS && f[2].nvmlReturn == NVML_SUCCESS)
-                                set(u, SMP_NVLINK_BANDWIDTH,
+                                set(u, F_NVLINK_BANDWIDTH,
                                     (double)(f[1].value.ullVal + f[2].value.ullVal));
                 }
         }
 }
 
-/* One kind of process list into procs (pids already there are merged). */
-static void list_procs(struct smp_nvml *n, struct smp_unit *u, bool graphics)
+/* One kind of process list into u's (pids already there are merged). */
+static void list_procs(struct nvidia_sampler *s, struct dev_unit *u, nvmlDevice_t h, bool graphics)
 {
-        SMP_FN(nvmlDeviceGetComputeRunningProcesses_v3) v3 = graphics ? n->graphics_procs : n->compute_procs;
-        SMP_FN(nvmlDeviceGetComputeRunningProcesses) v1 = graphics ? n->graphics_procs_v1 : n->compute_procs_v1;
+        const struct nvml_lib *l = s->lib;
+        NVML_FN(nvmlDeviceGetComputeRunningProcesses_v3) v3 = graphics ? l->graphics_procs : l->compute_procs;
+        NVML_FN(nvmlDeviceGetComputeRunningProcesses) v1 = graphics ? l->graphics_procs_v1 : l->compute_procs_v1;
         unsigned count = MAX_PROCS;
         nvmlReturn_t r;
         size_t stride;
         if (v3) {
-                r = v3(u->handle, &count, n->proc_buf);
+                r = v3(h, &count, s->proc_buf);
                 stride = sizeof(nvmlProcessInfo_t);
         } else if (v1) {
-                r = v1(u->handle, &count, (nvmlProcessInfo_v1_t *)n->proc_buf);
+                r = v1(h, &count, (nvmlProcessInfo_v1_t *)s->proc_buf);
                 stride = sizeof(nvmlProcessInfo_v1_t);
         } else {
                 return;
@@ -256,55 +230,56 @@ static void list_procs(struct smp_nvml *n, struct smp_unit *u, bool graphics)
         u->procs_known = true;
         for (unsigned i = 0; i < count; i++) {
                 nvmlProcessInfo_v1_t p;
-                memcpy(&p, (const char *)n->proc_buf + (size_t)i * stride, sizeof(p));
+                memcpy(&p, (const char *)s->proc_buf + (size_t)i * stride, sizeof(p));
+                /* NVML reports NVML_VALUE_NOT_AVAILABLE (all ones) without permission */
+                uint64_t mem = p.usedGpuMemory == ~0ULL ? 0 : p.usedGpuMemory;
                 bool merged = false;
                 for (size_t k = 0; k < u->n_procs && !merged; k++) {
                         if (u->procs[k].pid == p.pid) {
-                                u->procs[k].mem_bytes += p.usedGpuMemory;
+                                u->procs[k].mem_bytes += mem;
                                 merged = true;
                         }
                 }
                 if (merged)
                         continue;
                 u->procs = xrealloc(u->procs, (u->n_procs + 1) * sizeof(*u->procs));
-                /* NVML reports NVML_VALUE_NOT_AVAILABLE (all ones) without permission */
-                uint64_t mem = p.usedGpuMemory == ~0ULL ? 0 : p.usedGpuMemory;
-                u->procs[u->n_procs++] = (struct smp_proc){ .pid = p.pid, .mem_bytes = mem, .sm_util = -1 };
+                u->procs[u->n_procs++] =
+                        (struct dev_proc){ .pid = p.pid, .mem_bytes = mem, .util = -1, .enc = -1, .dec = -1 };
         }
 }
 
-/* SM utilisation per process since the last sample (whole GPUs only). */
-static void proc_utilization(struct smp_nvml *n, struct smp_unit *u)
+static int pct(unsigned v)
 {
-        if (!n->proc_util || u->id.gpu >= MAX_GPUS || u->n_procs == 0)
+        return (int)(v > 100 ? 100 : v);
+}
+
+/* Utilisation per process since the last sample (whole GPUs only). */
+static void proc_utilization(struct nvidia_sampler *s, struct dev_unit *u, struct nv_gpu *g)
+{
+        if (!s->lib->process_util || u->n_procs == 0)
                 return;
         unsigned count = MAX_PROCS;
-        unsigned long long *last = &n->last_util_ts[u->id.gpu];
-        if (n->proc_util(u->handle, n->util_buf, &count, *last) != NVML_SUCCESS || count > MAX_PROCS)
+        if (s->lib->process_util(g->handle, s->util_buf, &count, g->last_util_ts) != NVML_SUCCESS ||
+            count > MAX_PROCS)
                 return;
-        unsigned long long newest = *last;
+        unsigned long long newest = g->last_util_ts;
         _cleanup_free_ unsigned long long *seen = xcalloc(u->n_procs, sizeof(*seen));
         for (unsigned i = 0; i < count; i++) {
-                const nvmlProcessUtilizationSample_t *s = &n->util_buf[i];
-                if (s->timeStamp > newest)
-                        newest = s->timeStamp;
+                const nvmlProcessUtilizationSample_t *smp = &s->util_buf[i];
+                if (smp->timeStamp > newest)
+                        newest = smp->timeStamp;
                 for (size_t k = 0; k < u->n_procs; k++) {
+                        struct dev_proc *p = &u->procs[k];
                         /* several samples of one process: the newest counts */
-                        if (u->procs[k].pid != s->pid || (u->procs[k].sm_util >= 0 && s->timeStamp < seen[k]))
+                        if (p->pid != smp->pid || (p->util >= 0 && smp->timeStamp < seen[k]))
                                 continue;
-                        u->procs[k].sm_util = (int)(s->smUtil > 100 ? 100 : s->smUtil);
-                        seen[k] = s->timeStamp;
+                        p->util = pct(smp->smUtil);
+                        p->enc = pct(smp->encUtil);
+                        p->dec = pct(smp->decUtil);
+                        seen[k] = smp->timeStamp;
                 }
         }
-        *last = newest;
-}
-
-static struct smp_unit *unit_add(struct smp_sample *s, size_t *cap)
-{
-        xgrow((void **)&s->units, cap, s->n_units + 1, sizeof(*s->units));
-        struct smp_unit *u = &s->units[s->n_units++];
-        memset(u, 0, sizeof(*u));
-        return u;
+        g->last_util_ts = newest;
 }
 
 /* The GPU instance's profile from a MIG device's name, "<GPU name> MIG
@@ -322,98 +297,174 @@ static void mig_profile(const char *name, char *out, size_t size)
         snprintf(out, size, "%s", p);
 }
 
-static void fix_ids(struct smp_sample *s)
+/* dcgm-exporter's label order; the host label goes before the driver's. */
+static void unit_labels(struct nvidia_sampler *s, struct dev_unit *u, const struct nv_gpu *g,
+                        const char *profile, const unsigned *gi)
 {
-        /* the strings live in the units: point at them once the array stopped moving */
-        for (size_t i = 0; i < s->n_units; i++) {
-                struct smp_unit *u = &s->units[i];
-                u->id.uuid = u->uuid;
-                u->id.parent_uuid = u->parent_uuid;
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%u", g->index);
+        dev_unit_label(u, "gpu", buf);
+        dev_unit_label(u, "UUID", g->uuid);
+        dev_unit_label(u, "pci_bus_id", g->bus_id);
+        snprintf(buf, sizeof(buf), "nvidia%u", g->index);
+        dev_unit_label(u, "device", buf);
+        dev_unit_label(u, "modelName", g->name);
+        if (profile) {
+                dev_unit_label(u, "GPU_I_PROFILE", profile);
+                snprintf(buf, sizeof(buf), "%u", *gi);
+                dev_unit_label(u, "GPU_I_ID", buf);
         }
+        u->host_at = u->n_labels;
+        if (s->driver[0])
+                dev_unit_label(u, "DCGM_FI_DRIVER_VERSION", s->driver);
 }
 
-static void sample_migs(struct smp_nvml *n, struct smp_sample *s, size_t *cap, size_t gpu_idx)
+static void sample_migs(struct nvidia_sampler *s, struct dev_sample *out, struct nv_gpu *g)
 {
-        if (!n->mig_by_index || !n->max_migs)
+        const struct nvml_lib *l = s->lib;
+        if (!l->mig_handle_by_index || !l->max_mig_devices)
                 return;
         unsigned max = 0;
-        if (n->max_migs(s->units[gpu_idx].handle, &max) != NVML_SUCCESS)
+        if (l->max_mig_devices(g->handle, &max) != NVML_SUCCESS)
                 return;
         for (unsigned j = 0; j < max && j < MAX_MIGS; j++) {
                 nvmlDevice_t mh;
-                if (n->mig_by_index(s->units[gpu_idx].handle, j, &mh) != NVML_SUCCESS)
+                if (l->mig_handle_by_index(g->handle, j, &mh) != NVML_SUCCESS)
                         continue;
-                struct smp_unit *u = unit_add(s, cap);
-                const struct smp_unit *g = &s->units[gpu_idx];
-                u->handle = mh;
-                u->id.gpu = g->id.gpu;
-                u->id.mig = (int)j;
-                u->id.minor = g->id.minor;
-                memcpy(u->parent_uuid, g->uuid, sizeof(u->parent_uuid));
-                memcpy(u->name, g->name, sizeof(u->name));
-                memcpy(u->bus_id, g->bus_id, sizeof(u->bus_id));
-                if (n->uuid(mh, u->uuid, sizeof(u->uuid)) != NVML_SUCCESS)
-                        u->uuid[0] = '\0';
-                char mig_name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "";
-                if (n->name && n->name(mh, mig_name, sizeof(mig_name)) == NVML_SUCCESS)
-                        mig_profile(mig_name, u->profile, sizeof(u->profile));
-                unsigned id;
-                if (n->gi_id && n->gi_id(mh, &id) == NVML_SUCCESS)
-                        u->id.gi = id;
-                if (n->ci_id && n->ci_id(mh, &id) == NVML_SUCCESS)
-                        u->id.ci = id;
-                sample_memory(n, u);
-                list_procs(n, u, false);
-                list_procs(n, u, true);
+                char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
+                if (l->uuid(mh, uuid, sizeof(uuid)) != NVML_SUCCESS)
+                        uuid[0] = '\0';
+                char mig_name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "", profile[NVML_PROFILE_MAX] = "";
+                if (l->name(mh, mig_name, sizeof(mig_name)) == NVML_SUCCESS)
+                        mig_profile(mig_name, profile, sizeof(profile));
+                unsigned gi = 0, ci = 0;
+                if (l->gpu_instance_id && l->gpu_instance_id(mh, &gi) != NVML_SUCCESS)
+                        gi = 0;
+                if (l->compute_instance_id && l->compute_instance_id(mh, &ci) != NVML_SUCCESS)
+                        ci = 0;
+
+                struct dev_unit *u = dev_sample_add(out, families, F_COUNT, &nvidia_attr_hints);
+                unit_labels(s, u, g, profile, &gi);
+                u->key = xstrdup(uuid);
+                if (uuid[0])
+                        u->names = strv_push(u->names, uuid);
+                char ref[NVML_DEVICE_UUID_V2_BUFFER_SIZE + 32];
+                snprintf(ref, sizeof(ref), "MIG-%s/%u/%u", g->uuid, gi, ci); /* before R470 */
+                u->names = strv_push(u->names, ref);
+                snprintf(ref, sizeof(ref), "%u:%u", g->index, j);
+                u->local_names = strv_push(u->local_names, ref);
+                sample_memory(l, u, mh);
+                list_procs(s, u, mh, false);
+                list_procs(s, u, mh, true);
         }
 }
 
-int smp_collect(struct smp_nvml *n, struct smp_sample *out)
+static int nv_sample(struct dev_sampler *ds, struct dev_sample *out)
 {
-        struct smp_sample s = { 0 };
-        size_t cap = 0;
-        unsigned count = 0;
-        if (n->count(&count) != NVML_SUCCESS) {
-                *out = s;
+        struct nvidia_sampler *s = (struct nvidia_sampler *)ds;
+        const struct nvml_lib *l = s->lib;
+        for (size_t i = 0; i < s->n_gpus; i++) {
+                struct nv_gpu *g = &s->gpus[i];
+                char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+                if (l->uuid(g->handle, uuid, sizeof(uuid)) != NVML_SUCCESS)
+                        continue; /* lost: nothing to say about it */
+                struct dev_unit *u = dev_sample_add(out, families, F_COUNT, &nvidia_attr_hints);
+                unit_labels(s, u, g, NULL, NULL);
+                u->key = xstrdup(g->uuid);
+                u->names = strv_push(u->names, g->uuid);
+                char ref[16];
+                snprintf(ref, sizeof(ref), "%u", g->index);
+                u->local_names = strv_push(u->local_names, ref);
+                u->whole = true;
+                if (g->minor >= 0) {
+                        u->devnums = xcalloc(1, sizeof(*u->devnums));
+                        u->devnums[0] = (struct dev_devnum){ NVIDIA_MAJOR, (unsigned)g->minor };
+                        u->n_devnums = 1;
+                }
+                sample_telemetry(l, u, g->handle);
+                sample_memory(l, u, g->handle);
+                pthread_mutex_lock(&s->mu);
+                set(u, F_XID, (double)s->last_xid[g - s->gpus]);
+                pthread_mutex_unlock(&s->mu);
+                unsigned mode = 0, pending = 0;
+                if (l->mig_mode && l->mig_mode(g->handle, &mode, &pending) == NVML_SUCCESS &&
+                    mode == NVML_DEVICE_MIG_ENABLE) {
+                        sample_migs(s, out, g);
+                        continue;
+                }
+                u = &out->units[out->n_units - 1];
+                list_procs(s, u, g->handle, false);
+                list_procs(s, u, g->handle, true);
+                proc_utilization(s, u, g);
+        }
+        return 0;
+}
+
+static void nv_free(struct dev_sampler *ds)
+{
+        struct nvidia_sampler *s = (struct nvidia_sampler *)ds;
+        s->lib->shutdown();
+        nvml_lib_close(s->lib);
+        pthread_mutex_destroy(&s->mu);
+        free(s->gpus);
+        free(s->last_xid);
+        free(s->proc_buf);
+        free(s->util_buf);
+        free(s);
+}
+
+static const struct dev_sampler_ops nv_sampler_ops = {
+        .name = "nvidia",
+        .families = families,
+        .n_families = F_COUNT,
+        .sample = nv_sample,
+        .free = nv_free,
+};
+
+int nvidia_sampler_new(struct nvml_lib *lib, const struct nvml_inventory *inv,
+                       struct dev_sampler **out, char **err)
+{
+        nvmlReturn_t r = lib->init(); /* NVML counts: paired with nv_free's shutdown */
+        if (r != NVML_SUCCESS) {
+                *err = xasprintf("nvmlInit failed: %s", nvml_lib_strerror(lib, r));
                 return -EIO;
         }
-        for (unsigned i = 0; i < count && i < MAX_GPUS; i++) {
-                nvmlDevice_t h;
-                if (n->by_index(i, &h) != NVML_SUCCESS)
-                        continue;
-                size_t gi = s.n_units;
-                struct smp_unit *u = unit_add(&s, &cap);
-                u->handle = h;
-                u->id.gpu = i;
-                u->id.mig = -1;
-                u->id.minor = -1;
-                if (n->uuid(h, u->uuid, sizeof(u->uuid)) != NVML_SUCCESS) {
-                        s.n_units--; /* a lost GPU: nothing to say about it */
-                        continue;
-                }
-                memcpy(u->parent_uuid, u->uuid, sizeof(u->uuid));
-                if (!n->name || n->name(h, u->name, sizeof(u->name)) != NVML_SUCCESS)
-                        u->name[0] = '\0';
+        struct nvidia_sampler *s = xcalloc(1, sizeof(*s));
+        dev_sampler_init(&s->base, &nv_sampler_ops);
+        s->lib = nvml_lib_ref(lib);
+        snprintf(s->driver, sizeof(s->driver), "%s", inv->driver_version);
+        s->gpus = xcalloc(inv->n_gpus + 1, sizeof(*s->gpus));
+        s->last_xid = xcalloc(inv->n_gpus + 1, sizeof(*s->last_xid));
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                const struct nvml_gpu *ig = &inv->gpus[i];
+                struct nv_gpu *g = &s->gpus[s->n_gpus++];
+                memset(g, 0, sizeof(*g));
+                g->index = ig->index;
+                g->handle = ig->lost ? NULL : ig->handle;
+                g->minor = ig->minor;
+                snprintf(g->uuid, sizeof(g->uuid), "%s", ig->uuid);
+                snprintf(g->name, sizeof(g->name), "%s", ig->name);
                 nvmlPciInfo_t pci;
-                if (n->pci && n->pci(h, &pci) == NVML_SUCCESS)
-                        snprintf(u->bus_id, sizeof(u->bus_id), "%s", pci.busId);
-                unsigned minor;
-                if (n->minor && n->minor(h, &minor) == NVML_SUCCESS)
-                        u->id.minor = (int)minor;
-                sample_telemetry(n, u);
-                sample_memory(n, u);
-                unsigned mode = 0, pending = 0;
-                bool mig = n->mig_mode && n->mig_mode(h, &mode, &pending) == NVML_SUCCESS &&
-                           mode == NVML_DEVICE_MIG_ENABLE;
-                if (mig) {
-                        sample_migs(n, &s, &cap, gi);
-                        continue;
-                }
-                list_procs(n, u, false);
-                list_procs(n, u, true);
-                proc_utilization(n, u);
+                if (g->handle && nvml_lib_pci_info(lib, g->handle, &pci) == NVML_SUCCESS)
+                        snprintf(g->bus_id, sizeof(g->bus_id), "%s", pci.busId);
+                if (!g->handle || !g->uuid[0])
+                        s->n_gpus--; /* lost at start: never measured */
         }
-        fix_ids(&s);
-        *out = s;
+        pthread_mutex_init(&s->mu, NULL);
+        s->proc_buf = xcalloc(MAX_PROCS, sizeof(*s->proc_buf));
+        s->util_buf = xcalloc(MAX_PROCS, sizeof(*s->util_buf));
+        *out = &s->base;
         return 0;
+}
+
+void nvidia_sampler_note_xid(struct dev_sampler *ds, size_t gpu, unsigned long long xid)
+{
+        struct nvidia_sampler *s = (struct nvidia_sampler *)ds;
+        if (!s)
+                return;
+        pthread_mutex_lock(&s->mu);
+        for (size_t i = 0; i < s->n_gpus; i++)
+                if (s->gpus[i].index == gpu)
+                        s->last_xid[i] = xid;
+        pthread_mutex_unlock(&s->mu);
 }
