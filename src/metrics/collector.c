@@ -19,6 +19,7 @@
  * never touches the loop, and a scrape never waits for it. */
 #include "metrics/collector.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <malloc.h>
 #include <math.h>
@@ -39,6 +40,7 @@
  * table, both alive for the whole collection. */
 struct owner {
         const char *namespace, *pod, *container;
+        char vgpu[16]; /* the replica it holds ("<id>::<n>"), "" unknown */
         uint64_t mem_bytes; /* from its processes */
         unsigned util, enc, dec; /* percent, from its processes' samples */
         bool util_known;
@@ -59,6 +61,8 @@ struct collector {
         const struct dev_attr_hints **hints;
         size_t n_hints;
         struct metrics_store *store;
+        char **selected; /* --collectors: the families to export; NULL: all */
+        bool *selected_checked; /* per selected name: warned or found once */
         struct attr_specs *specs;
         struct attr_podres *podres; /* the collector's current table */
 
@@ -104,6 +108,15 @@ struct collector *collector_new(const struct collector_opts *o, struct metrics_s
         if (o->n_hints)
                 memcpy(c->hints, o->hints, o->n_hints * sizeof(*o->hints));
         c->o.hints = NULL;
+        for (size_t i = 0; o->families && o->families[i]; i++)
+                c->selected = strv_push(c->selected, o->families[i]);
+        if (o->families && !c->selected)
+                c->selected = xcalloc(1, sizeof(*c->selected));
+        c->o.families = NULL;
+        size_t n_selected = 0;
+        while (c->selected && c->selected[n_selected])
+                n_selected++;
+        c->selected_checked = xcalloc(n_selected + 1, sizeof(*c->selected_checked));
         c->specs = attr_specs_new(o->state_dirs, o->cdi_prefix, o->hints, o->n_hints);
         pthread_mutex_init(&c->mu, NULL);
         pthread_condattr_t ca;
@@ -213,11 +226,16 @@ static void attribute_podres(struct collector *c, const struct dev_sample *smp,
                         ctx = attr_hints_for_resource(c->hints, c->n_hints, e->resource);
                         refs = strv_push(NULL, e->device);
                 }
+                const char *replica = strstr(e->device, "::");
                 for (size_t r = 0; refs && refs[r]; r++) {
                         size_t n = attr_resolve(smp->units, smp->n_units, ctx, refs[r], false, out,
                                                 RESOLVE_MAX);
-                        for (size_t k = 0; k < n && k < RESOLVE_MAX; k++)
-                                owner_get(&owners[out[k]], e->namespace, e->pod, e->container);
+                        for (size_t k = 0; k < n && k < RESOLVE_MAX; k++) {
+                                struct owner *o = owner_get(&owners[out[k]], e->namespace, e->pod,
+                                                            e->container);
+                                if (replica && replica[2] && strlen(replica + 2) < sizeof(o->vgpu))
+                                        snprintf(o->vgpu, sizeof(o->vgpu), "%s", replica + 2);
+                        }
                 }
                 strv_free(refs);
         }
@@ -238,124 +256,247 @@ static int owner_cmp(const void *a, const void *b)
 
 #define MAX_LABELS 24
 
-struct render_ctx {
-        const struct collector *c;
-        struct expo *e;
-        /* one exposition family per distinct family name, in first-seen order */
-        struct fam {
-                const char *name;
-                struct expo_family *f;
-        } *fams;
-        size_t n_fams, cap_fams;
+/* devlet's per-container families, one per way a device value splits. */
+static const struct share_family {
+        enum dev_share share;
+        const char *container, *container_help;
+        const char *rest, *rest_help;
+} share_families[] = {
+        { DEV_SHARE_MEMORY, "devlet_container_memory_used_bytes",
+          "Device memory used by the container's processes (in bytes); summed over the "
+          "containers of a device it is at most the device's.",
+          "devlet_unattributed_memory_used_bytes",
+          "Device memory used outside any container attributed to the device (in bytes)." },
+        { DEV_SHARE_UTIL, "devlet_container_utilization_percent",
+          "The container's share of the device's utilization (in %); summed over the "
+          "containers of a device it is at most the device's.",
+          "devlet_unattributed_utilization_percent",
+          "The device's utilization not attributed to a container (in %)." },
+        { DEV_SHARE_ENC, "devlet_container_encoder_utilization_percent",
+          "The container's share of the device's encoder utilization (in %).",
+          "devlet_unattributed_encoder_utilization_percent",
+          "The device's encoder utilization not attributed to a container (in %)." },
+        { DEV_SHARE_DEC, "devlet_container_decoder_utilization_percent",
+          "The container's share of the device's decoder utilization (in %).",
+          "devlet_unattributed_decoder_utilization_percent",
+          "The device's decoder utilization not attributed to a container (in %)." },
 };
 
-static struct expo_family *fam_for(struct render_ctx *rc, const struct dev_measure_family *mf)
+static struct expo_family *family_of(struct expo *e, const struct dev_measure_family *mf)
 {
-        for (size_t i = 0; i < rc->n_fams; i++)
-                if (strcmp(rc->fams[i].name, mf->name) == 0)
-                        return rc->fams[i].f;
-        xgrow((void **)&rc->fams, &rc->cap_fams, rc->n_fams + 1, sizeof(*rc->fams));
-        struct expo_family *f = expo_family(rc->e, mf->name,
-                                            mf->type == DEV_MEASURE_COUNTER ? EXPO_COUNTER : EXPO_GAUGE,
-                                            mf->help);
-        rc->fams[rc->n_fams++] = (struct fam){ mf->name, f };
-        return f;
+        return expo_family(e, mf->name, mf->type == DEV_MEASURE_COUNTER ? EXPO_COUNTER : EXPO_GAUGE,
+                           mf->help);
 }
 
-/* The value family f has on unit u for owner o (NULL: nobody); false when
- * there is none. */
-static bool value_for(const struct dev_unit *u, size_t f, const struct unit_owners *uo,
-                      const struct owner *o, double *v)
+/* The owner's raw figure for a kind of share, from its processes. */
+static double owner_raw(const struct owner *o, enum dev_share k)
 {
-        if (!u->values[f].has)
-                return false;
-        *v = u->values[f].v;
-        const struct dev_measure_family *mf = &u->families[f];
-        if (o && uo->procs_mapped && mf->share == DEV_SHARE_MEMORY && mf->share_unit > 0)
-                *v = floor((double)o->mem_bytes / mf->share_unit);
-        if (o && uo->procs_mapped && uo->util_known && mf->share == DEV_SHARE_UTIL)
-                *v = o->util > 100 ? 100 : o->util;
+        switch (k) {
+        case DEV_SHARE_MEMORY:
+                return (double)o->mem_bytes;
+        case DEV_SHARE_UTIL:
+                return o->util;
+        case DEV_SHARE_ENC:
+                return o->enc;
+        case DEV_SHARE_DEC:
+                return o->dec;
+        default:
+                return 0;
+        }
+}
+
+/* The device's value of the family that splits by k, in the share's unit
+ * (bytes for memory); false when the unit has none. */
+static bool device_total(const struct dev_unit *u, enum dev_share k, double *total)
+{
+        for (size_t f = 0; f < u->n_families; f++) {
+                const struct dev_measure_family *mf = &u->families[f];
+                if (mf->share != k || !u->values[f].has)
+                        continue;
+                *total = u->values[f].v * (k == DEV_SHARE_MEMORY && mf->share_unit > 0 ? mf->share_unit : 1);
+                return true;
+        }
+        return false;
+}
+
+/* Splits the device's total between its owners (out[o]) so that they sum
+ * to at most the total; returns the rest.  Owners get what their processes
+ * used; an owner alone on a device whose processes could not be mapped
+ * gets everything. */
+static double split(const struct unit_owners *uo, enum dev_share k, double total, double *out)
+{
+        bool known = k == DEV_SHARE_MEMORY ? uo->procs_mapped : uo->procs_mapped && uo->util_known;
+        double sum = 0;
+        for (size_t o = 0; o < uo->n; o++) {
+                out[o] = known ? owner_raw(&uo->v[o], k) : 0;
+                sum += out[o];
+        }
+        if (!known && uo->n == 1) {
+                out[0] = total;
+                sum = total;
+        }
+        if (sum > total && sum > 0) {
+                double scale = total / sum;
+                sum = 0;
+                for (size_t o = 0; o < uo->n; o++) {
+                        out[o] *= scale;
+                        sum += out[o];
+                }
+        }
+        return total > sum ? total - sum : 0;
+}
+
+/* Whether a label name follows Prometheus' convention (no "aB"). */
+static bool snake_case(const char *name)
+{
+        for (size_t i = 0; name[i] && name[i + 1]; i++)
+                if (islower((unsigned char)name[i]) && isupper((unsigned char)name[i + 1]))
+                        return false;
         return true;
 }
 
-/* A unit's labels with the host label and, for an owner, the pod's; the
- * extra value labels of family mf last.  Returns how many. */
-static size_t unit_labels(const struct render_ctx *rc, const struct dev_unit *u,
-                          const struct owner *o, struct expo_label *l)
+/* The labels of a series: the unit's with the host label at its place, then
+ * (sorted, as dcgm-exporter's attributes) the owner's and extra ones.
+ * devlet's own families (own) keep only the unit's snake_case labels, as
+ * Prometheus' naming rules want.  Returns how many. */
+static size_t series_labels(const struct collector *c, const struct dev_unit *u, const struct owner *o,
+                            bool vgpu, bool own, const struct expo_label *extra, size_t n_extra,
+                            struct expo_label *l)
 {
         size_t n = 0;
-        for (size_t i = 0; i < u->n_labels && n < MAX_LABELS - 4; i++) {
+        for (size_t i = 0; i < u->n_labels && n < MAX_LABELS - 8; i++) {
                 if (i == u->host_at)
-                        l[n++] = (struct expo_label){ rc->c->hostname_label, rc->c->hostname };
-                l[n++] = (struct expo_label){ u->labels[i].name, u->labels[i].value };
+                        l[n++] = (struct expo_label){ c->hostname_label, c->hostname };
+                if (!own || snake_case(u->labels[i].name))
+                        l[n++] = (struct expo_label){ u->labels[i].name, u->labels[i].value };
         }
         if (u->host_at >= u->n_labels)
-                l[n++] = (struct expo_label){ rc->c->hostname_label, rc->c->hostname };
+                l[n++] = (struct expo_label){ c->hostname_label, c->hostname };
+        size_t first = n;
         if (o) {
                 l[n++] = (struct expo_label){ "container", o->container };
                 l[n++] = (struct expo_label){ "namespace", o->namespace };
                 l[n++] = (struct expo_label){ "pod", o->pod };
+                if (vgpu && o->vgpu[0])
+                        l[n++] = (struct expo_label){ "vgpu", o->vgpu };
         }
+        for (size_t i = 0; i < n_extra && n < MAX_LABELS; i++)
+                l[n++] = extra[i];
+        /* insertion sort of the attributes by name */
+        for (size_t i = first + 1; i < n; i++)
+                for (size_t j = i; j > first && strcmp(l[j - 1].name, l[j].name) > 0; j--) {
+                        struct expo_label t = l[j];
+                        l[j] = l[j - 1];
+                        l[j - 1] = t;
+                }
         return n;
+}
+
+static bool family_selected(const struct collector *c, const char *name)
+{
+        if (!c->selected)
+                return true;
+        for (size_t i = 0; c->selected[i]; i++)
+                if (strcmp(c->selected[i], name) == 0)
+                        return true;
+        return false;
+}
+
+/* One device: its one series per family (pod labels when exactly one
+ * container holds it), dcgm-exporter's per-pod series of a shared device
+ * with --kubernetes-virtual-gpus, and devlet's per-container families. */
+static void render_unit(const struct collector *c, struct expo *e, const struct dev_unit *u,
+                        const struct unit_owners *uo, double *shares)
+{
+        struct expo_label l[MAX_LABELS];
+        const struct owner *sole = uo->n == 1 ? &uo->v[0] : NULL;
+        struct expo_labels dev;
+        size_t n = series_labels(c, u, sole, false, false, NULL, 0, l);
+        bool dev_ok = expo_labels_prepare(e, l, n, &dev) == 0;
+        for (size_t f = 0; f < u->n_families; f++) {
+                const struct dev_measure_family *mf = &u->families[f];
+                const struct dev_value *v = &u->values[f];
+                if (!v->has || !family_selected(c, mf->name))
+                        continue;
+                struct expo_family *fam = family_of(e, mf);
+                if (mf->value_labels && v->labels) {
+                        struct expo_label extra[4];
+                        size_t n_extra = 0;
+                        for (size_t k = 0; mf->value_labels[k] && v->labels[k] && n_extra < 4; k++)
+                                extra[n_extra++] = (struct expo_label){ mf->value_labels[k], v->labels[k] };
+                        size_t m = series_labels(c, u, sole, false, false, extra, n_extra, l);
+                        expo_add(fam, l, m, v->v);
+                } else if (dev_ok) {
+                        expo_add_labels(fam, &dev, v->v);
+                }
+        }
+        if (dev_ok)
+                expo_labels_release(&dev);
+
+        /* dcgm-exporter's --kubernetes-virtual-gpus: per-pod series of a
+         * shared device for the families that split (GPU_UTIL, FB_USED) */
+        if (c->o.virtual_gpus && uo->n > 1) {
+                for (size_t f = 0; f < u->n_families; f++) {
+                        const struct dev_measure_family *mf = &u->families[f];
+                        if (!u->values[f].has || !family_selected(c, mf->name) ||
+                            (mf->share != DEV_SHARE_UTIL && mf->share != DEV_SHARE_MEMORY))
+                                continue;
+                        double total = 0;
+                        device_total(u, mf->share, &total);
+                        split(uo, mf->share, total, shares);
+                        bool known = mf->share == DEV_SHARE_MEMORY ? uo->procs_mapped
+                                                                   : uo->procs_mapped && uo->util_known;
+                        struct expo_family *fam = family_of(e, mf);
+                        for (size_t o = 0; o < uo->n; o++) {
+                                double v = u->values[f].v;
+                                if (known)
+                                        v = mf->share == DEV_SHARE_MEMORY && mf->share_unit > 0
+                                                    ? floor(shares[o] / mf->share_unit)
+                                                    : round(shares[o]);
+                                size_t m = series_labels(c, u, &uo->v[o], true, false, NULL, 0, l);
+                                expo_add(fam, l, m, v);
+                        }
+                }
+        }
+
+        for (size_t k = 0; k < ARRAY_SIZE(share_families); k++) {
+                const struct share_family *sf = &share_families[k];
+                double total;
+                if (!device_total(u, sf->share, &total))
+                        continue;
+                double rest = split(uo, sf->share, total, shares);
+                struct expo_family *cf = expo_family(e, sf->container, EXPO_GAUGE, sf->container_help);
+                struct expo_family *rf = expo_family(e, sf->rest, EXPO_GAUGE, sf->rest_help);
+                for (size_t o = 0; o < uo->n; o++) {
+                        size_t m = series_labels(c, u, &uo->v[o], false, true, NULL, 0, l);
+                        expo_add(cf, l, m, shares[o]);
+                }
+                n = series_labels(c, u, NULL, false, true, NULL, 0, l);
+                expo_add(rf, l, n, rest);
+        }
 }
 
 /* Renders the units' families; returns the chunks (one per family) in *out. */
 static size_t render(const struct collector *c, const struct dev_sample *smp,
                      const struct unit_owners *owners, struct metrics_chunk **out)
 {
-        struct render_ctx rc = { .c = c, .e = expo_new() };
-        /* the families in the samplers' order, so that each stays contiguous */
+        struct expo *e = expo_new();
+        /* the device families first, in the samplers' order, then devlet's */
         for (size_t i = 0; i < smp->n_units; i++)
                 for (size_t f = 0; f < smp->units[i].n_families; f++)
-                        fam_for(&rc, &smp->units[i].families[f]);
-
-        /* one prepared label set per series owner of each unit (or one for a
-         * unit nobody uses), used for every family */
-        size_t n_sets = 0;
+                        if (family_selected(c, smp->units[i].families[f].name))
+                                family_of(e, &smp->units[i].families[f]);
+        size_t max_owners = 0;
         for (size_t i = 0; i < smp->n_units; i++)
-                n_sets += owners[i].n ? owners[i].n : 1;
-        struct expo_labels *sets = xcalloc(n_sets + 1, sizeof(*sets));
-        size_t *set_unit = xcalloc(n_sets + 1, sizeof(*set_unit));
-        const struct owner **set_owner = xcalloc(n_sets + 1, sizeof(*set_owner));
-        bool *set_ok = xcalloc(n_sets + 1, sizeof(*set_ok));
-        size_t k = 0, text_total = 0;
-        for (size_t i = 0; i < smp->n_units; i++) {
-                const struct unit_owners *uo = &owners[i];
-                for (size_t o = 0; o < (uo->n ? uo->n : 1); o++, k++) {
-                        struct expo_label l[MAX_LABELS];
-                        set_unit[k] = i;
-                        set_owner[k] = uo->n ? &uo->v[o] : NULL;
-                        size_t n = unit_labels(&rc, &smp->units[i], set_owner[k], l);
-                        set_ok[k] = expo_labels_prepare(rc.e, l, n, &sets[k]) == 0;
-                        if (set_ok[k])
-                                text_total += sets[k].text_len;
-                }
-        }
-        /* each family gets about one line per set: room for it at once */
-        for (size_t f = 0; f < rc.n_fams; f++)
-                expo_family_reserve(rc.fams[f].f, text_total + n_sets * (strlen(rc.fams[f].name) + 24));
-        for (size_t i = 0; i < n_sets; i++) {
-                size_t u = set_unit[i];
-                const struct dev_unit *unit = &smp->units[u];
-                if (!set_ok[i])
-                        continue;
-                for (size_t f = 0; f < unit->n_families; f++) {
-                        double v;
-                        if (value_for(unit, f, &owners[u], set_owner[i], &v))
-                                expo_add_labels(fam_for(&rc, &unit->families[f]), &sets[i], v);
-                }
-        }
-        for (size_t i = 0; i < n_sets; i++)
-                expo_labels_release(&sets[i]);
-        free(sets);
-        free(set_unit);
-        free(set_owner);
-        free(set_ok);
-        free(rc.fams);
+                if (owners[i].n > max_owners)
+                        max_owners = owners[i].n;
+        _cleanup_free_ double *shares = xcalloc(max_owners + 1, sizeof(*shares));
+        for (size_t i = 0; i < smp->n_units; i++)
+                render_unit(c, e, &smp->units[i], &owners[i], shares);
 
         struct expo_chunk *chunks;
-        size_t n_chunks = expo_render_chunks(rc.e, &chunks);
-        expo_free(rc.e);
+        size_t n_chunks = expo_render_chunks(e, &chunks);
+        expo_free(e);
         struct metrics_chunk *mc = xcalloc(n_chunks + 1, sizeof(*mc));
         for (size_t i = 0; i < n_chunks; i++)
                 mc[i] = (struct metrics_chunk){ chunks[i].data, chunks[i].len };
@@ -365,6 +506,25 @@ static size_t render(const struct collector *c, const struct dev_sample *smp,
 }
 
 /* ---- one collection ---- */
+
+/* A --collectors field no sampler knows is warned about once. */
+static void check_selected(struct collector *c)
+{
+        for (size_t i = 0; c->selected && c->selected[i]; i++) {
+                if (c->selected_checked[i])
+                        continue;
+                bool known = false;
+                for (size_t s = 0; s < c->n_samplers && !known; s++)
+                        for (size_t f = 0; f < c->samplers[s]->ops->n_families && !known; f++)
+                                known = strcmp(c->samplers[s]->ops->families[f].name, c->selected[i]) == 0;
+                if (!known && c->n_samplers == 0)
+                        continue; /* nothing to compare with yet */
+                if (!known)
+                        log_warn("metrics", "--collectors names a field devlet does not export field=%s",
+                                 c->selected[i]);
+                c->selected_checked[i] = true;
+        }
+}
 
 static void samplers_release(struct dev_sampler **v, size_t n)
 {
@@ -405,6 +565,7 @@ void collector_run_once(struct collector *c)
                 if (c->samplers[i]->ops->sample(c->samplers[i], &smp) < 0)
                         log_debug("metrics", "a sampler failed sampler=%s", c->samplers[i]->ops->name);
         attr_specs_scan(c->specs);
+        check_selected(c);
 
         struct unit_owners *owners = xcalloc(smp.n_units + 1, sizeof(*owners));
         attribute_processes(c, &smp, owners);
@@ -474,6 +635,8 @@ void collector_free(struct collector *c)
         samplers_release(c->samplers, c->n_samplers);
         samplers_release(c->samplers_pending, c->n_samplers_pending);
         free(c->hints);
+        strv_free(c->selected);
+        free(c->selected_checked);
         attr_specs_free(c->specs);
         attr_podres_free(c->podres);
         attr_podres_free(c->podres_pending);

@@ -26,6 +26,8 @@ struct collector_opts {
         /* where containers name devices, per family (copied) */
         const struct dev_attr_hints *const *hints;
         size_t n_hints;
+        bool virtual_gpus;       /* --kubernetes-virtual-gpus */
+        char *const *families;   /* the device families to export (copied); NULL: all */
 };
 
 struct collector;

@@ -199,6 +199,10 @@ def test_prometheus_scrapes_devlet(devlet, nvml, dirs, podres):
 # ---------------------------------------------------------------- attribution
 
 def test_pod_resources_two_pods_share_a_gpu(devlet, nvml, dirs, podres):
+    # Issue 13 changed this test's semantics on purpose: one series per device
+    # and family (sum/avg/count over DCGM_FI_* count GPUs, not pods); pod
+    # labels only where exactly one container holds the device; who holds
+    # a shared device shows in devlet's per-container families.
     uuid = nvml.uuid(3)
     podres.pods = [
         ("ns", "pod-a", [("a", [("nvidia.com/gpu.shared", [f"{uuid}::0"])])]),
@@ -208,17 +212,18 @@ def test_pod_resources_two_pods_share_a_gpu(devlet, nvml, dirs, podres):
     ]
     podres.start()
     d, port = start(devlet, nvml, dirs)
-    samples = wait_samples(port, lambda s: s if len(gpu_series(s, "DCGM_FI_DEV_FB_FREE", 3)) == 2 else None,
-                           WAIT, "two series on GPU 3")
-    pods = sorted(lab["pod"] for lab, _ in gpu_series(samples, "DCGM_FI_DEV_FB_FREE", 3))
+    samples = wait_samples(port, lambda s: s if len(gpu_series(s, "devlet_container_memory_used_bytes", 3)) == 2
+                           else None, WAIT, "two containers on GPU 3")
+    pods = sorted(lab["pod"] for lab, _ in gpu_series(samples, "devlet_container_memory_used_bytes", 3))
     assert pods == ["pod-a", "pod-b"]
-    for lab, _ in gpu_series(samples, "DCGM_FI_DEV_SM_CLOCK", 3):
-        assert lab["namespace"] == "ns" and lab["container"] in ("a", "b")
+    for family in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_SM_CLOCK"):
+        (lab, _), = gpu_series(samples, family, 3)
+        assert "pod" not in lab and "container" not in lab
     assert [lab["pod"] for lab, _ in gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", 7)] == ["pod-c"]
     assert all("pod" not in lab for lab, _ in gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", 5))
-    # a pod goes away: its series with it
+    # a pod goes away: its series with it, and GPU 3 has one holder left
     podres.pods = podres.pods[1:]
-    wait_samples(port, lambda s: [lab["pod"] for lab, _ in gpu_series(s, "DCGM_FI_DEV_FB_FREE", 3)] == ["pod-b"],
+    wait_samples(port, lambda s: [lab.get("pod") for lab, _ in gpu_series(s, "DCGM_FI_DEV_FB_FREE", 3)] == ["pod-b"],
                  WAIT, "pod-a's series gone")
 
 
@@ -262,14 +267,23 @@ def test_podman_process_without_gpu_request(devlet, nvml, dirs, rootfs, containe
     with open(f"/proc/{pid}/cgroup") as f:
         assert cid in f.read()
     # the container asked for no GPU, yet a process of it runs on GPU 5
+    nvml.devices[5]["utilization"] = {"gpu": 50, "memory": 10}
     nvml.set_processes(5, [{"pid": pid, "usedMemoryMiB": 1234, "smUtil": 42},
                            {"pid": 1, "usedMemoryMiB": 66, "smUtil": 3}])
     samples = wait_samples(port, lambda s: s if select(s, "DCGM_FI_DEV_FB_USED", gpu="5", pod="sneaky-pod") else None,
                            WAIT, "GPU 5 attributed through the process")
+    # issue 13: the device's series carries the device's value (its only
+    # holder's labels); the container's own share is in devlet's families
     (lab, used), = select(samples, "DCGM_FI_DEV_FB_USED", gpu="5")
-    assert (lab["namespace"], lab["container"], used) == ("batch", "worker", 1234)
-    (lab, util), = select(samples, "DCGM_FI_DEV_GPU_UTIL", gpu="5")
+    assert (lab["namespace"], lab["container"], used) == ("batch", "worker", 1300)
+    (lab, used), = select(samples, "devlet_container_memory_used_bytes", gpu="5")
+    assert (lab["namespace"], lab["container"], used) == ("batch", "worker", 1234 * 2**20)
+    (lab, util), = select(samples, "devlet_container_utilization_percent", gpu="5")
     assert util == 42  # its own share, not the host process's
+    (_, rest), = select(samples, "devlet_unattributed_memory_used_bytes", gpu="5")
+    assert rest == 66 * 2**20
+    (_, rest), = select(samples, "devlet_unattributed_utilization_percent", gpu="5")
+    assert rest == 50 - 42
     # the process ends: GPU 5 is nobody's again
     nvml.set_processes(5, [])
     wait_samples(port, lambda s: all("pod" not in lab for lab, _ in select(s, "DCGM_FI_DEV_FB_USED", gpu="5")),

@@ -51,6 +51,8 @@ enum nv_field {
         F_COUNT
 };
 
+static const char *const xid_labels[] = { "err_code", "err_msg", NULL };
+
 #define G DEV_MEASURE_GAUGE
 #define C DEV_MEASURE_COUNTER
 static const struct dev_measure_family families[F_COUNT] = {
@@ -67,7 +69,8 @@ static const struct dev_measure_family families[F_COUNT] = {
         [F_MEM_COPY_UTIL] = { "DCGM_FI_DEV_MEM_COPY_UTIL", G, "Memory utilization (in %).", 0, 0, NULL },
         [F_ENC_UTIL] = { "DCGM_FI_DEV_ENC_UTIL", G, "Encoder utilization (in %).", DEV_SHARE_ENC, 0, NULL },
         [F_DEC_UTIL] = { "DCGM_FI_DEV_DEC_UTIL", G, "Decoder utilization (in %).", DEV_SHARE_DEC, 0, NULL },
-        [F_XID] = { "DCGM_FI_DEV_XID_ERRORS", G, "Value of the last XID error encountered.", 0, 0, NULL },
+        [F_XID] = { "DCGM_FI_DEV_XID_ERRORS", G, "Value of the last XID error encountered.", 0, 0,
+                    xid_labels },
         [F_FB_FREE] = { "DCGM_FI_DEV_FB_FREE", G, "Framebuffer memory free (in MiB).", 0, 0, NULL },
         [F_FB_USED] = { "DCGM_FI_DEV_FB_USED", G, "Framebuffer memory used (in MiB).", DEV_SHARE_MEMORY,
                         MIB, NULL },
@@ -384,8 +387,12 @@ static int nv_sample(struct dev_sampler *ds, struct dev_sample *out)
                 sample_telemetry(l, u, g->handle);
                 sample_memory(l, u, g->handle);
                 pthread_mutex_lock(&s->mu);
-                set(u, F_XID, (double)s->last_xid[g - s->gpus]);
+                unsigned long long xid = s->last_xid[g - s->gpus];
                 pthread_mutex_unlock(&s->mu);
+                set(u, F_XID, (double)xid);
+                char code[24];
+                snprintf(code, sizeof(code), "%llu", xid);
+                u->values[F_XID].labels = strv_push(strv_push(NULL, code), nvidia_xid_text(xid));
                 unsigned mode = 0, pending = 0;
                 if (l->mig_mode && l->mig_mode(g->handle, &mode, &pending) == NVML_SUCCESS &&
                     mode == NVML_DEVICE_MIG_ENABLE) {
