@@ -378,3 +378,51 @@ def test_xid_counters_survive_a_reload(devlet, nvml, dirs):
     assert select(samples, "DCGM_FI_DEV_XID_ERRORS", gpu="4")[0][1] == 79
     # GPU 4 is still unhealthy, GPU 1 now too
     assert select(samples, "devlet_devices", resource="nvidia.com/gpu", health="unhealthy")[0][1] == 2
+
+
+# ---------------------------------------------------------------- profiling (issue 13 §2)
+
+PROF_FAMILIES = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("graphicsUtil", 0.01), "DCGM_FI_PROF_SM_ACTIVE": ("smUtil", 0.01),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("smOccupancy", 0.01), "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("tensorUtil", 0.01),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("dramBwUtil", 0.01), "DCGM_FI_PROF_PIPE_FP64_ACTIVE": ("fp64Util", 0.01),
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE": ("fp32Util", 0.01), "DCGM_FI_PROF_PIPE_FP16_ACTIVE": ("fp16Util", 0.01),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcieTxMiBps", 2 ** 20), "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcieRxMiBps", 2 ** 20),
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": ("nvlinkTxMiBps", 2 ** 20),
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": ("nvlinkRxMiBps", 2 ** 20),
+}
+
+
+def test_profiling_families_from_gpm(devlet, nvml, dirs):
+    gpm = {key: 10 + i for i, (key, _) in enumerate(PROF_FAMILIES.values())}
+    nvml.devices[2]["gpm"] = gpm
+    nvml.write()
+    d, port = start(devlet, nvml, dirs)
+    samples = wait_samples(port, lambda s: s if select(s, "DCGM_FI_PROF_SM_ACTIVE", gpu="2") else None,
+                           WAIT, "profiling families")
+    for family, (key, scale) in PROF_FAMILIES.items():
+        (lab, value), = gpu_series(samples, family, 2)
+        assert value == pytest.approx(gpm[key] * scale), family
+        assert lab["UUID"] == nvml.uuid(2)
+        assert sorted(int(lab["gpu"]) for lab, _ in select(samples, family)) == list(range(8)), family
+    status, _, body = http_get(port, "/metrics")
+    assert "# HELP DCGM_FI_PROF_PIPE_TENSOR_ACTIVE Ratio of cycles the tensor (HMMA) pipe is active.\n" in body
+
+
+def test_profiling_families_absent_without_gpm(dirs):
+    nvml = MockNvml(dirs.work, "v100-dgx1.yaml")
+    nvml.devices[1]["pcieThroughputKBps"] = {"tx": 300, "rx": 7}
+    nvml.write()
+    res = run_devlet(["metrics", "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
+                      "--container-state-dirs", dirs.run], env=nvml.env())
+    assert res.returncode == 0, res.stderr
+    samples = parse(res.stdout)
+    # absent, not zero: Volta has no GPM; the PCIe rates NVML keeps are there
+    for family in PROF_FAMILIES:
+        if "PCIE" not in family:
+            assert not select(samples, family), family
+    assert gpu_series(samples, "DCGM_FI_PROF_PCIE_TX_BYTES", 1)[0][1] == 300 * 1024
+    assert gpu_series(samples, "DCGM_FI_PROF_PCIE_RX_BYTES", 1)[0][1] == 7 * 1024
+    listing = run_devlet(["list"], env=nvml.env())
+    assert listing.returncode == 0, listing.stderr
+    assert "Profiling metrics (DCGM_FI_PROF_*): GPUs 0,1,2,3,4,5,6,7 lack NVML GPM" in listing.stdout

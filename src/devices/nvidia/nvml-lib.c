@@ -103,6 +103,13 @@ static const struct sym_row syms[] = {
                "nvmlDeviceGetGraphicsRunningProcesses_v2"),
         METRIC(graphics_procs_v1, "nvmlDeviceGetGraphicsRunningProcesses"),
         METRIC(process_util, "nvmlDeviceGetProcessUtilization"),
+        METRIC(pcie_throughput, "nvmlDeviceGetPcieThroughput"),
+        METRIC(gpm_query, "nvmlGpmQueryDeviceSupport"),
+        METRIC(gpm_sample_alloc, "nvmlGpmSampleAlloc"),
+        METRIC(gpm_sample_free, "nvmlGpmSampleFree"),
+        METRIC(gpm_sample_get, "nvmlGpmSampleGet"),
+        METRIC(gpm_mig_sample_get, "nvmlGpmMigSampleGet"),
+        METRIC(gpm_metrics_get, "nvmlGpmMetricsGet"),
 };
 
 /* Library directories below a driver root, as distributions and NVIDIA's

@@ -87,6 +87,13 @@ struct nvml_lib {
         NVML_FN(nvmlDeviceGetGraphicsRunningProcesses_v3) graphics_procs;
         NVML_FN(nvmlDeviceGetGraphicsRunningProcesses) graphics_procs_v1;
         NVML_FN(nvmlDeviceGetProcessUtilization) process_util;
+        NVML_FN(nvmlDeviceGetPcieThroughput) pcie_throughput;
+        NVML_FN(nvmlGpmQueryDeviceSupport) gpm_query;
+        NVML_FN(nvmlGpmSampleAlloc) gpm_sample_alloc;
+        NVML_FN(nvmlGpmSampleFree) gpm_sample_free;
+        NVML_FN(nvmlGpmSampleGet) gpm_sample_get;
+        NVML_FN(nvmlGpmMigSampleGet) gpm_mig_sample_get;
+        NVML_FN(nvmlGpmMetricsGet) gpm_metrics_get;
 };
 
 /* Finds a symbol by name; NULL when absent.  nvml_lib_resolve() asks for

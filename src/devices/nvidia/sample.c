@@ -16,9 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
+#include "devices/nvidia/gpm.h"
 #include "devices/nvidia/nvml-lib.h"
 
 #define MAX_PROCS 4096
@@ -48,6 +50,19 @@ enum nv_field {
         F_REMAP_UNCORRECTABLE,
         F_REMAP_CORRECTABLE,
         F_REMAP_FAILURE,
+        /* profiling: GPM (Hopper on); PCIe and NVLink rates on older GPUs too */
+        F_PROF_GR_ENGINE,
+        F_PROF_SM_ACTIVE,
+        F_PROF_SM_OCCUPANCY,
+        F_PROF_TENSOR,
+        F_PROF_DRAM,
+        F_PROF_FP64,
+        F_PROF_FP32,
+        F_PROF_FP16,
+        F_PROF_PCIE_TX,
+        F_PROF_PCIE_RX,
+        F_PROF_NVLINK_TX,
+        F_PROF_NVLINK_RX,
         F_COUNT
 };
 
@@ -84,6 +99,49 @@ static const struct dev_measure_family families[F_COUNT] = {
                                   "Number of remapped rows for correctable errors.", 0, 0, NULL },
         [F_REMAP_FAILURE] = { "DCGM_FI_DEV_ROW_REMAP_FAILURE", G, "Whether remapping of rows has failed.",
                               0, 0, NULL },
+        [F_PROF_GR_ENGINE] = { "DCGM_FI_PROF_GR_ENGINE_ACTIVE", G,
+                               "Ratio of time the graphics engine is active.", 0, 0, NULL },
+        [F_PROF_SM_ACTIVE] = { "DCGM_FI_PROF_SM_ACTIVE", G,
+                               "The ratio of cycles an SM has at least 1 warp assigned.", 0, 0, NULL },
+        [F_PROF_SM_OCCUPANCY] = { "DCGM_FI_PROF_SM_OCCUPANCY", G,
+                                  "The ratio of number of warps resident on an SM.", 0, 0, NULL },
+        [F_PROF_TENSOR] = { "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", G,
+                            "Ratio of cycles the tensor (HMMA) pipe is active.", 0, 0, NULL },
+        [F_PROF_DRAM] = { "DCGM_FI_PROF_DRAM_ACTIVE", G,
+                          "Ratio of cycles the device memory interface is active sending or receiving data.",
+                          0, 0, NULL },
+        [F_PROF_FP64] = { "DCGM_FI_PROF_PIPE_FP64_ACTIVE", G, "Ratio of cycles the fp64 pipes are active.",
+                          0, 0, NULL },
+        [F_PROF_FP32] = { "DCGM_FI_PROF_PIPE_FP32_ACTIVE", G, "Ratio of cycles the fp32 pipes are active.",
+                          0, 0, NULL },
+        [F_PROF_FP16] = { "DCGM_FI_PROF_PIPE_FP16_ACTIVE", G, "Ratio of cycles the fp16 pipes are active.",
+                          0, 0, NULL },
+        [F_PROF_PCIE_TX] = { "DCGM_FI_PROF_PCIE_TX_BYTES", G,
+                             "The rate of data transmitted over the PCIe bus - including both protocol "
+                             "headers and data payloads - in bytes per second.", 0, 0, NULL },
+        [F_PROF_PCIE_RX] = { "DCGM_FI_PROF_PCIE_RX_BYTES", G,
+                             "The rate of data received over the PCIe bus - including both protocol "
+                             "headers and data payloads - in bytes per second.", 0, 0, NULL },
+        [F_PROF_NVLINK_TX] = { "DCGM_FI_PROF_NVLINK_TX_BYTES", G,
+                               "The number of bytes of active NvLink tx (transmit) data including both "
+                               "header and payload.", 0, 0, NULL },
+        [F_PROF_NVLINK_RX] = { "DCGM_FI_PROF_NVLINK_RX_BYTES", G,
+                               "The number of bytes of active NvLink rx (read) data including both header "
+                               "and payload.", 0, 0, NULL },
+};
+
+/* GPM's metrics in the families' units: ratios from percentages, bytes/s
+ * from MiB/s. */
+static const struct {
+        enum nv_field field;
+        double scale;
+} gpm_to_family[GPM_COUNT] = {
+        [GPM_GRAPHICS] = { F_PROF_GR_ENGINE, 0.01 }, [GPM_SM] = { F_PROF_SM_ACTIVE, 0.01 },
+        [GPM_OCCUPANCY] = { F_PROF_SM_OCCUPANCY, 0.01 }, [GPM_TENSOR] = { F_PROF_TENSOR, 0.01 },
+        [GPM_DRAM] = { F_PROF_DRAM, 0.01 }, [GPM_FP64] = { F_PROF_FP64, 0.01 },
+        [GPM_FP32] = { F_PROF_FP32, 0.01 }, [GPM_FP16] = { F_PROF_FP16, 0.01 },
+        [GPM_PCIE_TX] = { F_PROF_PCIE_TX, MIB }, [GPM_PCIE_RX] = { F_PROF_PCIE_RX, MIB },
+        [GPM_NVLINK_TX] = { F_PROF_NVLINK_TX, MIB }, [GPM_NVLINK_RX] = { F_PROF_NVLINK_RX, MIB },
 };
 #undef G
 #undef C
@@ -110,7 +168,10 @@ struct nv_gpu {
         char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
         char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* NVML's "00000000:3B:00.0" */
         int minor;
+        bool gpm; /* GPU Performance Monitoring works */
         unsigned long long last_util_ts; /* newest process-utilisation sample seen */
+        /* NVLink data counters (KiB) at the previous sample, for their rates */
+        unsigned long long nvl_tx, nvl_rx, nvl_at_us;
 };
 
 struct nvidia_sampler {
@@ -119,6 +180,7 @@ struct nvidia_sampler {
         char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
         struct nv_gpu *gpus;
         size_t n_gpus;
+        struct nvidia_gpm *gpm;
         nvmlProcessInfo_t *proc_buf;
         nvmlProcessUtilizationSample_t *util_buf;
 
@@ -159,7 +221,54 @@ static void sample_memory(const struct nvml_lib *l, struct dev_unit *u, nvmlDevi
         }
 }
 
-static void sample_telemetry(const struct nvml_lib *l, struct dev_unit *u, nvmlDevice_t h)
+static unsigned long long now_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
+}
+
+/* Without GPM, the NVLink rates from the data counters (KiB) between two
+ * samples. */
+static void nvlink_rates(struct nv_gpu *g, struct dev_unit *u, unsigned long long tx,
+                         unsigned long long rx)
+{
+        unsigned long long now = now_us();
+        if (!g->gpm && g->nvl_at_us && now > g->nvl_at_us && tx >= g->nvl_tx && rx >= g->nvl_rx) {
+                double secs = (double)(now - g->nvl_at_us) / 1e6;
+                set(u, F_PROF_NVLINK_TX, (double)(tx - g->nvl_tx) * 1024.0 / secs);
+                set(u, F_PROF_NVLINK_RX, (double)(rx - g->nvl_rx) * 1024.0 / secs);
+        }
+        g->nvl_tx = tx;
+        g->nvl_rx = rx;
+        g->nvl_at_us = now;
+}
+
+/* DCGM_FI_PROF_*: from GPM where the GPU has it, else the PCIe rates NVML
+ * keeps for every GPU (the NVLink ones come with the field values). */
+static void sample_profiling(struct nvidia_sampler *s, struct dev_unit *u, struct nv_gpu *g, int gi)
+{
+        const struct nvml_lib *l = s->lib;
+        if (g->gpm) {
+                double v[GPM_COUNT];
+                bool has[GPM_COUNT];
+                if (nvidia_gpm_measure(s->gpm, g->handle, g->index, gi, v, has))
+                        for (size_t i = 0; i < GPM_COUNT; i++)
+                                if (has[i])
+                                        set(u, gpm_to_family[i].field, v[i] * gpm_to_family[i].scale);
+                return;
+        }
+        unsigned kbps;
+        if (gi < 0 && l->pcie_throughput) {
+                if (l->pcie_throughput(g->handle, NVML_PCIE_UTIL_TX_BYTES, &kbps) == NVML_SUCCESS)
+                        set(u, F_PROF_PCIE_TX, kbps * 1024.0);
+                if (l->pcie_throughput(g->handle, NVML_PCIE_UTIL_RX_BYTES, &kbps) == NVML_SUCCESS)
+                        set(u, F_PROF_PCIE_RX, kbps * 1024.0);
+        }
+}
+
+static void sample_telemetry(const struct nvml_lib *l, struct dev_unit *u, nvmlDevice_t h,
+                             struct nv_gpu *g)
 {
         unsigned v, period;
         unsigned long long ull;
@@ -203,9 +312,12 @@ static void sample_telemetry(const struct nvml_lib *l, struct dev_unit *u, nvmlD
                                     f[0].valueType == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
                                             ? (double)f[0].value.ullVal
                                             : (double)f[0].value.uiVal);
-                        if (f[1].nvmlReturn == NVML_SUCCESS && f[2].nvmlReturn == NVML_SUCCESS)
+                        if (f[1].nvmlReturn == NVML_SUCCESS && f[2].nvmlReturn == NVML_SUCCESS) {
                                 set(u, F_NVLINK_BANDWIDTH,
                                     (double)(f[1].value.ullVal + f[2].value.ullVal));
+                                if (g)
+                                        nvlink_rates(g, u, f[1].value.ullVal, f[2].value.ullVal);
+                        }
                 }
         }
 }
@@ -356,6 +468,7 @@ static void sample_migs(struct nvidia_sampler *s, struct dev_sample *out, struct
                 u->names = strv_push(u->names, ref);
                 snprintf(ref, sizeof(ref), "%u:%u", g->index, j);
                 u->local_names = strv_push(u->local_names, ref);
+                sample_profiling(s, u, g, (int)gi);
                 sample_memory(l, u, mh);
                 list_procs(s, u, mh, false);
                 list_procs(s, u, mh, true);
@@ -384,7 +497,7 @@ static int nv_sample(struct dev_sampler *ds, struct dev_sample *out)
                         u->devnums[0] = (struct dev_devnum){ NVIDIA_MAJOR, (unsigned)g->minor };
                         u->n_devnums = 1;
                 }
-                sample_telemetry(l, u, g->handle);
+                sample_telemetry(l, u, g->handle, g);
                 sample_memory(l, u, g->handle);
                 pthread_mutex_lock(&s->mu);
                 unsigned long long xid = s->last_xid[g - s->gpus];
@@ -394,8 +507,11 @@ static int nv_sample(struct dev_sampler *ds, struct dev_sample *out)
                 snprintf(code, sizeof(code), "%llu", xid);
                 u->values[F_XID].labels = strv_push(strv_push(NULL, code), nvidia_xid_text(xid));
                 unsigned mode = 0, pending = 0;
-                if (l->mig_mode && l->mig_mode(g->handle, &mode, &pending) == NVML_SUCCESS &&
-                    mode == NVML_DEVICE_MIG_ENABLE) {
+                bool mig = l->mig_mode && l->mig_mode(g->handle, &mode, &pending) == NVML_SUCCESS &&
+                           mode == NVML_DEVICE_MIG_ENABLE;
+                if (!mig)
+                        sample_profiling(s, u, g, -1);
+                if (mig) {
                         sample_migs(s, out, g);
                         continue;
                 }
@@ -410,6 +526,7 @@ static int nv_sample(struct dev_sampler *ds, struct dev_sample *out)
 static void nv_free(struct dev_sampler *ds)
 {
         struct nvidia_sampler *s = (struct nvidia_sampler *)ds;
+        nvidia_gpm_free(s->gpm);
         s->lib->shutdown();
         nvml_lib_close(s->lib);
         pthread_mutex_destroy(&s->mu);
@@ -449,6 +566,7 @@ int nvidia_sampler_new(struct nvml_lib *lib, const struct nvml_inventory *inv,
                 g->index = ig->index;
                 g->handle = ig->lost ? NULL : ig->handle;
                 g->minor = ig->minor;
+                g->gpm = ig->gpm;
                 snprintf(g->uuid, sizeof(g->uuid), "%s", ig->uuid);
                 snprintf(g->name, sizeof(g->name), "%s", ig->name);
                 nvmlPciInfo_t pci;
@@ -458,6 +576,21 @@ int nvidia_sampler_new(struct nvml_lib *lib, const struct nvml_inventory *inv,
                         s->n_gpus--; /* lost at start: never measured */
         }
         pthread_mutex_init(&s->mu, NULL);
+        /* the first GPM sample of every target now, so that the first
+         * collection already has an interval */
+        s->gpm = nvidia_gpm_new(lib);
+        for (size_t i = 0; i < s->n_gpus; i++) {
+                const struct nvml_gpu *ig = &inv->gpus[s->gpus[i].index];
+                double v[GPM_COUNT];
+                bool has[GPM_COUNT];
+                if (!s->gpus[i].gpm)
+                        continue;
+                if (!ig->mig_enabled)
+                        nvidia_gpm_measure(s->gpm, s->gpus[i].handle, s->gpus[i].index, -1, v, has);
+                for (size_t k = 0; k < ig->n_migs; k++)
+                        nvidia_gpm_measure(s->gpm, s->gpus[i].handle, s->gpus[i].index, (int)ig->migs[k].gi,
+                                           v, has);
+        }
         s->proc_buf = xcalloc(MAX_PROCS, sizeof(*s->proc_buf));
         s->util_buf = xcalloc(MAX_PROCS, sizeof(*s->util_buf));
         *out = &s->base;
