@@ -77,6 +77,7 @@ struct collector {
 
         pthread_t thread;
         bool thread_running;
+        uint64_t last_trim_us; /* collector thread only */
         _Atomic uint64_t last_duration_us;
         _Atomic uint64_t collections;
 };
@@ -507,6 +508,8 @@ static size_t render(const struct collector *c, const struct dev_sample *smp,
 
 /* ---- one collection ---- */
 
+#define TRIM_EVERY_US (30 * 1000000ULL)
+
 /* A --collectors field no sampler knows is warned about once. */
 static void check_selected(struct collector *c)
 {
@@ -584,8 +587,13 @@ void collector_run_once(struct collector *c)
         free(owners);
         dev_sample_release(&smp);
         /* A collection frees a few times the text it rendered; glibc keeps
-         * such memory resident in this thread's arena unless asked. */
-        malloc_trim(0);
+         * such memory resident in this thread's arena unless asked.  Asking
+         * (madvise, and a TLB shootdown on every CPU) costs more than the
+         * collection itself, so at most every TRIM_EVERY_US. */
+        if (t0 - c->last_trim_us >= TRIM_EVERY_US) {
+                malloc_trim(0);
+                c->last_trim_us = t0;
+        }
         atomic_store(&c->last_duration_us, now_us() - t0);
         atomic_fetch_add(&c->collections, 1);
 }
