@@ -104,6 +104,8 @@ static const struct sym_row syms[] = {
         METRIC(graphics_procs_v1, "nvmlDeviceGetGraphicsRunningProcesses"),
         METRIC(process_util, "nvmlDeviceGetProcessUtilization"),
         METRIC(pcie_throughput, "nvmlDeviceGetPcieThroughput"),
+        METRIC(clocks_event_reasons, "nvmlDeviceGetCurrentClocksEventReasons",
+               "nvmlDeviceGetCurrentClocksThrottleReasons"),
         METRIC(gpm_query, "nvmlGpmQueryDeviceSupport"),
         METRIC(gpm_sample_alloc, "nvmlGpmSampleAlloc"),
         METRIC(gpm_sample_free, "nvmlGpmSampleFree"),

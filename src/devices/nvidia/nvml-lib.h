@@ -88,6 +88,7 @@ struct nvml_lib {
         NVML_FN(nvmlDeviceGetGraphicsRunningProcesses) graphics_procs_v1;
         NVML_FN(nvmlDeviceGetProcessUtilization) process_util;
         NVML_FN(nvmlDeviceGetPcieThroughput) pcie_throughput;
+        NVML_FN(nvmlDeviceGetCurrentClocksEventReasons) clocks_event_reasons; /* or ...ThrottleReasons */
         NVML_FN(nvmlGpmQueryDeviceSupport) gpm_query;
         NVML_FN(nvmlGpmSampleAlloc) gpm_sample_alloc;
         NVML_FN(nvmlGpmSampleFree) gpm_sample_free;

@@ -50,6 +50,7 @@ enum nv_field {
         F_REMAP_UNCORRECTABLE,
         F_REMAP_CORRECTABLE,
         F_REMAP_FAILURE,
+        F_CLOCKS_EVENT_REASONS,
         /* profiling: GPM (Hopper on); PCIe and NVLink rates on older GPUs too */
         F_PROF_GR_ENGINE,
         F_PROF_SM_ACTIVE,
@@ -99,6 +100,9 @@ static const struct dev_measure_family families[F_COUNT] = {
                                   "Number of remapped rows for correctable errors.", 0, 0, NULL },
         [F_REMAP_FAILURE] = { "DCGM_FI_DEV_ROW_REMAP_FAILURE", G, "Whether remapping of rows has failed.",
                               0, 0, NULL },
+        [F_CLOCKS_EVENT_REASONS] = { "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", G,
+                                     "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*).",
+                                     0, 0, NULL },
         [F_PROF_GR_ENGINE] = { "DCGM_FI_PROF_GR_ENGINE_ACTIVE", G,
                                "Ratio of time the graphics engine is active.", 0, 0, NULL },
         [F_PROF_SM_ACTIVE] = { "DCGM_FI_PROF_SM_ACTIVE", G,
@@ -293,6 +297,8 @@ static void sample_telemetry(const struct nvml_lib *l, struct dev_unit *u, nvmlD
                 set(u, F_ENC_UTIL, v);
         if (l->decoder_util && l->decoder_util(h, &v, &period) == NVML_SUCCESS)
                 set(u, F_DEC_UTIL, v);
+        if (l->clocks_event_reasons && l->clocks_event_reasons(h, &ull) == NVML_SUCCESS)
+                set(u, F_CLOCKS_EVENT_REASONS, (double)ull);
         unsigned cor, unc, pending, failure;
         if (l->remapped_rows && l->remapped_rows(h, &cor, &unc, &pending, &failure) == NVML_SUCCESS) {
                 set(u, F_REMAP_CORRECTABLE, cor);
