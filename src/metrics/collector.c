@@ -8,11 +8,13 @@
  *      -> spec names; these also carry the owner's memory and utilisation,
  *   2. specs: the devices each running container's spec names,
  *   3. pod-resources: the devices the kubelet assigned.
- * Every owner of a unit gets its own series of every family (a device
- * nobody uses gets one series without pod labels).  On a unit where
- * processes were mapped to owners, families whose share is memory or
- * utilisation carry each owner's share; elsewhere every series carries the
- * device's value.  The rendered text is published in the store's GPU slot.
+ * Each family has one series per unit, labelled with the pod when exactly
+ * one owner holds it (see DESIGN.md, "Series that add up"); devlet's
+ * per-container families split the unit's memory and utilisation between
+ * its owners by their processes, at most the unit's value, the rest
+ * unattributed; --kubernetes-virtual-gpus adds dcgm-exporter's per-pod
+ * series of shared units.  The rendered text is published in the store's
+ * GPU slot.
  *
  * Threads: the collector's own (pthread) does all of this; the loop only
  * drops inputs in the mailbox (mutex) and reads two atomics.  The thread

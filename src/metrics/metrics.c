@@ -343,7 +343,7 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         m->beat = timer_new(m);
         uv_timer_start(m->tick, on_tick, 0, m->interval_ms);
         uv_timer_start(m->beat, on_beat, HEARTBEAT_MS, HEARTBEAT_MS);
-        log_info("metrics", "serving metrics address=%s port=%u interval_ms=%llu gpus=%s",
+        log_info("metrics", "serving metrics address=%s port=%u interval_ms=%llu devices=%s",
                  cfg->metrics_address, (unsigned)metrics_http_port(m->http),
                  (unsigned long long)m->interval_ms, m->n_samplers ? "yes" : "no");
         *out = m;
