@@ -426,3 +426,40 @@ def test_profiling_families_absent_without_gpm(dirs):
     listing = run_devlet(["list"], env=nvml.env())
     assert listing.returncode == 0, listing.stderr
     assert "Profiling metrics (DCGM_FI_PROF_*): GPUs 0,1,2,3,4,5,6,7 lack NVML GPM" in listing.stdout
+
+
+def test_collectors_file_selects_the_families(nvml, dirs):
+    csv = os.path.join(dirs.work, "counters.csv")
+    with open(csv, "w") as f:
+        f.write("# Format\n# DCGM FIELD, Prometheus metric type, help message\n\n"
+                "DCGM_FI_DEV_SM_CLOCK,  gauge, SM clock frequency (in MHz).\n"
+                "DCGM_FI_PROF_SM_ACTIVE, gauge, The ratio of cycles an SM has at least 1 warp assigned.\n"
+                "DCGM_FI_DEV_VGPU_LICENSE_STATUS, gauge, vGPU License status\n"
+                "DCGM_FI_DRIVER_VERSION,        label, Driver Version\n")
+    res = run_devlet(["metrics", "--collectors", csv, "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
+                      "--container-state-dirs", dirs.run], env=nvml.env())
+    assert res.returncode == 0, res.stderr
+    names = {name for name, _, _ in parse(res.stdout) if name.startswith("DCGM_FI_")}
+    assert names == {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_PROF_SM_ACTIVE"}
+    assert select(parse(res.stdout), "devlet_container_memory_used_bytes") == []  # no pods here
+    assert res.stderr.count("field=DCGM_FI_DEV_VGPU_LICENSE_STATUS") == 1
+    # dcgm-exporter's env var names the same file
+    res = run_devlet(["metrics", "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
+                      "--container-state-dirs", dirs.run], env={**nvml.env(), "DCGM_EXPORTER_COLLECTORS": csv})
+    assert {name for name, _, _ in parse(res.stdout) if name.startswith("DCGM_FI_")} == names
+
+
+def test_kubernetes_virtual_gpus_adds_per_pod_series(devlet, nvml, dirs, podres):
+    uuid = nvml.uuid(3)
+    podres.pods = [("ns", "pod-a", [("a", [("nvidia.com/gpu.shared", [f"{uuid}::0"])])]),
+                   ("ns", "pod-b", [("b", [("nvidia.com/gpu.shared", [f"{uuid}::1"])])])]
+    podres.start()
+    d, port = start(devlet, nvml, dirs, extra=["--kubernetes-virtual-gpus"])
+    samples = wait_samples(port, lambda s: s if len(gpu_series(s, "DCGM_FI_DEV_GPU_UTIL", 3)) == 3 else None,
+                           WAIT, "GPU 3's series and one per pod")
+    per_pod = sorted((lab["pod"], lab["vgpu"]) for lab, _ in gpu_series(samples, "DCGM_FI_DEV_GPU_UTIL", 3)
+                     if "pod" in lab)
+    assert per_pod == [("pod-a", "0"), ("pod-b", "1")]
+    assert len(gpu_series(samples, "DCGM_FI_DEV_FB_USED", 3)) == 3
+    # only GPU_UTIL and FB_USED get them, as with dcgm-exporter
+    assert len(gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", 3)) == 1
