@@ -1,6 +1,6 @@
-/* devlet's Prometheus endpoint: the backends' device families (for NVIDIA,
- * dcgm-exporter's) with pod, namespace and container attribution, and
- * devlet's own families.
+/* devlet's Prometheus endpoint: the device families the backends' samplers
+ * declare (the vendors' exporters' names) with pod, namespace and container
+ * attribution, and devlet's own families.
  *
  * Threads and ownership:
  *   - the loop (the caller's) owns struct metrics: a timer every
@@ -29,7 +29,7 @@
 
 /* One served resource, for devlet's own families: plain values. */
 struct metrics_resource {
-        const char *name; /* "nvidia.com/gpu" */
+        const char *name; /* "devlet.io/fuse" */
         size_t healthy, unhealthy;
         bool registered;
         bool served; /* a plugin server serves it: the counters below are its */
