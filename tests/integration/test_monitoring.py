@@ -154,8 +154,9 @@ def test_queries_and_alerts_return_series_on_a_real_prometheus(staged):
     except TimeoutError:
         raise AssertionError("no series for:\n" + "\n".join(f"{w}: {e}" for w, e in sorted(pending))) from None
     # and the figures are the staged ones
-    (lost,) = prom.query(concrete(next(r["expr"] for r in alert_rules() if r["alert"] == "DevletGPULost")))
-    assert lost["metric"]["gpu"] == "3" and lost["metric"]["Hostname"] == NODE
+    # the hour-interval devlet may or may not have sampled before XID 79 came
+    lost = prom.query(concrete(next(r["expr"] for r in alert_rules() if r["alert"] == "DevletGPULost")))
+    assert lost and all(s["metric"]["gpu"] == "3" and s["metric"]["Hostname"] == NODE for s in lost)
     pods = {s["metric"]["pod"] for s in prom.query("sum by (pod) (devlet_container_memory_used_bytes)")}
     assert pods == {"train-0", "train-1", "infer-0"}
     assert sorted(float(s["value"][1]) for s in prom.query("count by (instance) (DCGM_FI_DEV_GPU_TEMP)")) == [8, 8]
