@@ -24,6 +24,8 @@ import uuid
 import pytest
 import yaml
 
+from host_dirs import host_dirs
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("DEVLET_BUILD", ROOT / "build"))
 DEVLET = BUILD / "devlet"
@@ -60,11 +62,13 @@ def rootfs(tmp):
 @pytest.fixture
 def spec_files():
     """Spec files the test writes into the runtime's directories, removed
-    afterwards whatever happens."""
+    afterwards whatever happens; the directories exist meanwhile (a fresh
+    machine has neither) and go again if the test created them."""
     made = []
-    yield made
-    for p in made:
-        pathlib.Path(p).unlink(missing_ok=True)
+    with host_dirs(*CDI_DIRS):
+        yield made
+        for p in made:
+            pathlib.Path(p).unlink(missing_ok=True)
 
 
 def unique_name():
