@@ -76,3 +76,12 @@ def test_config_swapped_for_fifo_keeps_serving(dirs, kubelet, devlet):
     with contextlib.closing(PluginClient(d.socket_path(FUSE))) as c:
         assert len(c.allocate([["fuse-1"]], timeout=5).container_responses) == 1
     assert d.alive()
+
+
+def test_nvml_library_path_that_is_a_fifo(dirs, build_dir):
+    """dlopen of a FIFO would block in open(2): refused with the reason."""
+    fifo = os.path.join(dirs.run, "libnvidia-ml.so.1")
+    os.mkfifo(fifo)
+    p = run_devlet(["list", "--backends", "nvidia"], timeout=15, env={"DEVLET_NVML_LIBRARY": fifo})
+    assert p.returncode == 1, p.stderr
+    assert f"{fifo}: not a regular file" in p.stderr, p.stderr
