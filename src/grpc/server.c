@@ -21,6 +21,7 @@
 #include "grpc/grpc.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +36,14 @@
 #include "grpc/h2.h"
 #include "grpc/server-fuzz.h"
 
-#define SERVER_MAX_CONNS 1024
-#define SERVER_MAX_STREAMS 1000
+/* Defaults of struct grpc_server_limits (see grpc.h). */
+#define SERVER_MAX_CONNS 128
+#define SERVER_MAX_STREAMS 100
+#define SERVER_MAX_CALLS 1024
+#define SERVER_IDLE_MS (5 * 60 * 1000)
+/* memory freed by closed connections goes back to the system this long after
+ * the last close (malloc_trim), so a burst of clients leaves no bloat */
+#define SERVER_TRIM_MS 1000
 #define SERVER_STREAM_WINDOW (1u * 1024 * 1024)
 #define SERVER_CONN_WINDOW (16u * 1024 * 1024)
 /* partial request messages buffered per connection, over all its streams */
@@ -60,6 +67,9 @@ struct grpc_server {
         nghttp2_session_callbacks *callbacks;
         struct grpc_conn *conns;
         size_t n_conns; /* connections not yet closing */
+        size_t n_calls; /* calls on the connections' lists, over all of them */
+        struct grpc_server_limits limits;
+        uv_timer_t trim_timer;
         unsigned handles_open;
         bool freeing;
         /* Accepts are deferred to an idle callback, one per loop turn: libuv
@@ -76,7 +86,9 @@ struct grpc_conn {
         struct grpc_conn *prev, *next;
         nghttp2_session *session;
         struct grpc_call *calls;
-        uv_timer_t timer; /* handshake deadline, then drain deadline */
+        uv_timer_t timer; /* handshake, idle or drain deadline */
+        uint64_t idle_since; /* loop time the last call went (or accept) */
+        size_t n_calls;      /* calls on the list */
         size_t in_buffered;
         size_t out_queued; /* response bytes in call queues */
         unsigned handles_open;
@@ -104,6 +116,7 @@ struct grpc_call {
         size_t req_len;
         unsigned n_msgs;
 
+        bool shed;     /* reset at the server's call cap, not yet closed */
         bool held;     /* handler owns the call */
         bool rejected; /* request input is ignored from now on */
         bool response_started;
@@ -113,13 +126,45 @@ struct grpc_call {
         char *message;
         struct h2_chunk *out_head, *out_tail;
         size_t out_off, out_bytes;
+        /* grpc_call_send_latest: [0] is being sent (from latest_off) or
+         * waits; [1] waits behind a [0] already partly sent */
+        struct grpc_msg *latest[2];
+        size_t latest_off;
 
         void (*on_cancel)(struct grpc_call *call, void *ud);
         void *cancel_ud;
 };
 
+struct grpc_msg {
+        unsigned refs;
+        size_t len; /* prefix + payload */
+        uint8_t data[];
+};
+
 static void conn_flush(struct grpc_conn *c);
 static void conn_close(struct grpc_conn *c);
+static void conn_idle_begin(struct grpc_conn *c);
+
+/* ---- shared messages ---- */
+
+struct grpc_msg *grpc_msg_new(const uint8_t *msg, size_t len)
+{
+        if (len > GRPC_MAX_MESSAGE)
+                return NULL;
+        struct grpc_msg *m = xmalloc(sizeof(*m) + 5 + len);
+        m->refs = 1;
+        m->len = 5 + len;
+        grpc_frame_prefix(m->data, len);
+        if (len)
+                memcpy(m->data + 5, msg, len);
+        return m;
+}
+
+void grpc_msg_unref(struct grpc_msg *m)
+{
+        if (m && --m->refs == 0)
+                free(m);
+}
 
 /* ---- calls ---- */
 
@@ -133,6 +178,10 @@ static void call_unlink(struct grpc_call *call)
         if (call->next)
                 call->next->prev = call->prev;
         call->prev = call->next = NULL;
+        c->n_calls--;
+        c->server->n_calls--;
+        if (!c->calls)
+                conn_idle_begin(c);
 }
 
 static void call_release_input(struct grpc_call *call)
@@ -152,6 +201,32 @@ static void call_drop_output(struct grpc_call *call)
         call->out_bytes = 0;
         call->out_off = 0;
         h2_chunks_free(&call->out_head, &call->out_tail);
+        grpc_msg_unref(call->latest[0]);
+        grpc_msg_unref(call->latest[1]);
+        call->latest[0] = call->latest[1] = NULL;
+        call->latest_off = 0;
+}
+
+/* Copies up to cap bytes of the latest messages, releasing those sent. */
+static size_t call_latest_read(struct grpc_call *call, uint8_t *buf, size_t cap)
+{
+        size_t n = 0;
+        while (n < cap && call->latest[0]) {
+                struct grpc_msg *m = call->latest[0];
+                size_t k = m->len - call->latest_off;
+                if (k > cap - n)
+                        k = cap - n;
+                memcpy(buf + n, m->data + call->latest_off, k);
+                n += k;
+                call->latest_off += k;
+                if (call->latest_off == m->len) {
+                        grpc_msg_unref(m);
+                        call->latest[0] = call->latest[1];
+                        call->latest[1] = NULL;
+                        call->latest_off = 0;
+                }
+        }
+        return n;
 }
 
 static void call_free(struct grpc_call *call)
@@ -215,7 +290,8 @@ static ssize_t call_data_read(nghttp2_session *session, int32_t stream_id, uint8
         size_t n = h2_chunks_read(&call->out_head, &call->out_tail, &call->out_off, buf, length);
         call->out_bytes -= n;
         call->conn->out_queued -= n;
-        if (call->out_head)
+        n += call_latest_read(call, buf + n, length - n);
+        if (call->out_head || call->latest[0])
                 return (ssize_t)n;
         if (!call->finished) {
                 if (n)
@@ -307,6 +383,22 @@ int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t len)
         call->out_tail = chunk;
         call->out_bytes += chunk->len;
         c->out_queued += chunk->len;
+        call_resume(call);
+        conn_flush(c);
+        return 0;
+}
+
+int grpc_call_send_latest(struct grpc_call *call, struct grpc_msg *m)
+{
+        struct grpc_conn *c = call->conn;
+        if (!c || c->closing || call->finished)
+                return -ECONNRESET;
+        if (!call->response_started && call_start_response(call) < 0)
+                return -ECONNRESET;
+        m->refs++;
+        int slot = call->latest[0] && call->latest_off > 0 ? 1 : 0;
+        grpc_msg_unref(call->latest[slot]);
+        call->latest[slot] = m;
         call_resume(call);
         conn_flush(c);
         return 0;
@@ -456,6 +548,32 @@ static const struct grpc_method *server_find_method(const struct grpc_server *s,
         return NULL;
 }
 
+/* At the server's call cap: resets the oldest call of the connection with the
+ * most calls, so a peer that piles up streams pays for it and a connection
+ * with one stream (the kubelet's ListAndWatch) keeps it.  The reset goes out
+ * with that connection's next flush; the new call is admitted meanwhile. */
+static void server_shed_call(struct grpc_server *s)
+{
+        struct grpc_conn *busiest = NULL;
+        for (struct grpc_conn *c = s->conns; c; c = c->next)
+                if (!c->closing && c->calls && (!busiest || c->n_calls > busiest->n_calls))
+                        busiest = c;
+        if (!busiest)
+                return;
+        struct grpc_call *oldest = NULL; /* calls are pushed at the front */
+        for (struct grpc_call *call = busiest->calls; call; call = call->next)
+                if (!call->shed)
+                        oldest = call;
+        if (!oldest)
+                return;
+        oldest->shed = true;
+        log_debug("grpc", "call cap reached, resetting stream=%d of a connection with %zu calls",
+                  oldest->stream_id, busiest->n_calls);
+        nghttp2_submit_rst_stream(busiest->session, NGHTTP2_FLAG_NONE, oldest->stream_id,
+                                  NGHTTP2_REFUSED_STREAM);
+        conn_flush(busiest);
+}
+
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
 {
         struct grpc_conn *c = ud;
@@ -463,14 +581,21 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
         if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
                 return 0;
+        struct grpc_server *s = c->server;
+        if (s->n_calls >= s->limits.max_calls)
+                server_shed_call(s);
         struct grpc_call *call = xcalloc(1, sizeof(*call));
         call->conn = c;
         call->stream_id = frame->hd.stream_id;
         grpc_deframer_init(&call->deframer, GRPC_MAX_MESSAGE);
+        if (!c->calls && c->io.has_socket && c->got_settings)
+                uv_timer_stop(&c->timer); /* no longer idle */
         call->next = c->calls;
         if (c->calls)
                 c->calls->prev = call;
         c->calls = call;
+        c->n_calls++;
+        s->n_calls++;
         nghttp2_session_set_stream_user_data(session, call->stream_id, call);
         return 0;
 }
@@ -536,9 +661,13 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         if (c->closing)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
         if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
-                if (!c->got_settings && c->io.has_socket)
-                        uv_timer_stop(&c->timer);
-                c->got_settings = true;
+                if (!c->got_settings) {
+                        c->got_settings = true; /* the handshake deadline gives way to idleness */
+                        if (c->io.has_socket)
+                                uv_timer_stop(&c->timer);
+                        if (!c->calls)
+                                conn_idle_begin(c);
+                }
                 return 0;
         }
         if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
@@ -613,7 +742,7 @@ static int conn_session_new(struct grpc_conn *c, nghttp2_session_callbacks *cbs)
         if (r != 0)
                 return -ENOMEM;
         nghttp2_settings_entry iv[] = {
-                { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, SERVER_MAX_STREAMS },
+                { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c->server->limits.max_streams },
                 { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, SERVER_STREAM_WINDOW },
                 { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, SERVER_HEADER_BYTES_CAP },
         };
@@ -646,6 +775,11 @@ static void server_maybe_free(struct grpc_server *s)
         free(s);
 }
 
+static void server_on_trim(uv_timer_t *t)
+{
+        malloc_trim(0);
+}
+
 static void conn_on_handle_closed(uv_handle_t *h)
 {
         struct grpc_conn *c = h->data;
@@ -660,6 +794,8 @@ static void conn_on_handle_closed(uv_handle_t *h)
                 c->next->prev = c->prev;
         conn_free(c);
         s->handles_open--;
+        if (!s->freeing && !uv_is_active((uv_handle_t *)&s->trim_timer))
+                uv_timer_start(&s->trim_timer, server_on_trim, SERVER_TRIM_MS, 0);
         server_maybe_free(s);
 }
 
@@ -690,6 +826,50 @@ static void conn_close(struct grpc_conn *c)
 static void conn_on_timer(uv_timer_t *t)
 {
         conn_close(t->data);
+}
+
+static void conn_drain(struct grpc_conn *c);
+
+/* No open stream for the idle time: GOAWAY, then close. */
+static void conn_on_idle_timer(uv_timer_t *t)
+{
+        struct grpc_conn *c = t->data;
+        log_debug("grpc", "closing an idle connection");
+        nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(c->session),
+                              NGHTTP2_NO_ERROR, NULL, 0);
+        conn_drain(c);
+}
+
+/* The connection has no open stream from now: its idle deadline starts
+ * (after the handshake), and it becomes the first to go if the server is at
+ * its connection cap with a newcomer waiting. */
+static void conn_idle_begin(struct grpc_conn *c)
+{
+        if (c->closing || c->draining || !c->io.has_socket)
+                return;
+        struct grpc_server *s = c->server;
+        c->idle_since = uv_now(s->loop);
+        if (c->got_settings)
+                uv_timer_start(&c->timer, conn_on_idle_timer, s->limits.idle_ms, 0);
+        if (s->accept_pending && !s->freeing && s->n_conns >= s->limits.max_conns)
+                uv_idle_start(&s->accept_idle, server_accept_one);
+}
+
+/* At the connection cap: closes the connection idle the longest (no open
+ * stream; one still in its handshake counts).  Returns whether one went. */
+static bool server_evict_idle(struct grpc_server *s)
+{
+        struct grpc_conn *victim = NULL;
+        for (struct grpc_conn *c = s->conns; c; c = c->next)
+                if (!c->closing && !c->draining && !c->calls &&
+                    (!victim || c->idle_since < victim->idle_since))
+                        victim = c;
+        if (!victim)
+                return false;
+        log_debug("grpc", "connection cap reached, closing the longest idle connection");
+        conn_close(victim);
+        return true;
 }
 
 /* Sends what is queued (a GOAWAY, typically), then closes. */
@@ -812,8 +992,10 @@ static void server_accept_one(uv_idle_t *idle)
 {
         struct grpc_server *s = idle->data;
         uv_idle_stop(idle);
-        if (!s->accept_pending || s->freeing || s->n_conns >= SERVER_MAX_CONNS)
-                return; /* at the cap: a closing connection restarts us */
+        if (!s->accept_pending || s->freeing)
+                return;
+        if (s->n_conns >= s->limits.max_conns && !server_evict_idle(s))
+                return; /* a connection closing or going idle restarts us */
         s->accept_pending = false;
 
         struct grpc_conn *c = xcalloc(1, sizeof(*c));
@@ -825,6 +1007,7 @@ static void server_accept_one(uv_idle_t *idle)
         c->io.pipe.data = c;
         c->timer.data = c;
         c->handles_open = 2;
+        c->idle_since = uv_now(s->loop);
         c->next = s->conns;
         if (s->conns)
                 s->conns->prev = c;
@@ -848,8 +1031,7 @@ static void server_on_connection(uv_stream_t *listener, int status)
         if (status < 0 || s->freeing)
                 return;
         s->accept_pending = true;
-        if (s->n_conns < SERVER_MAX_CONNS)
-                uv_idle_start(&s->accept_idle, server_accept_one);
+        uv_idle_start(&s->accept_idle, server_accept_one);
 }
 
 /* ---- server ---- */
@@ -905,6 +1087,8 @@ int grpc_server_new(uv_loop_t *loop, const char *socket_path, const struct grpc_
         s->n_methods = n_methods;
         s->userdata = userdata;
         s->callbacks = server_callbacks_new();
+        s->limits = (struct grpc_server_limits){ SERVER_MAX_CONNS, SERVER_MAX_STREAMS,
+                                                 SERVER_MAX_CALLS, SERVER_IDLE_MS };
 
         int r = uv_pipe_init(loop, &s->listener, 0);
         if (r < 0) {
@@ -919,7 +1103,9 @@ int grpc_server_new(uv_loop_t *loop, const char *socket_path, const struct grpc_
         s->listener_open = true;
         uv_idle_init(loop, &s->accept_idle);
         s->accept_idle.data = s;
-        s->handles_open = 2;
+        uv_timer_init(loop, &s->trim_timer);
+        s->trim_timer.data = s;
+        s->handles_open = 3;
         r = uv_pipe_open(&s->listener, fd);
         if (r < 0)
                 close(fd);
@@ -948,6 +1134,7 @@ void grpc_server_free(struct grpc_server *s)
                 s->listener_open = false;
                 uv_close((uv_handle_t *)&s->listener, server_on_listener_closed);
                 uv_close((uv_handle_t *)&s->accept_idle, server_on_listener_closed);
+                uv_close((uv_handle_t *)&s->trim_timer, server_on_listener_closed);
                 unlink(s->path);
         }
         server_maybe_free(s);
@@ -956,6 +1143,14 @@ void grpc_server_free(struct grpc_server *s)
 size_t grpc_server_connections(const struct grpc_server *s)
 {
         return s->n_conns;
+}
+
+void grpc_server_set_limits(struct grpc_server *s, const struct grpc_server_limits *l)
+{
+        s->limits.max_conns = l->max_conns ? l->max_conns : SERVER_MAX_CONNS;
+        s->limits.max_streams = l->max_streams ? l->max_streams : SERVER_MAX_STREAMS;
+        s->limits.max_calls = l->max_calls ? l->max_calls : SERVER_MAX_CALLS;
+        s->limits.idle_ms = l->idle_ms ? l->idle_ms : SERVER_IDLE_MS;
 }
 
 /* ---- fuzzing hook ---- */
@@ -967,6 +1162,7 @@ int grpc_server_feed_for_fuzzing(const struct grpc_method *methods, size_t n_met
                 .methods = methods,
                 .n_methods = n_methods,
                 .callbacks = server_callbacks_new(),
+                .limits = { SERVER_MAX_CONNS, SERVER_MAX_STREAMS, SERVER_MAX_CALLS, SERVER_IDLE_MS },
         };
         struct grpc_conn *c = xcalloc(1, sizeof(*c));
         c->server = &s;

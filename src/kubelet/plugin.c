@@ -131,9 +131,13 @@ static void on_resource_change(struct dev_resource *r, void *ud)
         _cleanup_free_ uint8_t *buf = NULL;
         size_t len;
         snapshot_pack(r, &buf, &len);
-        for (struct law_stream *s = p->streams; s; s = s->next)
-                if (grpc_call_send(s->call, buf, len) == 0)
+        /* one copy for every stream; a stream whose peer is slow keeps only
+         * the latest snapshot, each being complete */
+        struct grpc_msg *m = grpc_msg_new(buf, len);
+        for (struct law_stream *s = p->streams; m && s; s = s->next)
+                if (grpc_call_send_latest(s->call, m) == 0)
                         p->stats.snapshots++;
+        grpc_msg_unref(m);
         log_info("kubelet", "devices changed resource=%s devices=%zu healthy=%zu streams=%s",
                  r->name, r->n_devices, dev_resource_healthy(r), p->streams ? "yes" : "none");
 }
@@ -145,8 +149,13 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
         _cleanup_free_ uint8_t *buf = NULL;
         size_t n;
         snapshot_pack(p->res, &buf, &n);
-        if (grpc_call_send(call, buf, n) < 0) {
-                grpc_call_finish(call, GRPC_STATUS_UNAVAILABLE, "stream closed");
+        struct grpc_msg *m = grpc_msg_new(buf, n);
+        int r = m ? grpc_call_send_latest(call, m) : -EMSGSIZE;
+        grpc_msg_unref(m);
+        if (r < 0) {
+                grpc_call_finish(call, r == -EMSGSIZE ? GRPC_STATUS_RESOURCE_EXHAUSTED
+                                                      : GRPC_STATUS_UNAVAILABLE,
+                                 "%s", r == -EMSGSIZE ? "snapshot too large" : "stream closed");
                 return;
         }
         p->stats.snapshots++;
