@@ -861,9 +861,10 @@ static void conn_idle_begin(struct grpc_conn *c)
 static bool server_evict_idle(struct grpc_server *s)
 {
         struct grpc_conn *victim = NULL;
+        /* the list is newest first: on a tie the older one wins */
         for (struct grpc_conn *c = s->conns; c; c = c->next)
                 if (!c->closing && !c->draining && !c->calls &&
-                    (!victim || c->idle_since < victim->idle_since))
+                    (!victim || c->idle_since <= victim->idle_since))
                         victim = c;
         if (!victim)
                 return false;
