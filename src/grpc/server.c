@@ -1157,11 +1157,12 @@ void grpc_server_set_limits(struct grpc_server *s, const struct grpc_server_limi
 /* ---- fuzzing hook ---- */
 
 int grpc_server_feed_for_fuzzing(const struct grpc_method *methods, size_t n_methods,
-                                 const uint8_t *data, size_t len, size_t chunk)
+                                 void *userdata, const uint8_t *data, size_t len, size_t chunk)
 {
         struct grpc_server s = {
                 .methods = methods,
                 .n_methods = n_methods,
+                .userdata = userdata,
                 .callbacks = server_callbacks_new(),
                 .limits = { SERVER_MAX_CONNS, SERVER_MAX_STREAMS, SERVER_MAX_CALLS, SERVER_IDLE_MS },
         };

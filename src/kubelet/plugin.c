@@ -18,6 +18,8 @@
 #include "base/xalloc.h"
 #include "deviceplugin.pb-c.h"
 #include "grpc/grpc.h"
+#include "grpc/server-fuzz.h"
+#include "kubelet/plugin-fuzz.h"
 
 #define REGISTER_TIMEOUT_MS 10000
 #define BACKOFF_FIRST_MS 250
@@ -393,6 +395,18 @@ static const struct grpc_method plugin_methods[] = {
         { "/v1beta1.DevicePlugin/Allocate", false, handle_allocate },
         { "/v1beta1.DevicePlugin/PreStartContainer", false, handle_prestart },
 };
+
+/* ---- fuzzing hook (kubelet/plugin-fuzz.h) ---- */
+
+int plugin_feed_for_fuzzing(struct dev_resource *res, const uint8_t *data, size_t len, size_t chunk)
+{
+        struct plugin_server p = { .res = res };
+        int r = grpc_server_feed_for_fuzzing(plugin_methods, ARRAY_SIZE(plugin_methods), &p, data,
+                                             len, chunk);
+        while (p.streams) /* only if a stream outlived its connection: a bug */
+                law_unlink(p.streams);
+        return r;
+}
 
 /* ---- socket ---- */
 
