@@ -171,6 +171,11 @@ check: deps
 	$(MAKE) fuzz-smoke
 	$(MAKE) integration
 
+# bounded in time (a few minutes); SOAK_ARGS e.g. "--only http,idle --restarts 100"
+soak: deps
+	$(MAKE) all py
+	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/soak.py $(SOAK_ARGS)
+
 demo: deps
 	$(MAKE) all py
 	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) scripts/demo.py
