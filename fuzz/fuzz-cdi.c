@@ -9,16 +9,15 @@
 #include <string.h>
 
 #include "cdi/spec.h"
+#include "fuzz-util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-        char *copy = malloc(size + 1);
+        char *copy = fuzz_cstr(data, size);
         if (!copy)
                 return 0;
-        memcpy(copy, data, size);
-        copy[size] = '\0';
         const char *f[8];
         size_t n = 0;
         for (size_t i = 0; i <= size && n < 8;) {

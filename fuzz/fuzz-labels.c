@@ -8,16 +8,15 @@
 #include <string.h>
 
 #include "labels/labels.h"
+#include "fuzz-util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-        char *copy = malloc(size + 1);
+        char *copy = fuzz_cstr(data, size);
         if (!copy)
                 return 0;
-        memcpy(copy, data, size);
-        copy[size] = '\0';
         struct label_set set = { 0 };
         for (size_t i = 0; i <= size;) {
                 const char *field = copy + i;

@@ -18,6 +18,7 @@
 #include "base/fs.h"
 #include "devices/hostdev/scan.h"
 #include "devices/nvidia/inventory.h"
+#include "fuzz-util.h"
 
 static char root[64];
 static struct hostdev_env env;
@@ -68,11 +69,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 setup();
         const char *field[6] = { "", "", "", "", "", "" };
         size_t flen[6] = { 0 };
-        char *copy = malloc(size + 1);
+        char *copy = fuzz_cstr(data, size);
         if (!copy)
                 return 0;
-        memcpy(copy, data, size);
-        copy[size] = '\0';
         size_t f = 0, start = 0;
         for (size_t i = 0; i <= size && f < 6; i++) {
                 if (i == size || copy[i] == '\0') {

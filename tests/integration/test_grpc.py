@@ -22,6 +22,8 @@ from concurrent import futures
 import grpc
 import pytest
 
+from h2_attack import PREFACE, frame, hpack
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("DEVLET_BUILD") or os.path.join(REPO, "build")
 ASAN_BUILD = os.environ.get("DEVLET_ASAN_BUILD") or os.path.join(REPO, "build-asan")
@@ -33,7 +35,6 @@ OPTS = [
     ("grpc.max_receive_message_length", 8 * MiB),
 ]
 FAIL_MESSAGE = "bad request: caf\u00e9 \u2713 100% done %41 tab\there"
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
 def ident(x):
@@ -310,10 +311,6 @@ def read_until_eof(s):
         data += chunk
 
 
-def frame(ftype, flags, stream, payload):
-    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
-
-
 def frame_types(data):
     types, off = [], 0
     while off + 9 <= len(data):
@@ -321,16 +318,6 @@ def frame_types(data):
         types.append(data[off + 3])
         off += 9 + length
     return types
-
-
-def hpack(headers):
-    """Literal header fields without indexing or Huffman coding (short strings only)."""
-    out = b""
-    for name, value in headers:
-        n, v = name.encode(), value.encode()
-        assert len(n) < 127 and len(v) < 127
-        out += b"\0" + bytes([len(n)]) + n + bytes([len(v)]) + v
-    return out
 
 
 def read_frames_until(s, pred):

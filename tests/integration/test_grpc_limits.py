@@ -49,6 +49,14 @@ def hold(s, stream):
     s.sendall(frame(1, 4, stream, grpc_request(HOLD)) + frame(0, 1, stream, b"\0\0\0\0\0"))
 
 
+def holding(path):
+    """A connection holding one stream, answered (like the kubelet's)."""
+    s = handshake(path)
+    hold(s, 1)
+    ping_frames(s)
+    return s
+
+
 def ping_frames(s, timeout=10):
     """Sends a PING; returns the frames read until its answer."""
     s.settimeout(timeout)
@@ -64,9 +72,7 @@ def ping_frames(s, timeout=10):
 
 def test_idle_connection_closed_busy_one_kept(limited_server):
     path = limited_server(0, 0, 0, 300)
-    busy = handshake(path)
-    hold(busy, 1)
-    ping_frames(busy)
+    busy = holding(path)
     start = time.monotonic()
     idle = handshake(path)
     idle.settimeout(10)
@@ -82,9 +88,7 @@ def test_idle_connection_closed_busy_one_kept(limited_server):
 
 def test_connection_cap_closes_longest_idle(limited_server):
     path = limited_server(4, 0, 0, 0)
-    busy = handshake(path)
-    hold(busy, 1)
-    ping_frames(busy)
+    busy = holding(path)
     idle = [handshake(path) for _ in range(3)]
     assert all(idle)
     newcomer = handshake(path, timeout=5)
@@ -98,9 +102,7 @@ def test_connection_cap_closes_longest_idle(limited_server):
 
 def test_call_cap_sheds_the_busiest_connection(limited_server):
     path = limited_server(0, 0, 10, 0)
-    kubelet = handshake(path)
-    hold(kubelet, 1)
-    ping_frames(kubelet)
+    kubelet = holding(path)
     hog = handshake(path)
     for i in range(14):
         hold(hog, 1 + 2 * i)
