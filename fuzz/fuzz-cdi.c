@@ -35,12 +35,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct cdi_spec *s = cdi_spec_new(f[0]);
         struct cdi_device *d = cdi_spec_add_device(s, f[1]);
         cdi_edits_add_env(&d->edits, f[2], f[3]);
-        struct cdi_device_node *node = cdi_edits_add_node(&d->edits, f[4], f[5], f[6][0] ? f[6] : NULL);
+        const char *perms = f[6][0] ? f[6] : NULL;
+        struct cdi_device_node *node = cdi_edits_add_node(&d->edits, f[4], f[5], perms);
         node->type = f[7][0] == 'b' ? 'b' : 'c';
         node->major = 1;
         node->minor = (long)strlen(f[7]);
         const char *opts[] = { "ro", f[7], NULL };
-        cdi_edits_add_mount(&s->edits, f[5], f[4], f[6][0] ? f[6] : NULL, opts);
+        cdi_edits_add_mount(&s->edits, f[5], f[4], perms, opts);
         const char *args[] = { f[4], f[3], NULL };
         cdi_edits_add_hook(&s->edits, "createContainer", f[4], args, NULL);
         if (f[2][0] == 'x')
@@ -52,9 +53,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(err);
         err = NULL;
         for (int fmt = 0; fmt < 2; fmt++) {
-                int r = cdi_spec_render(s, fmt ? CDI_FORMAT_JSON : CDI_FORMAT_YAML, &out, &len, &err);
+                enum cdi_format format = fmt ? CDI_FORMAT_JSON : CDI_FORMAT_YAML;
+                int r = cdi_spec_render(s, format, &out, &len, &err);
                 if ((r == 0) != valid) {
-                        fprintf(stderr, "validate says %d, render %d (%s)\n", valid, r, err ? err : "");
+                        fprintf(stderr, "validate: %d, render: %d (%s)\n", valid, r,
+                                err ? err : "");
                         abort();
                 }
                 free(out);

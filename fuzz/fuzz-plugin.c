@@ -101,8 +101,11 @@ static uint8_t *put_frame(uint8_t *p, uint8_t type, uint8_t flags, uint32_t stre
 /* HPACK literal header fields without indexing (every value < 127 bytes). */
 static size_t request_headers(uint8_t *out, const char *path)
 {
-        const char *h[][2] = { { ":method", "POST" }, { ":scheme", "http" }, { ":path", path },
-                               { ":authority", "localhost" }, { "content-type", "application/grpc" },
+        const char *h[][2] = { { ":method", "POST" },
+                               { ":scheme", "http" },
+                               { ":path", path },
+                               { ":authority", "localhost" },
+                               { "content-type", "application/grpc" },
                                { "te", "trailers" } };
         size_t n = 0;
         for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {

@@ -457,7 +457,8 @@ int grpc_server_feed_for_fuzzing(const struct grpc_method *methods, size_t n_met
                 .n_methods = n_methods,
                 .userdata = userdata,
                 .callbacks = server_callbacks_new(),
-                .limits = { SERVER_MAX_CONNS, SERVER_MAX_STREAMS, SERVER_MAX_CALLS, SERVER_IDLE_MS },
+                .limits = { SERVER_MAX_CONNS, SERVER_MAX_STREAMS, SERVER_MAX_CALLS,
+                            SERVER_IDLE_MS },
         };
         struct grpc_conn *c = xcalloc(1, sizeof(*c));
         c->server = &s;

@@ -388,7 +388,8 @@ static void route(struct http_conn *c, bool head_only, const char *path, size_t 
                 else if (metrics_store_ready(h->store))
                         respond_text(c, 200, head_only, "ok");
                 else
-                        respond_text(c, 503, head_only, "not every resource is registered with the kubelet");
+                        respond_text(c, 503, head_only,
+                                     "not every resource is registered with the kubelet");
         } else {
                 respond_text(c, 404, head_only, "not found; try /metrics\n");
         }

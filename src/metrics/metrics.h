@@ -11,7 +11,7 @@
  *     backend do not touch it), reads OCI specs and /proc, and publishes
  *     the GPU families; the loop hands it the pod-resources table
  *     and the last XIDs through a mutex-guarded mailbox;
- *   - libmicrohttpd's thread answers scrapes from the published snapshots
+ *   - the HTTP thread (http.c) answers scrapes from the published snapshots
  *     (reference-counted, immutable text) and never computes anything.
  * Sources are read on the loop only. */
 #ifndef DEVLET_METRICS_METRICS_H
