@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
 from devlet_harness import Devlet, hostdev_config, make_node, wait_until  # noqa: E402
 from h2_attack import (DATA, HEADERS, PREFACE, RST_STREAM, SETTINGS, frame, grpc_request,  # noqa: E402
-                       handshake, open_streams, read_frame, vm_rss_kib, fd_count)
+                       handshake, open_streams, raise_fd_limit, read_frame, vm_rss_kib, fd_count)
 from http_attack import SlowClients, get  # noqa: E402
 from kubelet_sim import KubeletSim, PluginClient, pb  # noqa: E402
 from mock_gpus import GPU, MockNode  # noqa: E402
@@ -309,7 +309,7 @@ def soak_idle(n=1100):
     try:
         rss0 = vm_rss_kib(node.d.pid)
         socks = []
-        for _ in range(n):
+        for _ in range(raise_fd_limit(n)):
             s = handshake(node.sock, timeout=2)
             if s is None:
                 break

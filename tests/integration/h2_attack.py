@@ -104,6 +104,19 @@ def closed_by_peer(s, timeout=10.0):
         return True
 
 
+def raise_fd_limit(n):
+    """Lets this process hold n more sockets if it can (the soft fd limit up
+    to the hard one: a shell's `ulimit -Sn 1024` must not weaken an attack);
+    returns how many it may open, n or fewer under a low hard limit."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n + 256 if hard == resource.RLIM_INFINITY else min(hard, n + 256)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        soft = want
+    return n if soft == resource.RLIM_INFINITY else max(0, min(n, soft - 256))
+
+
 def vm_rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:

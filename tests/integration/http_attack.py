@@ -7,6 +7,8 @@ import socket
 import threading
 import time
 
+from h2_attack import raise_fd_limit
+
 
 def loopback_source(i):
     """The i-th address of 127.0.1.1 .. 127.0.255.254 (never outside 127/8)."""
@@ -23,6 +25,7 @@ class SlowClients:
 
     def __init__(self, port, n, per_source=4, first=0, every=0.5, host="127.0.0.1", source=None):
         self.port, self.host, self.every = port, host, every
+        n = raise_fd_limit(n)
         self.sources = [source or loopback_source(first + i // per_source) for i in range(n)]
         self.socks = [None] * n
         self.reconnects = 0

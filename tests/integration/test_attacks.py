@@ -12,7 +12,7 @@ import os
 import pytest
 
 from devlet_harness import hostdev_config, make_node, run_devlet, wait_until
-from h2_attack import closed_by_peer, handshake, open_streams, vm_rss_kib
+from h2_attack import closed_by_peer, handshake, open_streams, raise_fd_limit, vm_rss_kib
 from kubelet_sim import PluginClient
 
 FUSE = "devlet.io/fuse"
@@ -82,7 +82,7 @@ def test_idle_connections_do_not_lock_out_new_clients(dirs, kubelet, served):
     sock = d.socket_path(FUSE)
     idle = []
     try:
-        for _ in range(1100):
+        for _ in range(raise_fd_limit(1100)):
             s = handshake(sock, timeout=2)
             if s is None:
                 break  # the server stopped accepting
