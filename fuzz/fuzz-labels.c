@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char *copy = fuzz_cstr(data, size);
         if (!copy)
                 return 0;
-        struct label_set set = { 0 };
+        struct dev_labels set = { 0 };
         for (size_t i = 0; i <= size;) {
                 const char *field = copy + i;
                 char *value = labels_value_sanitize(field);
@@ -28,14 +28,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 char key[320];
                 snprintf(key, sizeof(key), "nvidia.com/%s", field);
                 if (labels_valid_key(key))
-                        label_set_put(&set, key, value);
-                label_set_putf(&set, "devlet.io/field", "%s", value);
+                        dev_labels_put(&set, key, value);
+                dev_labels_putf(&set, "devlet.io/field", "%s", value);
                 free(value);
                 i += strlen(field) + 1;
         }
         size_t len;
-        free(label_set_format(&set, &len));
-        label_set_release(&set);
+        free(labels_format(&set, &len));
+        dev_labels_release(&set);
         free(copy);
         return 0;
 }
