@@ -53,6 +53,13 @@ int config_parse_duration(const char *s, int64_t *out);
 int config_diag_set(struct config_diag *d, const char *file, int line, int column,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* Decides what NVIDIA v0.20's newer options mean once every source is
+ * applied (options-nvidia.c): fills the derived fields, adds warnings for
+ * what is accepted without effect; -EINVAL with diag for what devlet
+ * refuses (tegra discovery, bad IMEX channel IDs, MPS without --mps-root or
+ * with mig-strategy mixed). */
+int config_nvidia_finish(struct devlet_config *cfg, struct config_diag *diag);
+
 /* ---- the YAML node tree (yaml.c) ---- */
 
 enum config_node_kind { CONFIG_NODE_SCALAR, CONFIG_NODE_MAP, CONFIG_NODE_SEQ };

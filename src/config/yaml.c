@@ -485,6 +485,8 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
                 } else if (strcmp(k->text, "health") == 0) {
                         r = config_health_parse(v, file, &sec.health, &w.warnings, diag);
                         sec.have_health = r >= 0;
+                } else if (strcmp(k->text, "imex") == 0) {
+                        r = walk_section(&w, v, "imex"); /* NVIDIA's IMEX channels */
                 } else if (strcmp(k->text, "sharing") == 0) {
                         sharing = v; /* after resources, whose names it checks */
                 } else {

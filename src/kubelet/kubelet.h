@@ -70,8 +70,10 @@ typedef void (*kubelet_restart_fn)(void *ud);
 /* Serves every resource, registers each with the kubelet when its socket
  * exists (or as soon as it appears) and keeps doing so across kubelet
  * restarts.  With on_restart set, a kubelet restart is reported there instead
- * of re-registering the current resources.  resources must outlive the
- * manager. */
+ * of re-registering the current resources.  kubelet_socket "" serves the
+ * sockets and never registers (NVIDIA's --kubelet-socket "").  A resource
+ * whose socket cannot be created is logged and left out; the others serve.
+ * resources must outlive the manager. */
 int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kubelet_socket,
                         struct dev_resource *const *resources, size_t n,
                         kubelet_restart_fn on_restart, void *ud, struct kubelet_manager **out);
