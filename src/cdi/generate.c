@@ -108,7 +108,7 @@ static void add_nvidia(struct cdi_spec_list *l, struct dev_backend *b,
                 .driver_root = cfg->driver_root,
                 .search_root = driver_search_root(cfg),
                 .dev_root = cfg->dev_root,
-                .hook_path = cfg->nvidia_cdi_hook_path,
+                .hook_path = cfg->cdi_hook_ldcache ? cfg->nvidia_cdi_hook_path : NULL,
         };
         struct cdi_spec *s = NULL;
         _cleanup_free_ char *err = NULL;
@@ -124,7 +124,8 @@ static void add_nvidia(struct cdi_spec_list *l, struct dev_backend *b,
                 const struct cdi_nvidia_extra *x;
         } extras[] = { { cfg->gds_enabled, &cdi_nvidia_gds },
                        { cfg->mofed_enabled, &cdi_nvidia_mofed },
-                       { cfg->gdrcopy_enabled, &cdi_nvidia_gdrcopy } };
+                       { cfg->gdrcopy_enabled, &cdi_nvidia_gdrcopy },
+                       { cfg->imex_channel0, &cdi_nvidia_imex } };
         const char *slash = strchr(o.kind, '/');
         for (size_t i = 0; i < ARRAY_SIZE(extras); i++) {
                 if (!extras[i].on)
@@ -133,7 +134,7 @@ static void add_nvidia(struct cdi_spec_list *l, struct dev_backend *b,
                                                       extras[i].x->klass);
                 _cleanup_free_ char *xerr = NULL;
                 struct cdi_spec *x = NULL;
-                if (cdi_spec_nvidia_extra(kind, cfg->dev_root, extras[i].x->patterns, &x, &xerr) < 0)
+                if (cdi_spec_nvidia_extra(kind, cfg->dev_root, extras[i].x, &x, &xerr) < 0)
                         warn(l, xasprintf("no CDI spec for %s: %s", kind, xerr));
                 else
                         push(l, x);

@@ -322,20 +322,23 @@ done:
 static const char *const gds_nodes[] = { "/dev/nvidia-fs*", NULL };
 static const char *const mofed_nodes[] = { "/dev/infiniband/*", NULL };
 static const char *const gdrcopy_nodes[] = { "/dev/gdrdrv", NULL };
-const struct cdi_nvidia_extra cdi_nvidia_gds = { "gds", gds_nodes };
-const struct cdi_nvidia_extra cdi_nvidia_mofed = { "mofed", mofed_nodes };
-const struct cdi_nvidia_extra cdi_nvidia_gdrcopy = { "gdrcopy", gdrcopy_nodes };
+static const char *const imex_nodes[] = { "/dev/nvidia-caps-imex-channels/channel0", NULL };
+const struct cdi_nvidia_extra cdi_nvidia_gds = { "gds", gds_nodes, "all" };
+const struct cdi_nvidia_extra cdi_nvidia_mofed = { "mofed", mofed_nodes, "all" };
+const struct cdi_nvidia_extra cdi_nvidia_gdrcopy = { "gdrcopy", gdrcopy_nodes, "all" };
+const struct cdi_nvidia_extra cdi_nvidia_imex = { "imex-channel", imex_nodes, "0" };
 
-int cdi_spec_nvidia_extra(const char *kind, const char *dev_root, const char *const *patterns,
-                          struct cdi_spec **out, char **err)
+int cdi_spec_nvidia_extra(const char *kind, const char *dev_root,
+                          const struct cdi_nvidia_extra *x, struct cdi_spec **out, char **err)
 {
+        const char *const *patterns = x->patterns;
         if (!cdi_valid_kind(kind)) {
                 *err = xasprintf("invalid CDI kind \"%s\"", kind ? kind : "");
                 return -EINVAL;
         }
         _cleanup_free_ char *root = root_normalize(dev_root);
         struct cdi_spec *s = cdi_spec_new(kind);
-        struct cdi_device *all = cdi_spec_add_device(s, "all");
+        struct cdi_device *all = cdi_spec_add_device(s, x->device);
         for (size_t p = 0; patterns[p]; p++) {
                 _cleanup_free_ char *pattern = xasprintf("%s%s", root, patterns[p]);
                 glob_t g = { 0 };

@@ -70,19 +70,24 @@ struct cdi_nvidia_opts {
 int cdi_spec_nvidia(const struct cdi_nvidia_node *node, const struct cdi_nvidia_opts *opts,
                     struct cdi_spec **out, char ***warnings, char **err);
 
-/* The spec of NVIDIA's extra kinds that Allocate names "<vendor>/<class>=all"
- * when GDS, MOFED or GDRCOPY is enabled: one device "all" holding every
- * character or block device under the dev root that matches one of the
- * NULL-terminated glob patterns (e.g. "/dev/nvidia-fs*").  Returns 0 and
- * *out, or -ENOENT with *err when nothing matches, -EINVAL for a bad kind. */
-int cdi_spec_nvidia_extra(const char *kind, const char *dev_root, const char *const *patterns,
-                          struct cdi_spec **out, char **err);
-
-/* NVIDIA's extra kinds: class and the device nodes it holds. */
+/* NVIDIA's extra kinds: class, the device nodes it holds, the one device's
+ * name. */
 struct cdi_nvidia_extra {
         const char *klass;
         const char *const *patterns;
+        const char *device;
 };
-extern const struct cdi_nvidia_extra cdi_nvidia_gds, cdi_nvidia_mofed, cdi_nvidia_gdrcopy;
+
+/* The spec of NVIDIA's extra kinds that Allocate names "<vendor>/<class>=all"
+ * when GDS, MOFED or GDRCOPY is enabled (and "<vendor>/imex-channel=0" for
+ * IMEX channel 0): one device x->device holding every
+ * character or block device under the dev root that matches one of the
+ * NULL-terminated glob patterns (e.g. "/dev/nvidia-fs*").  Returns 0 and
+ * *out, or -ENOENT with *err when nothing matches, -EINVAL for a bad kind. */
+int cdi_spec_nvidia_extra(const char *kind, const char *dev_root,
+                          const struct cdi_nvidia_extra *x, struct cdi_spec **out, char **err);
+
+extern const struct cdi_nvidia_extra cdi_nvidia_gds, cdi_nvidia_mofed, cdi_nvidia_gdrcopy,
+        cdi_nvidia_imex;
 
 #endif

@@ -17,7 +17,10 @@
  * dev root, then /dev/nvidia<minor> of each GPU and, for MIG devices, the
  * GPU and compute instance capability nodes under /dev/nvidia-caps; and
  * NVIDIA_GDS, NVIDIA_MOFED, NVIDIA_GDRCOPY=enabled when asked (with CDI,
- * their gds/mofed/gdrcopy=all devices instead).
+ * their gds/mofed/gdrcopy=all devices instead).  IMEX channel 0, when
+ * configured and present, goes with every GPU as NVIDIA's: NVIDIA_IMEX_CHANNELS=0
+ * (envvar), /dev/null at .../imex/0 (volume-mounts), its node (device specs),
+ * the CDI device imex-channel=0.
  *
  * Refusals carry NVIDIA's words: an unknown ID, more than one replica when
  * failRequestsGreaterThanOne is set (always with MPS); devlet also refuses
@@ -108,6 +111,8 @@ static void cdi_add(const struct nvidia_ctx *c, char *const *ids, struct dev_all
                 names = strv_push(names, NVIDIA_CDI_VENDOR "/mofed=all");
         if (c->gdrcopy)
                 names = strv_push(names, NVIDIA_CDI_VENDOR "/gdrcopy=all");
+        if (c->imex_channel0)
+                names = strv_push(names, NVIDIA_CDI_VENDOR "/imex-channel=0");
         if (c->list_cdi_annotations) {
                 char uuid[37];
                 nvidia_random_uuid(uuid);
@@ -215,6 +220,8 @@ static int nvidia_allocate(struct dev_resource *r, char *const *ids, size_t n,
                 if (c->list_envvar) {
                         _cleanup_free_ char *v = strv_join(rids, ",");
                         dev_alloc_set_env(&a, "NVIDIA_VISIBLE_DEVICES", v);
+                        if (c->imex_channel0)
+                                dev_alloc_set_env(&a, "NVIDIA_IMEX_CHANNELS", "0");
                 }
                 if (c->list_volume_mounts) {
                         dev_alloc_set_env(&a, "NVIDIA_VISIBLE_DEVICES", NVIDIA_DEVICE_LIST_ROOT);
@@ -223,9 +230,14 @@ static int nvidia_allocate(struct dev_resource *r, char *const *ids, size_t n,
                                     xasprintf(NVIDIA_DEVICE_LIST_ROOT "/%s", rids[i]);
                                 dev_alloc_add_mount(&a, "/dev/null", ctr, false);
                         }
+                        if (c->imex_channel0)
+                                dev_alloc_add_mount(&a, "/dev/null",
+                                                    NVIDIA_DEVICE_LIST_ROOT "/imex/0", false);
                 }
                 if (c->pass_device_specs)
                         rc = device_specs(c, devs, ds, n, &a, err);
+                if (rc == 0 && c->pass_device_specs && c->imex_channel0)
+                        node_add(c, NVIDIA_IMEX_CHANNEL0, &a);
                 if (c->gds)
                         dev_alloc_set_env(&a, "NVIDIA_GDS", "enabled");
                 if (c->mofed)

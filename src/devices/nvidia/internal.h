@@ -22,6 +22,8 @@
 
 /* CDI names of allocated GPUs: "k8s.device-plugin.nvidia.com/gpu=<id>". */
 #define NVIDIA_CDI_VENDOR "k8s.device-plugin.nvidia.com"
+/* IMEX channel 0's node, under the dev root. */
+#define NVIDIA_IMEX_CHANNEL0 "/dev/nvidia-caps-imex-channels/channel0"
 /* The volume-mounts strategy's directory of empty files named after IDs. */
 #define NVIDIA_DEVICE_LIST_ROOT "/var/run/nvidia-container-devices"
 
@@ -34,6 +36,7 @@ struct nvidia_ctx {
         bool index_ids; /* --device-id-strategy=index */
         bool pass_device_specs;
         bool gds, mofed, gdrcopy;
+        bool imex_channel0; /* --imex-channel-ids 0, and its node exists */
         char *cdi_annotation_prefix;
         enum sharing_strategy sharing;
         bool fail_requests_greater_than_one;

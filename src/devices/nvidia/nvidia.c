@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/cleanup.h"
 #include "base/log.h"
@@ -314,6 +315,29 @@ static void ctx_fill(struct nvidia_ctx *c, const struct nvidia_backend *b,
                                 : ALLOC_REPLICAS_DISTRIBUTED;
 }
 
+/* NVIDIA's IMEX rule: a required channel must exist at start-up; one not
+ * required is left out when its node is missing. */
+static int imex_probe(struct nvidia_ctx *c, const struct devlet_config *cfg, char **err)
+{
+        if (!cfg->imex_channel0)
+                return 0;
+        _cleanup_free_ char *path = xasprintf("%s" NVIDIA_IMEX_CHANNEL0, c->dev_root);
+        struct stat st;
+        if (stat(path, &st) == 0) {
+                c->imex_channel0 = true;
+                return 0;
+        }
+        if (cfg->imex_required) {
+                *err = xasprintf("IMEX channel 0 is required (--imex-required) but %s is "
+                                 "missing: %s",
+                                 path, strerror(errno));
+                return -ENOENT;
+        }
+        log_warn("nvidia", "IMEX channel 0 not found, containers get no IMEX channel path=%s",
+                 path);
+        return 0;
+}
+
 static void log_found(const struct nvidia_backend *b)
 {
         const struct nvml_inventory *inv = b->inv;
@@ -373,6 +397,9 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                 return 0;
         }
         ctx_fill(&b->ctx, b, cfg);
+        r = imex_probe(&b->ctx, cfg, &msg);
+        if (r < 0)
+                return init_failed(cfg, r, msg, out, err);
         b->mig_strategy = xstrdup(cfg->mig_strategy ? cfg->mig_strategy : "none");
         r = nvidia_layout_build(b->inv, cfg, &b->ctx, &b->layout, &msg);
         if (r < 0)
