@@ -3,8 +3,8 @@
  * NVIDIA GPUs get GFD's labels (labels/nvidia.c) from the backend's
  * inventory, which NVML filled at start-up (GFD asks NVML again each time;
  * devlet re-reads it when the config is reloaded or the kubelet restarts);
- * GPUs NVML lost at start-up are left out; gpu.mode comes from the first
- * GPU's PCI class in sysfs.  Every other resource gets
+ * GPUs NVML lost at start-up are left out; gpu.mode and vgpu.present come
+ * from each GPU's PCI class and config space in sysfs.  Every other resource gets
  * "<resource>.count", its healthy devices.  Then each label is checked: an invalid key is dropped, an
  * invalid value sanitised, and either becomes a warning, so the file never
  * holds a label that NFD or the API server would refuse.
@@ -38,6 +38,25 @@ static void resource_labels(struct label_set *out, const struct labels_backend *
         }
 }
 
+/* gpu.mode's PCI class and vgpu.present's config space, from sysfs */
+static void pci_facts(const struct devlet_config *cfg, const struct nvml_gpu *g,
+                      struct labels_gpu *l, char **class_owned)
+{
+        if (!g->bus_id[0])
+                return;
+        char pci_class[32];
+        _cleanup_free_ char *path = xasprintf("%s/bus/pci/devices/%s/class", cfg->sysfs_root,
+                                              g->bus_id);
+        if (fs_read_line(path, pci_class, sizeof(pci_class)) == 0)
+                l->pci_class = *class_owned = xstrdup(pci_class);
+        _cleanup_free_ char *cpath = xasprintf("%s/bus/pci/devices/%s/config", cfg->sysfs_root,
+                                               g->bus_id);
+        _cleanup_free_ char *config = NULL;
+        size_t len = 0;
+        if (fs_read_file(cpath, 8192, &config, &len) == 0)
+                l->vgpu = labels_pci_config_is_vgpu((const uint8_t *)config, len);
+}
+
 static void nvidia_labels(const struct devlet_config *cfg, struct dev_backend *b,
                           struct label_set *out, char ***warnings)
 {
@@ -45,6 +64,7 @@ static void nvidia_labels(const struct devlet_config *cfg, struct dev_backend *b
         if (!inv)
                 return;
         struct labels_gpu *gpus = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*gpus));
+        char **classes = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*classes));
         size_t n = 0, n_migs = 0;
         for (size_t i = 0; i < inv->n_gpus; i++)
                 n_migs += inv->gpus[i].n_migs;
@@ -61,6 +81,7 @@ static void nvidia_labels(const struct devlet_config *cfg, struct dev_backend *b
                 l->cc_minor = g->cc_minor;
                 l->mig_capable = g->mig_capable;
                 l->mig_enabled = g->mig_enabled;
+                pci_facts(cfg, g, l, &classes[n - 1]);
                 l->migs = next;
                 l->n_migs = g->n_migs;
                 for (size_t k = 0; k < g->n_migs; k++) {
@@ -79,23 +100,14 @@ static void nvidia_labels(const struct devlet_config *cfg, struct dev_backend *b
                         };
                 }
         }
-        /* GFD's gpu.mode: the first GPU's PCI class, from sysfs */
-        char pci_class[32] = "";
-        for (size_t i = 0; i < inv->n_gpus && !pci_class[0]; i++) {
-                if (inv->gpus[i].lost || !inv->gpus[i].bus_id[0])
-                        continue;
-                _cleanup_free_ char *path = xasprintf("%s/bus/pci/devices/%s/class",
-                                                      cfg->sysfs_root, inv->gpus[i].bus_id);
-                if (fs_read_line(path, pci_class, sizeof(pci_class)) < 0)
-                        pci_class[0] = '\0';
-                break;
-        }
         const struct labels_nvidia node = { .driver_version = inv->driver_version,
                                             .cuda_version = inv->cuda_version,
-                                            .pci_class = pci_class[0] ? pci_class : NULL,
                                             .gpus = gpus,
                                             .n_gpus = n };
         labels_nvidia_add(&node, cfg, out, warnings);
+        for (size_t i = 0; i < n; i++)
+                free(classes[i]);
+        free(classes);
         free(migs);
         free(gpus);
 }

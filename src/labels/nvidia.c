@@ -61,6 +61,28 @@ const char *labels_gpu_family(int cc_major, int cc_minor)
         }
 }
 
+bool labels_pci_config_is_vgpu(const uint8_t *c, size_t len)
+{
+        enum { STATUS = 0x06, CAP_LIST = 0x10, CAP_START = 0x34, CAP_VENDOR = 0x09 };
+        if (len <= CAP_START || !(c[STATUS] & CAP_LIST))
+                return false;
+        bool seen[256] = { false };
+        size_t pos = c[CAP_START];
+        while (pos != 0 && pos + 2 < len && !seen[pos]) {
+                seen[pos] = true;
+                if (c[pos] == 0xff)
+                        return false;
+                if (c[pos] == CAP_VENDOR) {
+                        size_t cap_len = c[pos + 2];
+                        if (cap_len < 5 || pos + cap_len > len)
+                                return false;
+                        return c[pos + 3] == 0x56 || c[pos + 4] == 0x46;
+                }
+                pos = c[pos + 1];
+        }
+        return false;
+}
+
 const char *labels_gpu_mode(const char *pci_class)
 {
         if (strcmp(pci_class, "0x030000") == 0)
@@ -287,25 +309,67 @@ static void capability_labels(struct label_set *out, const struct labels_nvidia 
         label_set_put(out, "nvidia.com/mps.capable", mps ? "true" : "false");
 }
 
+/* gpu.mode over every GPU (GFD looks at the first only) and vgpu.present
+ * (GFD writes it only when true). */
+static void mode_labels(struct label_set *out, const struct labels_nvidia *node,
+                        char ***warnings)
+{
+        const char *mode = NULL;
+        bool differ = false, vgpu = false;
+        for (size_t i = 0; i < node->n_gpus; i++) {
+                const struct labels_gpu *g = &node->gpus[i];
+                vgpu |= g->vgpu;
+                const char *m = g->pci_class ? labels_gpu_mode(g->pci_class) : "unknown";
+                if (mode && strcmp(mode, m) != 0)
+                        differ = true;
+                if (!mode || strcmp(m, "unknown") == 0)
+                        mode = m;
+        }
+        if (differ) {
+                _cleanup_free_ char *list = xstrdup("");
+                for (size_t i = 0; i < node->n_gpus; i++) {
+                        const char *c = node->gpus[i].pci_class;
+                        char *t = xasprintf("%s%s%zu:%s", list, i ? ", " : "", i,
+                                            c ? labels_gpu_mode(c) : "unknown");
+                        free(list);
+                        list = t;
+                }
+                warn(warnings, xasprintf("the GPUs' modes differ (%s): nvidia.com/gpu.mode=unknown",
+                                         list));
+                mode = "unknown";
+        }
+        label_set_put(out, "nvidia.com/gpu.mode", mode ? mode : "unknown");
+        label_set_put(out, "nvidia.com/vgpu.present", vgpu ? "true" : "false");
+}
+
 /* ---- resources (mig-strategy.go) ---- */
 
-static size_t count_named(const struct labels_nvidia *node, const char *name)
+/* The GPUs nvidia.com/gpu serves whole: all of them under strategy none
+ * (by_mode false), else those whose MIG mode is mig. */
+static size_t count_whole(const struct labels_nvidia *node, bool by_mode, bool mig)
 {
         size_t n = 0;
         for (size_t i = 0; i < node->n_gpus; i++)
-                n += strcmp(node->gpus[i].name, name) == 0;
+                n += !by_mode || node->gpus[i].mig_enabled == mig;
         return n;
 }
 
+/* GFD counts the GPUs of the product labelled, MIG-enabled or not, and
+ * labels MIG-enabled GPUs without sharing even where they are served whole
+ * and shared.  devlet's nvidia.com/gpu.count is the GPUs nvidia.com/gpu
+ * serves (all under strategy none, those of the mode labelled under single
+ * and mixed), whatever their products, and GPUs served whole carry the
+ * sharing labels: count x replicas equals the devices served. */
 static void full_gpus(struct label_set *out, const struct labels_nvidia *node,
-                      const struct devlet_config *cfg)
+                      const struct devlet_config *cfg, bool by_mode)
 {
         for (int pass = 0; pass < 2; pass++) {
                 bool want_mig = pass == 0;
                 for (size_t i = node->n_gpus; i-- > 0;) {
                         const struct labels_gpu *g = &node->gpus[i];
                         if (g->mig_enabled == want_mig)
-                                full_gpu_labels(out, cfg, g, count_named(node, g->name), !want_mig);
+                                full_gpu_labels(out, cfg, g, count_whole(node, by_mode, want_mig),
+                                                !by_mode || !want_mig);
                 }
         }
 }
@@ -414,10 +478,9 @@ void labels_nvidia_add(const struct labels_nvidia *node, const struct devlet_con
         machine_label(out, cfg, warnings);
         version_labels(out, node, warnings);
         capability_labels(out, node, cfg, warnings);
-        if (node->pci_class)
-                label_set_put(out, "nvidia.com/gpu.mode", labels_gpu_mode(node->pci_class));
-        full_gpus(out, node, cfg);
+        mode_labels(out, node, warnings);
         const char *strategy = cfg->mig_strategy ? cfg->mig_strategy : "none";
+        full_gpus(out, node, cfg, strcmp(strategy, "none") != 0);
         if (strcmp(strategy, "single") == 0 || strcmp(strategy, "mixed") == 0) {
                 label_set_put(out, "nvidia.com/mig.strategy", strategy);
                 if (strategy[0] == 's')

@@ -28,19 +28,22 @@ struct labels_gpu {
         bool mig_capable, mig_enabled;
         const struct labels_mig *migs;
         size_t n_migs;
+        const char *pci_class; /* "0x030200"; NULL: sysfs cannot tell */
+        bool vgpu;             /* its PCI config space carries NVIDIA's vGPU signature */
 };
 
 struct labels_nvidia {
         const char *driver_version; /* "550.54.15"; NULL or "": unknown */
         int cuda_version;           /* NVML's: 12040 = 12.4; 0: unknown */
-        const char *pci_class;      /* the first GPU's PCI class ("0x030200"); NULL: unknown */
         const struct labels_gpu *gpus;
         size_t n_gpus;
 };
 
 /* GFD's labels for the node (nothing when it has no GPU): gpu.machine (the
  * machine-type file), the CUDA driver and runtime versions, mig.capable,
- * mps.capable, gpu.mode (from the PCI class, when known), the full-GPU labels (nvidia.com/gpu.product, count,
+ * mps.capable, vgpu.present, gpu.mode (the PCI class all GPUs share;
+ * "unknown" when one cannot tell or they differ, with a warning for the
+ * latter), the full-GPU labels (nvidia.com/gpu.product, count,
  * replicas, sharing-strategy, memory, family, compute.major/minor) and, for
  * the single and mixed MIG strategies, mig.strategy and the MIG labels.
  * Sharing comes from cfg->sharing (GFD ignores resource renaming).  Values
@@ -58,5 +61,10 @@ const char *labels_gpu_mode(const char *pci_class);
  * "pascal", "volta", "turing", "ampere", "ada-lovelace", "hopper",
  * "blackwell", ...; "undefined" when unknown. */
 const char *labels_gpu_family(int cc_major, int cc_minor);
+
+/* GFD's vGPU test on a PCI config space: the capability list holds a
+ * vendor-specific capability whose byte 3 is 0x56 (vGPU) or byte 4 0x46
+ * (GRID).  Bounded by len; a looping list ends the walk. */
+bool labels_pci_config_is_vgpu(const uint8_t *config, size_t len);
 
 #endif

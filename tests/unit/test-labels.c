@@ -213,8 +213,10 @@ static void test_full_gpu(void **state)
         assert_label(&s, "nvidia.com/cuda.runtime-version.minor", "4");
         assert_label(&s, "nvidia.com/cuda.runtime.major", "12");
         assert_label(&s, "nvidia.com/cuda.runtime.minor", "4");
+        assert_label(&s, "nvidia.com/gpu.mode", "unknown");
+        assert_label(&s, "nvidia.com/vgpu.present", "false");
         assert_no_label(&s, "nvidia.com/mig.strategy");
-        assert_int_equal(s.n, 23);
+        assert_int_equal(s.n, 25);
         label_set_release(&s);
 
         /* no GPU: no labels at all */
@@ -293,12 +295,45 @@ static void test_gpu_mode(void **state)
         struct labels_nvidia node = node_of(&h100, 1);
         struct label_set s = { 0 };
         labels_nvidia_add(&node, cfg, &s, NULL);
-        assert_no_label(&s, "nvidia.com/gpu.mode"); /* class unknown: no label */
+        assert_label(&s, "nvidia.com/gpu.mode", "unknown"); /* sysfs cannot tell */
+        assert_label(&s, "nvidia.com/vgpu.present", "false");
         label_set_release(&s);
-        node.pci_class = "0x030200";
+        struct labels_gpu two[2] = { h100, h100 };
+        two[0].pci_class = two[1].pci_class = "0x030200";
+        node.gpus = two;
+        node.n_gpus = 2;
         labels_nvidia_add(&node, cfg, &s, NULL);
         assert_label(&s, "nvidia.com/gpu.mode", "compute");
         label_set_release(&s);
+        /* every GPU counts, not the first: modes that differ are unknown */
+        two[1].pci_class = "0x030000";
+        two[1].vgpu = true;
+        char **warnings = NULL;
+        labels_nvidia_add(&node, cfg, &s, &warnings);
+        assert_label(&s, "nvidia.com/gpu.mode", "unknown");
+        assert_label(&s, "nvidia.com/vgpu.present", "true");
+        assert_non_null(warnings);
+        assert_non_null(strstr(warnings[0], "0:compute, 1:graphics"));
+        strv_free(warnings);
+        label_set_release(&s);
+}
+
+static void test_vgpu_signature(void **state)
+{
+        uint8_t c[256] = { 0 };
+        assert_false(labels_pci_config_is_vgpu(c, sizeof(c)));
+        c[0x06] = 0x10;                       /* capability list present */
+        c[0x34] = 0x40;                       /* first capability */
+        c[0x40] = 0x01, c[0x41] = 0x60;       /* power management, next at 0x60 */
+        c[0x60] = 0x09, c[0x61] = 0x00, c[0x62] = 0x14; /* vendor-specific, 20 bytes */
+        assert_false(labels_pci_config_is_vgpu(c, sizeof(c)));
+        c[0x63] = 0x56;
+        assert_true(labels_pci_config_is_vgpu(c, sizeof(c)));
+        c[0x63] = 0, c[0x64] = 0x46;
+        assert_true(labels_pci_config_is_vgpu(c, sizeof(c)));
+        assert_false(labels_pci_config_is_vgpu(c, 0x64)); /* capability cut short */
+        c[0x61] = 0x40, c[0x60] = 0x05;       /* a loop, no vendor capability */
+        assert_false(labels_pci_config_is_vgpu(c, sizeof(c)));
 }
 
 static void test_families(void **state)
@@ -608,6 +643,7 @@ int main(void)
                 cmocka_unit_test(test_full_gpu),     cmocka_unit_test(test_machine_type),
                 cmocka_unit_test(test_versions),     cmocka_unit_test(test_families),
                 cmocka_unit_test(test_gpu_mode),
+                cmocka_unit_test(test_vgpu_signature),
                 cmocka_unit_test(test_time_slicing), cmocka_unit_test(test_mps),
                 cmocka_unit_test(test_mig_single),   cmocka_unit_test(test_mig_mixed),
                 cmocka_unit_test(test_collect),      cmocka_unit_test(test_output_path),

@@ -402,8 +402,21 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                 return init_failed(cfg, r, msg, out, err);
         b->mig_strategy = xstrdup(cfg->mig_strategy ? cfg->mig_strategy : "none");
         r = nvidia_layout_build(b->inv, cfg, &b->ctx, &b->layout, &msg);
-        if (r < 0)
+        if (r == -ENOTSUP) {
+                /* GFD labels such a node (<model>-MIG-INVALID): keep the
+                 * inventory for the labels and metrics, serve nothing */
+                log_error("nvidia", "MIG layout cannot be served, no NVIDIA resources "
+                                    "mig_strategy=%s error=\"%s\"",
+                          cfg->mig_strategy, msg);
+                free(TAKE_PTR(msg));
+        } else if (r < 0) {
                 return init_failed(cfg, r, msg, out, err);
+        } else if (loop) {
+                char **compat = nvidia_compat_warnings(b->inv, cfg, &b->ctx, &b->layout);
+                for (size_t i = 0; compat && compat[i]; i++)
+                        log_warn("nvidia", "differs from NVIDIA's plugin: %s", compat[i]);
+                strv_free(compat);
+        }
         b->gpu_health = xcalloc(b->inv->n_gpus, sizeof(*b->gpu_health));
         for (size_t i = 0; i < b->inv->n_gpus; i++)
                 if (b->inv->gpus[i].lost)
