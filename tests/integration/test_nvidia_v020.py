@@ -119,3 +119,24 @@ def test_kubelet_socket_empty_serves_without_registering(kubelet, devlet, node, 
     assert len(json.loads(res.stdout)["devices"]) == 8
     # Register goes out right after serving: had it been sent, it would be here
     assert kubelet.registrations == []
+
+
+def test_startup_warns_where_nvidia_would_differ(kubelet, devlet, node):
+    """Each MIG device NVIDIA's plugin would serve under another name, and
+    each resource a key NVIDIA ignores renames or resizes, is named once at
+    start-up."""
+    n = node("a100-mig-mixed")
+    config = {"version": "v1", "flags": {"migStrategy": "mixed"},
+              "resources": {"gpus": [{"pattern": "*A100*", "name": "nvidia.com/a100"}]}}
+    d = start(devlet, kubelet, n, config=config, env=QUIET,
+              resources=["nvidia.com/a100", "nvidia.com/mig-1c.3g.40gb", "nvidia.com/mig-2c.3g.40gb"])
+    one, two = n.mig_uuids(3)[1:3]
+    log = d.log_text()
+    assert (f"differs from NVIDIA's plugin: MIG device {one} (GPU 3, profile 1c.3g.40gb) is served "
+            "as nvidia.com/mig-1c.3g.40gb; NVIDIA's plugin would serve it as nvidia.com/mig-3g.40gb") in log
+    assert f"MIG device {two} (GPU 3, profile 2c.3g.40gb) is served as nvidia.com/mig-2c.3g.40gb" in log
+    assert ("resource nvidia.com/mig-3g.40gb has 3 devices; NVIDIA's plugin would serve 5 from the "
+            "same config") in log
+    assert ("resource nvidia.com/a100 (4 devices) would not exist with NVIDIA's plugin and the same "
+            "config: it would serve these devices as nvidia.com/gpu") in log
+    assert log.count("differs from NVIDIA's plugin") == 7
