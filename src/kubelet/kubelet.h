@@ -54,8 +54,14 @@ const struct plugin_stats *plugin_server_stats(const struct plugin_server *p);
 struct dev_resource *plugin_server_resource(const struct plugin_server *p);
 int plugin_server_registered(const struct plugin_server *p);
 
-/* The socket file name for a resource: "devlet-devlet.io_fuse.sock". */
-char *plugin_endpoint_name(const char *resource);
+/* sun_path's size: a socket path is at most this minus one bytes. */
+#define PLUGIN_SOCKET_PATH_MAX 108
+
+/* The socket file name for a resource: "devlet-devlet.io_fuse.sock"; when
+ * <plugin_dir>/<that> would not fit a Unix socket path, a shorter name that
+ * is the same at every start and unique per resource:
+ * "devlet-<end of the name>-<12 hex digits of its hash>.sock". */
+char *plugin_endpoint_name(const char *plugin_dir, const char *resource);
 
 /* ---- manager.c: all plugin servers and the kubelet watch ---- */
 
@@ -86,8 +92,8 @@ void kubelet_manager_free(struct kubelet_manager *m);
 int kubelet_manager_update(struct kubelet_manager *m, struct dev_resource *const *resources,
                            size_t n);
 uint64_t kubelet_manager_restarts_seen(const struct kubelet_manager *m);
-/* The plugin server of the i-th resource given to kubelet_manager_new, or
- * NULL past the end. */
+/* The i-th plugin server (of the resources being served), or NULL past the
+ * end. */
 struct plugin_server *kubelet_manager_server(const struct kubelet_manager *m, size_t i);
 
 #endif

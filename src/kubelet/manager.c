@@ -196,14 +196,15 @@ int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kub
         if (strcmp(kdir, plugin_dir) != 0)
                 m->watches[m->n_watches++].path = xstrdup(kdir);
 
-        m->servers = xcalloc(n, sizeof(*m->servers));
+        m->servers = xcalloc(n ? n : 1, sizeof(*m->servers));
         for (size_t i = 0; i < n; i++) {
+                /* one resource's socket failing is that resource's failure only */
                 r = plugin_server_new(loop, plugin_dir, resources[i], &m->servers[m->n_servers]);
                 if (r < 0) {
-                        log_error("kubelet", "cannot serve resource=%s error=\"%s\"",
+                        log_error("kubelet", "cannot serve resource=%s, the others are served "
+                                             "error=\"%s\"",
                                   resources[i]->name, strerror(-r));
-                        kubelet_manager_free(m);
-                        return r;
+                        continue;
                 }
                 m->n_servers++;
         }
