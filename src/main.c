@@ -116,6 +116,7 @@ static int dispatch(int argc, char **argv)
                 { "cdi", cmd_cdi, NULL },
                 { "labels", cmd_labels, "" },
                 { "metrics", cmd_metrics, "" },
+                { "mps-control-daemon", cmd_mps, "" },
         };
         for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
                 if (strcmp(cmd, cmds[i].name) != 0)

@@ -102,6 +102,7 @@ static void nvidia_labels(const struct devlet_config *cfg, struct dev_backend *b
         }
         const struct labels_nvidia node = { .driver_version = inv->driver_version,
                                             .cuda_version = inv->cuda_version,
+                                            .mps_ready = nvidia_backend_mps_ready(b),
                                             .gpus = gpus,
                                             .n_gpus = n };
         labels_nvidia_add(&node, cfg, out, warnings);

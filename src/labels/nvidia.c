@@ -301,6 +301,11 @@ static void capability_labels(struct label_set *out, const struct labels_nvidia 
         }
         label_set_put(out, "nvidia.com/mig.capable", mig_capable ? "true" : "false");
         bool mps = cfg->sharing.strategy == SHARING_MPS;
+        if (mps && !node->mps_ready) {
+                warn(warnings, xstrdup("no MPS control daemon ready (devlet mps-control-daemon): "
+                                       "nvidia.com/mps.capable=false"));
+                mps = false;
+        }
         if (mps && mig_enabled) {
                 warn(warnings, xstrdup("MPS sharing is not supported with MIG enabled: "
                                        "nvidia.com/mps.capable=false"));

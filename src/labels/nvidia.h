@@ -35,6 +35,7 @@ struct labels_gpu {
 struct labels_nvidia {
         const char *driver_version; /* "550.54.15"; NULL or "": unknown */
         int cuda_version;           /* NVML's: 12040 = 12.4; 0: unknown */
+        bool mps_ready;             /* every MPS resource's control daemon is ready */
         const struct labels_gpu *gpus;
         size_t n_gpus;
 };

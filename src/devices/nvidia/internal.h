@@ -41,6 +41,7 @@ struct nvidia_ctx {
         enum sharing_strategy sharing;
         bool fail_requests_greater_than_one;
         enum alloc_replica_policy replica_policy;
+        char *mps_root; /* --mps-root, the host's */
 };
 
 /* One advertised ID. */
@@ -56,6 +57,9 @@ struct nvidia_dev {
 struct nvidia_res {
         const struct nvidia_ctx *ctx;
         bool has_replicas;
+        bool mps;           /* shared by MPS: served only while its daemon is ready */
+        bool mps_ready;
+        unsigned replicas;  /* the sharing entry's replicas (0: not shared) */
         bool whole_gpus_only; /* whole GPUs and nothing else: topology-aware choice */
 };
 
@@ -150,7 +154,12 @@ struct nvidia_backend {
         struct nvidia_gpu_xid *gpu_xids; /* the same by GPU and code */
         size_t n_gpu_xids;
         uint64_t xid_seq;
+        uv_timer_t *mps_timer; /* heap, closed asynchronously; NULL without MPS or loop */
 };
+
+/* Reads every MPS resource's readiness (mps.c); true when one changed.  The
+ * caller then brings the devices in line (health_sync). */
+bool nvidia_mps_refresh(struct nvidia_backend *b);
 
 void nvidia_describe(struct dev_backend *b, FILE *f);
 struct json_t *nvidia_describe_json(struct dev_backend *b);

@@ -139,8 +139,11 @@ static void health_sync(struct nvidia_backend *b, bool notify)
                 for (size_t k = 0; k < r->n_devices; k++) {
                         struct dev_device *d = &r->devices[k];
                         const struct nvidia_dev *nd = d->priv;
-                        enum dev_health want =
-                                b->gpu_health[nd->gpu].bad ? DEV_UNHEALTHY : DEV_HEALTHY;
+                        const struct nvidia_res *nr = r->backend_data;
+                        bool mps_down = nr->mps && !nr->mps_ready;
+                        enum dev_health want = b->gpu_health[nd->gpu].bad || mps_down
+                                                       ? DEV_UNHEALTHY
+                                                       : DEV_HEALTHY;
                         if (d->health != want) {
                                 d->health = want;
                                 changed = true;
@@ -259,6 +262,9 @@ static void backend_free(struct nvidia_backend *b)
         free(b->gpu_health);
         free(b->ctx.dev_root);
         free(b->ctx.cdi_annotation_prefix);
+        free(b->ctx.mps_root);
+        if (b->mps_timer)
+                uv_close((uv_handle_t *)TAKE_PTR(b->mps_timer), (uv_close_cb)free);
         free(b->mig_strategy);
         free(b->health_state);
         free(b->xids);
@@ -309,10 +315,57 @@ static void ctx_fill(struct nvidia_ctx *c, const struct nvidia_backend *b,
                                                                       : "cdi.k8s.io/");
         c->sharing = cfg->sharing.strategy;
         c->fail_requests_greater_than_one = cfg->sharing.fail_requests_greater_than_one;
+        c->mps_root = xstrdup(cfg->mps_root ? cfg->mps_root : "");
         c->replica_policy = cfg->shared_devices_allocation_policy &&
                                     strcmp(cfg->shared_devices_allocation_policy, "packed") == 0
                                 ? ALLOC_REPLICAS_PACKED
                                 : ALLOC_REPLICAS_DISTRIBUTED;
+}
+
+static void mps_log(const struct nvidia_backend *b)
+{
+        for (size_t i = 0; i < b->layout.n_res; i++) {
+                const struct nvidia_res *nr = b->layout.res[i]->backend_data;
+                if (!nr->mps)
+                        continue;
+                if (nr->mps_ready)
+                        log_info("nvidia", "MPS control daemon ready, serving resource=%s",
+                                 b->layout.res[i]->name);
+                else
+                        log_warn("nvidia", "MPS control daemon not ready, devices unhealthy "
+                                           "until it is resource=%s marker=%s/%s/%s",
+                                 b->layout.res[i]->name, b->ctx.mps_root,
+                                 b->layout.res[i]->name, NVIDIA_MPS_MARKER);
+        }
+}
+
+static void on_mps_timer(uv_timer_t *t)
+{
+        struct nvidia_backend *b = t->data;
+        if (!nvidia_mps_refresh(b))
+                return;
+        mps_log(b);
+        health_sync(b, true);
+}
+
+/* MPS resources serve only while their control daemon (`devlet
+ * mps-control-daemon`) is ready: read at once, then every second. */
+static void mps_start(struct nvidia_backend *b)
+{
+        bool any = false;
+        for (size_t i = 0; i < b->layout.n_res; i++)
+                any |= ((const struct nvidia_res *)b->layout.res[i]->backend_data)->mps;
+        if (!any)
+                return;
+        nvidia_mps_refresh(b);
+        health_sync(b, false);
+        if (!b->loop)
+                return;
+        mps_log(b);
+        b->mps_timer = xcalloc(1, sizeof(*b->mps_timer));
+        uv_timer_init(b->loop, b->mps_timer);
+        b->mps_timer->data = b;
+        uv_timer_start(b->mps_timer, on_mps_timer, 1000, 1000);
 }
 
 /* NVIDIA's IMEX rule: a required channel must exist at start-up; one not
@@ -428,6 +481,7 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                                                    "cannot be passed as device specs");
                                 break;
                         }
+        mps_start(b);
         log_found(b);
         health_start(b, cfg);
         *out = (struct dev_backend *)TAKE_PTR(b);

@@ -451,6 +451,9 @@ static int devices_build(struct builder *b, char **err)
                         continue;
                 }
                 struct dev_resource *r = resource_get(b, config_sharing_served_name(s), true);
+                struct nvidia_res *nr = r->backend_data;
+                nr->mps = b->cfg->sharing.strategy == SHARING_MPS;
+                nr->replicas = s->replicas;
                 for (unsigned n = 0; n < s->replicas; n++)
                         device_add(b, r, u, (int)n);
         }
