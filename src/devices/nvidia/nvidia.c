@@ -249,6 +249,11 @@ static void backend_release(void *ud)
         free(b);
 }
 
+static void mps_timer_free(uv_handle_t *h)
+{
+        free(h);
+}
+
 /* Frees the device model now and the rest when the monitor is gone: at
  * once without one, else on a later loop turn. */
 static void backend_free(struct nvidia_backend *b)
@@ -264,7 +269,7 @@ static void backend_free(struct nvidia_backend *b)
         free(b->ctx.cdi_annotation_prefix);
         free(b->ctx.mps_root);
         if (b->mps_timer)
-                uv_close((uv_handle_t *)TAKE_PTR(b->mps_timer), (uv_close_cb)free);
+                uv_close((uv_handle_t *)TAKE_PTR(b->mps_timer), mps_timer_free);
         free(b->mig_strategy);
         free(b->health_state);
         free(b->xids);
