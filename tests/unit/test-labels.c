@@ -409,6 +409,15 @@ static void test_mps(void **state)
                 "    - name: nvidia.com/gpu\n      replicas: 10\n");
         struct labels_nvidia node = node_of(&h100, 1);
         struct label_set s = { 0 };
+        /* no control daemon ready: not MPS-capable, with a warning */
+        char **warnings = NULL;
+        labels_nvidia_add(&node, cfg, &s, &warnings);
+        assert_label(&s, "nvidia.com/mps.capable", "false");
+        assert_int_equal(strv_len(warnings), 1);
+        assert_non_null(strstr(warnings[0], "no MPS control daemon ready"));
+        strv_free(TAKE_PTR(warnings));
+        label_set_release(&s);
+        node.mps_ready = true;
         labels_nvidia_add(&node, cfg, &s, NULL);
         assert_label(&s, "nvidia.com/mps.capable", "true");
         assert_label(&s, "nvidia.com/gpu.sharing-strategy", "mps");
@@ -420,7 +429,7 @@ static void test_mps(void **state)
         struct labels_gpu g = h100;
         g.mig_enabled = true;
         node = node_of(&g, 1);
-        char **warnings = NULL;
+        node.mps_ready = true;
         labels_nvidia_add(&node, cfg, &s, &warnings);
         assert_label(&s, "nvidia.com/mps.capable", "false");
         assert_int_equal(strv_len(warnings), 1);

@@ -735,14 +735,32 @@ static void test_allocate_replicas(void **state)
         nvidia_backend_ops.destroy(b);
         config_free(cfg);
 
-        /* MPS: one replica per container, whatever the flag says */
+        /* MPS: one replica per container, whatever the flag says; unhealthy
+         * until the control daemon's marker is there */
         cfg = cfg_yaml("version: v1\nsharing:\n  mps:\n    resources: [{name: gpu, replicas: 2}]\n");
+        char root[PATH_MAX + 64];
+        tmp_path(root, sizeof(root), "mps");
+        free(cfg->mps_root);
+        cfg->mps_root = xstrdup(root);
         b = backend_new(NULL, cfg);
-        assert_int_equal(alloc(res_find(b, "nvidia.com/gpu"), &a, &err, 2, V100_3 "::1",
-                               V100_0 "::0"),
-                         -EINVAL);
+        r = res_find(b, "nvidia.com/gpu");
+        assert_int_equal(r->devices[0].health, DEV_UNHEALTHY);
+        nvidia_backend_ops.destroy(b);
+        tmp_mkdir("mps/nvidia.com/gpu");
+        tmp_write("mps/nvidia.com/gpu/.started", "ready\n");
+        b = backend_new(NULL, cfg);
+        r = res_find(b, "nvidia.com/gpu");
+        assert_int_equal(r->devices[0].health, DEV_HEALTHY);
+        assert_int_equal(alloc(r, &a, &err, 2, V100_3 "::1", V100_0 "::0"), -EINVAL);
         assert_contains(err, "maximum request size for shared resources is 1");
         free(err);
+        assert_int_equal(alloc(r, &a, &err, 1, V100_3 "::1"), 0);
+        assert_string_equal(env_of(&a, "CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com/gpu/pipe");
+        assert_string_equal(env_of(&a, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+        assert_string_equal(env_of(&a, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=16384M");
+        assert_int_equal(a.n_mounts, 2);
+        assert_string_equal(a.mounts[1].container_path, "/dev/shm");
+        dev_alloc_release(&a);
         nvidia_backend_ops.destroy(b);
         config_free(cfg);
 }
