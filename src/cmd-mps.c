@@ -341,6 +341,14 @@ int cmd_mps(int argc, char **argv)
         struct nvidia_mps_daemon *specs = NULL;
         size_t n = nvidia_backend_mps_daemons(b, &specs);
         nvidia_backend_ops.destroy(b);
+        for (size_t i = 0; i < n; i++)
+                if (specs[i].replicas > specs[i].max_clients) {
+                        log_error("mps", "invalid MPS configuration: maximum allowed replicas "
+                                         "exceeded: %u > %u resource=%s",
+                                  specs[i].replicas, specs[i].max_clients, specs[i].resource);
+                        nvidia_mps_daemons_free(specs, n);
+                        return 1;
+                }
         _cleanup_free_ char *bin = find_control(cfg);
         if (!bin) {
                 log_error("mps", "%s not found under the driver root (%s or %s) nor on PATH",

@@ -114,3 +114,19 @@ def test_mps_sidecar_without_mps_idles(node, dirs):
     assert "sharing strategy is not MPS: no control daemon to run" in line
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=10) == 0
+
+
+def test_mps_replicas_beyond_the_servers_clients_are_refused(node, dirs):
+    """An MPS server takes 48 clients (16 before compute capability 7.5, as
+    NVIDIA counts): more replicas than that are refused, as NVIDIA's."""
+    n = node("v100-dgx1")  # 7.0
+    cfg = os.path.join(dirs.work, "mps.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: v1\nsharing:\n  mps:\n    resources:\n      - name: nvidia.com/gpu\n"
+                "        replicas: 17\n")
+    res = subprocess.run([DEVLET_BIN, "mps-control-daemon", "--config-file", cfg,
+                          "--mps-root", os.path.join(dirs.run, "mps")], stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=30,
+                         env=devlet_env({**n.env(**QUIET), "DEVLET_MPS_SHM": "dir"}))
+    assert res.returncode == 1
+    assert "invalid MPS configuration: maximum allowed replicas exceeded: 17 > 16" in res.stderr

@@ -107,7 +107,9 @@ size_t nvidia_backend_mps_daemons(struct dev_backend *db, struct nvidia_mps_daem
                 struct nvidia_mps_daemon *m = &v[n++];
                 *m = (struct nvidia_mps_daemon){ .resource = xstrdup(r->name),
                                                  .visible_devices = xstrdup(""),
-                                                 .setup = xcalloc(1, sizeof(char *)) };
+                                                 .setup = xcalloc(1, sizeof(char *)),
+                                                 .replicas = nr->replicas,
+                                                 .max_clients = 48 };
                 size_t *gpus = xcalloc(r->n_devices + 1, sizeof(*gpus));
                 size_t n_gpus = 0;
                 for (size_t k = 0; k < r->n_devices; k++) {
@@ -124,6 +126,12 @@ size_t nvidia_backend_mps_daemons(struct dev_backend *db, struct nvidia_mps_daem
                         char *t = xasprintf("%s%s%s", m->visible_devices, j ? "," : "", g->uuid);
                         free(m->visible_devices);
                         m->visible_devices = t;
+                        /* an MPS server takes 48 clients, 16 on GPUs NVIDIA
+                         * counts as older than 7.5 */
+                        bool old = g->cc_major >= 0 &&
+                                   (g->cc_major < 7 || (g->cc_major == 7 && g->cc_minor < 5));
+                        if (old)
+                                m->max_clients = 16;
                         if (!g->memory_bytes)
                                 continue;
                         _cleanup_free_ char *cmd = xasprintf(

@@ -61,6 +61,8 @@ struct nvidia_mps_daemon {
         char *visible_devices; /* CUDA_VISIBLE_DEVICES: the resource's GPUs, by UUID */
         unsigned thread_percentage;
         char **setup;          /* control commands once started (pinned memory, threads) */
+        unsigned replicas;
+        unsigned max_clients;  /* NVIDIA's cap for the resource's GPUs: 48, 16 before 7.5 */
 };
 size_t nvidia_backend_mps_daemons(struct dev_backend *b, struct nvidia_mps_daemon **out);
 void nvidia_mps_daemons_free(struct nvidia_mps_daemon *v, size_t n);
