@@ -274,6 +274,13 @@ static void test_pure_helpers(void **state)
         assert_false(nvidia_pattern_match("*H100*", "Tesla V100-SXM2-32GB"));
         assert_false(nvidia_pattern_match("32GB*Tesla", "Tesla V100-SXM2-32GB"));
         assert_true(nvidia_pattern_match("3g.40gb", "1c.3g.40gb"));
+        /* devlet's MIG resource names are GFD's label names */
+        char *name = nvidia_mig_resource_name("1g.10gb+me");
+        assert_string_equal(name, "nvidia.com/mig-1g.10gb.me");
+        free(name);
+        name = nvidia_mig_resource_name("1c.3g.40gb");
+        assert_string_equal(name, "nvidia.com/mig-1c.3g.40gb");
+        free(name);
 
         char u[37];
         nvidia_random_uuid(u);
