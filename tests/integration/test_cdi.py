@@ -103,6 +103,7 @@ def test_hostdev_spec_in_podman(tmp, rootfs, spec_files):
     ]}])
 
     out = pathlib.Path("/etc/cdi") / f"devlet.io-{name}.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)  # podman reads it; a clean host may lack it
     spec_files.append(out)
     res = devlet("cdi", "generate", "--config-file", cfg, "--backends", "hostdev", "--output", out)
     assert res.returncode == 0, res.stderr
