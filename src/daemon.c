@@ -279,12 +279,18 @@ static void metrics_restart(struct daemon *d)
         metrics_start(&d->loop, d->cfg, &src, &d->metrics);
 }
 
+/* "" when --kubelet-socket "" was given: the sockets serve, nothing registers */
+static const char *daemon_kubelet_socket(const struct devlet_config *cfg)
+{
+        return cfg->kubelet_disabled ? "" : cfg->kubelet_socket;
+}
+
 static int modules_start(struct daemon *d)
 {
         int r = devset_start(&d->loop, d->cfg, &d->devs);
         if (r < 0)
                 return r;
-        r = kubelet_manager_new(&d->loop, d->cfg->plugin_directory, d->cfg->kubelet_socket,
+        r = kubelet_manager_new(&d->loop, d->cfg->plugin_directory, daemon_kubelet_socket(d->cfg),
                                 d->devs.resources, d->devs.n_resources, on_kubelet_restart, d,
                                 &d->kubelet);
         if (r < 0) {
@@ -334,6 +340,8 @@ static void reload(struct daemon *d)
         }
         log_warnings(cfg);
         log_info("daemon", "reloading configuration");
+        _cleanup_free_ char *effective = config_to_json(cfg);
+        log_info("config", "running with config=%s", effective);
 
         struct devset devs;
         if (devset_start(&d->loop, cfg, &devs) < 0) {
@@ -345,12 +353,12 @@ static void reload(struct daemon *d)
         devset_inherit(&devs, &d->devs);
 
         int same_dirs = d->kubelet && strcmp(cfg->plugin_directory, d->cfg->plugin_directory) == 0 &&
-                        strcmp(cfg->kubelet_socket, d->cfg->kubelet_socket) == 0;
+                        strcmp(daemon_kubelet_socket(cfg), daemon_kubelet_socket(d->cfg)) == 0;
         if (same_dirs) {
                 r = kubelet_manager_update(d->kubelet, devs.resources, devs.n_resources);
         } else {
                 kubelet_manager_free(TAKE_PTR(d->kubelet));
-                r = kubelet_manager_new(&d->loop, cfg->plugin_directory, cfg->kubelet_socket,
+                r = kubelet_manager_new(&d->loop, cfg->plugin_directory, daemon_kubelet_socket(cfg),
                                         devs.resources, devs.n_resources, on_kubelet_restart, d,
                                         &d->kubelet);
         }
@@ -490,6 +498,8 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
 
         log_info("daemon", "starting version=%s plugin_dir=%s kubelet_socket=%s", DEVLET_VERSION,
                  cfg->plugin_directory, cfg->kubelet_socket);
+        _cleanup_free_ char *effective = config_to_json(cfg);
+        log_info("config", "running with config=%s", effective);
         log_warnings(cfg);
         if (modules_start(&d) < 0)
                 d.exit_code = 1;

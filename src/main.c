@@ -1,9 +1,11 @@
 /* devlet's entry point: subcommand dispatch, and where backends' reports go. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "base/xalloc.h"
 #include "cmd.h"
 #include "config/config.h"
 #include "daemon.h"
@@ -24,9 +26,13 @@ static void usage(FILE *f)
               "  cdi       `cdi generate`: print or write the CDI specs of the node's devices\n"
               "  metrics   print one collection of the GPU metrics (Prometheus text format)\n"
               "  version   print the version\n"
-              "  help      print this text; `devlet help flags` lists every flag\n"
+              "  mps-control-daemon  run NVIDIA's MPS control daemons (the MPS sidecar)\n"
+              "  help      print this text; `devlet help flags` lists every flag,\n"
+              "            `devlet help <command>` that command's help\n"
               "\n"
-              "`devlet <command> --help` prints that command's flags.\n",
+              "`devlet <command> --help` prints that command's flags.  Flags without a\n"
+              "command (`devlet --mig-strategy=mixed`, as NVIDIA's image runs its plugin)\n"
+              "mean `devlet run`.\n",
               f);
 }
 
@@ -40,6 +46,8 @@ static int wants_help(int argc, char **argv)
         }
         return 0;
 }
+
+static int dispatch(int argc, char **argv);
 
 static int cmd_run(int argc, char **argv)
 {
@@ -73,17 +81,43 @@ int main(int argc, char **argv)
                 return EXIT_USAGE;
         }
         const char *cmd = argv[1];
+        /* NVIDIA's image runs its plugin with flags and no subcommand:
+         * `devlet --mig-strategy=mixed` is `devlet run --mig-strategy=mixed` */
+        if (cmd[0] == '-' && strcmp(cmd, "--version") != 0 && strcmp(cmd, "--help") != 0 &&
+            strcmp(cmd, "-h") != 0) {
+                static char run_name[] = "run";
+                char **run_argv = xcalloc((size_t)argc + 1, sizeof(char *));
+                run_argv[0] = run_name;
+                for (int i = 1; i < argc; i++)
+                        run_argv[i] = argv[i];
+                int rc = cmd_run(argc, run_argv);
+                free(run_argv);
+                return rc;
+        }
         if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
                 printf("devlet %s\n", DEVLET_VERSION);
                 return 0;
         }
         if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-                if (argc > 2 && strcmp(argv[2], "flags") == 0)
+                if (argc > 2 && strcmp(argv[2], "flags") == 0) {
                         config_print_help(stdout);
-                else
-                        usage(stdout);
+                        return 0;
+                }
+                if (argc > 2) {
+                        /* `devlet help run` is `devlet run --help` */
+                        static char help_flag[] = "--help";
+                        char *help_argv[] = { argv[0], argv[2], help_flag, NULL };
+                        return dispatch(3, help_argv);
+                }
+                usage(stdout);
                 return 0;
         }
+        return dispatch(argc, argv);
+}
+
+static int dispatch(int argc, char **argv)
+{
+        const char *cmd = argv[1];
 
         static const struct {
                 const char *name;
@@ -98,6 +132,7 @@ int main(int argc, char **argv)
                 { "cdi", cmd_cdi, NULL },
                 { "labels", cmd_labels, "" },
                 { "metrics", cmd_metrics, "" },
+                { "mps-control-daemon", cmd_mps, "" },
         };
         for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
                 if (strcmp(cmd, cmds[i].name) != 0)

@@ -127,7 +127,8 @@ struct health_cfg {
 /* ---- the whole configuration ---- */
 
 /* Every string is non-NULL ("" when empty); lists are NULL-terminated
- * string vectors with at least one item. */
+ * string vectors with at least one item, except those whose default is
+ * empty (they may be empty). */
 #define CONFIG_BACKEND_SECTIONS_MAX 8
 
 struct devlet_config {
@@ -176,6 +177,25 @@ struct devlet_config {
         char *machine_type_file;          /* --machine-type-file */
         bool labels_remove_on_exit;       /* --remove-on-exit: delete the file when stopping */
 
+        /* NVIDIA v0.20's newer flags and GFD's Kubernetes-client flags
+         * (options-nvidia.inc); config_load checks them (options-nvidia.c) */
+        char *mps_root;                   /* --mps-root, default /run/nvidia/mps */
+        char *device_discovery_strategy;  /* auto|nvml (tegra and vfio are refused) */
+        char **imex_channel_ids;          /* --imex-channel-ids: empty or ["0"] */
+        bool imex_required;               /* --imex-required */
+        char **cdi_feature_flags;         /* --cdi-feature-flags (may be empty) */
+        char **cdi_disable_hooks;         /* --cdi-disable-hooks: hook names (may be empty) */
+        bool use_node_feature_api;        /* --use-node-feature-api: features.d file instead */
+        char *kubeconfig;                 /* GFD's Kubernetes client: accepted, unused */
+        char *kube_api_qps;
+        char *kube_api_burst;
+        char *gfd_namespace;
+        char *node_name;
+        /* derived by config_load, not options */
+        bool kubelet_disabled;  /* --kubelet-socket "" given: serve, never register */
+        bool imex_channel0;     /* IMEX channel 0 requested */
+        bool cdi_hook_ldcache;  /* the update-ldcache hook is not disabled */
+
         /* sections */
         struct hostdev_cfg hostdev;
         struct sharing_cfg sharing;
@@ -208,6 +228,7 @@ struct config_option {
         const char *alias;        /* second long flag name (NVIDIA's older name), or NULL */
         const char *envs[3];      /* env var names, first wins; NULL-terminated */
         const char *key;          /* dotted config-file key ("flags.migStrategy") or NULL */
+        const char *key_alias;    /* a second key (NVIDIA's spelling), or NULL */
         enum config_type type;
         const char *default_value;
         size_t offset;            /* into struct devlet_config */
@@ -254,6 +275,10 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
 /* A config holding only the defaults (kubelet_socket is "", see above). */
 struct devlet_config *config_new_defaults(void);
 void config_free(struct devlet_config *cfg);
+
+/* The effective configuration as compact JSON (for the start-up log line);
+ * never NULL, free() it. */
+char *config_to_json(const struct devlet_config *cfg);
 
 /* Prints the flags table (flag, env vars, config key, default, help). */
 void config_print_help(FILE *f);

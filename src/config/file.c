@@ -343,6 +343,8 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
                         continue;
                 if (strcmp(k->text, "flags") == 0)
                         r = walk_section(&w, v, "flags");
+                else if (strcmp(k->text, "imex") == 0)
+                        r = walk_section(&w, v, "imex"); /* NVIDIA's IMEX channels */
                 else
                         config_node_warn_unknown(&w.warnings, file, k);
                 if (r < 0)

@@ -6,6 +6,7 @@
  * Never logs and never exits: every problem goes back as -EINVAL with a
  * diag that names the flag, env var or file position and what is allowed. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,7 +276,13 @@ int config_load(int argc, char **argv, struct devlet_config **out, struct config
         r = apply_env(cfg, diag);
         if (r < 0)
                 return r;
+        for (size_t i = 0; i < flags.n; i++)
+                if (flags.items[i].opt->offset == offsetof(struct devlet_config, kubelet_socket))
+                        cfg->kubelet_disabled = !flags.items[i].v.s[0];
         config_pending_store(&flags, cfg);
+        r = config_nvidia_finish(cfg, diag);
+        if (r < 0)
+                return r;
 
         if (!cfg->kubelet_socket[0]) {
                 size_t n = strlen(cfg->plugin_directory);

@@ -32,13 +32,14 @@ static const char *const device_list_strategy_choices[] = { "envvar", "volume-mo
 static const char *const device_id_strategy_choices[] = { "uuid", "index", NULL };
 static const char *const allocation_policy_choices[] = { "distributed", "packed", NULL };
 static const char *const hostname_label_choices[] = { "Hostname", "hostname", NULL };
+static const char *const discovery_strategy_choices[] = { "auto", "nvml", "tegra", "vfio", NULL };
 
 #define FIELD(f) offsetof(struct devlet_config, f)
 
 static const struct config_option options[] = {
         {
                 .flag = "config-file",
-                .envs = { "CONFIG_FILE" },
+                .envs = { "CONFIG_FILE", "GFD_CONFIG_FILE" },
                 .type = CONFIG_STRING,
                 .default_value = "",
                 .offset = FIELD(config_file),
@@ -57,10 +58,12 @@ static const struct config_option options[] = {
                 .flag = "kubelet-socket",
                 .envs = { "KUBELET_SOCKET" },
                 .key = "flags.kubeletSocket",
+                .key_alias = "flags.plugin.kubeletSocket",
                 .type = CONFIG_STRING,
                 .default_value = "",
                 .offset = FIELD(kubelet_socket),
-                .help = "Kubelet registration socket (empty: <plugin-directory>/kubelet.sock)",
+                .help = "Kubelet registration socket (default: <plugin-directory>/kubelet.sock; "
+                        "--kubelet-socket \"\": serve the sockets but never register, as NVIDIA's)",
         },
         {
                 .flag = "verbosity",
@@ -95,12 +98,13 @@ static const struct config_option options[] = {
         },
         {
                 .flag = "dev-root",
+                .alias = "nvidia-dev-root",
                 .envs = { "NVIDIA_DEV_ROOT", "DEV_ROOT" },
                 .key = "flags.nvidiaDevRoot",
                 .type = CONFIG_STRING,
-                .default_value = "/",
+                .default_value = "",
                 .offset = FIELD(dev_root),
-                .help = "Root under which /dev is found",
+                .help = "Root under which /dev is found (empty: the NVIDIA driver root, as NVIDIA's)",
         },
         {
                 .flag = "rescan-interval",
@@ -378,6 +382,7 @@ static const struct config_option options[] = {
                 .help = "Delete the labels file when devlet stops (GFD's behaviour; by default "
                         "the labels stay across restarts)",
         },
+#include "config/options-nvidia.inc"
 };
 
 const struct config_option *config_options(size_t *n)
@@ -390,7 +395,8 @@ const struct config_option *config_options(size_t *n)
 const struct config_option *config_option_by_key(const char *key)
 {
         for (size_t i = 0; i < ARRAY_SIZE(options); i++)
-                if (options[i].key && strcmp(options[i].key, key) == 0)
+                if ((options[i].key && strcmp(options[i].key, key) == 0) ||
+                    (options[i].key_alias && strcmp(options[i].key_alias, key) == 0))
                         return &options[i];
         return NULL;
 }
@@ -399,9 +405,11 @@ bool config_key_is_section(const char *prefix)
 {
         size_t n = strlen(prefix);
         for (size_t i = 0; i < ARRAY_SIZE(options); i++)
-                if (options[i].key && strncmp(options[i].key, prefix, n) == 0 &&
-                    options[i].key[n] == '.')
-                        return true;
+                for (int k = 0; k < 2; k++) {
+                        const char *key = k ? options[i].key_alias : options[i].key;
+                        if (key && strncmp(key, prefix, n) == 0 && key[n] == '.')
+                                return true;
+                }
         return false;
 }
 
@@ -447,6 +455,10 @@ int config_value_parse_items(const struct config_option *opt, char *const *items
                              struct config_diag *diag)
 {
         char allowed[256];
+        if ((!items || !items[0]) && !opt->default_value[0]) {
+                out->list = xcalloc(1, sizeof(char *)); /* a list that may be empty */
+                return 0;
+        }
         if (!items || !items[0])
                 return config_diag_set(diag, NULL, 0, 0, "%s: needs at least one value%s%s%s",
                                        who, opt->choices ? " (allowed: " : "",
@@ -645,6 +657,8 @@ void config_print_help(FILE *f)
                         fprintf(f, "%s%s", j ? ", " : "env: ", o->envs[j]);
                 if (o->key)
                         fprintf(f, "; key: %s", o->key);
+                if (o->key_alias)
+                        fprintf(f, " or %s", o->key_alias);
                 fprintf(f, "; default: %s\n", o->default_value[0] ? o->default_value : "(none)");
         }
 }

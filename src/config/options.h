@@ -40,6 +40,12 @@ const struct config_option *config_option_by_key(const char *key);
 bool config_key_is_section(const char *prefix);
 
 
+/* Decides what NVIDIA v0.20's newer options mean once every source is
+ * applied (options-nvidia.c): fills the derived fields, adds warnings for
+ * what is accepted without effect; -EINVAL with diag for what devlet
+ * refuses (tegra discovery, bad IMEX channel IDs, MPS without --mps-root or
+ * with mig-strategy mixed). */
+int config_nvidia_finish(struct devlet_config *cfg, struct config_diag *diag);
 
 /* Values parsed from one source (the file, the command line) and not yet
  * stored, so that a source with an error changes nothing. */

@@ -450,3 +450,16 @@ void dev_report(enum dev_report_level level, const char *backend, const char *fm
         else
                 log_debug(backend, "%s", msg);
 }
+
+void dev_mps_daemons_free(struct dev_mps_daemon *v, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                free(v[i].resource);
+                free(v[i].visible_devices);
+                strv_free(v[i].setup);
+                free(v[i].pipe_dir);
+                free(v[i].log_dir);
+                free(v[i].marker);
+        }
+        free(v);
+}

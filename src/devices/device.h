@@ -194,6 +194,22 @@ void dev_report_sink(dev_report_fn *fn, void *ud);
 void dev_report(enum dev_report_level level, const char *backend, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* ---- MPS control daemons beside devlet ---- */
+
+/* One control daemon for a resource shared by MPS: where it lives under
+ * --mps-root (the backend's layout) and what it is told once started. */
+struct dev_mps_daemon {
+        char *resource;        /* "nvidia.com/gpu" */
+        char *visible_devices; /* CUDA_VISIBLE_DEVICES: the resource's GPUs, by UUID */
+        unsigned thread_percentage;
+        char **setup;          /* control commands once started (pinned memory, threads) */
+        unsigned replicas;
+        unsigned max_clients;  /* the most clients one server takes on these GPUs */
+        char *pipe_dir, *log_dir; /* CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY */
+        char *marker;          /* the readiness marker the supervisor writes and touches */
+};
+void dev_mps_daemons_free(struct dev_mps_daemon *v, size_t n);
+
 /* ---- backends ---- */
 
 struct dev_backend;
@@ -245,6 +261,10 @@ struct dev_backend_ops {
         struct dev_sampler *(*sampler)(struct dev_backend *b);
         size_t (*events)(struct dev_backend *b, struct dev_event_count *out, size_t max);
         const struct dev_attr_hints *attr_hints;
+        /* Optional: the MPS control daemons b's resources shared by MPS need
+         * (`devlet mps-control-daemon` runs them); *out is a heap array
+         * (dev_mps_daemons_free), NULL when there is none.  Returns how many. */
+        size_t (*mps_daemons)(struct dev_backend *b, struct dev_mps_daemon **out);
 };
 
 /* Every backend devlet knows, in start-up order; NULL-terminated. */

@@ -54,8 +54,14 @@ const struct plugin_stats *plugin_server_stats(const struct plugin_server *p);
 struct dev_resource *plugin_server_resource(const struct plugin_server *p);
 int plugin_server_registered(const struct plugin_server *p);
 
-/* The socket file name for a resource: "devlet-devlet.io_fuse.sock". */
-char *plugin_endpoint_name(const char *resource);
+/* sun_path's size: a socket path is at most this minus one bytes. */
+#define PLUGIN_SOCKET_PATH_MAX 108
+
+/* The socket file name for a resource: "devlet-devlet.io_fuse.sock"; when
+ * <plugin_dir>/<that> would not fit a Unix socket path, a shorter name that
+ * is the same at every start and unique per resource:
+ * "devlet-<end of the name>-<12 hex digits of its hash>.sock". */
+char *plugin_endpoint_name(const char *plugin_dir, const char *resource);
 
 /* ---- manager.c: all plugin servers and the kubelet watch ---- */
 
@@ -71,7 +77,10 @@ typedef void (*kubelet_restart_fn)(void *ud);
  * exists (or as soon as it appears) and keeps doing so across kubelet
  * restarts: a missing plugin socket is re-created and every resource
  * registers again; nothing else is rebuilt.  on_restart (may be NULL) hears
- * of each restart.  resources must outlive the manager. */
+ * of each restart.  kubelet_socket "" serves the sockets and never
+ * registers (NVIDIA's --kubelet-socket "").  A resource whose socket cannot
+ * be created is logged and left out; the others serve.  resources must
+ * outlive the manager. */
 int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kubelet_socket,
                         struct dev_resource *const *resources, size_t n,
                         kubelet_restart_fn on_restart, void *ud, struct kubelet_manager **out);
@@ -84,8 +93,8 @@ void kubelet_manager_free(struct kubelet_manager *m);
 int kubelet_manager_update(struct kubelet_manager *m, struct dev_resource *const *resources,
                            size_t n);
 uint64_t kubelet_manager_restarts_seen(const struct kubelet_manager *m);
-/* The plugin server of the i-th resource given to kubelet_manager_new, or
- * NULL past the end. */
+/* The i-th plugin server (of the resources being served), or NULL past the
+ * end. */
 struct plugin_server *kubelet_manager_server(const struct kubelet_manager *m, size_t i);
 
 #endif

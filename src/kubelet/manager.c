@@ -118,7 +118,8 @@ static void check(struct kubelet_manager *m)
                 watch_refresh(m, &m->watches[i]);
 
         struct stat st;
-        int present = stat(m->kubelet_socket, &st) == 0 && S_ISSOCK(st.st_mode);
+        int present = m->kubelet_socket[0] && stat(m->kubelet_socket, &st) == 0 &&
+                      S_ISSOCK(st.st_mode);
         int kubelet_new = present && (!m->kubelet_present || m->kubelet_event ||
                                       st.st_dev != m->kubelet_dev || st.st_ino != m->kubelet_ino ||
                                       st.st_ctim.tv_sec != m->kubelet_ctime.tv_sec ||
@@ -201,25 +202,29 @@ int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kub
 
         m->watches[m->n_watches++].path = xstrdup(plugin_dir);
         _cleanup_free_ char *ks = xstrdup(kubelet_socket);
-        m->kubelet_name = xstrdup(basename(ks));
-        const char *kdir = dirname(ks);
+        m->kubelet_name = xstrdup(ks[0] ? basename(ks) : "");
+        const char *kdir = ks[0] ? dirname(ks) : plugin_dir;
         if (strcmp(kdir, plugin_dir) != 0)
                 m->watches[m->n_watches++].path = xstrdup(kdir);
 
-        m->servers = xcalloc(n, sizeof(*m->servers));
+        m->servers = xcalloc(n ? n : 1, sizeof(*m->servers));
         for (size_t i = 0; i < n; i++) {
+                /* one resource's socket failing is that resource's failure only */
                 r = plugin_server_new(loop, plugin_dir, resources[i], &m->servers[m->n_servers]);
                 if (r < 0) {
-                        log_error("kubelet", "cannot serve resource=%s error=\"%s\"",
+                        log_error("kubelet", "cannot serve resource=%s, the others are served "
+                                             "error=\"%s\"",
                                   resources[i]->name, strerror(-r));
-                        kubelet_manager_free(m);
-                        return r;
+                        continue;
                 }
                 m->n_servers++;
         }
 
         check(m);
-        if (!m->kubelet_present)
+        if (!m->kubelet_socket[0])
+                log_info("kubelet", "no kubelet socket (--kubelet-socket \"\"): serving the "
+                                    "plugin sockets without registering");
+        else if (!m->kubelet_present)
                 log_info("kubelet", "waiting for the kubelet socket=%s", m->kubelet_socket);
         uv_timer_start(m->poll, on_poll, POLL_MS, POLL_MS);
         *out = m;
@@ -272,7 +277,7 @@ int kubelet_manager_update(struct kubelet_manager *m, struct dev_resource *const
         /* Register everything again: options may have changed, and the
          * kubelet must learn of new resources. */
         struct stat st;
-        if (stat(m->kubelet_socket, &st) == 0 && S_ISSOCK(st.st_mode))
+        if (m->kubelet_socket[0] && stat(m->kubelet_socket, &st) == 0 && S_ISSOCK(st.st_mode))
                 for (size_t i = 0; i < m->n_servers; i++)
                         plugin_server_register(m->servers[i], m->kubelet_socket);
         return ret;

@@ -13,6 +13,9 @@
 #include "kubelet/kubelet.h"
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -68,13 +71,35 @@ static char api_version[] = KUBELET_API_VERSION;
 static char health_healthy[] = "Healthy";
 static char health_unhealthy[] = "Unhealthy";
 
-char *plugin_endpoint_name(const char *resource)
+char *plugin_endpoint_name(const char *plugin_dir, const char *resource)
 {
         char *name = xasprintf("devlet-%s.sock", resource);
         for (char *s = name; *s; s++)
                 if (*s == '/')
                         *s = '_';
-        return name;
+        size_t dir = strlen(plugin_dir);
+        if (dir + 1 + strlen(name) < PLUGIN_SOCKET_PATH_MAX)
+                return name;
+        /* Too long for sun_path: keep "devlet-", the end of the name (the
+         * most specific part) and a hash of the whole resource name, so the
+         * short name is the same at every start and differs per resource
+         * (FNV-1a, 48 bits). */
+        uint64_t h = 0xcbf29ce484222325ULL;
+        for (const char *s = resource; *s; s++)
+                h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+        char hash[13];
+        snprintf(hash, sizeof(hash), "%012llx", (unsigned long long)(h & 0xffffffffffffULL));
+        /* dir + '/' + "devlet-" + tail + '-' + hash + ".sock" + NUL */
+        size_t fixed = dir + 1 + strlen("devlet-") + 1 + 12 + strlen(".sock") + 1;
+        size_t keep = fixed < PLUGIN_SOCKET_PATH_MAX ? PLUGIN_SOCKET_PATH_MAX - fixed : 0;
+        size_t body = strlen(name) - strlen("devlet-") - strlen(".sock");
+        if (keep > body)
+                keep = body;
+        const char *tail = name + strlen("devlet-") + body - keep;
+        char *shortened = keep ? xasprintf("devlet-%.*s-%s.sock", (int)keep, tail, hash)
+                               : xasprintf("devlet-%s.sock", hash);
+        free(name);
+        return shortened;
 }
 
 /* ---- ListAndWatch ---- */
@@ -558,8 +583,21 @@ int plugin_server_new(uv_loop_t *loop, const char *plugin_dir, struct dev_resour
         struct plugin_server *p = xcalloc(1, sizeof(*p));
         p->loop = loop;
         p->res = res;
-        p->endpoint = plugin_endpoint_name(res->name);
+        p->endpoint = plugin_endpoint_name(plugin_dir, res->name);
         p->socket_path = xasprintf("%s/%s", plugin_dir, p->endpoint);
+        if (strlen(p->socket_path) >= PLUGIN_SOCKET_PATH_MAX) {
+                log_error("kubelet", "cannot serve resource=%s: socket path too long for a Unix "
+                                     "socket (%zu bytes, at most %d) socket=%s",
+                          res->name, strlen(p->socket_path), PLUGIN_SOCKET_PATH_MAX - 1,
+                          p->socket_path);
+                plugin_server_free(p);
+                return -ENAMETOOLONG;
+        }
+        _cleanup_free_ char *full = plugin_endpoint_name("", res->name);
+        if (strcmp(full, p->endpoint) != 0)
+                log_info("kubelet", "socket name shortened to fit a Unix socket path "
+                                    "resource=%s endpoint=%s",
+                         res->name, p->endpoint);
         p->retry_timer = xcalloc(1, sizeof(*p->retry_timer));
         uv_timer_init(loop, p->retry_timer);
         p->retry_timer->data = p;

@@ -345,3 +345,35 @@ def test_nvidia_mig_device_in_podman(tmp, rootfs, spec_files, nvidia_kind_lock):
                      "ls /dev/nvidia1 2>/dev/null || echo no-nvidia1")
     assert got.splitlines() == ["/dev/nvidia0 c3:0", "/dev/nvidia-caps/nvidia-cap21 ee:15",
                                 "/dev/nvidia-caps/nvidia-cap22 ee:16", "no-nvidia1"]
+
+
+def test_nvidia_spec_disabled_hook_and_imex_channel(tmp):
+    """--cdi-disable-hooks leaves the ldcache hook out; --imex-channel-ids 0
+    adds NVIDIA's imex-channel kind with device 0 (its node under the dev
+    root), the name Allocate gives with a CDI strategy."""
+    hook = tmp / "bin" / "nvidia-cdi-hook"
+    hook.parent.mkdir()
+    hook.write_text("#!/bin/sh\n")
+    hook.chmod(0o755)
+    dev_root, drv = fake_gpu_node(tmp)
+    chan = dev_root / "dev" / "nvidia-caps-imex-channels"
+    chan.mkdir()
+    os.mknod(chan / "channel0", 0o666 | stat.S_IFCHR, os.makedev(234, 0))
+    env = {**os.environ, "DEVLET_NVML_LIBRARY": str(MOCK_NVML),
+           "MOCK_NVML_CONFIG": str(PROFILES / "mig-one-plain-one.yaml")}
+    res = devlet("cdi", "generate", "--backends", "nvidia", "--dev-root", dev_root,
+                 "--nvidia-driver-root", drv, "--format", "json", "--nvidia-cdi-hook-path", hook,
+                 "--cdi-disable-hooks", "update-ldcache", "--imex-channel-ids", "0",
+                 "--output-dir", tmp / "specs", env=env)
+    assert res.returncode == 0, res.stderr
+    specs = {}
+    for f in (tmp / "specs").iterdir():
+        spec = json.loads(f.read_text())
+        specs[spec["kind"]] = spec
+    assert set(specs) == {"nvidia.com/gpu", "nvidia.com/imex-channel"}
+    assert "hooks" not in specs["nvidia.com/gpu"]["containerEdits"]
+    imex = specs["nvidia.com/imex-channel"]
+    assert [d["name"] for d in imex["devices"]] == ["0"]
+    node, = imex["devices"][0]["containerEdits"]["deviceNodes"]
+    assert node["path"] == "/dev/nvidia-caps-imex-channels/channel0"
+    assert node["hostPath"] == str(chan / "channel0")

@@ -23,9 +23,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 OVERLAYS_DIR = ROOT / "deploy" / "overlays"
 OVERLAYS = sorted(p.name for p in OVERLAYS_DIR.iterdir() if (p / "kustomization.yaml").exists())
 
-GPU = {"all-in-one", "nvidia-only", "metrics", "metrics-podmonitor", "monitoring"}
+GPU = {"all-in-one", "nvidia-only", "nvidia-mps", "metrics", "metrics-podmonitor", "monitoring"}
 # process attribution (metrics per pod) is on where the pod-resources socket is
 ATTRIBUTION = {"all-in-one", "metrics", "metrics-podmonitor", "monitoring"}
+# the MPS control daemon serves its clients' processes: it sees the host's
+HOST_PID = ATTRIBUTION | {"nvidia-mps"}
 NAMESPACED = {"ServiceAccount", "ConfigMap", "Service", "DaemonSet", "ServiceMonitor", "PodMonitor",
               "PrometheusRule"}
 NVIDIA_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -41,6 +43,7 @@ HOST_PATHS = {
     "/etc/kubernetes/node-feature-discovery/features.d": (False, ATTRIBUTION),
     "/": (True, ATTRIBUTION),
     "/dev": (True, {"host-devices-only"}),
+    "/run/nvidia/mps": (True, {"nvidia-mps"}),
 }
 
 
@@ -82,8 +85,8 @@ def config_map(overlay):
     return found[0]
 
 
-def container(overlay):
-    (c,) = daemonset(overlay)["spec"]["template"]["spec"]["containers"]
+def container(overlay, name="devlet"):
+    (c,) = [c for c in daemonset(overlay)["spec"]["template"]["spec"]["containers"] if c["name"] == name]
     return c
 
 
@@ -181,7 +184,7 @@ def test_no_privilege(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_host_pid_only_with_process_attribution(overlay):
-    assert daemonset(overlay)["spec"]["template"]["spec"].get("hostPID", False) == (overlay in ATTRIBUTION)
+    assert daemonset(overlay)["spec"]["template"]["spec"].get("hostPID", False) == (overlay in HOST_PID)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -195,9 +198,9 @@ def test_host_paths_only_where_a_job_needs_them(overlay):
     assert set(host) == want
     for path, mount in host.items():
         assert mount.get("readOnly", False) == HOST_PATHS[path][0], path
-    # container state and the driver root hold other containers' mounts: the
-    # host's unmounts must reach this pod
-    for path in ("/run/containerd", "/run/containers/storage", "/"):
+    # container state, the driver root and the MPS root hold other
+    # containers' mounts: the host's unmounts must reach this pod
+    for path in ("/run/containerd", "/run/containers/storage", "/", "/run/nvidia/mps"):
         if path in host:
             assert host[path]["mountPropagation"] == "HostToContainer", path
 
@@ -241,6 +244,28 @@ def test_nvidia_only_is_a_drop_in_for_nvidias_static_manifest():
     assert host == {"/var/lib/kubelet/device-plugins"}
     env = {e["name"]: e.get("value") for e in container("nvidia-only")["env"]}
     assert env["FAIL_ON_INIT_ERROR"] == "false"
+
+
+def test_mps_overlay_runs_the_control_daemon_beside_devlet():
+    """nvidia-mps: the second container runs `devlet mps-control-daemon` on
+    the same config; it alone is privileged (its shm tmpfs must propagate to
+    the host, Bidirectional) and writes the MPS root devlet only reads."""
+    spec = daemonset("nvidia-mps")["spec"]["template"]["spec"]
+    assert [c["name"] for c in spec["containers"]] == ["devlet", "mps-control-daemon"]
+    side = container("nvidia-mps", "mps-control-daemon")
+    assert side["args"] == ["mps-control-daemon", "--config-file", "/etc/devlet/config.yaml"]
+    assert side["securityContext"]["privileged"] is True
+    mounts = {m["mountPath"]: m for m in side["volumeMounts"]}
+    assert mounts["/run/nvidia/mps"]["mountPropagation"] == "Bidirectional"
+    assert mounts["/run/nvidia/mps"].get("readOnly", False) is False
+    assert mounts["/etc/devlet"]["readOnly"] is True
+    (vol,) = [v for v in spec["volumes"] if v["name"] == mounts["/run/nvidia/mps"]["name"]]
+    assert vol["hostPath"] == {"path": "/run/nvidia/mps", "type": "DirectoryOrCreate"}
+    env = {e["name"]: e.get("value") for e in side["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and "compute" in env["NVIDIA_DRIVER_CAPABILITIES"]
+    config = yaml.safe_load(one("nvidia-mps", "ConfigMap")["data"]["config.yaml"])
+    assert config["flags"]["mpsRoot"] == "/run/nvidia/mps"
+    assert config["sharing"]["mps"]["resources"][0]["replicas"] > 1
 
 
 def test_host_devices_only_example():

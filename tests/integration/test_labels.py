@@ -213,9 +213,9 @@ TIME_SLICING_RENAMED = {"sharing": {"timeSlicing": {
 MIG_TIME_SLICING = {"sharing": {"timeSlicing": {"resources": [
     {"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]}}}
 
-# name: (profile, MIG strategy, extra config); the first GPU's PCI class is
-# 0x030200 (compute) in a fake sysfs, except for v100 (no sysfs entry: no
-# gpu.mode label)
+# name: (profile, MIG strategy, extra config); every GPU's PCI class is
+# 0x030200 (compute) in a fake sysfs, except for v100 (no sysfs entry:
+# gpu.mode=unknown)
 GOLDEN_CASES = {
     "h100": ("h100-8x-nvswitch.yaml", "none", {}),
     "v100": ("v100-dgx1.yaml", "none", {}),
@@ -234,10 +234,11 @@ def nvidia_labels(tmp, profile, strategy, extra):
     machine.write_text("DGX H100 (mock)\n")
     sysfs = tmp / "sys"
     if profile != "v100-dgx1.yaml":
-        bus = yaml.safe_load((PROFILES / profile).read_text())["devices"][0]["pciBusId"]
-        dev = sysfs / "bus" / "pci" / "devices" / ("0000" + bus[8:].lower())
-        dev.mkdir(parents=True)
-        (dev / "class").write_text("0x030200\n")
+        for gpu in yaml.safe_load((PROFILES / profile).read_text())["devices"]:
+            bus = gpu["pciBusId"]
+            dev = sysfs / "bus" / "pci" / "devices" / ("0000" + bus[8:].lower())
+            dev.mkdir(parents=True)
+            (dev / "class").write_text("0x030200\n")
     cfg = tmp / "nvidia.yaml"
     cfg.write_text(yaml.safe_dump({"version": "v1", "flags": {"migStrategy": strategy}, **extra}))
     env = {**os.environ, "DEVLET_NVML_LIBRARY": str(MOCK_NVML),

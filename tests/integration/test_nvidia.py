@@ -38,14 +38,18 @@ def test_registration_and_numa(kubelet, devlet, node):
 def test_mig_mixed_resources(kubelet, devlet, node):
     n = node("a100-mig-mixed")
     mig = ["nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb",
-           "nvidia.com/mig-4g.40gb"]
+           "nvidia.com/mig-4g.40gb", "nvidia.com/mig-1c.3g.40gb", "nvidia.com/mig-2c.3g.40gb"]
     start(devlet, kubelet, n, resources=[GPU] + mig, args=["--mig-strategy", "mixed"])
     assert len(kubelet.wait_for_snapshot(GPU).ids()) == 4
     small = kubelet.wait_for_snapshot("nvidia.com/mig-1g.10gb")
     assert len(small.ids()) == 9
     assert all(i.startswith("MIG-") for i in small.ids())
     assert small.devices[0].numa == 3
-    assert len(kubelet.wait_for_snapshot("nvidia.com/mig-3g.40gb").ids()) == 5
+    # each compute-instance profile is its own resource: a pod asking for
+    # three compute slices never gets a one-slice compute instance
+    assert len(kubelet.wait_for_snapshot("nvidia.com/mig-3g.40gb").ids()) == 3
+    assert len(kubelet.wait_for_snapshot("nvidia.com/mig-1c.3g.40gb").ids()) == 1
+    assert len(kubelet.wait_for_snapshot("nvidia.com/mig-2c.3g.40gb").ids()) == 1
     resp = kubelet.allocate("nvidia.com/mig-2g.20gb", [["MIG-db5b5fab-8f4d-3e27-dda1-494c73cf256d"]])
     assert envs(resp) == {"NVIDIA_VISIBLE_DEVICES": "MIG-db5b5fab-8f4d-3e27-dda1-494c73cf256d"}
 

@@ -4,7 +4,7 @@ response field by field (envvar, volume-mounts, cdi-annotations, cdi-cri,
 all four together), index and UUID IDs, pass-device-specs under a fake dev
 root with the control nodes and MIG capability nodes, GDS/MOFED/GDRCOPY;
 MIG single (a layout built here) and mixed, and the layouts NVIDIA refuses
-with --fail-on-init-error true (exit 1) and false; time-slicing replicas
+(devlet serves nothing from them but keeps GFD's labels); time-slicing replicas
 (renameByDefault, rename, a `devices` count and list, de-duplicated IDs,
 preferred replicas distributed and packed); renaming by resources.gpus and
 resources.mig patterns; GetPreferredAllocation on the DGX-1 topology beyond
@@ -23,7 +23,7 @@ import subprocess
 import grpc
 import pytest
 
-from devlet_harness import DEVLET_BIN, devlet_env, hostdev_config, make_node, run_devlet
+from devlet_harness import DEVLET_BIN, devlet_env, hostdev_config, make_node, run_devlet, wait_until
 from mock_gpus import GPU, V100, envs, load_profile, mig_minor, mig_minors, start
 
 QUIET = {"DP_DISABLE_HEALTHCHECKS": "all"}
@@ -135,7 +135,7 @@ def test_mig_mixed_index_ids_and_capability_nodes(kubelet, devlet, node, dirs):
     for f in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
         make_node(f"{dirs.dev}/{f}")
     mig_minors(f"{dirs.root}/proc", 8)
-    run(devlet, kubelet, n, resources=[GPU, "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"],
+    run(devlet, kubelet, n, resources=[GPU, "nvidia.com/mig-2g.20gb", "nvidia.com/mig-2c.3g.40gb"],
         args=["--mig-strategy", "mixed", "--device-id-strategy", "index", "--pass-device-specs",
               "--dev-root", dirs.root, "--device-list-strategy", "envvar,cdi-cri"],
         env={"DEVLET_PROC_ROOT": f"{dirs.root}/proc"})
@@ -150,8 +150,8 @@ def test_mig_mixed_index_ids_and_capability_nodes(kubelet, devlet, node, dirs):
          devices=ctl + [("/dev/nvidia0", f"{dirs.root}/dev/nvidia0", "rw"), cap(mig_minor(0, 5)),
                         cap(mig_minor(0, 5, 0))])
     # GPU 3's second 3g.40gb instance (gi 2) split in two compute instances:
-    # its 2c part is MIG device 3:2, compute instance 1
-    c = kubelet.allocate("nvidia.com/mig-3g.40gb", [[n.mig_uuids(3)[2]]]).container_responses[0]
+    # its 2c part is MIG device 3:2, compute instance 1, its own resource
+    c = kubelet.allocate("nvidia.com/mig-2c.3g.40gb", [[n.mig_uuids(3)[2]]]).container_responses[0]
     only(c, envs={"NVIDIA_VISIBLE_DEVICES": "3:2"}, cdi_devices=[CDI + "3:2"],
          devices=ctl + [("/dev/nvidia3", f"{dirs.root}/dev/nvidia3", "rw"), cap(mig_minor(3, 2)),
                         cap(mig_minor(3, 2, 1))])
@@ -188,32 +188,35 @@ def test_mig_single(kubelet, devlet, node):
     only(resp.container_responses[0], envs={"NVIDIA_VISIBLE_DEVICES": "1:1,0:0"})
 
 
-def devlet_exit(dirs, node, *args):
-    r = subprocess.run([DEVLET_BIN, "run", "--plugin-directory", dirs.plugins, "--backends", "nvidia", *args],
-                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
-                       env=devlet_env({**node.env(), **QUIET}))
-    assert os.listdir(dirs.plugins) == []
-    return r
-
-
-def test_impossible_mig_layouts_fail_on_init_error(dirs, node):
-    # one GPU in MIG mode beside one without, under single
-    data = mig_single_node()
-    del data["devices"][1]["mig"]
-    r = devlet_exit(dirs, node(data=data), "--mig-strategy", "single")
-    assert r.returncode == 1, r.stderr
-    assert "all devices on the node must be configured with the same migEnabled value" in r.stderr
-    # two MIG profiles, under single
-    r = devlet_exit(dirs, node("a100-mig-mixed"), "--mig-strategy", "single")
-    assert r.returncode == 1, r.stderr
-    assert "invalid MIG configuration: more than one MIG device type present on node" in r.stderr
-    # MIG mode on without MIG devices, under mixed (and single)
-    data = mig_single_node()
-    data["devices"][1]["mig"] = []
-    r = devlet_exit(dirs, node(data=data), "--mig-strategy", "mixed")
-    assert r.returncode == 1, r.stderr
-    assert "invalid MIG configuration: at least one device with migEnabled=true was not configured " \
-           "correctly: device 1 has an invalid MIG configuration" in r.stderr
+def test_impossible_mig_layouts_serve_nothing_and_label(kubelet, devlet, dirs, node):
+    """Layouts NVIDIA's plugin refuses (it exits with --fail-on-init-error):
+    devlet serves no NVIDIA resource, says why, and keeps GFD's labels,
+    <model>-MIG-INVALID with count 0 under single, as GFD writes them."""
+    one_plain = mig_single_node()
+    del one_plain["devices"][1]["mig"]
+    empty = mig_single_node()
+    empty["devices"][1]["mig"] = []
+    cases = [(one_plain, None, "single",
+              "all devices on the node must be configured with the same migEnabled value"),
+             (None, "a100-mig-mixed", "single",
+              "invalid MIG configuration: more than one MIG device type present on node"),
+             (empty, None, "mixed",
+              "invalid MIG configuration: at least one device with migEnabled=true was not "
+              "configured correctly: device 1 has an invalid MIG configuration")]
+    for data, profile, strategy, why in cases:
+        n = node(profile, data)
+        d = devlet(None, args=["--backends", "nvidia", "--mig-strategy", strategy], env=n.env(**QUIET))
+        d.wait_log("MIG layout cannot be served, no NVIDIA resources .*" + re.escape(why))
+        gfd = os.path.join(d.workdir, "gfd")
+        wait_until(lambda: os.path.exists(gfd), 10, "the labels file")
+        labels = dict(line.split("=", 1) for line in open(gfd).read().split())
+        if strategy == "single":
+            assert labels["nvidia.com/gpu.product"].endswith("-MIG-INVALID")
+            assert labels["nvidia.com/gpu.count"] == "0"
+        assert labels["nvidia.com/mig.strategy"] == strategy
+        assert "nvidia.com/cuda.driver-version.full" in labels
+        assert d.terminate() == 0
+        assert kubelet.attempts() == []
 
 
 def test_impossible_mig_layout_without_fail_on_init_error(kubelet, devlet, node, dirs):
@@ -341,7 +344,8 @@ def test_rename_mig_by_pattern(kubelet, devlet, node):
     assert kubelet.wait_for_snapshot(big).ids() == n.mig_uuids(2)[:1]
     assert kubelet.wait_for_snapshot("nvidia.com/a100").ids() == n.uuids()[4:]
     names = {r.resource_name for r in kubelet.attempts()}
-    assert names == {"nvidia.com/a100", small, big, "nvidia.com/mig-3g.40gb", "nvidia.com/mig-2g.20gb"}
+    assert names == {"nvidia.com/a100", small, big, "nvidia.com/mig-3g.40gb", "nvidia.com/mig-2g.20gb",
+                     "nvidia.com/mig-1c.3g.40gb", "nvidia.com/mig-2c.3g.40gb"}
     resp = kubelet.allocate(small, [[n.mig_uuids(1)[6]]])
     assert envs(resp) == {"NVIDIA_VISIBLE_DEVICES": n.mig_uuids(1)[6]}
 

@@ -281,9 +281,20 @@ static void test_extra_kinds(void **state)
 static void test_labels_from_backend(void **state)
 {
         nvml_profile("mig-one-plain-one");
+        /* gpu.mode reads every GPU's class: one GPU without is "unknown" */
         tmp_mkdir("sys/bus/pci/devices/0000:3b:00.0");
         tmp_write("sys/bus/pci/devices/0000:3b:00.0/class", "0x030200\n");
         struct devlet_config *cfg = cfg_yaml("version: v1\nflags:\n  migStrategy: mixed\n");
+        struct dev_backend *b0 = backend_new(NULL, cfg);
+        struct labels_backend lb0 = { &nvidia_backend_ops, b0 };
+        struct dev_labels set0 = { 0 };
+        labels_collect(cfg, &lb0, 1, &set0, NULL);
+        assert_string_equal(dev_labels_get(&set0, "nvidia.com/gpu.mode"), "unknown");
+        assert_string_equal(dev_labels_get(&set0, "nvidia.com/vgpu.present"), "false");
+        dev_labels_release(&set0);
+        nvidia_backend_ops.destroy(b0);
+        tmp_mkdir("sys/bus/pci/devices/0000:af:00.0");
+        tmp_write("sys/bus/pci/devices/0000:af:00.0/class", "0x030200\n");
         cfg->labels_no_timestamp = true;
         struct dev_backend *b = backend_new(NULL, cfg);
         struct labels_backend lb = { &nvidia_backend_ops, b };

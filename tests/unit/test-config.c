@@ -29,7 +29,7 @@ static void test_defaults(void **state)
         assert_int_equal(c->verbosity, 0);
         assert_strv(c->backends, STRV("auto"));
         assert_string_equal(c->sysfs_root, "/sys");
-        assert_string_equal(c->dev_root, "/");
+        assert_string_equal(c->dev_root, ""); /* config_load makes it the driver root */
         assert_int_equal(c->rescan_interval_ms, 5000);
         assert_string_equal(c->mig_strategy, "none");
         assert_true(c->fail_on_init_error);
@@ -1088,7 +1088,7 @@ static void test_help(void **state)
                              "flags.plugin.nvidiaCTKPath; default: /usr/bin/nvidia-ctk");
         assert_contains(buf, "--device-list-strategy envvar|volume-mounts|cdi-annotations|cdi-cri[,...]");
         assert_contains(buf, "--pass-device-specs[=true|false]");
-        assert_contains(buf, "env: CONFIG_FILE; default: (none)");
+        assert_contains(buf, "env: CONFIG_FILE, GFD_CONFIG_FILE; default: (none)");
         /* table order */
         size_t n;
         const struct config_option *o = config_options(&n);

@@ -213,8 +213,10 @@ static void test_full_gpu(void **state)
         assert_label(&s, "nvidia.com/cuda.runtime-version.minor", "4");
         assert_label(&s, "nvidia.com/cuda.runtime.major", "12");
         assert_label(&s, "nvidia.com/cuda.runtime.minor", "4");
+        assert_label(&s, "nvidia.com/gpu.mode", "unknown");
+        assert_label(&s, "nvidia.com/vgpu.present", "false");
         assert_no_label(&s, "nvidia.com/mig.strategy");
-        assert_int_equal(s.n, 23);
+        assert_int_equal(s.n, 25);
         dev_labels_release(&s);
 
         /* no GPU: no labels at all */
@@ -293,12 +295,45 @@ static void test_gpu_mode(void **state)
         struct nvidia_gfd_node node = node_of(&h100, 1);
         struct dev_labels s = { 0 };
         nvidia_gfd_labels(&node, cfg, &s, NULL);
-        assert_no_label(&s, "nvidia.com/gpu.mode"); /* class unknown: no label */
+        assert_label(&s, "nvidia.com/gpu.mode", "unknown"); /* sysfs cannot tell */
+        assert_label(&s, "nvidia.com/vgpu.present", "false");
         dev_labels_release(&s);
-        node.pci_class = "0x030200";
+        struct nvidia_gfd_gpu two[2] = { h100, h100 };
+        two[0].pci_class = two[1].pci_class = "0x030200";
+        node.gpus = two;
+        node.n_gpus = 2;
         nvidia_gfd_labels(&node, cfg, &s, NULL);
         assert_label(&s, "nvidia.com/gpu.mode", "compute");
         dev_labels_release(&s);
+        /* every GPU counts, not the first: modes that differ are unknown */
+        two[1].pci_class = "0x030000";
+        two[1].vgpu = true;
+        char **warnings = NULL;
+        nvidia_gfd_labels(&node, cfg, &s, &warnings);
+        assert_label(&s, "nvidia.com/gpu.mode", "unknown");
+        assert_label(&s, "nvidia.com/vgpu.present", "true");
+        assert_non_null(warnings);
+        assert_non_null(strstr(warnings[0], "0:compute, 1:graphics"));
+        strv_free(warnings);
+        dev_labels_release(&s);
+}
+
+static void test_vgpu_signature(void **state)
+{
+        uint8_t c[256] = { 0 };
+        assert_false(nvidia_pci_config_is_vgpu(c, sizeof(c)));
+        c[0x06] = 0x10;                       /* capability list present */
+        c[0x34] = 0x40;                       /* first capability */
+        c[0x40] = 0x01, c[0x41] = 0x60;       /* power management, next at 0x60 */
+        c[0x60] = 0x09, c[0x61] = 0x00, c[0x62] = 0x14; /* vendor-specific, 20 bytes */
+        assert_false(nvidia_pci_config_is_vgpu(c, sizeof(c)));
+        c[0x63] = 0x56;
+        assert_true(nvidia_pci_config_is_vgpu(c, sizeof(c)));
+        c[0x63] = 0, c[0x64] = 0x46;
+        assert_true(nvidia_pci_config_is_vgpu(c, sizeof(c)));
+        assert_false(nvidia_pci_config_is_vgpu(c, 0x64)); /* capability cut short */
+        c[0x61] = 0x40, c[0x60] = 0x05;       /* a loop, no vendor capability */
+        assert_false(nvidia_pci_config_is_vgpu(c, sizeof(c)));
 }
 
 static void test_families(void **state)
@@ -374,6 +409,15 @@ static void test_mps(void **state)
                 "    - name: nvidia.com/gpu\n      replicas: 10\n");
         struct nvidia_gfd_node node = node_of(&h100, 1);
         struct dev_labels s = { 0 };
+        /* no control daemon ready: not MPS-capable, with a warning */
+        char **warnings = NULL;
+        nvidia_gfd_labels(&node, cfg, &s, &warnings);
+        assert_label(&s, "nvidia.com/mps.capable", "false");
+        assert_int_equal(strv_len(warnings), 1);
+        assert_non_null(strstr(warnings[0], "no MPS control daemon ready"));
+        strv_free(TAKE_PTR(warnings));
+        dev_labels_release(&s);
+        node.mps_ready = true;
         nvidia_gfd_labels(&node, cfg, &s, NULL);
         assert_label(&s, "nvidia.com/mps.capable", "true");
         assert_label(&s, "nvidia.com/gpu.sharing-strategy", "mps");
@@ -385,7 +429,7 @@ static void test_mps(void **state)
         struct nvidia_gfd_gpu g = h100;
         g.mig_enabled = true;
         node = node_of(&g, 1);
-        char **warnings = NULL;
+        node.mps_ready = true;
         nvidia_gfd_labels(&node, cfg, &s, &warnings);
         assert_label(&s, "nvidia.com/mps.capable", "false");
         assert_int_equal(strv_len(warnings), 1);
@@ -608,6 +652,7 @@ int main(void)
                 cmocka_unit_test(test_full_gpu),     cmocka_unit_test(test_machine_type),
                 cmocka_unit_test(test_versions),     cmocka_unit_test(test_families),
                 cmocka_unit_test(test_gpu_mode),
+                cmocka_unit_test(test_vgpu_signature),
                 cmocka_unit_test(test_time_slicing), cmocka_unit_test(test_mps),
                 cmocka_unit_test(test_mig_single),   cmocka_unit_test(test_mig_mixed),
                 cmocka_unit_test(test_collect),      cmocka_unit_test(test_output_path),

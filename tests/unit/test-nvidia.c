@@ -274,6 +274,13 @@ static void test_pure_helpers(void **state)
         assert_false(nvidia_pattern_match("*H100*", "Tesla V100-SXM2-32GB"));
         assert_false(nvidia_pattern_match("32GB*Tesla", "Tesla V100-SXM2-32GB"));
         assert_true(nvidia_pattern_match("3g.40gb", "1c.3g.40gb"));
+        /* devlet's MIG resource names are GFD's label names */
+        char *name = nvidia_mig_resource_name("1g.10gb+me");
+        assert_string_equal(name, "nvidia.com/mig-1g.10gb.me");
+        free(name);
+        name = nvidia_mig_resource_name("1c.3g.40gb");
+        assert_string_equal(name, "nvidia.com/mig-1c.3g.40gb");
+        free(name);
 
         char u[37];
         nvidia_random_uuid(u);
@@ -299,17 +306,33 @@ static void test_mig_strategies(void **state)
 
         cfg = cfg_yaml("version: v1\nflags: {migStrategy: mixed}\n");
         b = backend_new(NULL, cfg);
-        assert_int_equal(res_count(b), 5);
+        assert_int_equal(res_count(b), 7);
         assert_int_equal(res_find(b, "nvidia.com/gpu")->n_devices, 4);
         assert_int_equal(res_find(b, "nvidia.com/mig-1g.10gb")->n_devices, 9);
         assert_int_equal(res_find(b, "nvidia.com/mig-2g.20gb")->n_devices, 1);
-        /* NVIDIA's unanchored pattern "3g.40gb" also takes 1c.3g.40gb and 2c.3g.40gb */
+        /* each profile its own resource (NVIDIA's unanchored "3g.40gb" would
+         * also take 1c.3g.40gb and 2c.3g.40gb) */
         r = res_find(b, "nvidia.com/mig-3g.40gb");
-        assert_int_equal(r->n_devices, 5);
-        assert_non_null(dev_resource_find(r, "MIG-320094ea-d7a9-4ded-9749-1e2370c6a5b8"));
+        assert_int_equal(r->n_devices, 3);
+        assert_null(dev_resource_find(r, "MIG-320094ea-d7a9-4ded-9749-1e2370c6a5b8"));
+        assert_non_null(dev_resource_find(res_find(b, "nvidia.com/mig-1c.3g.40gb"),
+                                          "MIG-320094ea-d7a9-4ded-9749-1e2370c6a5b8"));
+        assert_non_null(dev_resource_find(res_find(b, "nvidia.com/mig-2c.3g.40gb"),
+                                          "MIG-4b4d8474-a3ea-284d-3bd0-334684e55160"));
         assert_int_equal(res_find(b, "nvidia.com/mig-4g.40gb")->n_devices, 1);
         assert_int_equal(dev_resource_find(r, "MIG-73ab4876-7734-d7c1-c7fd-e805ec99108d")->numa_node,
                          3);
+        nvidia_backend_ops.destroy(b);
+        config_free(cfg);
+
+        /* resources.mig patterns match the whole profile name */
+        cfg = cfg_yaml("version: v1\nflags: {migStrategy: mixed}\nresources:\n  mig:\n"
+                       "    - {pattern: 3g.40gb, name: mig-exact}\n"
+                       "    - {pattern: '*c.3g.40gb', name: mig-split}\n");
+        b = backend_new(NULL, cfg);
+        assert_int_equal(res_find(b, "nvidia.com/mig-exact")->n_devices, 3);
+        assert_int_equal(res_find(b, "nvidia.com/mig-split")->n_devices, 2);
+        assert_null(res_find(b, "nvidia.com/mig-3g.40gb"));
         nvidia_backend_ops.destroy(b);
         config_free(cfg);
 
@@ -334,20 +357,16 @@ static void test_mig_strategies(void **state)
 
 static void test_mig_errors(void **state)
 {
+        /* layouts NVIDIA's plugin refuses: the backend runs (its inventory
+         * feeds GFD's MIG-INVALID labels and the metrics) and serves nothing */
         nvml_profile("a100-mig-mixed");
         struct devlet_config *cfg = cfg_yaml("version: v1\nflags: {migStrategy: single}\n");
-        char *err = backend_fails(cfg);
-        assert_string_equal(err, "invalid MIG configuration: more than one MIG device type "
-                                 "present on node");
-        free(err);
-        /* --fail-on-init-error=false: no backend, no error */
-        cfg->fail_on_init_error = false;
-        struct dev_backend *b = NULL;
-        err = NULL;
-        assert_int_equal(nvidia_backend_ops.create(NULL, cfg, &b, &err), 0);
-        assert_null(b);
-        assert_null(err);
+        struct dev_backend *b = backend_new(NULL, cfg);
+        assert_int_equal(res_count(b), 0);
+        assert_non_null(nvidia_backend_inventory(b));
+        nvidia_backend_ops.destroy(b);
         config_free(cfg);
+        char *err = NULL;
 
         nvml_write("devices:\n"
                    "  - {uuid: GPU-5c000000-0000-0000-0000-000000000000, name: NVIDIA A100-SXM4-40GB,"
@@ -356,10 +375,9 @@ static void test_mig_errors(void **state)
                    "  - {uuid: GPU-5d000000-0000-0000-0000-000000000000, name: NVIDIA A100-PCIE-40GB,"
                    " memoryMiB: 40960, pciBusId: '00000000:20:00.0', computeCapability: '8.0'}\n");
         cfg = cfg_yaml("version: v1\nflags: {migStrategy: single}\n");
-        err = backend_fails(cfg);
-        assert_string_equal(err, "all devices on the node must be configured with the same "
-                                 "migEnabled value");
-        free(err);
+        b = backend_new(NULL, cfg);
+        assert_int_equal(res_count(b), 0);
+        nvidia_backend_ops.destroy(b);
         config_free(cfg);
 
         nvml_write("devices:\n"
@@ -368,10 +386,15 @@ static void test_mig_errors(void **state)
                    "  - {uuid: GPU-5f000000-0000-0000-0000-000000000000, name: NVIDIA A100-SXM4-40GB,"
                    " memoryMiB: 40960, pciBusId: '00000000:10:00.0', computeCapability: '8.0', mig: []}\n");
         cfg = cfg_yaml("version: v1\nflags: {migStrategy: mixed}\n");
+        b = backend_new(NULL, cfg);
+        assert_int_equal(res_count(b), 0);
+        nvidia_backend_ops.destroy(b);
+        config_free(cfg);
+        /* a sharing selection naming no device still fails, as NVIDIA's */
+        cfg = cfg_yaml("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                       "      - {name: nvidia.com/gpu, replicas: 2, devices: [GPU-00000000-0000-0000-0000-000000000000]}\n");
         err = backend_fails(cfg);
-        assert_string_equal(err, "invalid MIG configuration: at least one device with "
-                                 "migEnabled=true was not configured correctly: device 1 has an "
-                                 "invalid MIG configuration");
+        assert_non_null(strstr(err, "no matching device with UUID: GPU-00000000"));
         free(err);
         config_free(cfg);
         /* none takes the GPU whole */
@@ -719,14 +742,32 @@ static void test_allocate_replicas(void **state)
         nvidia_backend_ops.destroy(b);
         config_free(cfg);
 
-        /* MPS: one replica per container, whatever the flag says */
+        /* MPS: one replica per container, whatever the flag says; unhealthy
+         * until the control daemon's marker is there */
         cfg = cfg_yaml("version: v1\nsharing:\n  mps:\n    resources: [{name: gpu, replicas: 2}]\n");
+        char root[PATH_MAX + 64];
+        tmp_path(root, sizeof(root), "mps");
+        free(cfg->mps_root);
+        cfg->mps_root = xstrdup(root);
         b = backend_new(NULL, cfg);
-        assert_int_equal(alloc(res_find(b, "nvidia.com/gpu"), &a, &err, 2, V100_3 "::1",
-                               V100_0 "::0"),
-                         -EINVAL);
+        r = res_find(b, "nvidia.com/gpu");
+        assert_int_equal(r->devices[0].health, DEV_UNHEALTHY);
+        nvidia_backend_ops.destroy(b);
+        tmp_mkdir("mps/nvidia.com/gpu");
+        tmp_write("mps/nvidia.com/gpu/.started", "ready\n");
+        b = backend_new(NULL, cfg);
+        r = res_find(b, "nvidia.com/gpu");
+        assert_int_equal(r->devices[0].health, DEV_HEALTHY);
+        assert_int_equal(alloc(r, &a, &err, 2, V100_3 "::1", V100_0 "::0"), -EINVAL);
         assert_contains(err, "maximum request size for shared resources is 1");
         free(err);
+        assert_int_equal(alloc(r, &a, &err, 1, V100_3 "::1"), 0);
+        assert_string_equal(env_of(&a, "CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com/gpu/pipe");
+        assert_string_equal(env_of(&a, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+        assert_string_equal(env_of(&a, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=16384M");
+        assert_int_equal(a.n_mounts, 2);
+        assert_string_equal(a.mounts[1].container_path, "/dev/shm");
+        dev_alloc_release(&a);
         nvidia_backend_ops.destroy(b);
         config_free(cfg);
 }

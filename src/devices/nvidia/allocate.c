@@ -17,7 +17,14 @@
  * dev root, then /dev/nvidia<minor> of each GPU and, for MIG devices, the
  * GPU and compute instance capability nodes under /dev/nvidia-caps; and
  * NVIDIA_GDS, NVIDIA_MOFED, NVIDIA_GDRCOPY=enabled when asked (with CDI,
- * their gds/mofed/gdrcopy=all devices instead).
+ * their gds/mofed/gdrcopy=all devices instead).  IMEX channel 0, when
+ * configured and present, goes with every GPU as NVIDIA's: NVIDIA_IMEX_CHANNELS=0
+ * (envvar), /dev/null at .../imex/0 (volume-mounts), its node (device specs),
+ * the CDI device imex-channel=0.
+ *
+ * MPS resources add, whatever the strategy, the control daemon's pipe
+ * directory and shm mounts and CUDA_MPS_PIPE_DIRECTORY,
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT.
  *
  * Refusals carry NVIDIA's words: an unknown ID, more than one replica when
  * failRequestsGreaterThanOne is set (always with MPS); devlet also refuses
@@ -40,6 +47,7 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 #include "devices/nvidia/internal.h"
+#include "devices/nvidia/nvidia.h"
 
 void nvidia_random_uuid(char out[37])
 {
@@ -108,6 +116,8 @@ static void cdi_add(const struct nvidia_ctx *c, char *const *ids, struct dev_all
                 names = strv_push(names, NVIDIA_CDI_VENDOR "/mofed=all");
         if (c->gdrcopy)
                 names = strv_push(names, NVIDIA_CDI_VENDOR "/gdrcopy=all");
+        if (c->imex_channel0)
+                names = strv_push(names, NVIDIA_CDI_VENDOR "/imex-channel=0");
         if (c->list_cdi_annotations) {
                 char uuid[37];
                 nvidia_random_uuid(uuid);
@@ -120,6 +130,44 @@ static void cdi_add(const struct nvidia_ctx *c, char *const *ids, struct dev_all
                 for (size_t i = 0; names[i]; i++)
                         dev_alloc_add_cdi(out, names[i]);
         strv_free(names);
+}
+
+/* MPS clients: the daemon's pipe directory and the shared /dev/shm, and
+ * NVIDIA's limits (threads 100 / replicas; pinned memory per GPU, numbered
+ * as the container sees its GPUs). */
+static void mps_add(const struct dev_resource *r, const struct nvidia_dev *const *ds, size_t n,
+                    struct dev_alloc *out)
+{
+        const struct nvidia_res *nr = r->backend_data;
+        if (!nr->mps)
+                return;
+        const struct nvidia_ctx *c = nr->ctx;
+        _cleanup_free_ char *ctr_pipe = nvidia_mps_path(NVIDIA_MPS_CONTAINER_ROOT, r->name, "pipe");
+        _cleanup_free_ char *host_pipe = nvidia_mps_path(c->mps_root, r->name, "pipe");
+        _cleanup_free_ char *host_shm = nvidia_mps_path(c->mps_root, NULL, "shm");
+        dev_alloc_set_env(out, "CUDA_MPS_PIPE_DIRECTORY", ctr_pipe);
+        char pct[16];
+        snprintf(pct, sizeof(pct), "%u", nvidia_mps_thread_percentage(nr->replicas));
+        dev_alloc_set_env(out, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", pct);
+        _cleanup_free_ char *limits = xstrdup("");
+        size_t seen[64], n_seen = 0;
+        for (size_t i = 0; i < n && n_seen < ARRAY_SIZE(seen); i++) {
+                bool dup = false;
+                for (size_t j = 0; j < n_seen; j++)
+                        dup |= seen[j] == ds[i]->gpu;
+                const struct nvml_gpu *g = &c->inv->gpus[ds[i]->gpu];
+                if (dup || !g->memory_bytes)
+                        continue;
+                char *t = xasprintf("%s%s%zu=%lluM", limits, n_seen ? "," : "", n_seen,
+                                    nvidia_mps_pinned_mib(g->memory_bytes, nr->replicas));
+                free(limits);
+                limits = t;
+                seen[n_seen++] = ds[i]->gpu;
+        }
+        if (limits[0])
+                dev_alloc_set_env(out, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limits);
+        dev_alloc_add_mount(out, host_pipe, ctr_pipe, false);
+        dev_alloc_add_mount(out, host_shm, "/dev/shm", false);
 }
 
 static void node_if_present(const struct nvidia_ctx *c, const char *ctr, struct dev_alloc *out)
@@ -209,12 +257,15 @@ static int nvidia_allocate(struct dev_resource *r, char *const *ids, size_t n,
         char **rids = runtime_ids(ds, n);
         if (c->list_cdi_annotations || c->list_cdi_cri)
                 cdi_add(c, rids, &a);
+        mps_add(r, ds, n, &a);
         bool only_cdi = !c->list_envvar && !c->list_volume_mounts;
         int rc = 0;
         if (!only_cdi) {
                 if (c->list_envvar) {
                         _cleanup_free_ char *v = strv_join(rids, ",");
                         dev_alloc_set_env(&a, "NVIDIA_VISIBLE_DEVICES", v);
+                        if (c->imex_channel0)
+                                dev_alloc_set_env(&a, "NVIDIA_IMEX_CHANNELS", "0");
                 }
                 if (c->list_volume_mounts) {
                         dev_alloc_set_env(&a, "NVIDIA_VISIBLE_DEVICES", NVIDIA_DEVICE_LIST_ROOT);
@@ -223,9 +274,14 @@ static int nvidia_allocate(struct dev_resource *r, char *const *ids, size_t n,
                                     xasprintf(NVIDIA_DEVICE_LIST_ROOT "/%s", rids[i]);
                                 dev_alloc_add_mount(&a, "/dev/null", ctr, false);
                         }
+                        if (c->imex_channel0)
+                                dev_alloc_add_mount(&a, "/dev/null",
+                                                    NVIDIA_DEVICE_LIST_ROOT "/imex/0", false);
                 }
                 if (c->pass_device_specs)
                         rc = device_specs(c, devs, ds, n, &a, err);
+                if (rc == 0 && c->pass_device_specs && c->imex_channel0)
+                        node_add(c, NVIDIA_IMEX_CHANNEL0, &a);
                 if (c->gds)
                         dev_alloc_set_env(&a, "NVIDIA_GDS", "enabled");
                 if (c->mofed)

@@ -324,20 +324,23 @@ done:
 static const char *const gds_nodes[] = { "/dev/nvidia-fs*", NULL };
 static const char *const mofed_nodes[] = { "/dev/infiniband/*", NULL };
 static const char *const gdrcopy_nodes[] = { "/dev/gdrdrv", NULL };
-const struct nvidia_cdi_extra nvidia_cdi_gds = { "gds", gds_nodes };
-const struct nvidia_cdi_extra nvidia_cdi_mofed = { "mofed", mofed_nodes };
-const struct nvidia_cdi_extra nvidia_cdi_gdrcopy = { "gdrcopy", gdrcopy_nodes };
+static const char *const imex_nodes[] = { "/dev/nvidia-caps-imex-channels/channel0", NULL };
+const struct nvidia_cdi_extra nvidia_cdi_gds = { "gds", gds_nodes, "all" };
+const struct nvidia_cdi_extra nvidia_cdi_mofed = { "mofed", mofed_nodes, "all" };
+const struct nvidia_cdi_extra nvidia_cdi_gdrcopy = { "gdrcopy", gdrcopy_nodes, "all" };
+const struct nvidia_cdi_extra nvidia_cdi_imex = { "imex-channel", imex_nodes, "0" };
 
-int nvidia_cdi_extra_spec(const char *kind, const char *dev_root, const char *const *patterns,
-                          struct cdi_spec **out, char **err)
+int nvidia_cdi_extra_spec(const char *kind, const char *dev_root,
+                          const struct nvidia_cdi_extra *x, struct cdi_spec **out, char **err)
 {
+        const char *const *patterns = x->patterns;
         if (!cdi_valid_kind(kind)) {
                 *err = xasprintf("invalid CDI kind \"%s\"", kind ? kind : "");
                 return -EINVAL;
         }
         _cleanup_free_ char *root = root_normalize(dev_root);
         struct cdi_spec *s = cdi_spec_new(kind);
-        struct cdi_device *all = cdi_spec_add_device(s, "all");
+        struct cdi_device *all = cdi_spec_add_device(s, x->device);
         for (size_t p = 0; patterns[p]; p++) {
                 _cleanup_free_ char *pattern = xasprintf("%s%s", root, patterns[p]);
                 glob_t g = { 0 };
@@ -418,7 +421,7 @@ void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *
                 .driver_root = cfg->driver_root,
                 .search_root = driver_search_root(cfg),
                 .dev_root = cfg->dev_root,
-                .hook_path = cfg->nvidia_cdi_hook_path,
+                .hook_path = cfg->cdi_hook_ldcache ? cfg->nvidia_cdi_hook_path : NULL,
         };
         struct cdi_spec *s = NULL;
         _cleanup_free_ char *err = NULL;
@@ -434,7 +437,8 @@ void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *
                 const struct nvidia_cdi_extra *x;
         } extras[] = { { cfg->gds_enabled, &nvidia_cdi_gds },
                        { cfg->mofed_enabled, &nvidia_cdi_mofed },
-                       { cfg->gdrcopy_enabled, &nvidia_cdi_gdrcopy } };
+                       { cfg->gdrcopy_enabled, &nvidia_cdi_gdrcopy },
+                       { cfg->imex_channel0, &nvidia_cdi_imex } };
         const char *slash = strchr(o.kind, '/');
         for (size_t i = 0; i < ARRAY_SIZE(extras); i++) {
                 if (!extras[i].on)
@@ -443,7 +447,7 @@ void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *
                                                       extras[i].x->klass);
                 _cleanup_free_ char *xerr = NULL;
                 struct cdi_spec *x = NULL;
-                if (nvidia_cdi_extra_spec(kind, cfg->dev_root, extras[i].x->patterns, &x, &xerr) < 0)
+                if (nvidia_cdi_extra_spec(kind, cfg->dev_root, extras[i].x, &x, &xerr) < 0)
                         cdi_spec_list_warn(l, xasprintf("no CDI spec for %s: %s", kind, xerr));
                 else
                         cdi_spec_list_push(l, x);

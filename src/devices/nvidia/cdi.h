@@ -71,28 +71,32 @@ struct nvidia_cdi_opts {
 int nvidia_cdi_spec(const struct nvidia_cdi_node *node, const struct nvidia_cdi_opts *opts,
                     struct cdi_spec **out, char ***warnings, char **err);
 
-/* The spec of NVIDIA's extra kinds that Allocate names "<vendor>/<class>=all"
- * when GDS, MOFED or GDRCOPY is enabled: one device "all" holding every
- * character or block device under the dev root that matches one of the
- * NULL-terminated glob patterns (e.g. "/dev/nvidia-fs*").  Returns 0 and
- * *out, or -ENOENT with *err when nothing matches, -EINVAL for a bad kind. */
-int nvidia_cdi_extra_spec(const char *kind, const char *dev_root, const char *const *patterns,
-                          struct cdi_spec **out, char **err);
-
-/* NVIDIA's extra kinds: class and the device nodes it holds. */
+/* NVIDIA's extra kinds: class, the device nodes it holds, the one device's
+ * name. */
 struct nvidia_cdi_extra {
         const char *klass;
         const char *const *patterns;
+        const char *device;
 };
-extern const struct nvidia_cdi_extra nvidia_cdi_gds, nvidia_cdi_mofed, nvidia_cdi_gdrcopy;
+extern const struct nvidia_cdi_extra nvidia_cdi_gds, nvidia_cdi_mofed, nvidia_cdi_gdrcopy,
+        nvidia_cdi_imex;
+
+/* The spec of NVIDIA's extra kinds that Allocate names "<vendor>/<class>=all"
+ * when GDS, MOFED or GDRCOPY is enabled (and "<vendor>/imex-channel=0" for
+ * IMEX channel 0): one device x->device holding every character or block
+ * device under the dev root that matches one of x's NULL-terminated glob
+ * patterns (e.g. "/dev/nvidia-fs*").  Returns 0 and *out, or -ENOENT with
+ * *err when nothing matches, -EINVAL for a bad kind. */
+int nvidia_cdi_extra_spec(const char *kind, const char *dev_root,
+                          const struct nvidia_cdi_extra *x, struct cdi_spec **out, char **err);
 
 /* The backend's `cdi_specs` member: the GPU spec from the inventory, with
  * the GPU and MIG indices the backend's Allocate names ("<i>", "<i>:<j>":
  * the position in the inventory and NVML's MIG index) and the UUIDs, under
  * NVIDIA_CDI_PLUGIN_KIND, or standalone NVIDIA_CDI_DEFAULT_KIND with
  * opts->vendor and opts->klass in place of its parts; then one spec per
- * extra kind (GDS, MOFED, GDRCOPY) that is enabled, named
- * "<vendor>/<class>=all". */
+ * extra kind (GDS, MOFED, GDRCOPY, IMEX channel 0) that is enabled, named
+ * "<vendor>/<class>=all" ("<vendor>/imex-channel=0"). */
 void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *opts,
                               struct cdi_spec_list *out);
 

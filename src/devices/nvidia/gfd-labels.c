@@ -14,8 +14,8 @@
  * Where GFD fails the whole run (an unparsable driver version, MPS sharing
  * with MIG enabled, a PCI class it cannot read) we leave out the labels
  * concerned and warn instead.
- * Reads the machine-type file (and, for the backend's member, the first
- * GPU's PCI class in sysfs); otherwise pure; never logs. */
+ * Reads the machine-type file (and, for the backend's member, each GPU's
+ * PCI class and config space in sysfs); otherwise pure; never logs. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +62,28 @@ const char *nvidia_gpu_family(int cc_major, int cc_minor)
         default:
                 return "undefined";
         }
+}
+
+bool nvidia_pci_config_is_vgpu(const uint8_t *c, size_t len)
+{
+        enum { STATUS = 0x06, CAP_LIST = 0x10, CAP_START = 0x34, CAP_VENDOR = 0x09 };
+        if (len <= CAP_START || !(c[STATUS] & CAP_LIST))
+                return false;
+        bool seen[256] = { false };
+        size_t pos = c[CAP_START];
+        while (pos != 0 && pos + 2 < len && !seen[pos]) {
+                seen[pos] = true;
+                if (c[pos] == 0xff)
+                        return false;
+                if (c[pos] == CAP_VENDOR) {
+                        size_t cap_len = c[pos + 2];
+                        if (cap_len < 5 || pos + cap_len > len)
+                                return false;
+                        return c[pos + 3] == 0x56 || c[pos + 4] == 0x46;
+                }
+                pos = c[pos + 1];
+        }
+        return false;
 }
 
 const char *nvidia_gpu_mode(const char *pci_class)
@@ -282,6 +304,11 @@ static void capability_labels(struct dev_labels *out, const struct nvidia_gfd_no
         }
         dev_labels_put(out, "nvidia.com/mig.capable", mig_capable ? "true" : "false");
         bool mps = cfg->sharing.strategy == SHARING_MPS;
+        if (mps && !node->mps_ready) {
+                warn(warnings, xstrdup("no MPS control daemon ready (devlet mps-control-daemon): "
+                                       "nvidia.com/mps.capable=false"));
+                mps = false;
+        }
         if (mps && mig_enabled) {
                 warn(warnings, xstrdup("MPS sharing is not supported with MIG enabled: "
                                        "nvidia.com/mps.capable=false"));
@@ -290,25 +317,67 @@ static void capability_labels(struct dev_labels *out, const struct nvidia_gfd_no
         dev_labels_put(out, "nvidia.com/mps.capable", mps ? "true" : "false");
 }
 
+/* gpu.mode over every GPU (GFD looks at the first only) and vgpu.present
+ * (GFD writes it only when true). */
+static void mode_labels(struct dev_labels *out, const struct nvidia_gfd_node *node,
+                        char ***warnings)
+{
+        const char *mode = NULL;
+        bool differ = false, vgpu = false;
+        for (size_t i = 0; i < node->n_gpus; i++) {
+                const struct nvidia_gfd_gpu *g = &node->gpus[i];
+                vgpu |= g->vgpu;
+                const char *m = g->pci_class ? nvidia_gpu_mode(g->pci_class) : "unknown";
+                if (mode && strcmp(mode, m) != 0)
+                        differ = true;
+                if (!mode || strcmp(m, "unknown") == 0)
+                        mode = m;
+        }
+        if (differ) {
+                _cleanup_free_ char *list = xstrdup("");
+                for (size_t i = 0; i < node->n_gpus; i++) {
+                        const char *c = node->gpus[i].pci_class;
+                        char *t = xasprintf("%s%s%zu:%s", list, i ? ", " : "", i,
+                                            c ? nvidia_gpu_mode(c) : "unknown");
+                        free(list);
+                        list = t;
+                }
+                warn(warnings, xasprintf("the GPUs' modes differ (%s): nvidia.com/gpu.mode=unknown",
+                                         list));
+                mode = "unknown";
+        }
+        dev_labels_put(out, "nvidia.com/gpu.mode", mode ? mode : "unknown");
+        dev_labels_put(out, "nvidia.com/vgpu.present", vgpu ? "true" : "false");
+}
+
 /* ---- resources (mig-strategy.go) ---- */
 
-static size_t count_named(const struct nvidia_gfd_node *node, const char *name)
+/* The GPUs nvidia.com/gpu serves whole: all of them under strategy none
+ * (by_mode false), else those whose MIG mode is mig. */
+static size_t count_whole(const struct nvidia_gfd_node *node, bool by_mode, bool mig)
 {
         size_t n = 0;
         for (size_t i = 0; i < node->n_gpus; i++)
-                n += strcmp(node->gpus[i].name, name) == 0;
+                n += !by_mode || node->gpus[i].mig_enabled == mig;
         return n;
 }
 
+/* GFD counts the GPUs of the product labelled, MIG-enabled or not, and
+ * labels MIG-enabled GPUs without sharing even where they are served whole
+ * and shared.  devlet's nvidia.com/gpu.count is the GPUs nvidia.com/gpu
+ * serves (all under strategy none, those of the mode labelled under single
+ * and mixed), whatever their products, and GPUs served whole carry the
+ * sharing labels: count x replicas equals the devices served. */
 static void full_gpus(struct dev_labels *out, const struct nvidia_gfd_node *node,
-                      const struct devlet_config *cfg)
+                      const struct devlet_config *cfg, bool by_mode)
 {
         for (int pass = 0; pass < 2; pass++) {
                 bool want_mig = pass == 0;
                 for (size_t i = node->n_gpus; i-- > 0;) {
                         const struct nvidia_gfd_gpu *g = &node->gpus[i];
                         if (g->mig_enabled == want_mig)
-                                full_gpu_labels(out, cfg, g, count_named(node, g->name), !want_mig);
+                                full_gpu_labels(out, cfg, g, count_whole(node, by_mode, want_mig),
+                                                !by_mode || !want_mig);
                 }
         }
 }
@@ -417,10 +486,9 @@ void nvidia_gfd_labels(const struct nvidia_gfd_node *node, const struct devlet_c
         machine_label(out, cfg, warnings);
         version_labels(out, node, warnings);
         capability_labels(out, node, cfg, warnings);
-        if (node->pci_class)
-                dev_labels_put(out, "nvidia.com/gpu.mode", nvidia_gpu_mode(node->pci_class));
-        full_gpus(out, node, cfg);
+        mode_labels(out, node, warnings);
         const char *strategy = cfg->mig_strategy ? cfg->mig_strategy : "none";
+        full_gpus(out, node, cfg, strcmp(strategy, "none") != 0);
         if (strcmp(strategy, "single") == 0 || strcmp(strategy, "mixed") == 0) {
                 dev_labels_put(out, "nvidia.com/mig.strategy", strategy);
                 if (strategy[0] == 's')
@@ -432,6 +500,25 @@ void nvidia_gfd_labels(const struct nvidia_gfd_node *node, const struct devlet_c
 
 /* ---- the backend's member: facts from the inventory ---- */
 
+/* gpu.mode's PCI class and vgpu.present's config space, from sysfs */
+static void pci_facts(const struct devlet_config *cfg, const struct nvml_gpu *g,
+                      struct nvidia_gfd_gpu *l, char **class_owned)
+{
+        if (!g->bus_id[0])
+                return;
+        char pci_class[32];
+        _cleanup_free_ char *path = xasprintf("%s/bus/pci/devices/%s/class", cfg->sysfs_root,
+                                              g->bus_id);
+        if (fs_read_line(path, pci_class, sizeof(pci_class)) == 0)
+                l->pci_class = *class_owned = xstrdup(pci_class);
+        _cleanup_free_ char *cpath = xasprintf("%s/bus/pci/devices/%s/config", cfg->sysfs_root,
+                                               g->bus_id);
+        _cleanup_free_ char *config = NULL;
+        size_t len = 0;
+        if (fs_read_file(cpath, 8192, &config, &len) == 0)
+                l->vgpu = nvidia_pci_config_is_vgpu((const uint8_t *)config, len);
+}
+
 void nvidia_backend_labels(struct dev_backend *b, const struct devlet_config *cfg,
                            struct dev_labels *out, char ***warnings)
 {
@@ -439,6 +526,7 @@ void nvidia_backend_labels(struct dev_backend *b, const struct devlet_config *cf
         if (!inv)
                 return;
         struct nvidia_gfd_gpu *gpus = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*gpus));
+        char **classes = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*classes));
         size_t n = 0, n_migs = 0;
         for (size_t i = 0; i < inv->n_gpus; i++)
                 n_migs += inv->gpus[i].n_migs;
@@ -455,6 +543,7 @@ void nvidia_backend_labels(struct dev_backend *b, const struct devlet_config *cf
                 l->cc_minor = g->cc_minor;
                 l->mig_capable = g->mig_capable;
                 l->mig_enabled = g->mig_enabled;
+                pci_facts(cfg, g, l, &classes[n - 1]);
                 l->migs = next;
                 l->n_migs = g->n_migs;
                 for (size_t k = 0; k < g->n_migs; k++) {
@@ -473,23 +562,15 @@ void nvidia_backend_labels(struct dev_backend *b, const struct devlet_config *cf
                         };
                 }
         }
-        /* GFD's gpu.mode: the first GPU's PCI class, from sysfs */
-        char pci_class[32] = "";
-        for (size_t i = 0; i < inv->n_gpus && !pci_class[0]; i++) {
-                if (inv->gpus[i].lost || !inv->gpus[i].bus_id[0])
-                        continue;
-                _cleanup_free_ char *path = xasprintf("%s/bus/pci/devices/%s/class",
-                                                      cfg->sysfs_root, inv->gpus[i].bus_id);
-                if (fs_read_line(path, pci_class, sizeof(pci_class)) < 0)
-                        pci_class[0] = '\0';
-                break;
-        }
         const struct nvidia_gfd_node node = { .driver_version = inv->driver_version,
-                                            .cuda_version = inv->cuda_version,
-                                            .pci_class = pci_class[0] ? pci_class : NULL,
-                                            .gpus = gpus,
-                                            .n_gpus = n };
+                                              .cuda_version = inv->cuda_version,
+                                              .mps_ready = nvidia_backend_mps_ready(b),
+                                              .gpus = gpus,
+                                              .n_gpus = n };
         nvidia_gfd_labels(&node, cfg, out, warnings);
+        for (size_t i = 0; i < n; i++)
+                free(classes[i]);
+        free(classes);
         free(migs);
         free(gpus);
 }

@@ -28,19 +28,23 @@ struct nvidia_gfd_gpu {
         bool mig_capable, mig_enabled;
         const struct nvidia_gfd_mig *migs;
         size_t n_migs;
+        const char *pci_class; /* "0x030200"; NULL: sysfs cannot tell */
+        bool vgpu;             /* its PCI config space carries NVIDIA's vGPU signature */
 };
 
 struct nvidia_gfd_node {
         const char *driver_version; /* "550.54.15"; NULL or "": unknown */
         int cuda_version;           /* NVML's: 12040 = 12.4; 0: unknown */
-        const char *pci_class;      /* the first GPU's PCI class ("0x030200"); NULL: unknown */
+        bool mps_ready;             /* every MPS resource's control daemon is ready */
         const struct nvidia_gfd_gpu *gpus;
         size_t n_gpus;
 };
 
 /* GFD's labels for the node (nothing when it has no GPU): gpu.machine (the
  * machine-type file), the CUDA driver and runtime versions, mig.capable,
- * mps.capable, gpu.mode (from the PCI class, when known), the full-GPU labels (nvidia.com/gpu.product, count,
+ * mps.capable, vgpu.present, gpu.mode (the PCI class all GPUs share;
+ * "unknown" when one cannot tell or they differ, with a warning for the
+ * latter), the full-GPU labels (nvidia.com/gpu.product, count,
  * replicas, sharing-strategy, memory, family, compute.major/minor) and, for
  * the single and mixed MIG strategies, mig.strategy and the MIG labels.
  * Sharing comes from cfg->sharing (GFD ignores resource renaming).  Values
@@ -64,8 +68,14 @@ struct dev_backend;
 /* The backend's `labels` member: GFD's labels from the inventory NVML filled
  * at start-up (GFD asks NVML again each time; devlet re-reads it when the
  * config is reloaded).  GPUs NVML lost at start-up are left out; gpu.mode
- * comes from the first GPU's PCI class in sysfs. */
+ * and vgpu.present come from each GPU's PCI class and config space in
+ * sysfs. */
 void nvidia_backend_labels(struct dev_backend *b, const struct devlet_config *cfg,
                            struct dev_labels *out, char ***warnings);
+
+/* GFD's vGPU test on a PCI config space: the capability list holds a
+ * vendor-specific capability whose byte 3 is 0x56 (vGPU) or byte 4 0x46
+ * (GRID).  Bounded by len; a looping list ends the walk. */
+bool nvidia_pci_config_is_vgpu(const uint8_t *config, size_t len);
 
 #endif

@@ -22,6 +22,8 @@
 
 /* CDI names of allocated GPUs: "k8s.device-plugin.nvidia.com/gpu=<id>". */
 #define NVIDIA_CDI_VENDOR "k8s.device-plugin.nvidia.com"
+/* IMEX channel 0's node, under the dev root. */
+#define NVIDIA_IMEX_CHANNEL0 "/dev/nvidia-caps-imex-channels/channel0"
 /* The volume-mounts strategy's directory of empty files named after IDs. */
 #define NVIDIA_DEVICE_LIST_ROOT "/var/run/nvidia-container-devices"
 
@@ -34,10 +36,12 @@ struct nvidia_ctx {
         bool index_ids; /* --device-id-strategy=index */
         bool pass_device_specs;
         bool gds, mofed, gdrcopy;
+        bool imex_channel0; /* --imex-channel-ids 0, and its node exists */
         char *cdi_annotation_prefix;
         enum sharing_strategy sharing;
         bool fail_requests_greater_than_one;
         enum alloc_replica_policy replica_policy;
+        char *mps_root; /* --mps-root, the host's */
 };
 
 /* One advertised ID. */
@@ -53,6 +57,9 @@ struct nvidia_dev {
 struct nvidia_res {
         const struct nvidia_ctx *ctx;
         bool has_replicas;
+        bool mps;           /* shared by MPS: served only while its daemon is ready */
+        bool mps_ready;
+        unsigned replicas;  /* the sharing entry's replicas (0: not shared) */
         bool whole_gpus_only; /* whole GPUs and nothing else: topology-aware choice */
 };
 
@@ -63,12 +70,29 @@ struct nvidia_layout {
 };
 
 /* Builds the resources: MIG strategy, resource patterns, sharing.  Returns 0
- * and fills out, or -EINVAL with *err in NVIDIA's wording for layouts it
- * refuses (mixed MIG modes or profiles with mig-strategy=single, a
- * MIG-enabled GPU without MIG devices, a sharing selection that names no
- * device).  Devices of lost GPUs are unhealthy from the start. */
+ * and fills out; -EINVAL with *err in NVIDIA's wording for a sharing
+ * selection that names no device; -ENOTSUP with *err (NVIDIA's wording) for
+ * a MIG layout that cannot be served (a MIG-enabled GPU without MIG
+ * devices, or with strategy single mixed MIG modes or profiles).  Devices
+ * of lost GPUs are unhealthy from the start. */
 int nvidia_layout_build(const struct nvml_inventory *inv, const struct devlet_config *cfg,
                         const struct nvidia_ctx *ctx, struct nvidia_layout *out, char **err);
+/* What NVIDIA's plugin v0.20 would build from the same inventory and file:
+ * MIG devices named after the GPU-instance profile their profile name
+ * contains (unanchored), resources/rename/devices ignored.  For compat.c's
+ * warnings; never served. */
+int nvidia_layout_build_as_nvidia(const struct nvml_inventory *inv,
+                                  const struct devlet_config *cfg, const struct nvidia_ctx *ctx,
+                                  struct nvidia_layout *out, char **err);
+/* "nvidia.com/mig-<profile>" with '+' as '.': devlet's and GFD's name for
+ * a MIG profile's resource (mig-1c.3g.40gb, mig-1g.10gb.me). */
+char *nvidia_mig_resource_name(const char *profile);
+/* Warnings, one per line, for every resource whose name or count differs
+ * from what NVIDIA's plugin would serve (layout against
+ * nvidia_layout_build_as_nvidia()), and every MIG device it would serve
+ * under another name.  NULL when there is nothing to say. */
+char **nvidia_compat_warnings(const struct nvml_inventory *inv, const struct devlet_config *cfg,
+                              const struct nvidia_ctx *ctx, const struct nvidia_layout *layout);
 /* Frees the resources with their nvidia_dev and nvidia_res. */
 void nvidia_layout_release(struct nvidia_layout *l);
 
@@ -131,7 +155,12 @@ struct nvidia_backend {
         size_t n_gpu_xids;
         uint64_t xid_seq;
         struct dev_sampler *sampler; /* for metrics (sample.c); NULL when NVML refused */
+        uv_timer_t *mps_timer; /* heap, closed asynchronously; NULL without MPS or loop */
 };
+
+/* Reads every MPS resource's readiness (mps.c); true when one changed.  The
+ * caller then brings the devices in line (health_sync). */
+bool nvidia_mps_refresh(struct nvidia_backend *b);
 
 void nvidia_describe(struct dev_backend *b, FILE *f);
 struct json_t *nvidia_describe_json(struct dev_backend *b);

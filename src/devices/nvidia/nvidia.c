@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/cleanup.h"
 #include "base/log.h"
@@ -142,8 +143,11 @@ static void health_sync(struct nvidia_backend *b, bool notify)
                 for (size_t k = 0; k < r->n_devices; k++) {
                         struct dev_device *d = &r->devices[k];
                         const struct nvidia_dev *nd = d->priv;
-                        enum dev_health want =
-                                b->gpu_health[nd->gpu].bad ? DEV_UNHEALTHY : DEV_HEALTHY;
+                        const struct nvidia_res *nr = r->backend_data;
+                        bool mps_down = nr->mps && !nr->mps_ready;
+                        enum dev_health want = b->gpu_health[nd->gpu].bad || mps_down
+                                                       ? DEV_UNHEALTHY
+                                                       : DEV_HEALTHY;
                         if (d->health != want) {
                                 d->health = want;
                                 changed = true;
@@ -250,6 +254,11 @@ static void backend_release(void *ud)
         free(b);
 }
 
+static void mps_timer_free(uv_handle_t *h)
+{
+        free(h);
+}
+
 /* Frees the device model now and the rest when the monitor is gone: at
  * once without one, else on a later loop turn. */
 static void backend_free(struct nvidia_backend *b)
@@ -263,6 +272,9 @@ static void backend_free(struct nvidia_backend *b)
         free(b->gpu_health);
         free(b->ctx.dev_root);
         free(b->ctx.cdi_annotation_prefix);
+        free(b->ctx.mps_root);
+        if (b->mps_timer)
+                uv_close((uv_handle_t *)TAKE_PTR(b->mps_timer), mps_timer_free);
         free(b->mig_strategy);
         free(b->health_state);
         free(b->xids);
@@ -314,10 +326,82 @@ static void ctx_fill(struct nvidia_ctx *c, const struct nvidia_backend *b,
                                                                       : "cdi.k8s.io/");
         c->sharing = cfg->sharing.strategy;
         c->fail_requests_greater_than_one = cfg->sharing.fail_requests_greater_than_one;
+        c->mps_root = xstrdup(cfg->mps_root ? cfg->mps_root : "");
         c->replica_policy = cfg->shared_devices_allocation_policy &&
                                     strcmp(cfg->shared_devices_allocation_policy, "packed") == 0
                                 ? ALLOC_REPLICAS_PACKED
                                 : ALLOC_REPLICAS_DISTRIBUTED;
+}
+
+static void mps_log(const struct nvidia_backend *b)
+{
+        for (size_t i = 0; i < b->layout.n_res; i++) {
+                const struct nvidia_res *nr = b->layout.res[i]->backend_data;
+                if (!nr->mps)
+                        continue;
+                if (nr->mps_ready)
+                        dev_report(DEV_REPORT_INFO, "nvidia",
+                                   "MPS control daemon ready, serving resource=%s",
+                                   b->layout.res[i]->name);
+                else
+                        dev_report(DEV_REPORT_WARN, "nvidia",
+                                   "MPS control daemon not ready, devices unhealthy until it is "
+                                   "resource=%s marker=%s/%s/%s",
+                                   b->layout.res[i]->name, b->ctx.mps_root,
+                                   b->layout.res[i]->name, NVIDIA_MPS_MARKER);
+        }
+}
+
+static void on_mps_timer(uv_timer_t *t)
+{
+        struct nvidia_backend *b = t->data;
+        if (!nvidia_mps_refresh(b))
+                return;
+        mps_log(b);
+        health_sync(b, true);
+}
+
+/* MPS resources serve only while their control daemon (`devlet
+ * mps-control-daemon`) is ready: read at once, then every second. */
+static void mps_start(struct nvidia_backend *b)
+{
+        bool any = false;
+        for (size_t i = 0; i < b->layout.n_res; i++)
+                any |= ((const struct nvidia_res *)b->layout.res[i]->backend_data)->mps;
+        if (!any)
+                return;
+        nvidia_mps_refresh(b);
+        health_sync(b, false);
+        if (!b->loop)
+                return;
+        mps_log(b);
+        b->mps_timer = xcalloc(1, sizeof(*b->mps_timer));
+        uv_timer_init(b->loop, b->mps_timer);
+        b->mps_timer->data = b;
+        uv_timer_start(b->mps_timer, on_mps_timer, 1000, 1000);
+}
+
+/* NVIDIA's IMEX rule: a required channel must exist at start-up; one not
+ * required is left out when its node is missing. */
+static int imex_probe(struct nvidia_ctx *c, const struct devlet_config *cfg, char **err)
+{
+        if (!cfg->imex_channel0)
+                return 0;
+        _cleanup_free_ char *path = xasprintf("%s" NVIDIA_IMEX_CHANNEL0, c->dev_root);
+        struct stat st;
+        if (stat(path, &st) == 0) {
+                c->imex_channel0 = true;
+                return 0;
+        }
+        if (cfg->imex_required) {
+                *err = xasprintf("IMEX channel 0 is required (--imex-required) but %s is "
+                                 "missing: %s",
+                                 path, strerror(errno));
+                return -ENOENT;
+        }
+        dev_report(DEV_REPORT_WARN, "nvidia",
+                   "IMEX channel 0 not found, containers get no IMEX channel path=%s", path);
+        return 0;
 }
 
 static void report_found(const struct nvidia_backend *b)
@@ -379,10 +463,28 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                 return 0;
         }
         ctx_fill(&b->ctx, b, cfg);
-        b->mig_strategy = xstrdup(cfg->mig_strategy ? cfg->mig_strategy : "none");
-        r = nvidia_layout_build(b->inv, cfg, &b->ctx, &b->layout, &msg);
+        r = imex_probe(&b->ctx, cfg, &msg);
         if (r < 0)
                 return init_failed(cfg, r, msg, out, err);
+        b->mig_strategy = xstrdup(cfg->mig_strategy ? cfg->mig_strategy : "none");
+        r = nvidia_layout_build(b->inv, cfg, &b->ctx, &b->layout, &msg);
+        if (r == -ENOTSUP) {
+                /* GFD labels such a node (<model>-MIG-INVALID): keep the
+                 * inventory for the labels and metrics, serve nothing */
+                dev_report(DEV_REPORT_ERROR, "nvidia",
+                           "MIG layout cannot be served, no NVIDIA resources mig_strategy=%s "
+                           "error=\"%s\"",
+                           cfg->mig_strategy, msg);
+                free(TAKE_PTR(msg));
+        } else if (r < 0) {
+                return init_failed(cfg, r, msg, out, err);
+        } else if (loop) {
+                char **compat = nvidia_compat_warnings(b->inv, cfg, &b->ctx, &b->layout);
+                for (size_t i = 0; compat && compat[i]; i++)
+                        dev_report(DEV_REPORT_WARN, "nvidia", "differs from NVIDIA's plugin: %s",
+                                   compat[i]);
+                strv_free(compat);
+        }
         b->gpu_health = xcalloc(b->inv->n_gpus, sizeof(*b->gpu_health));
         for (size_t i = 0; i < b->inv->n_gpus; i++)
                 if (b->inv->gpus[i].lost)
@@ -395,6 +497,7 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                                            "passed as device specs");
                                 break;
                         }
+        mps_start(b);
         report_found(b);
         _cleanup_free_ char *sampler_err = NULL;
         if (nvidia_sampler_new(lib, b->inv, &b->sampler, &sampler_err) < 0)
@@ -548,4 +651,5 @@ const struct dev_backend_ops nvidia_backend_ops = {
         .sampler = nvidia_sampler,
         .events = nvidia_events,
         .attr_hints = &nvidia_attr_hints,
+        .mps_daemons = nvidia_backend_mps_daemons,
 };

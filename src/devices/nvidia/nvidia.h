@@ -3,6 +3,7 @@
 #ifndef DEVLET_DEVICES_NVIDIA_NVIDIA_H
 #define DEVLET_DEVICES_NVIDIA_NVIDIA_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "devices/device.h"
@@ -37,5 +38,27 @@ struct nvidia_xid_event {
         uint64_t seq;
 };
 size_t nvidia_backend_xid_events(struct dev_backend *b, struct nvidia_xid_event *out, size_t max);
+
+/* ---- MPS (mps.c): NVIDIA's layout under --mps-root ---- */
+
+#define NVIDIA_MPS_MARKER ".started" /* <root>/<resource>/.started: the daemon is ready */
+#define NVIDIA_MPS_STALE_MS 5000     /* a marker not touched for this long is stale */
+#define NVIDIA_MPS_CONTAINER_ROOT "/mps" /* where containers see the MPS root */
+
+/* <root>/<resource>/<leaf>, or <root>/<leaf> when resource is NULL. */
+char *nvidia_mps_path(const char *root, const char *resource, const char *leaf);
+/* Whether resource's control daemon is ready: its marker exists and was
+ * touched within NVIDIA_MPS_STALE_MS. */
+bool nvidia_mps_ready(const char *root, const char *resource);
+/* NVIDIA's limits for a GPU shared by replicas clients. */
+unsigned nvidia_mps_thread_percentage(unsigned replicas);
+unsigned long long nvidia_mps_pinned_mib(unsigned long long memory_bytes, unsigned replicas);
+
+/* The backend's `mps_daemons` member: one daemon per MPS resource, with
+ * NVIDIA's layout under --mps-root and limits (max_clients 48, 16 on GPUs
+ * older than compute capability 7.5). */
+size_t nvidia_backend_mps_daemons(struct dev_backend *b, struct dev_mps_daemon **out);
+/* Every MPS resource's daemon is ready (false when there is none). */
+bool nvidia_backend_mps_ready(struct dev_backend *b);
 
 #endif

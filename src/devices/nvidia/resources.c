@@ -6,12 +6,18 @@
  *      (each needs at least one; single also needs one profile on the whole
  *      node and no GPU with MIG off beside MIG devices).
  *   2. Names.  A GPU takes the first resources.gpus pattern matching its
- *      product name, then the default "*" -> nvidia.com/gpu; a MIG device
- *      the first resources.mig pattern matching its profile, then the
- *      defaults: "*" -> nvidia.com/gpu with single; with mixed one
- *      "<profile>" -> nvidia.com/mig-<profile> per profile the node's GPUs
- *      offer ('+' becoming '.').  Patterns match as NVIDIA's unanchored
- *      regular expressions do (nvidia_pattern_match).
+ *      product name (unanchored, as NVIDIA's: nvidia_pattern_match), then
+ *      the default "*" -> nvidia.com/gpu; a MIG device the first
+ *      resources.mig pattern matching its whole profile name (fnmatch(3):
+ *      "1g.10gb" never takes "1g.10gb+me", "3g.40gb" never "1c.3g.40gb"),
+ *      then the defaults: "*" -> nvidia.com/gpu with single; with mixed
+ *      nvidia.com/mig-<its own profile> ('+' becoming '.'), the name GFD
+ *      gives its labels, so a pod gets exactly the slice it asked for.
+ *      NVIDIA's plugin instead offers one resource per GPU-instance profile
+ *      and matches device profiles against them unanchored;
+ *      nvidia_layout_build_as_nvidia() rebuilds that (and drops what
+ *      NVIDIA ignores: resources, rename, devices) so that compat.c can
+ *      warn about every difference.
  *   3. Sharing.  For each sharing resource, the devices selected (all, the
  *      first N in index order, or listed by index or UUID) are served under
  *      the shared name (rename, else the same name) as <id>::0 .. <id>::R-1;
@@ -24,6 +30,7 @@
  * Resource and device order follow GPU index order, so they are
  * deterministic (NVIDIA's follow Go map order).  Never logs. */
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -75,6 +82,7 @@ struct builder {
         size_t n_units;
         char **names; /* strv of default MIG resource names made here */
         struct nvidia_layout *out;
+        bool as_nvidia; /* NVIDIA's MIG naming (nvidia_layout_build_as_nvidia) */
 };
 
 static const struct nvml_mig_dev *unit_mig(const struct builder *b, const struct unit *u)
@@ -110,7 +118,7 @@ static int mig_layout_check(const struct builder *b, bool single, char **err)
                                          "migEnabled=true was not configured correctly: device "
                                          "%zu has an invalid MIG configuration",
                                          i);
-                        return -EINVAL;
+                        return -ENOTSUP;
                 }
         if (!single)
                 return 0;
@@ -129,14 +137,14 @@ static int mig_layout_check(const struct builder *b, bool single, char **err)
                         else if (strcmp(first, g->migs[j].profile) != 0) {
                                 *err = xstrdup("invalid MIG configuration: more than one MIG "
                                                "device type present on node");
-                                return -EINVAL;
+                                return -ENOTSUP;
                         }
                 }
         }
         if (whole && migs) {
                 *err = xstrdup("all devices on the node must be configured with the same "
                                "migEnabled value");
-                return -EINVAL;
+                return -ENOTSUP;
         }
         return 0;
 }
@@ -175,8 +183,22 @@ static const char *name_gpu(struct builder *b, const struct nvml_gpu *g)
         return DEFAULT_RESOURCE;
 }
 
+/* Interned: the names outlive the units pointing at them. */
+static const char *name_intern(struct builder *b, const char *name)
+{
+        for (size_t n = 0; b->names && b->names[n]; n++)
+                if (strcmp(b->names[n], name) == 0)
+                        return b->names[n];
+        b->names = strv_push(b->names, name);
+        return b->names[strv_len(b->names) - 1];
+}
+
 static const char *default_mig_name(struct builder *b, const char *profile)
 {
+        if (!b->as_nvidia) {
+                _cleanup_free_ char *name = nvidia_mig_resource_name(profile);
+                return name_intern(b, name);
+        }
         for (size_t i = 0; i < b->inv->n_gpus; i++) {
                 const struct nvml_gpu *g = &b->inv->gpus[i];
                 if (!mig_in_use(g))
@@ -189,11 +211,7 @@ static const char *default_mig_name(struct builder *b, const char *profile)
                         for (char *c = name; *c; c++)
                                 if (*c == '+')
                                         *c = '.';
-                        for (size_t n = 0; b->names && b->names[n]; n++)
-                                if (strcmp(b->names[n], name) == 0)
-                                        return b->names[n];
-                        b->names = strv_push(b->names, name);
-                        return b->names[strv_len(b->names) - 1];
+                        return name_intern(b, name);
                 }
         }
         return NULL;
@@ -203,7 +221,7 @@ static int name_mig(struct builder *b, const struct nvml_mig_dev *m, const char 
 {
         const struct resources_cfg *rc = &b->cfg->resources;
         for (size_t k = 0; k < rc->n_mig_resources; k++)
-                if (nvidia_pattern_match(rc->mig_resources[k].pattern, m->profile)) {
+                if (fnmatch(rc->mig_resources[k].pattern, m->profile, 0) == 0) {
                         *out = rc->mig_resources[k].name;
                         return 0;
                 }
@@ -433,6 +451,9 @@ static int devices_build(struct builder *b, char **err)
                         continue;
                 }
                 struct dev_resource *r = resource_get(b, config_sharing_served_name(s), true);
+                struct nvidia_res *nr = r->backend_data;
+                nr->mps = b->cfg->sharing.strategy == SHARING_MPS;
+                nr->replicas = s->replicas;
                 for (unsigned n = 0; n < s->replicas; n++)
                         device_add(b, r, u, (int)n);
         }
@@ -441,11 +462,21 @@ static int devices_build(struct builder *b, char **err)
 
 /* ---- the whole layout ---- */
 
-int nvidia_layout_build(const struct nvml_inventory *inv, const struct devlet_config *cfg,
-                        const struct nvidia_ctx *ctx, struct nvidia_layout *out, char **err)
+char *nvidia_mig_resource_name(const char *profile)
+{
+        char *name = xasprintf(NVIDIA_DOMAIN "/mig-%s", profile);
+        for (char *c = name; *c; c++)
+                if (*c == '+')
+                        *c = '.';
+        return name;
+}
+
+static int layout_build(const struct nvml_inventory *inv, const struct devlet_config *cfg,
+                        const struct nvidia_ctx *ctx, bool as_nvidia, struct nvidia_layout *out,
+                        char **err)
 {
         struct nvidia_layout l = { 0 };
-        struct builder b = { .inv = inv, .cfg = cfg, .ctx = ctx, .out = &l };
+        struct builder b = { .inv = inv, .cfg = cfg, .ctx = ctx, .out = &l, .as_nvidia = as_nvidia };
         int r = units_build(&b, err);
         if (r == 0)
                 r = names_assign(&b, err);
@@ -459,6 +490,40 @@ int nvidia_layout_build(const struct nvml_inventory *inv, const struct devlet_co
         }
         *out = l;
         return 0;
+}
+
+int nvidia_layout_build(const struct nvml_inventory *inv, const struct devlet_config *cfg,
+                        const struct nvidia_ctx *ctx, struct nvidia_layout *out, char **err)
+{
+        return layout_build(inv, cfg, ctx, false, out, err);
+}
+
+int nvidia_layout_build_as_nvidia(const struct nvml_inventory *inv,
+                                  const struct devlet_config *cfg, const struct nvidia_ctx *ctx,
+                                  struct nvidia_layout *out, char **err)
+{
+        /* NVIDIA's plugin ignores resources, a rename other than
+         * renameByDefault's and any devices selection: a shallow copy with
+         * those taken out (the strings stay cfg's) */
+        struct devlet_config c = *cfg;
+        c.resources = (struct resources_cfg){ 0 };
+        size_t n = cfg->sharing.strategy == SHARING_NONE ? 0 : cfg->sharing.n_resources;
+        _cleanup_free_ struct sharing_resource_cfg *res = xcalloc(n + 1, sizeof(*res));
+        char **renames = NULL;
+        for (size_t i = 0; i < n; i++) {
+                res[i] = cfg->sharing.resources[i];
+                res[i].rename = NULL;
+                if (cfg->sharing.rename_by_default) {
+                        _cleanup_free_ char *r = xasprintf("%s.shared", res[i].name);
+                        renames = strv_push(renames, r);
+                        res[i].rename = renames[strv_len(renames) - 1];
+                }
+                res[i].devices_kind = SHARING_DEVICES_ALL;
+        }
+        c.sharing.resources = res;
+        int r = layout_build(inv, &c, ctx, true, out, err);
+        strv_free(renames);
+        return r;
 }
 
 void nvidia_layout_release(struct nvidia_layout *l)

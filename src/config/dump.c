@@ -1,0 +1,96 @@
+/* The effective configuration as one JSON object, for the start-up log line
+ * (NVIDIA's plugin prints its "Running with config" the same way): every
+ * option of the table under its flag name, then the sections' shape
+ * (sharing strategy and resources, resource patterns, host devices).
+ * Pure: no logging, no I/O. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/xalloc.h"
+#include "config/config.h"
+
+static json_t *strv_json(char *const *v)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; v && v[i]; i++)
+                json_array_append_new(a, json_string(v[i]));
+        return a;
+}
+
+static json_t *option_json(const struct devlet_config *cfg, const struct config_option *o)
+{
+        const void *field = (const char *)cfg + o->offset;
+        switch (o->type) {
+        case CONFIG_STRING:
+                return json_string(*(char *const *)field);
+        case CONFIG_LIST:
+                return strv_json(*(char **const *)field);
+        case CONFIG_BOOL:
+                return json_boolean(*(const bool *)field);
+        case CONFIG_INT:
+                return json_integer(*(const long *)field);
+        case CONFIG_DURATION: {
+                int64_t ms = *(const int64_t *)field;
+                return ms < 0 ? json_string("infinite") : json_integer(ms);
+        }
+        }
+        return json_null();
+}
+
+static json_t *sharing_json(const struct sharing_cfg *s)
+{
+        static const char *const names[] = { "none", "time-slicing", "mps" };
+        json_t *o = json_object();
+        json_object_set_new(o, "strategy", json_string(names[s->strategy]));
+        json_t *res = json_array();
+        for (size_t i = 0; s->strategy != SHARING_NONE && i < s->n_resources; i++) {
+                const struct sharing_resource_cfg *r = &s->resources[i];
+                json_t *e = json_object();
+                json_object_set_new(e, "name", json_string(r->name));
+                json_object_set_new(e, "servedAs", json_string(config_sharing_served_name(r)));
+                json_object_set_new(e, "replicas", json_integer(r->replicas));
+                json_array_append_new(res, e);
+        }
+        json_object_set_new(o, "resources", res);
+        return o;
+}
+
+static json_t *patterns_json(const struct resource_pattern_cfg *p, size_t n)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++) {
+                json_t *e = json_object();
+                json_object_set_new(e, "pattern", json_string(p[i].pattern));
+                json_object_set_new(e, "name", json_string(p[i].name));
+                json_array_append_new(a, e);
+        }
+        return a;
+}
+
+char *config_to_json(const struct devlet_config *cfg)
+{
+        json_t *root = json_object();
+        json_t *flags = json_object();
+        size_t n;
+        const struct config_option *opts = config_options(&n);
+        for (size_t i = 0; i < n; i++)
+                json_object_set_new(flags, opts[i].flag, option_json(cfg, &opts[i]));
+        json_object_set_new(flags, "kubeletRegistration", json_boolean(!cfg->kubelet_disabled));
+        json_object_set_new(root, "flags", flags);
+        json_object_set_new(root, "sharing", sharing_json(&cfg->sharing));
+        json_t *res = json_object();
+        json_object_set_new(res, "gpus", patterns_json(cfg->resources.gpu_resources,
+                                                       cfg->resources.n_gpu_resources));
+        json_object_set_new(res, "mig", patterns_json(cfg->resources.mig_resources,
+                                                      cfg->resources.n_mig_resources));
+        json_object_set_new(root, "resources", res);
+        json_t *hd = json_array();
+        for (size_t i = 0; i < cfg->hostdev.n_devices; i++)
+                json_array_append_new(hd, json_sprintf("%s/%s", cfg->hostdev.domain,
+                                                       cfg->hostdev.devices[i].name));
+        json_object_set_new(root, "hostDevices", hd);
+        char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(root);
+        return s ? s : xstrdup("{}");
+}

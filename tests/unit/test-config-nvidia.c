@@ -1,0 +1,173 @@
+/* NVIDIA v0.20's newer flags, env vars and config keys (options-nvidia.inc,
+ * options-nvidia.c): accepted from every source, refused where devlet
+ * cannot do them, warned about where they have no effect. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "config-test.h"
+
+static const char *write_tmp_s(const char *s)
+{
+        return write_tmp(s, strlen(s));
+}
+
+static bool has_warning(const struct devlet_config *c, const char *needle)
+{
+        for (size_t i = 0; c->warnings && c->warnings[i]; i++)
+                if (strstr(c->warnings[i], needle))
+                        return true;
+        return false;
+}
+
+static void test_dev_root_follows_driver_root(void **state)
+{
+        struct devlet_config *c = LOAD_OK("--nvidia-driver-root", "/run/nvidia/driver");
+        assert_string_equal(c->dev_root, "/run/nvidia/driver");
+        config_free(c);
+        c = LOAD_OK("--nvidia-driver-root", "/run/nvidia/driver", "--nvidia-dev-root", "/");
+        assert_string_equal(c->dev_root, "/");
+        config_free(c);
+        setenv("NVIDIA_DEV_ROOT", "/host", 1);
+        c = LOAD_OK();
+        assert_string_equal(c->dev_root, "/host");
+        config_free(c);
+}
+
+static void test_v020_keys_known(void **state)
+{
+        const char *path = write_tmp_s("version: v1\n"
+                                         "flags:\n"
+                                         "  mpsRoot: /run/mps\n"
+                                         "  nvidiaDevRoot: /dev-root\n"
+                                         "  useNodeFeatureAPI: false\n"
+                                         "  deviceDiscoveryStrategy: nvml\n"
+                                         "  plugin:\n"
+                                         "    kubeletSocket: /k/kubelet.sock\n"
+                                         "    cdiFeatureFlags: disable-nvsandbox-utils\n"
+                                         "imex:\n"
+                                         "  channelIDs: [0]\n"
+                                         "  required: true\n");
+        struct devlet_config *c = LOAD_OK("--config-file", path);
+        assert_null(c->warnings);
+        assert_string_equal(c->mps_root, "/run/mps");
+        assert_string_equal(c->dev_root, "/dev-root");
+        assert_string_equal(c->device_discovery_strategy, "nvml");
+        assert_string_equal(c->kubelet_socket, "/k/kubelet.sock");
+        assert_true(c->imex_channel0);
+        assert_true(c->imex_required);
+        config_free(c);
+}
+
+static void test_discovery_strategy(void **state)
+{
+        struct devlet_config *c = LOAD_OK("--device-discovery-strategy", "auto");
+        config_free(c);
+        struct config_diag d = LOAD_ERR("--device-discovery-strategy=tegra");
+        assert_contains(d.message, "--device-discovery-strategy=tegra is not supported");
+        setenv("DEVICE_DISCOVERY_STRATEGY", "bogus", 1);
+        d = LOAD_ERR();
+        assert_contains(d.message, "DEVICE_DISCOVERY_STRATEGY: invalid value \"bogus\"");
+}
+
+static void test_imex(void **state)
+{
+        struct devlet_config *c = LOAD_OK("--imex-channel-ids", "0", "--imex-required");
+        assert_true(c->imex_channel0);
+        assert_true(c->imex_required);
+        config_free(c);
+        c = LOAD_OK();
+        assert_false(c->imex_channel0);
+        assert_strv(c->imex_channel_ids, (const char *const[]){ NULL });
+        config_free(c);
+        setenv("IMEX_CHANNEL_IDS", "0,1", 1);
+        struct config_diag d = LOAD_ERR();
+        assert_contains(d.message, "channelIDs must be [] or [0]; found [0 1]");
+}
+
+static void test_cdi_flags(void **state)
+{
+        struct devlet_config *c = LOAD_OK();
+        assert_true(c->cdi_hook_ldcache);
+        config_free(c);
+        c = LOAD_OK("--cdi-disable-hooks", "update-ldcache,bogus-hook", "--cdi-feature-flags",
+                    "enable-explicit-driver-libraries,enable-coherent-annotations");
+        assert_false(c->cdi_hook_ldcache);
+        assert_true(has_warning(c, "unknown hook \"bogus-hook\""));
+        assert_true(has_warning(c, "\"enable-coherent-annotations\" has no effect"));
+        assert_false(has_warning(c, "enable-explicit-driver-libraries"));
+        config_free(c);
+        setenv("CDI_DISABLE_HOOKS", "all", 1);
+        c = LOAD_OK();
+        assert_false(c->cdi_hook_ldcache);
+        config_free(c);
+}
+
+static void test_kubelet_socket_empty(void **state)
+{
+        struct devlet_config *c = LOAD_OK("--kubelet-socket", "");
+        assert_true(c->kubelet_disabled);
+        config_free(c);
+        c = LOAD_OK("--kubelet-socket=");
+        assert_true(c->kubelet_disabled);
+        config_free(c);
+        c = LOAD_OK("--kubelet-socket", "/x/kubelet.sock");
+        assert_false(c->kubelet_disabled);
+        config_free(c);
+}
+
+static void test_node_feature_api(void **state)
+{
+        setenv("GFD_USE_NODE_FEATURE_API", "true", 1);
+        struct devlet_config *c = LOAD_OK("--kubeconfig", "/k", "--node-name", "n1",
+                                          "--namespace", "gpu", "--kube-api-qps", "7.5");
+        assert_true(c->use_node_feature_api);
+        assert_int_equal(strv_len(c->warnings), 1);
+        assert_true(has_warning(c, "--use-node-feature-api"));
+        assert_true(has_warning(c, "features.d/gfd"));
+        config_free(c);
+}
+
+static void test_mps_checks(void **state)
+{
+        const char *path = write_tmp_s("version: v1\n"
+                                         "sharing:\n"
+                                         "  mps:\n"
+                                         "    resources:\n"
+                                         "      - name: nvidia.com/gpu\n"
+                                         "        replicas: 2\n");
+        struct config_diag d = LOAD_ERR("--config-file", path, "--mig-strategy", "mixed");
+        assert_contains(d.message, "mig-strategy=mixed is not supported with MPS");
+        d = LOAD_ERR("--config-file", path, "--mps-root", "");
+        assert_contains(d.message, "MPS requires --mps-root");
+        struct devlet_config *c = LOAD_OK("--config-file", path);
+        assert_string_equal(c->mps_root, "/run/nvidia/mps");
+        config_free(c);
+}
+
+static void test_effective_json(void **state)
+{
+        struct devlet_config *c = LOAD_OK("--mig-strategy", "mixed", "--imex-channel-ids", "0");
+        char *j = config_to_json(c);
+        assert_contains(j, "\"mig-strategy\":\"mixed\"");
+        assert_contains(j, "\"imex-channel-ids\":[\"0\"]");
+        assert_contains(j, "\"sharing\":{\"resources\":[],\"strategy\":\"none\"}");
+        assert_null(strchr(j, '\n'));
+        free(j);
+        config_free(c);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                T(test_dev_root_follows_driver_root), T(test_v020_keys_known),
+                T(test_discovery_strategy),           T(test_imex),
+                T(test_cdi_flags),                    T(test_kubelet_socket_empty),
+                T(test_node_feature_api),             T(test_mps_checks),
+                T(test_effective_json),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
