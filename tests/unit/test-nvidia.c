@@ -9,6 +9,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -754,10 +756,31 @@ static void test_allocate_replicas(void **state)
         assert_int_equal(r->devices[0].health, DEV_UNHEALTHY);
         nvidia_backend_ops.destroy(b);
         tmp_mkdir("mps/nvidia.com/gpu");
+        /* a FIFO in the marker's place is no marker, and reading it never
+         * blocks the loop */
+        char marker[PATH_MAX + 64];
+        tmp_path(marker, sizeof(marker), "mps/nvidia.com/gpu/.started");
+        assert_int_equal(mkfifo(marker, 0600), 0);
+        assert_false(nvidia_mps_ready(root, "nvidia.com/gpu"));
+        assert_int_equal(unlink(marker), 0);
         tmp_write("mps/nvidia.com/gpu/.started", "ready\n");
+        assert_true(nvidia_mps_ready(root, "nvidia.com/gpu"));
         b = backend_new(NULL, cfg);
         r = res_find(b, "nvidia.com/gpu");
         assert_int_equal(r->devices[0].health, DEV_HEALTHY);
+        /* what `devlet mps-control-daemon` runs, through the neutral member */
+        struct dev_mps_daemon *md = NULL;
+        assert_int_equal(nvidia_backend_ops.mps_daemons(b, &md), 1);
+        assert_string_equal(md[0].resource, "nvidia.com/gpu");
+        assert_int_equal(md[0].replicas, 2);
+        assert_int_equal(md[0].thread_percentage, 50);
+        char want[PATH_MAX + 128];
+        snprintf(want, sizeof(want), "%s/nvidia.com/gpu/pipe", root);
+        assert_string_equal(md[0].pipe_dir, want);
+        snprintf(want, sizeof(want), "%s/nvidia.com/gpu/log", root);
+        assert_string_equal(md[0].log_dir, want);
+        assert_string_equal(md[0].marker, marker);
+        dev_mps_daemons_free(md, 1);
         assert_int_equal(alloc(r, &a, &err, 2, V100_3 "::1", V100_0 "::0"), -EINVAL);
         assert_contains(err, "maximum request size for shared resources is 1");
         free(err);

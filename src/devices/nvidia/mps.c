@@ -16,7 +16,8 @@
  * container root).  Limits as NVIDIA derives them from the replica count:
  * active threads 100 / replicas percent, pinned device memory the GPU's
  * memory / replicas, in MiB.  Reads the filesystem only in
- * nvidia_mps_ready (one stat); never logs. */
+ * nvidia_mps_ready (the marker opened with fs_open_regular: never blocks,
+ * regular files only); never logs. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include <time.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "base/xalloc.h"
 #include "devices/nvidia/internal.h"
 #include "devices/nvidia/nvidia.h"
@@ -43,8 +45,9 @@ bool nvidia_mps_ready(const char *root, const char *resource)
         if (!root || !root[0])
                 return false;
         _cleanup_free_ char *marker = nvidia_mps_path(root, resource, NVIDIA_MPS_MARKER);
+        _cleanup_close_ int fd = fs_open_regular(marker);
         struct stat st;
-        if (stat(marker, &st) < 0 || !S_ISREG(st.st_mode))
+        if (fd < 0 || fstat(fd, &st) < 0)
                 return false;
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
