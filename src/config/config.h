@@ -74,7 +74,8 @@ enum sharing_strategy { SHARING_NONE, SHARING_TIME_SLICING, SHARING_MPS };
 enum sharing_devices_kind { SHARING_DEVICES_ALL, SHARING_DEVICES_COUNT, SHARING_DEVICES_LIST };
 
 struct sharing_resource_cfg {
-        char *name;   /* resource name as served before sharing: "nvidia.com/<name>" */
+        char *name;   /* resource name as served before sharing: "nvidia.com/<name>",
+                       * or "amd.com/<name>" for AMD GPUs */
         char *rename; /* NULL: served as name; set to name + ".shared" by the parser when
                        * renameByDefault is on and no rename was given */
         unsigned replicas;                 /* 2 to 1024 */
@@ -131,7 +132,7 @@ struct devlet_config {
         char *kubelet_socket;   /* --kubelet-socket; "" = <plugin_directory>/kubelet.sock,
                                  * which config_load fills in */
         long verbosity;         /* -v N */
-        char **backends;        /* --backends auto|nvidia|hostdev,... */
+        char **backends;        /* --backends auto|nvidia|amd|hostdev,... */
         char *sysfs_root;       /* --sysfs-root, default /sys (tests point it at a fake tree) */
         char *dev_root;         /* --dev-root, default / */
         int64_t rescan_interval_ms; /* --rescan-interval, hot-plug fallback rescan; -1 = never */
@@ -150,6 +151,10 @@ struct devlet_config {
         char *nvidia_cdi_hook_path;
         char *container_driver_root;
         char *shared_devices_allocation_policy; /* distributed|packed */
+
+        /* AMD's device plugin flags (used by the amd backend) */
+        char *resource_naming_strategy; /* single|mixed */
+        int64_t amd_health_interval_ms; /* --amd-health-interval (AMD's --pulse); 0 = no polling */
 
         /* CDI, metrics and attribution */
         char *cdi_spec_dir;           /* --cdi-spec-dir, default /var/run/cdi */

@@ -28,13 +28,14 @@
 #include "base/xalloc.h"
 #include "config/config-internal.h"
 
-static const char *const backend_choices[] = { "auto", "nvidia", "hostdev", NULL };
+static const char *const backend_choices[] = { "auto", "nvidia", "amd", "hostdev", NULL };
 static const char *const mig_strategy_choices[] = { "none", "single", "mixed", NULL };
 static const char *const device_list_strategy_choices[] = { "envvar", "volume-mounts",
                                                             "cdi-annotations", "cdi-cri", NULL };
 static const char *const device_id_strategy_choices[] = { "uuid", "index", NULL };
 static const char *const allocation_policy_choices[] = { "distributed", "packed", NULL };
 static const char *const hostname_label_choices[] = { "Hostname", "hostname", NULL };
+static const char *const naming_strategy_choices[] = { "single", "mixed", NULL };
 
 #define FIELD(f) offsetof(struct devlet_config, f)
 
@@ -238,6 +239,30 @@ static const struct config_option options[] = {
                 .choices = allocation_policy_choices,
                 .help = "How shared (replicated) devices are picked: spread over GPUs, "
                         "or packed onto as few as possible",
+        },
+        /* AMD's device plugin (the amd backend) */
+        {
+                .flag = "resource-naming-strategy",
+                .alias = "resource_naming_strategy",
+                .envs = { "RESOURCE_NAMING_STRATEGY" },
+                .key = "flags.amd.resourceNamingStrategy",
+                .type = CONFIG_STRING,
+                .default_value = "single",
+                .offset = FIELD(resource_naming_strategy),
+                .choices = naming_strategy_choices,
+                .help = "AMD GPUs: single serves amd.com/gpu; mixed serves partitions as "
+                        "amd.com/<compute>_<memory> (amd.com/cpx_nps4)",
+        },
+        {
+                .flag = "amd-health-interval",
+                .alias = "pulse",
+                .envs = { "DEVLET_AMD_HEALTH_INTERVAL" },
+                .key = "flags.amd.healthInterval",
+                .type = CONFIG_DURATION,
+                .default_value = "5s",
+                .offset = FIELD(amd_health_interval_ms),
+                .help = "How often AMD GPU health is polled from sysfs (0: never; --pulse is "
+                        "AMD's name, in seconds)",
         },
         {
                 .flag = "cdi-spec-dir",
@@ -821,17 +846,25 @@ static int parse_args(int argc, char **argv, struct flag_set *s, int *first_arg,
                         if (eq)
                                 value = eq + 1;
                 } else {
-                        opt = find_short(a[1]);
-                        if (!opt) {
-                                const char *eq = strchr(a + 1, '=');
-                                size_t len = eq ? (size_t)(eq - a - 1) : strlen(a + 1);
-                                return unknown_flag(a, a + 1, len, diag);
+                        /* Go's flag package also takes -name for long names, and AMD's
+                         * tools are run that way (-resource_naming_strategy=mixed) */
+                        const char *eq = strchr(a + 1, '=');
+                        size_t len = eq ? (size_t)(eq - a - 1) : strlen(a + 1);
+                        opt = len > 1 ? find_long(a + 1, len) : NULL;
+                        if (opt) {
+                                snprintf(who, sizeof(who), "-%.*s", (int)len, a + 1);
+                                if (eq)
+                                        value = eq + 1;
+                        } else {
+                                opt = find_short(a[1]);
+                                if (!opt)
+                                        return unknown_flag(a, a + 1, len, diag);
+                                snprintf(who, sizeof(who), "-%c", a[1]);
+                                if (a[2] == '=')
+                                        value = a + 3;
+                                else if (a[2])
+                                        value = a + 2;
                         }
-                        snprintf(who, sizeof(who), "-%c", a[1]);
-                        if (a[2] == '=')
-                                value = a + 3;
-                        else if (a[2])
-                                value = a + 2;
                 }
                 if (!value) {
                         if (opt->type == CONFIG_BOOL)

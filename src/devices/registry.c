@@ -3,11 +3,13 @@
  * devlet names a backend. */
 #include "base/xalloc.h"
 #include "devices/device.h"
+#include "devices/amd/amd.h"
 #include "devices/hostdev/hostdev.h"
 #include "devices/nvidia/nvidia.h"
 
 const struct dev_backend_ops *const dev_backends[] = {
         &nvidia_backend_ops,
+        &amd_backend_ops,
         &hostdev_backend_ops,
         NULL,
 };
