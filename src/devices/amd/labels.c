@@ -61,7 +61,11 @@ const char *amd_family_of(unsigned v)
 
 static char *sanitize(const char *s, size_t max)
 {
+        while (isspace((unsigned char)*s))
+                s++;
         size_t n = strlen(s);
+        while (n > 0 && isspace((unsigned char)s[n - 1]))
+                n--;
         char *o = xmalloc(n + 1);
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
@@ -71,7 +75,6 @@ static char *sanitize(const char *s, size_t max)
                 o[k++] = c < 0x80 && (isalnum(c) || c == '.' || c == '_' || c == '-') ? (char)c : '_';
         }
         o[k] = '\0';
-        /* AMD trims surrounding space first: a leading or trailing '_' from it goes below */
         if (k > max)
                 o[k = max] = '\0';
         size_t a = 0;
