@@ -12,7 +12,8 @@
  *     unless --backends names amd: then --fail-on-init-error decides (true:
  *     devlet exits 1 with the reason; false: logs it, runs without);
  *   - a layout AMD refuses (mixed partition styles under the single naming
- *     strategy): the same rule, with AMD's words.
+ *     strategy): --fail-on-init-error decides, with AMD's words, whether or
+ *     not amd is named (the GPUs are there, as for NVIDIA's refusals).
  * Health results change every device of the GPU (its partitions and their
  * replicas) and notify each changed resource once.  A reload carries over
  * (inherit) the health of GPUs matched by PCI address: a GPU that failed
@@ -182,8 +183,20 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
         b->poll_ms = cfg->amd_health_interval_ms;
         ctx_fill(&b->ctx, b->inv, cfg);
         r = amd_layout_build(b->inv, cfg, &b->ctx, &b->layout, &why);
-        if (r < 0)
-                return nothing(cfg, r, why, out, err);
+        if (r < 0) {
+                /* GPUs are there: a refused layout is an initialisation error, as
+                 * NVIDIA's are, whether or not --backends names amd */
+                if (cfg->fail_on_init_error) {
+                        *err = why;
+                        return r;
+                }
+                log_error("amd", "AMD backend not started, running without it "
+                                 "(fail-on-init-error=false) error=\"%s\"",
+                          why);
+                free(why);
+                *out = NULL;
+                return 0;
+        }
         b->watch = xcalloc(b->inv->n_gpus + 1, sizeof(*b->watch));
         amd_health_baseline(b->inv, b->watch);
         poll_once(b, false);
