@@ -16,7 +16,6 @@
  * Partitions follow their GPU (amd.c applies a GPU's state to every device
  * of it).  Pure with respect to the device model; never logs. */
 #include <errno.h>
-#include <glob.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,21 +34,16 @@ static bool exists(const char *path)
 /* Sum of the "ue:" counts of every RAS block; -ENOENT without RAS. */
 static int ras_ue_total(const struct amd_gpu *g, uint64_t *out)
 {
-        _cleanup_free_ char *pat = xasprintf("%s/ras/*_err_count", g->sysfs_dir);
-        glob_t gl;
-        if (glob(pat, 0, NULL, &gl) != 0)
-                return -ENOENT;
         uint64_t total = 0;
         size_t read = 0;
-        for (size_t i = 0; i < gl.gl_pathc; i++) {
+        for (size_t i = 0; g->ras_files && g->ras_files[i]; i++) {
                 _cleanup_free_ char *t = NULL;
                 uint64_t ue, ce;
-                if (amd_read_text(gl.gl_pathv[i], &t) < 0 || amd_ras_parse(t, &ue, &ce) < 0)
+                if (amd_read_text(g->ras_files[i], &t) < 0 || amd_ras_parse(t, &ue, &ce) < 0)
                         continue;
                 total += ue;
                 read++;
         }
-        globfree(&gl);
         if (!read)
                 return -ENOENT;
         *out = total;

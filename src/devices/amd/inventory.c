@@ -255,6 +255,16 @@ static void read_partition_mode(struct amd_inventory *inv, struct amd_gpu *g)
         }
 }
 
+static void find_ras(struct amd_gpu *g)
+{
+        _cleanup_free_ char *pat = xasprintf("%s/ras/*_err_count", g->sysfs_dir);
+        glob_t gl;
+        if (glob(pat, 0, NULL, &gl) == 0)
+                for (size_t i = 0; i < gl.gl_pathc; i++)
+                        g->ras_files = strv_push(g->ras_files, gl.gl_pathv[i]);
+        globfree(&gl);
+}
+
 static void find_hwmon(struct amd_gpu *g)
 {
         _cleanup_free_ char *pat = xasprintf("%s/hwmon/hwmon*", g->sysfs_dir);
@@ -305,6 +315,7 @@ static int read_gpus(struct amd_inventory *inv)
                         g->vram_total = v;
                 read_partition_mode(inv, g);
                 find_hwmon(g);
+                find_ras(g);
                 g->parts = xcalloc(1, sizeof(*g->parts));
                 g->n_parts = 1;
                 g->parts[0].id = xstrdup(g->bdf);
@@ -605,6 +616,7 @@ void amd_inventory_free(struct amd_inventory *inv)
                 free(g->serial);
                 free(g->unique_id);
                 free(g->problem);
+                strv_free(g->ras_files);
         }
         free(inv->gpus);
         free(inv->link_type);

@@ -43,6 +43,7 @@ struct amd_gpu {
         uint64_t vram_total;       /* mem_info_vram_total, bytes */
         unsigned gfx_target_version; /* KFD's, e.g. 90402 for gfx942; 0 unknown */
         char *problem;      /* why it cannot be used (no KFD node...), NULL if fine */
+        char **ras_files;   /* its ras/<block>_err_count files, strv or NULL (no RAS) */
         struct amd_part *parts; /* parts[0]: the PCI device's own nodes */
         size_t n_parts;
 };

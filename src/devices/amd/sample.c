@@ -70,22 +70,17 @@ static void temps(const char *hw, struct amd_sample *s)
         }
 }
 
-static void ecc(const char *dir, struct amd_sample *s)
+static void ecc(const struct amd_gpu *g, struct amd_sample *s)
 {
-        _cleanup_free_ char *pat = xasprintf("%s/ras/*_err_count", dir);
-        glob_t gl;
-        if (glob(pat, 0, NULL, &gl) != 0)
-                return;
-        for (size_t i = 0; i < gl.gl_pathc; i++) {
+        for (size_t i = 0; g->ras_files && g->ras_files[i]; i++) {
                 _cleanup_free_ char *t = NULL;
                 uint64_t ue, ce;
-                if (amd_read_text(gl.gl_pathv[i], &t) < 0 || amd_ras_parse(t, &ue, &ce) < 0)
+                if (amd_read_text(g->ras_files[i], &t) < 0 || amd_ras_parse(t, &ue, &ce) < 0)
                         continue;
                 s->ecc_uncorrect += ue;
                 s->ecc_correct += ce;
                 s->has_ecc = true;
         }
-        globfree(&gl);
 }
 
 void amd_sample_gpu(const struct amd_gpu *g, struct amd_sample *out)
@@ -110,7 +105,7 @@ void amd_sample_gpu(const struct amd_gpu *g, struct amd_sample *out)
         s.has_energy = read_num(g->hwmon_dir, "energy1_input", &s.energy_uj);
         s.has_sclk = read_dpm(d, "pp_dpm_sclk", &s.sclk_mhz);
         s.has_mclk = read_dpm(d, "pp_dpm_mclk", &s.mclk_mhz);
-        ecc(d, &s);
+        ecc(g, &s);
         *out = s;
 }
 

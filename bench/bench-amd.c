@@ -1,0 +1,188 @@
+/* `make bench`: the AMD backend's costs on generated sysfs trees
+ * (tests/mock-amd): GetPreferredAllocation for 4 of 8 MI300X (SPX) and 16 of
+ * 64 CPX partitions (each call with a different random set of available
+ * IDs, as a busy node offers), one health poll of 8 GPUs x 8 partitions,
+ * and the sysfs read at start-up.  Prints p50/p99 table rows; asserts
+ * nothing (the target, p99 <= 1 ms for preferred allocation, is read off). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/xalloc.h"
+#include "config/config.h"
+#include "devices/amd/internal.h"
+
+static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
+static uint64_t rng(void)
+{
+        rng_state ^= rng_state >> 12;
+        rng_state ^= rng_state << 25;
+        rng_state ^= rng_state >> 27;
+        return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return (x > y) - (x < y);
+}
+
+static void report(const char *name, uint64_t *ns, size_t n)
+{
+        qsort(ns, n, sizeof(*ns), cmp_u64);
+        printf("%s | p50 %.2f us | p99 %.2f us\n", name, (double)ns[n / 2] / 1e3,
+               (double)ns[n * 99 / 100] / 1e3);
+}
+
+struct node {
+        struct amd_inventory *inv;
+        struct devlet_config *cfg;
+        struct amd_ctx ctx;
+        struct amd_layout layout;
+};
+
+static int node_load(const char *root, const char *profile, struct node *n)
+{
+        char *cmd = xasprintf("/usr/bin/python3 tests/mock-amd/gen_sysfs.py %s --sysfs %s/%s",
+                              profile, root, profile);
+        int r = system(cmd);
+        free(cmd);
+        if (r != 0)
+                return -1;
+        char *sys = xasprintf("%s/%s", root, profile);
+        char *err = NULL;
+        r = amd_inventory_load(sys, &n->inv, &err);
+        free(sys);
+        if (r < 0) {
+                fprintf(stderr, "bench-amd: %s: %s\n", profile, err);
+                free(err);
+                return -1;
+        }
+        n->cfg = config_new_defaults();
+        n->ctx = (struct amd_ctx){ .inv = n->inv, .dev_root = xstrdup(""),
+                                   .cdi_annotation_prefix = xstrdup("cdi.k8s.io/"),
+                                   .topo = amd_topology_build(n->inv) };
+        if (amd_layout_build(n->inv, n->cfg, &n->ctx, &n->layout, &err) < 0) {
+                fprintf(stderr, "bench-amd: %s: %s\n", profile, err);
+                free(err);
+                return -1;
+        }
+        return 0;
+}
+
+static void node_free(struct node *n)
+{
+        amd_layout_release(&n->layout);
+        alloc_topology_free(n->ctx.topo);
+        free(n->ctx.dev_root);
+        free(n->ctx.cdi_annotation_prefix);
+        amd_inventory_free(n->inv);
+        config_free(n->cfg);
+}
+
+/* iters calls of preferred allocation for size IDs, each offering a random
+ * subset of at least min_avail of the resource's devices. */
+static int bench_preferred(const char *name, struct node *n, size_t size, size_t min_avail,
+                           size_t iters)
+{
+        struct dev_resource *r = n->layout.res[0];
+        char **avail = xcalloc(r->n_devices + 1, sizeof(char *));
+        uint64_t *ns = xmalloc(iters * sizeof(*ns));
+        for (size_t it = 0; it < iters; it++) {
+                size_t k = 0;
+                size_t keep = min_avail + (size_t)(rng() % (r->n_devices - min_avail + 1));
+                for (size_t i = 0; i < r->n_devices; i++)
+                        if ((size_t)(rng() % r->n_devices) < keep || r->n_devices - i <= keep - k)
+                                if (k < keep)
+                                        avail[k++] = r->devices[i].id;
+                char **out = NULL;
+                uint64_t t0 = now_ns();
+                int rc = dev_preferred(r, avail, k, NULL, 0, size, &out);
+                ns[it] = now_ns() - t0;
+                if (rc < 0 || strv_len(out) != size) {
+                        fprintf(stderr, "bench-amd: %s: unexpected answer\n", name);
+                        return -1;
+                }
+                strv_free(out);
+        }
+        report(name, ns, iters);
+        free(ns);
+        free(avail);
+        return 0;
+}
+
+static void bench_health(struct node *n, size_t iters)
+{
+        struct amd_gpu_watch *w = xcalloc(n->inv->n_gpus, sizeof(*w));
+        amd_health_baseline(n->inv, w);
+        uint64_t *ns = xmalloc(iters * sizeof(*ns));
+        for (size_t i = 0; i < iters; i++) {
+                uint64_t t0 = now_ns();
+                amd_health_poll(n->inv, w, false, 0, (int64_t)i);
+                ns[i] = now_ns() - t0;
+        }
+        report("amd health poll, 8 MI300X x 8 CPX partitions (sysfs)", ns, iters);
+        for (size_t i = 0; i < n->inv->n_gpus; i++)
+                free(w[i].reason);
+        free(w);
+        free(ns);
+}
+
+static void bench_load(const char *root, size_t iters)
+{
+        char *sys = xasprintf("%s/mi300x-8x-cpx", root);
+        uint64_t *ns = xmalloc(iters * sizeof(*ns));
+        for (size_t i = 0; i < iters; i++) {
+                struct amd_inventory *inv = NULL;
+                char *err = NULL;
+                uint64_t t0 = now_ns();
+                amd_inventory_load(sys, &inv, &err);
+                ns[i] = now_ns() - t0;
+                amd_inventory_free(inv);
+                free(err);
+        }
+        report("amd inventory read, 8 MI300X CPX (64 partitions, 66 KFD nodes)", ns, iters);
+        free(ns);
+        free(sys);
+}
+
+int main(void)
+{
+        char root[] = "/tmp/devlet-bench-amd-XXXXXX";
+        if (!mkdtemp(root)) {
+                perror("bench-amd: mkdtemp");
+                return 1;
+        }
+        struct node spx = { 0 }, cpx = { 0 };
+        int rc = 0;
+        if (node_load(root, "mi300x-8x-spx", &spx) < 0 || node_load(root, "mi300x-8x-cpx", &cpx) < 0)
+                rc = 1;
+        if (!rc)
+                rc = bench_preferred("amd preferred 4 of 8 MI300X (XGMI, random availability)",
+                                     &spx, 4, 4, 20000);
+        if (!rc)
+                rc = bench_preferred("amd preferred 16 of 64 MI300X CPX partitions", &cpx, 16, 16,
+                                     20000);
+        if (!rc) {
+                bench_health(&cpx, 2000);
+                bench_load(root, 200);
+        }
+        if (spx.inv)
+                node_free(&spx);
+        if (cpx.inv)
+                node_free(&cpx);
+        char *cmd = xasprintf("rm -rf '%s'", root);
+        if (system(cmd) != 0)
+                rc = 1;
+        free(cmd);
+        return rc;
+}
