@@ -97,9 +97,10 @@ static void bench_health(struct node *n, size_t iters)
         struct amd_gpu_watch *w = xcalloc(n->inv->n_gpus, sizeof(*w));
         amd_health_baseline(n->inv, w);
         uint64_t *ns = xmalloc(iters * sizeof(*ns));
+        const struct amd_health_policy policy = { 0 };
         for (size_t i = 0; i < iters; i++) {
                 uint64_t t0 = now_ns();
-                amd_health_poll(n->inv, w, false, 0, (int64_t)i);
+                amd_health_poll(n->inv, w, &policy, (int64_t)i);
                 ns[i] = now_ns() - t0;
         }
         report("amd health poll, 8 MI300X x 8 CPX partitions (sysfs)", ns, iters);

@@ -394,43 +394,75 @@ static void test_health(void **state)
         _cleanup_free_ char *sys = tree("mi300x-8x-cpx");
         struct amd_inventory *inv = load(sys);
         struct amd_gpu_watch *w = xcalloc(inv->n_gpus, sizeof(*w));
+        const struct amd_health_policy rec = { .recovery = true, .quiet_ms = 1000 };
+        const struct amd_health_policy sticky = { 0 }, now = { .recovery = true };
         amd_health_baseline(inv, w);
-        assert_int_equal(amd_health_poll(inv, w, true, 1000, 0), 0);
+        assert_int_equal(amd_health_poll(inv, w, &rec, 0), 0);
 
         /* RAS ue rising on GPU 2: unhealthy; recovers after the quiet period */
         _cleanup_free_ char *ras = xasprintf("%s/ras/umc_err_count", inv->gpus[2].sysfs_dir);
         write_file(ras, "ue: 1\nce: 4\n");
-        assert_int_equal(amd_health_poll(inv, w, true, 1000, 100), 1);
+        assert_int_equal(amd_health_poll(inv, w, &rec, 100), 1);
         assert_true(w[2].bad);
         assert_contains(w[2].reason, "uncorrectable RAS errors rose from 0 to 1");
-        assert_int_equal(amd_health_poll(inv, w, true, 1000, 600), 0);
+        assert_int_equal(amd_health_poll(inv, w, &rec, 600), 0);
         assert_true(w[2].bad);
-        assert_int_equal(amd_health_poll(inv, w, true, 1000, 1100), 1);
+        assert_int_equal(amd_health_poll(inv, w, &rec, 1100), 1);
         assert_false(w[2].bad);
 
         /* a partition's KFD node vanishing takes its GPU; without recovery it stays */
         _cleanup_free_ char *node = xasprintf("%s/class/kfd/kfd/topology/nodes/%d/properties", sys,
                                               inv->gpus[5].parts[3].kfd_node);
         assert_int_equal(unlink(node), 0);
-        assert_int_equal(amd_health_poll(inv, w, false, 0, 2000), 1);
+        assert_int_equal(amd_health_poll(inv, w, &sticky, 2000), 1);
         assert_true(w[5].bad);
         assert_contains(w[5].reason, "KFD topology node");
         write_file(node, "simd_count 152\ndrm_render_minor 1\n"); /* back, but for another device */
-        assert_int_equal(amd_health_poll(inv, w, false, 0, 3000), 0);
+        assert_int_equal(amd_health_poll(inv, w, &sticky, 3000), 0);
         assert_true(w[5].bad);
 
         /* not answering (amdgpu refuses reads while in reset) */
         _cleanup_free_ char *busy = xasprintf("%s/gpu_busy_percent", inv->gpus[0].sysfs_dir);
         assert_int_equal(unlink(busy), 0);
         assert_int_equal(mkdir(busy, 0755), 0);
-        assert_int_equal(amd_health_poll(inv, w, false, 0, 4000), 1);
+        assert_int_equal(amd_health_poll(inv, w, &sticky, 4000), 1);
         assert_contains(w[0].reason, "not answering");
 
         /* the GPU gone from sysfs */
         _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", inv->gpus[7].sysfs_dir);
         assert_int_equal(system(cmd), 0);
-        assert_int_equal(amd_health_poll(inv, w, true, 0, 5000), 1);
+        assert_int_equal(amd_health_poll(inv, w, &now, 5000), 1);
         assert_contains(w[7].reason, "gone");
+        for (size_t i = 0; i < inv->n_gpus; i++)
+                free(w[i].reason);
+        free(w);
+        amd_inventory_free(inv);
+}
+
+static void test_health_ignore(void **state)
+{
+        char **warnings = NULL;
+        assert_int_equal(amd_health_ignore_parse("ras, kfd", &warnings), AMD_HEALTH_RAS | AMD_HEALTH_KFD);
+        assert_null(warnings);
+        assert_int_equal(amd_health_ignore_parse("all", &warnings), AMD_HEALTH_ALL);
+        assert_int_equal(amd_health_ignore_parse("xid,unresponsive", &warnings), AMD_HEALTH_UNRESPONSIVE);
+        assert_contains(warnings[0], "unknown check \"xid\"");
+        strv_free(warnings);
+        assert_int_equal(amd_health_ignore_parse(NULL, &warnings), 0);
+
+        _cleanup_free_ char *sys = tree("mi210-pair");
+        struct amd_inventory *inv = load(sys);
+        struct amd_gpu_watch *w = xcalloc(inv->n_gpus, sizeof(*w));
+        const struct amd_health_policy no_ras = { .ignore = AMD_HEALTH_RAS }, all = { 0 };
+        amd_health_baseline(inv, w);
+        _cleanup_free_ char *ras = xasprintf("%s/ras/gfx_err_count", inv->gpus[0].sysfs_dir);
+        write_file(ras, "ue: 5\nce: 0\n");
+        assert_int_equal(amd_health_poll(inv, w, &no_ras, 10), 0);
+        /* the baseline moved: judging RAS again does not report the old errors */
+        assert_int_equal(amd_health_poll(inv, w, &all, 20), 0);
+        write_file(ras, "ue: 6\nce: 0\n");
+        assert_int_equal(amd_health_poll(inv, w, &all, 30), 1);
+        assert_contains(w[0].reason, "from 5 to 6");
         for (size_t i = 0; i < inv->n_gpus; i++)
                 free(w[i].reason);
         free(w);
@@ -546,6 +578,7 @@ int main(void)
                 T(test_allocate),
                 T(test_preferred),
                 T(test_health),
+                T(test_health_ignore),
                 T(test_labels),
                 T(test_sample),
         };

@@ -14,6 +14,8 @@
  *   - a layout AMD refuses (mixed partition styles under the single naming
  *     strategy): --fail-on-init-error decides, with AMD's words, whether or
  *     not amd is named (the GPUs are there, as for NVIDIA's refusals).
+ * AMD_DISABLE_HEALTHCHECKS=gone,kfd,ras,unresponsive|all leaves kinds of
+ * failure unjudged; DP_DISABLE_HEALTHCHECKS=all (NVIDIA's) turns all off.
  * Health results change every device of the GPU (its partitions and their
  * replicas) and notify each changed resource once.  A reload carries over
  * (inherit) the health of GPUs matched by PCI address: a GPU that failed
@@ -71,7 +73,7 @@ static void poll_once(struct amd_backend *b, bool notify)
         _cleanup_free_ bool *was = xcalloc(inv->n_gpus + 1, sizeof(bool));
         for (size_t i = 0; i < inv->n_gpus; i++)
                 was[i] = b->watch[i].bad;
-        if (amd_health_poll(inv, b->watch, b->recovery, b->quiet_ms, now_ms(b)) == 0)
+        if (amd_health_poll(inv, b->watch, &b->policy, now_ms(b)) == 0)
                 return;
         for (size_t i = 0; i < inv->n_gpus; i++) {
                 if (was[i] == b->watch[i].bad)
@@ -178,9 +180,17 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                                out, err);
         b->loop = loop;
         b->strategy = xstrdup(cfg->resource_naming_strategy ? cfg->resource_naming_strategy : "single");
-        b->recovery = cfg->health.recovery_enabled;
-        b->quiet_ms = cfg->health.recovery_quiet_ms;
+        b->policy.recovery = cfg->health.recovery_enabled;
+        b->policy.quiet_ms = cfg->health.recovery_quiet_ms;
         b->poll_ms = cfg->amd_health_interval_ms;
+        char **warnings = NULL;
+        b->policy.ignore = amd_health_ignore_parse(getenv("AMD_DISABLE_HEALTHCHECKS"), &warnings);
+        for (size_t i = 0; warnings && warnings[i]; i++)
+                log_warn("amd", "%s", warnings[i]);
+        strv_free(warnings);
+        const char *dp = getenv("DP_DISABLE_HEALTHCHECKS");
+        if (dp && strcmp(dp, "all") == 0)
+                b->policy.ignore = AMD_HEALTH_ALL;
         ctx_fill(&b->ctx, b->inv, cfg);
         r = amd_layout_build(b->inv, cfg, &b->ctx, &b->layout, &why);
         if (r < 0) {
@@ -203,9 +213,13 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
         size_t parts = 0;
         for (size_t i = 0; i < b->inv->n_gpus; i++)
                 parts += b->inv->gpus[i].n_parts > 1 ? b->inv->gpus[i].n_parts : 0;
-        log_info("amd", "found GPUs gpus=%zu partitions=%zu driver=%s strategy=%s resources=%zu",
+        log_info("amd", "found GPUs gpus=%zu partitions=%zu driver=%s strategy=%s resources=%zu "
+                        "health=%s",
                  b->inv->n_gpus, parts, b->inv->driver_version[0] ? b->inv->driver_version : "?",
-                 b->strategy, b->layout.n_res);
+                 b->strategy, b->layout.n_res,
+                 b->poll_ms <= 0 || b->policy.ignore == AMD_HEALTH_ALL ? "off"
+                 : b->policy.ignore                                    ? "partly ignored"
+                                                                       : "polled");
         if (loop && b->poll_ms > 0) {
                 uv_timer_init(loop, &b->timer);
                 b->timer.data = b;

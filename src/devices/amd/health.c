@@ -11,6 +11,8 @@
  *   - it does not answer: amdgpu refuses sysfs reads (EPERM, ENODEV, EIO...)
  *     while the GPU is in reset or wedged, so gpu_busy_percent is read.
  * A GPU with a problem found at start-up (no KFD node) fails every poll.
+ * AMD_DISABLE_HEALTHCHECKS names kinds of failure not to judge (the RAS
+ * baseline still moves, so re-enabling does not report old errors).
  * Failing sets `since`; without recovery a failed GPU stays failed, with
  * recovery it is healthy again once quiet_ms passed without a failure.
  * Partitions follow their GPU (amd.c applies a GPU's state to every device
@@ -58,22 +60,53 @@ static char *part_render_dir(const struct amd_inventory *inv, const struct amd_g
         return xasprintf("%s/devices/platform/%s/drm/renderD%d", inv->sysfs_root, p->id, p->render);
 }
 
+unsigned amd_health_ignore_parse(const char *s, char ***warnings)
+{
+        static const struct {
+                const char *name;
+                unsigned bit;
+        } kinds[] = { { "gone", AMD_HEALTH_GONE },
+                      { "kfd", AMD_HEALTH_KFD },
+                      { "ras", AMD_HEALTH_RAS },
+                      { "unresponsive", AMD_HEALTH_UNRESPONSIVE },
+                      { "all", AMD_HEALTH_ALL } };
+        unsigned mask = 0;
+        _cleanup_free_ char *copy = xstrdup(s ? s : "");
+        char *save = NULL;
+        for (char *w = strtok_r(copy, ", ", &save); w; w = strtok_r(NULL, ", ", &save)) {
+                size_t k = 0;
+                while (k < sizeof(kinds) / sizeof(kinds[0]) && strcmp(kinds[k].name, w) != 0)
+                        k++;
+                if (k == sizeof(kinds) / sizeof(kinds[0])) {
+                        _cleanup_free_ char *m = xasprintf(
+                                "AMD_DISABLE_HEALTHCHECKS: unknown check \"%.40s\" (known: gone, "
+                                "kfd, ras, unresponsive, all); ignored",
+                                w);
+                        *warnings = strv_push(*warnings, m);
+                        continue;
+                }
+                mask |= kinds[k].bit;
+        }
+        return mask;
+}
+
 /* Why g fails this poll (heap), or NULL. */
-static char *check(const struct amd_inventory *inv, const struct amd_gpu *g, struct amd_gpu_watch *w)
+static char *check(const struct amd_inventory *inv, const struct amd_gpu *g, struct amd_gpu_watch *w,
+                   unsigned ignore)
 {
         if (g->problem)
                 return xstrdup(g->problem);
-        if (!exists(g->sysfs_dir))
+        if (!(ignore & AMD_HEALTH_GONE) && !exists(g->sysfs_dir))
                 return xstrdup("GPU gone from amdgpu's sysfs");
         for (size_t k = 0; k < g->n_parts; k++) {
                 const struct amd_part *p = &g->parts[k];
-                if (p->render >= 0) {
+                if (p->render >= 0 && !(ignore & AMD_HEALTH_GONE)) {
                         _cleanup_free_ char *dir = part_render_dir(inv, g, p);
                         if (!exists(dir))
                                 return xasprintf("render node renderD%d of %s gone", p->render,
                                                  p->id);
                 }
-                if (inv->kfd && p->kfd_node >= 0) {
+                if (inv->kfd && p->kfd_node >= 0 && !(ignore & AMD_HEALTH_KFD)) {
                         _cleanup_free_ char *pp = xasprintf(
                                 "%s/class/kfd/kfd/topology/nodes/%d/properties", inv->sysfs_root,
                                 p->kfd_node);
@@ -92,14 +125,14 @@ static char *check(const struct amd_inventory *inv, const struct amd_gpu *g, str
                 uint64_t before = w->ue_total;
                 w->ue_total = ue;
                 w->ue_known = true;
-                if (rose)
+                if (rose && !(ignore & AMD_HEALTH_RAS))
                         return xasprintf("uncorrectable RAS errors rose from %" PRIu64 " to %" PRIu64,
                                          before, ue);
         }
         _cleanup_free_ char *busy = xasprintf("%s/gpu_busy_percent", g->sysfs_dir);
         _cleanup_free_ char *t = NULL;
         int r = amd_read_text(busy, &t);
-        if (r < 0 && r != -ENOENT)
+        if (r < 0 && r != -ENOENT && !(ignore & AMD_HEALTH_UNRESPONSIVE))
                 return xasprintf("not answering (gpu_busy_percent: %s): in reset or wedged",
                                  strerror(-r));
         return NULL;
@@ -116,13 +149,13 @@ void amd_health_baseline(const struct amd_inventory *inv, struct amd_gpu_watch *
         }
 }
 
-size_t amd_health_poll(const struct amd_inventory *inv, struct amd_gpu_watch *w, bool recovery,
-                       int64_t quiet_ms, int64_t now_ms)
+size_t amd_health_poll(const struct amd_inventory *inv, struct amd_gpu_watch *w,
+                       const struct amd_health_policy *p, int64_t now_ms)
 {
         size_t changed = 0;
         for (size_t i = 0; i < inv->n_gpus; i++) {
                 struct amd_gpu_watch *gw = &w[i];
-                char *why = check(inv, &inv->gpus[i], gw);
+                char *why = check(inv, &inv->gpus[i], gw, p->ignore);
                 if (why) {
                         if (!gw->bad || strcmp(gw->reason, why) != 0)
                                 changed += !gw->bad;
@@ -132,7 +165,7 @@ size_t amd_health_poll(const struct amd_inventory *inv, struct amd_gpu_watch *w,
                         gw->reason = why;
                         continue;
                 }
-                if (gw->bad && recovery && now_ms - gw->since >= quiet_ms) {
+                if (gw->bad && p->recovery && now_ms - gw->since >= p->quiet_ms) {
                         gw->bad = false;
                         free(gw->reason);
                         gw->reason = NULL;

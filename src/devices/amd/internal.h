@@ -80,15 +80,37 @@ struct amd_gpu_watch {
         int64_t since;     /* ms (monotonic) of its last failure */
 };
 
+/* Kinds of failure a poll can find; AMD_DISABLE_HEALTHCHECKS names those
+ * to ignore ("gone", "kfd", "ras", "unresponsive", or "all"). */
+enum {
+        AMD_HEALTH_GONE = 1u << 0,         /* the PCI device or a render node vanished */
+        AMD_HEALTH_KFD = 1u << 1,          /* a KFD topology node vanished */
+        AMD_HEALTH_RAS = 1u << 2,          /* uncorrectable RAS errors rose */
+        AMD_HEALTH_UNRESPONSIVE = 1u << 3, /* sysfs reads refused: in reset or wedged */
+        AMD_HEALTH_ALL = 0xfu,
+};
+
+struct amd_health_policy {
+        bool recovery;    /* health.recovery.enabled */
+        int64_t quiet_ms; /* health.recovery.quietPeriod */
+        unsigned ignore;  /* AMD_HEALTH_* kinds not judged */
+};
+
+/* Parses AMD_DISABLE_HEALTHCHECKS (NULL or "" = none); unknown words go to
+ * *warnings (strv) and are skipped.  DP_DISABLE_HEALTHCHECKS=all (NVIDIA's
+ * switch for every check) is honoured by the caller. */
+unsigned amd_health_ignore_parse(const char *s, char ***warnings);
+
 /* Polls every GPU once: the PCI device and its DRM nodes present, the KFD
  * nodes of its partitions present (when KFD is), uncorrectable RAS counts
  * not rising, the device answering (gpu_busy_percent readable: amdgpu
  * refuses sysfs reads during a reset).  Fills reasons into w (n_gpus
  * entries) and returns how many GPUs changed state.  With recovery, a GPU
  * comes back after quiet_ms without a new failure; without, bad is sticky.
- * now_ms is the caller's clock. */
-size_t amd_health_poll(const struct amd_inventory *inv, struct amd_gpu_watch *w, bool recovery,
-                       int64_t quiet_ms, int64_t now_ms);
+ * A GPU with a problem found at start-up always fails.  now_ms is the
+ * caller's clock. */
+size_t amd_health_poll(const struct amd_inventory *inv, struct amd_gpu_watch *w,
+                       const struct amd_health_policy *p, int64_t now_ms);
 /* First poll: records RAS baselines without judging them. */
 void amd_health_baseline(const struct amd_inventory *inv, struct amd_gpu_watch *w);
 
@@ -140,8 +162,7 @@ struct amd_backend {
         struct amd_layout layout;
         char *strategy;
         struct amd_gpu_watch *watch; /* per GPU */
-        bool recovery;
-        int64_t quiet_ms;
+        struct amd_health_policy policy;
         int64_t poll_ms;
         uv_timer_t timer;
         bool timer_on;
