@@ -281,3 +281,22 @@ def test_cdi_spec_in_podman(amd, amd_kind_lock):
     finally:
         out.unlink(missing_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------ reloads
+
+def test_reload_keeps_a_failed_gpu_and_drops_a_vanished_one(kubelet, devlet, amd):
+    n = amd("mi210-pair")
+    d = start(devlet, kubelet, n, *FAST, config={"version": "v1"})
+    n.write(os.path.relpath(n.gpu_dir(2), n.sys) + "/ras/sdma_err_count", "ue: 1\nce: 0\n")
+    kubelet.wait_for_snapshot(GPU, lambda s: s.health("0000:38:00.0") == "Unhealthy")
+    # GPU 3 vanishes (unplugged, driver unbound) before the reload's fresh scan
+    os.unlink(os.path.join(n.sys, "module/amdgpu/drivers/pci:amdgpu", n.m["gpus"][3]["bdf"]))
+    since = d.log_size()
+    d.sighup()
+    d.wait_log(r"found GPUs gpus=3", since=since)
+    snap = kubelet.wait_for_snapshot(GPU, lambda s: len(s.ids()) == 3)
+    # the RAS errors were counted before the reload: still unhealthy, not news again
+    assert snap.health("0000:38:00.0") == "Unhealthy"
+    assert snap.healthy_ids() == ["0000:0c:00.0", "0000:22:00.0"]
+    assert "0000:5c:00.0" not in snap.ids()
