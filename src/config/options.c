@@ -846,11 +846,15 @@ static int parse_args(int argc, char **argv, struct flag_set *s, int *first_arg,
                         if (eq)
                                 value = eq + 1;
                 } else {
-                        /* Go's flag package also takes -name for long names, and AMD's
-                         * tools are run that way (-resource_naming_strategy=mixed) */
+                        /* AMD's tools take Go's -name form of their own flags
+                         * (-resource_naming_strategy=mixed): accepted for the
+                         * alias spellings only, so -mig-strategy still gets a hint */
                         const char *eq = strchr(a + 1, '=');
                         size_t len = eq ? (size_t)(eq - a - 1) : strlen(a + 1);
                         opt = len > 1 ? find_long(a + 1, len) : NULL;
+                        if (opt && !(opt->alias && strlen(opt->alias) == len &&
+                                     strncmp(opt->alias, a + 1, len) == 0))
+                                opt = NULL;
                         if (opt) {
                                 snprintf(who, sizeof(who), "-%.*s", (int)len, a + 1);
                                 if (eq)

@@ -43,8 +43,8 @@ static int resource_name(struct config_walk *w, const struct config_node *n, con
         const char *name = s;
         /* AMD's resources are shared with the same section */
         if (strncmp(s, AMD_DOMAIN "/", strlen(AMD_DOMAIN "/")) == 0) {
-                if (!config_valid_dns_subdomain(s + strlen(AMD_DOMAIN "/")) ||
-                    !config_valid_resource_name(s))
+                /* AMD's partition resources carry '_' (amd.com/cpx_nps4) */
+                if (!config_valid_resource_name(s))
                         return config_node_error(w->diag, w->file, n, path,
                                                  "\"%.100s\" is not a valid resource name", s);
                 *out = xstrdup(s);
