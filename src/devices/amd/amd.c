@@ -217,9 +217,10 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                         "health=%s",
                  b->inv->n_gpus, parts, b->inv->driver_version[0] ? b->inv->driver_version : "?",
                  b->strategy, b->layout.n_res,
-                 b->poll_ms <= 0 || b->policy.ignore == AMD_HEALTH_ALL ? "off"
-                 : b->policy.ignore                                    ? "partly ignored"
-                                                                       : "polled");
+                 !loop ? "one-shot"
+                 : b->poll_ms <= 0 || b->policy.ignore == AMD_HEALTH_ALL ? "off"
+                 : b->policy.ignore ? "partly ignored"
+                                    : "polled");
         if (loop && b->poll_ms > 0) {
                 uv_timer_init(loop, &b->timer);
                 b->timer.data = b;

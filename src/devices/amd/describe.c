@@ -38,7 +38,8 @@ void amd_describe(struct dev_backend *db, FILE *f)
         const struct amd_inventory *inv = b->inv;
         fprintf(f, "\nAMD GPUs (driver %s, naming strategy %s, health %s):\n",
                 inv->driver_version[0] ? inv->driver_version : "?", b->strategy,
-                b->poll_ms <= 0 || b->policy.ignore == AMD_HEALTH_ALL ? "not polled"
+                !b->timer_on ? "checked once"
+                : b->policy.ignore == AMD_HEALTH_ALL ? "not polled"
                 : b->policy.ignore                                    ? "polled, some checks off"
                                                                       : "polled");
         fprintf(f, "  %-4s %-14s %-28s %-5s %-9s %-6s %-9s %s\n", "GPU", "PCI", "PRODUCT", "NUMA",
