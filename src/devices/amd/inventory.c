@@ -577,6 +577,7 @@ int amd_inventory_load(const char *sysfs_root, struct amd_inventory **out, char 
                 return -ENOENT;
         }
         struct amd_inventory *inv = xcalloc(1, sizeof(*inv));
+        atomic_init(&inv->refs, 1);
         inv->sysfs_root = xstrdup(sysfs_root);
         _cleanup_free_ char *mod = xasprintf("%s/module/amdgpu", sysfs_root);
         inv->driver_version = read_or_empty(mod, "version");
@@ -600,9 +601,15 @@ int amd_inventory_load(const char *sysfs_root, struct amd_inventory **out, char 
         return 0;
 }
 
+struct amd_inventory *amd_inventory_ref(struct amd_inventory *inv)
+{
+        atomic_fetch_add(&inv->refs, 1);
+        return inv;
+}
+
 void amd_inventory_free(struct amd_inventory *inv)
 {
-        if (!inv)
+        if (!inv || atomic_fetch_sub(&inv->refs, 1) != 1)
                 return;
         for (size_t i = 0; i < inv->n_gpus; i++) {
                 struct amd_gpu *g = &inv->gpus[i];

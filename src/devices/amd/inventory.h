@@ -5,6 +5,7 @@
 #ifndef DEVLET_DEVICES_AMD_INVENTORY_H
 #define DEVLET_DEVICES_AMD_INVENTORY_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -61,12 +62,16 @@ struct amd_inventory {
         unsigned char *link_type;
         unsigned *link_weight;
         char **warnings; /* files skipped (garbage, truncated, missing), strv or NULL */
+        atomic_uint refs; /* never changed after load otherwise: readers on any thread */
 };
 
 /* Reads the node under sysfs_root ("/sys").  Returns 0 and *out (maybe
  * with no GPUs: amdgpu loaded and driving none), -ENOENT with *err when the
  * amdgpu module is not loaded, -ENOMEM never (allocation aborts). */
 int amd_inventory_load(const char *sysfs_root, struct amd_inventory **out, char **err);
+/* A new reference (a sampler thread keeps one past the backend's life). */
+struct amd_inventory *amd_inventory_ref(struct amd_inventory *inv);
+/* Drops a reference; the last frees.  NULL is fine. */
 void amd_inventory_free(struct amd_inventory *inv);
 
 /* The partition style "cpx_nps4" of a GPU, "" when it has none.  buf has
