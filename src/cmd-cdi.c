@@ -24,8 +24,9 @@ static void cdi_usage(FILE *f)
               "  --output FILE     write the one spec to FILE (\"-\": standard output, the default)\n"
               "  --output-dir DIR  write each spec to DIR/<vendor>-<class>.<format>\n"
               "  --format F        yaml (default) or json\n"
-              "  --vendor V        vendor of the NVIDIA spec's kind (default nvidia.com)\n"
-              "  --class C         class of the NVIDIA spec's kind (default gpu)\n"
+              "  --vendor V        vendor of a GPU spec's kind (default: the GPU vendor's,\n"
+              "                    nvidia.com)\n"
+              "  --class C         class of a GPU spec's kind (default: the vendor's, gpu)\n"
               "Host devices get the kind <domain>/<name>, one CDI device per device ID.\n"
               "Every config flag applies; `devlet help flags` lists them.\n",
               f);
@@ -74,7 +75,7 @@ static int parse_args(int argc, char **argv, struct cdi_args *a, char **rest, in
 }
 
 struct cdi_collect {
-        const struct cdi_generate_opts *opts;
+        const struct dev_cdi_opts *opts;
         struct cdi_spec_list *specs;
 };
 
@@ -102,9 +103,9 @@ static int generate(int argc, char **argv)
                         a.format);
                 return EXIT_USAGE;
         }
-        _cleanup_free_ char *kind = xasprintf("%s/%s", a.vendor ? a.vendor : "nvidia.com",
-                                              a.klass ? a.klass : "gpu");
-        if (!cdi_valid_kind(kind)) {
+        if ((a.vendor && !cdi_valid_vendor(a.vendor)) || (a.klass && !cdi_valid_class(a.klass))) {
+                _cleanup_free_ char *kind = xasprintf("%s/%s", a.vendor ? a.vendor : "<vendor>",
+                                                      a.klass ? a.klass : "<class>");
                 fprintf(stderr, "devlet cdi generate: \"%s\" is not a valid CDI kind: vendor and "
                                 "class start with a letter, end with a letter or digit and hold "
                                 "letters, digits, '_', '-' and '.'\n",
@@ -118,7 +119,9 @@ static int generate(int argc, char **argv)
                 return r;
 
         struct cdi_spec_list specs = { 0 };
-        struct cdi_generate_opts opts = { .cfg = cfg, .nvidia_kind = kind };
+        struct dev_cdi_opts opts = {
+                .cfg = cfg, .standalone = true, .vendor = a.vendor, .klass = a.klass
+        };
         struct cdi_collect c = { .opts = &opts, .specs = &specs };
         int rc = cmd_each_backend("cdi generate", cfg, cdi_collect_backend, &c);
         for (size_t i = 0; specs.warnings && specs.warnings[i]; i++)

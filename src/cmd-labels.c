@@ -65,7 +65,7 @@ static void backends_destroy(struct labels_cmd *c)
 
 static int oneshot(struct labels_cmd *c)
 {
-        struct label_set set = { 0 };
+        struct dev_labels set = { 0 };
         char **warnings = NULL;
         labels_collect(c->cfg, c->backends, c->n, &set, &warnings);
         for (size_t i = 0; warnings && warnings[i]; i++)
@@ -76,7 +76,7 @@ static int oneshot(struct labels_cmd *c)
         const char *path = file[0] && strcmp(file, "-") != 0 ? file : NULL;
         _cleanup_free_ char *err = NULL;
         int r = labels_write_file(path, &set, &err);
-        label_set_release(&set);
+        dev_labels_release(&set);
         if (r < 0) {
                 fprintf(stderr, "devlet labels: %s\n", err);
                 return 1;

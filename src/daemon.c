@@ -9,8 +9,10 @@
  * SIGHUP reloads the configuration; so does a change of the config file's
  * content (watched through its directory, because a ConfigMap volume swaps a
  * `..data` symlink rather than writing the file).  A config that fails to
- * load leaves the running one in place.  SIGTERM/SIGINT remove our sockets
- * and exit 0.
+ * load leaves the running one in place.  A kubelet restart is only a
+ * re-registration (the kubelet manager's): no reload, no rescan, no
+ * rewrite of labels or CDI specs, no metrics restart.  SIGTERM/SIGINT
+ * remove our sockets and exit 0.
  * The loop thread owns every module's state; nothing here blocks it apart
  * from the backends' initial scans. */
 #include "daemon.h"
@@ -27,7 +29,6 @@
 #include "base/xalloc.h"
 #include "cdi/generate.h"
 #include "devices/device.h"
-#include "devices/nvidia/nvidia.h"
 #include "kubelet/kubelet.h"
 #include "labels/labels.h"
 #include "metrics/metrics.h"
@@ -61,7 +62,6 @@ struct daemon {
 
         uv_signal_t sig_hup, sig_term, sig_int;
         int exit_code;
-        uv_timer_t restart_reload; /* a kubelet restart re-enumerates on the next turn */
         int stopping;
 
         /* config file watch */
@@ -219,26 +219,31 @@ static uint64_t metrics_kubelet_restarts(void *ud)
         return d->kubelet_restarts;
 }
 
+/* The error events the backends count per device (NVIDIA: XIDs). */
 static size_t metrics_xids(void *ud, struct metrics_xid *out, size_t max)
 {
         struct daemon *d = ud;
+        size_t total = 0;
         for (size_t i = 0; i < d->devs.n_backends; i++) {
-                if (d->devs.backends[i].ops != &nvidia_backend_ops)
+                const struct dev_backend_ops *ops = d->devs.backends[i].ops;
+                if (!ops->event_counts)
                         continue;
                 struct dev_backend *b = d->devs.backends[i].b;
-                size_t n = nvidia_backend_xid_events(b, NULL, 0);
-                _cleanup_free_ struct nvidia_xid_event *ev = xcalloc(n + 1, sizeof(*ev));
-                n = nvidia_backend_xid_events(b, ev, n);
-                for (size_t k = 0; k < n && k < max; k++)
-                        out[k] = (struct metrics_xid){ .uuid = ev[k].uuid, .xid = (unsigned)ev[k].xid,
-                                                       .count = ev[k].count, .seq = ev[k].seq };
-                return n;
+                size_t n = ops->event_counts(b, NULL, 0);
+                _cleanup_free_ struct dev_event_count *ev = xcalloc(n + 1, sizeof(*ev));
+                n = ops->event_counts(b, ev, n);
+                for (size_t k = 0; k < n && total + k < max; k++)
+                        out[total + k] = (struct metrics_xid){ .uuid = ev[k].device,
+                                                               .xid = (unsigned)ev[k].code,
+                                                               .count = ev[k].count,
+                                                               .seq = ev[k].seq };
+                total += n;
         }
-        return 0;
+        return total;
 }
 
 /* Metrics depend on no backend (they hold their own reference to NVML), so
- * a reload only restarts them, to apply the new configuration. */
+ * a reload restarts them only to apply new metrics settings. */
 static void metrics_restart(struct daemon *d)
 {
         metrics_stop(TAKE_PTR(d->metrics));
@@ -287,14 +292,14 @@ static char *config_content(const struct devlet_config *cfg)
 static void config_watch_start(struct daemon *d);
 
 /* Re-reads the config and re-enumerates devices from a fresh scan, then
- * re-registers.  The new backends are built before the old ones go (and
- * take over what the old ones knew that a scan cannot see), so a
- * backend that fails to start leaves everything running as it was; plugin
- * servers of resources that stay keep their sockets and open streams (they
- * get a fresh snapshot).  A config that fails to load keeps the running one;
- * with rebuild set (a kubelet restart) the devices are re-enumerated from the
- * running config anyway. */
-static void reload(struct daemon *d, int rebuild)
+ * re-registers (SIGHUP, or the config file changed).  The new backends are
+ * built before the old ones go (and take over what the old ones knew that a
+ * scan cannot see), so a backend that fails to start leaves everything
+ * running as it was; plugin servers of resources that stay keep their
+ * sockets and open streams (they get a fresh snapshot).  A config that
+ * fails to load keeps the running one.  Metrics restart only when their
+ * own settings changed. */
+static void reload(struct daemon *d)
 {
         struct devlet_config *cfg = NULL;
         struct config_diag diag = { 0 };
@@ -303,16 +308,13 @@ static void reload(struct daemon *d, int rebuild)
                 char buf[1024];
                 log_error("config", "reload failed, keeping the running configuration error=\"%s\"",
                           config_diag_format(&diag, buf, sizeof(buf)));
-                if (!rebuild)
-                        return;
-        } else {
-                log_warnings(cfg);
-                log_info("daemon", "reloading configuration");
+                return;
         }
+        log_warnings(cfg);
+        log_info("daemon", "reloading configuration");
 
-        const struct devlet_config *next = cfg ? cfg : d->cfg;
         struct devset devs;
-        if (devset_start(&d->loop, next, &devs) < 0) {
+        if (devset_start(&d->loop, cfg, &devs) < 0) {
                 log_error("daemon", "reload could not start the backends; still serving the "
                                     "previous devices");
                 config_free(cfg);
@@ -320,13 +322,13 @@ static void reload(struct daemon *d, int rebuild)
         }
         devset_inherit(&devs, &d->devs);
 
-        int same_dirs = d->kubelet && strcmp(next->plugin_directory, d->cfg->plugin_directory) == 0 &&
-                        strcmp(next->kubelet_socket, d->cfg->kubelet_socket) == 0;
+        int same_dirs = d->kubelet && strcmp(cfg->plugin_directory, d->cfg->plugin_directory) == 0 &&
+                        strcmp(cfg->kubelet_socket, d->cfg->kubelet_socket) == 0;
         if (same_dirs) {
                 r = kubelet_manager_update(d->kubelet, devs.resources, devs.n_resources);
         } else {
                 kubelet_manager_free(TAKE_PTR(d->kubelet));
-                r = kubelet_manager_new(&d->loop, next->plugin_directory, next->kubelet_socket,
+                r = kubelet_manager_new(&d->loop, cfg->plugin_directory, cfg->kubelet_socket,
                                         devs.resources, devs.n_resources, on_kubelet_restart, d,
                                         &d->kubelet);
         }
@@ -337,30 +339,26 @@ static void reload(struct daemon *d, int rebuild)
         devset_stop(&d->devs);
         d->devs = devs;
 
-        if (cfg) {
-                config_free(d->cfg);
-                d->cfg = cfg;
-                free(d->cfg_content);
-                d->cfg_content = config_content(cfg);
-                config_watch_start(d);
-                log_set_verbosity((int)cfg->verbosity);
-        }
+        bool metrics_kept = d->metrics && metrics_settings_equal(d->cfg, cfg);
+        config_free(d->cfg);
+        d->cfg = cfg;
+        free(d->cfg_content);
+        d->cfg_content = config_content(cfg);
+        config_watch_start(d);
+        log_set_verbosity((int)cfg->verbosity);
         outputs_start(d);
-        metrics_restart(d);
+        if (!metrics_kept)
+                metrics_restart(d);
+        log_info("daemon", "reloaded resources=%zu metrics=%s", d->devs.n_resources,
+                 metrics_kept ? "kept" : d->metrics ? "restarted" : "off");
 }
 
-static void on_restart_reload(uv_timer_t *t)
-{
-        struct daemon *d = t->data;
-        log_info("daemon", "kubelet restarted: re-reading the config and re-enumerating devices");
-        reload(d, 1);
-}
-
+/* A kubelet restart is only a re-registration, which the manager does: the
+ * config, the devices, labels, CDI specs and metrics stay as they are. */
 static void on_kubelet_restart(void *ud)
 {
         struct daemon *d = ud;
         d->kubelet_restarts++;
-        uv_timer_start(&d->restart_reload, on_restart_reload, 0, 0);
 }
 
 static void on_config_debounce(uv_timer_t *t)
@@ -370,7 +368,7 @@ static void on_config_debounce(uv_timer_t *t)
         if (!now || (d->cfg_content && strcmp(now, d->cfg_content) == 0))
                 return; /* unreadable mid-swap, or unchanged: nothing to do */
         log_info("daemon", "config file changed file=%s", d->cfg->config_file);
-        reload(d, 0);
+        reload(d);
 }
 
 static void on_config_event(uv_fs_event_t *h, const char *filename, int events, int status)
@@ -407,14 +405,13 @@ static void on_signal(uv_signal_t *h, int signum)
                 return; /* a signal while shutting down changes nothing */
         if (signum == SIGHUP) {
                 log_info("daemon", "SIGHUP received");
-                reload(d, 0);
+                reload(d);
                 return;
         }
         d->stopping = 1;
         log_info("daemon", "shutting down signal=%s", strsignal(signum));
         modules_stop(d);
         uv_timer_stop(&d->cfg_debounce);
-        uv_timer_stop(&d->restart_reload);
         if (d->cfg_watching)
                 uv_fs_event_stop(&d->cfg_watch);
         uv_stop(&d->loop);
@@ -426,8 +423,7 @@ static void close_own(struct daemon *d)
         uv_handle_t *own[] = {
                 (uv_handle_t *)&d->sig_hup,       (uv_handle_t *)&d->sig_term,
                 (uv_handle_t *)&d->sig_int,       (uv_handle_t *)&d->cfg_watch,
-                (uv_handle_t *)&d->cfg_debounce,  (uv_handle_t *)&d->restart_reload,
-                (uv_handle_t *)&d->devices_changed,
+                (uv_handle_t *)&d->cfg_debounce,  (uv_handle_t *)&d->devices_changed,
         };
         for (size_t i = 0; i < ARRAY_SIZE(own); i++)
                 if (!uv_is_closing(own[i]))
@@ -465,8 +461,6 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         d.cfg_watch.data = &d;
         uv_timer_init(&d.loop, &d.cfg_debounce);
         d.cfg_debounce.data = &d;
-        uv_timer_init(&d.loop, &d.restart_reload);
-        d.restart_reload.data = &d;
         uv_timer_init(&d.loop, &d.devices_changed);
         d.devices_changed.data = &d;
         d.cfg_content = config_content(cfg);

@@ -1,4 +1,4 @@
-/* devlet's entry point: subcommand dispatch only. */
+/* devlet's entry point: subcommand dispatch, and where backends' reports go. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +7,7 @@
 #include "cmd.h"
 #include "config/config.h"
 #include "daemon.h"
+#include "devices/device.h"
 
 static void usage(FILE *f)
 {
@@ -50,8 +51,23 @@ static int cmd_run(int argc, char **argv)
         return daemon_run(cfg, argc, argv);
 }
 
+/* What a backend reports for the operator becomes a log line under its
+ * name; a warning about the host, once per process. */
+static void report_to_log(enum dev_report_level level, const char *backend, const char *msg,
+                          void *ud)
+{
+        if (level == DEV_REPORT_HOST_WARN)
+                log_emit_once(LOG_WARN, backend, "%s", msg);
+        else
+                log_emit(level == DEV_REPORT_ERROR  ? LOG_ERROR
+                         : level == DEV_REPORT_WARN ? LOG_WARN
+                                                    : LOG_INFO,
+                         backend, "%s", msg);
+}
+
 int main(int argc, char **argv)
 {
+        dev_report_sink(report_to_log, NULL);
         if (argc < 2) {
                 usage(stderr);
                 return EXIT_USAGE;

@@ -25,7 +25,7 @@
 #define ALLOC_NVLINK_MAX 100
 
 /* Link between two GPUs, as the NVIDIA backend reads it from NVML
- * (nvmlGpuTopologyLevel_t, closest first). */
+ * (NVML's GPU topology levels, closest first). */
 enum alloc_pcie_level {
         ALLOC_PCIE_SAME_BOARD,        /* INTERNAL: two GPUs on one board */
         ALLOC_PCIE_SINGLE_SWITCH,     /* SINGLE / nvidia-smi PIX */

@@ -16,6 +16,15 @@ int log_enabled(enum log_level level);
 void log_emit(enum log_level level, const char *component, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* The same, but only the first time this component logs this message in
+ * the process: for facts about the host that do not change while devlet
+ * runs (a missing DMI product name), which every reload would find again.
+ * Remembers up to LOG_ONCE_MAX distinct messages (by hash), then logs
+ * every message. */
+#define LOG_ONCE_MAX 4096
+void log_emit_once(enum log_level level, const char *component, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
 #define log_error(comp, ...) log_emit(LOG_ERROR, comp, __VA_ARGS__)
 #define log_warn(comp, ...) log_emit(LOG_WARN, comp, __VA_ARGS__)
 #define log_info(comp, ...) log_emit(LOG_INFO, comp, __VA_ARGS__)

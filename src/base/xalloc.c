@@ -108,3 +108,12 @@ int strv_contains(char *const *v, const char *s)
                         return 1;
         return 0;
 }
+
+int strv_equal(char *const *a, char *const *b)
+{
+        size_t i = 0;
+        for (; a && a[i] && b && b[i]; i++)
+                if (strcmp(a[i], b[i]) != 0)
+                        return 0;
+        return !(a && a[i]) && !(b && b[i]);
+}

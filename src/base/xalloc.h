@@ -25,5 +25,7 @@ char **strv_push(char **v, const char *s);
 size_t strv_len(char *const *v);
 void strv_free(char **v);
 int strv_contains(char *const *v, const char *s);
+/* Whether a and b hold the same strings in the same order (NULL is empty). */
+int strv_equal(char *const *a, char *const *b);
 
 #endif

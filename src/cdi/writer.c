@@ -24,7 +24,6 @@
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "cdi/generate.h"
-#include "cdi/nvidia.h"
 
 struct written {
         char *path;
@@ -37,7 +36,6 @@ struct cdi_writer {
         size_t n_backends;
         struct written *files;
         size_t n_files;
-        char *last_warnings;
 
         struct cdi_batch *inflight; /* on the thread pool, or NULL */
         bool again;                 /* devices changed during that batch */
@@ -88,34 +86,20 @@ static struct written *file_slot(struct cdi_writer *w, const char *path)
         return f;
 }
 
-static void log_warnings(struct cdi_writer *w, char **warnings)
-{
-        _cleanup_free_ char *joined = xstrdup("");
-        for (size_t i = 0; warnings && warnings[i]; i++) {
-                char *j = xasprintf("%s%s\n", joined, warnings[i]);
-                free(joined);
-                joined = j;
-        }
-        if (w->last_warnings && strcmp(w->last_warnings, joined) == 0)
-                return;
-        for (size_t i = 0; warnings && warnings[i]; i++)
-                log_warn("cdi", "%s", warnings[i]);
-        free(w->last_warnings);
-        w->last_warnings = TAKE_PTR(joined);
-}
-
 /* Builds every spec and renders those whose bytes changed since the last
  * successful write into *out.  Rendering failures are logged and counted in
  * *first. */
 static size_t prepare(struct cdi_writer *w, struct cdi_file **out, int *first)
 {
         struct cdi_spec_list specs = { 0 };
-        struct cdi_generate_opts opts = { .cfg = w->cfg, .nvidia_kind = CDI_NVIDIA_PLUGIN_KIND };
+        struct dev_cdi_opts opts = { .cfg = w->cfg };
         for (size_t i = 0; i < w->n_backends; i++)
                 if (w->backends[i].backend)
                         cdi_specs_for_backend(w->backends[i].ops, w->backends[i].backend, &opts,
                                               &specs);
-        log_warnings(w, specs.warnings);
+        /* about the host (a missing node, driver file): once per process */
+        for (size_t i = 0; specs.warnings && specs.warnings[i]; i++)
+                log_emit_once(LOG_WARN, "cdi", "%s", specs.warnings[i]);
 
         struct cdi_file *files = xcalloc(specs.n ? specs.n : 1, sizeof(*files));
         size_t n = 0;
@@ -251,7 +235,6 @@ static void writer_release(struct cdi_writer *w)
         }
         free(w->files);
         free(w->backends);
-        free(w->last_warnings);
         free(w);
 }
 

@@ -125,6 +125,8 @@ struct health_cfg {
 
 /* Every string is non-NULL ("" when empty); lists are NULL-terminated
  * string vectors with at least one item. */
+#define CONFIG_BACKEND_SECTIONS_MAX 8
+
 struct devlet_config {
         /* core */
         char *config_file;      /* --config-file, CONFIG_FILE */
@@ -132,7 +134,7 @@ struct devlet_config {
         char *kubelet_socket;   /* --kubelet-socket; "" = <plugin_directory>/kubelet.sock,
                                  * which config_load fills in */
         long verbosity;         /* -v N */
-        char **backends;        /* --backends auto|nvidia|amd|hostdev,... */
+        char **backends;        /* --backends auto or backend names (config_backend_choices) */
         char *sysfs_root;       /* --sysfs-root, default /sys (tests point it at a fake tree) */
         char *dev_root;         /* --dev-root, default / */
         int64_t rescan_interval_ms; /* --rescan-interval, hot-plug fallback rescan; -1 = never */
@@ -178,6 +180,10 @@ struct devlet_config {
         struct sharing_cfg sharing;
         struct resources_cfg resources;
         struct health_cfg health;
+        /* the values of the sections device backends add, by
+         * config_backend_sections index (NULL: not in the file); read them
+         * with config_backend_section() */
+        void *backend_sections[CONFIG_BACKEND_SECTIONS_MAX];
 
         /* warnings found while loading (unknown keys...), formatted with
          * their position; the caller logs them */
@@ -209,6 +215,21 @@ struct config_option {
         long min, max;            /* CONFIG_INT bounds, inclusive; max 0 = no upper bound */
         const char *help;
 };
+
+/* The config-file sections device backends add (struct config_section,
+ * config/sections.h: key, parse, clear, size), defined by the backend table
+ * (devices/registry.c) like config_backend_choices; NULL-terminated, at
+ * most CONFIG_BACKEND_SECTIONS_MAX.  A backend reads its section's value
+ * with config_backend_section(): NULL when the file has none. */
+struct config_section;
+extern const struct config_section *const config_backend_sections[];
+const void *config_backend_section(const struct devlet_config *cfg,
+                                   const struct config_section *s);
+
+/* What --backends accepts: "auto", then every device backend's name in
+ * start-up order; NULL-terminated.  Defined by the backend table
+ * (devices/registry.c), the one place that names the families. */
+extern const char *const config_backend_choices[];
 
 /* The table, in --help order. */
 const struct config_option *config_options(size_t *n);

@@ -10,7 +10,7 @@
  * ignoredXIDs, criticalXIDs); devlet does not act on them, so they are
  * warned about as unknown keys like any other.  The result reaches the
  * caller only when the whole section is good.  Never logs. */
-#include "config/config-internal.h"
+#include "config/sections.h"
 
 int config_health_parse(const struct config_node *node, const char *file, struct health_cfg *out,
                         char ***warnings, struct config_diag *diag)

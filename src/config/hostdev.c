@@ -16,7 +16,7 @@
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
-#include "config/config-internal.h"
+#include "config/sections.h"
 
 #define DEVICES_MAX 1024
 #define GROUP_COUNT_MAX 100000

@@ -1,14 +1,12 @@
-/* The option table and the sources that feed it: defaults, environment
- * variables and the command line (the config file is yaml.c's).
+/* The option table: every option is one row of options[] (flag, short
+ * flag, alias, env vars, config-file key, type, default, choices, help),
+ * the typed values of a row, and the flags help.
  *
- * Every option is one row of options[]: flag, short flag, alias, env vars,
- * config-file key, type, default, choices, help.  A value goes through two
- * steps: config_value_parse() turns text into a typed value and checks it
- * against the row, config_value_store() moves it into struct devlet_config.
- * Parsing never touches the config, so a source with an error changes
- * nothing.  config_load() applies default, file, env, flags in that order, so
- * the later source wins; the command line is parsed first, so a bad flag is
- * reported before any file is read.
+ * A value goes through two steps: config_value_parse() turns text into a
+ * typed value and checks it against the row, config_value_store() moves it
+ * into struct devlet_config.  Parsing never touches the config, so a source
+ * with an error changes nothing.  The sources (defaults, file, env, flags)
+ * are load.c's; the config file's keys are matched in file.c.
  *
  * Never logs and never exits: every problem goes back as -EINVAL with a
  * diag that names the flag, env var or file position and what is allowed. */
@@ -26,9 +24,8 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/xalloc.h"
-#include "config/config-internal.h"
+#include "config/options.h"
 
-static const char *const backend_choices[] = { "auto", "nvidia", "amd", "hostdev", NULL };
 static const char *const mig_strategy_choices[] = { "none", "single", "mixed", NULL };
 static const char *const device_list_strategy_choices[] = { "envvar", "volume-mounts",
                                                             "cdi-annotations", "cdi-cri", NULL };
@@ -86,7 +83,7 @@ static const struct config_option options[] = {
                 .type = CONFIG_LIST,
                 .default_value = "auto",
                 .offset = FIELD(backends),
-                .choices = backend_choices,
+                .choices = config_backend_choices,
                 .help = "Device backends to run (auto: each backend that finds devices)",
         },
         {
@@ -411,103 +408,8 @@ bool config_key_is_section(const char *prefix)
         return false;
 }
 
-/* ---- diagnostics ---- */
-
-int config_diag_set(struct config_diag *d, const char *file, int line, int column,
-                    const char *fmt, ...)
-{
-        if (!d)
-                return -EINVAL;
-        snprintf(d->file, sizeof(d->file), "%s", file ? file : "");
-        d->line = line;
-        d->column = column;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(d->message, sizeof(d->message), fmt, ap);
-        va_end(ap);
-        return -EINVAL;
-}
-
-const char *config_diag_format(const struct config_diag *d, char *buf, size_t size)
-{
-        if (d->file[0] && d->line > 0)
-                snprintf(buf, size, "%s:%d:%d: %s", d->file, d->line, d->column, d->message);
-        else if (d->file[0])
-                snprintf(buf, size, "%s: %s", d->file, d->message);
-        else
-                snprintf(buf, size, "%s", d->message);
-        return buf;
-}
-
 /* ---- values ---- */
 
-int config_parse_bool(const char *s, bool *out)
-{
-        static const char *const yes[] = { "true", "yes", "on", "1" };
-        static const char *const no[] = { "false", "no", "off", "0" };
-        for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
-                if (strcasecmp(s, yes[i]) == 0) {
-                        *out = true;
-                        return 0;
-                }
-                if (strcasecmp(s, no[i]) == 0) {
-                        *out = false;
-                        return 0;
-                }
-        }
-        return -EINVAL;
-}
-
-static int parse_nonneg_long(const char *s, long *out)
-{
-        if (!isdigit((unsigned char)s[0]))
-                return -EINVAL;
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (errno || *end)
-                return -EINVAL;
-        *out = v;
-        return 0;
-}
-
-int config_parse_duration(const char *s, int64_t *out)
-{
-        if (strcmp(s, "infinite") == 0) {
-                *out = -1;
-                return 0;
-        }
-        if (!s[0])
-                return -EINVAL;
-        bool bare = s[strspn(s, "0123456789")] == '\0';
-        int64_t total = 0;
-        const char *p = s;
-        while (*p) {
-                if (!isdigit((unsigned char)*p))
-                        return -EINVAL;
-                int64_t n = 0, unit;
-                for (; isdigit((unsigned char)*p); p++)
-                        if (__builtin_mul_overflow(n, 10, &n) ||
-                            __builtin_add_overflow(n, *p - '0', &n))
-                                return -EINVAL;
-                if (bare)
-                        unit = 1000;
-                else if (strncmp(p, "ms", 2) == 0)
-                        unit = 1, p += 2;
-                else if (*p == 's')
-                        unit = 1000, p++;
-                else if (*p == 'm')
-                        unit = 60 * 1000, p++;
-                else if (*p == 'h')
-                        unit = 3600 * 1000, p++;
-                else
-                        return -EINVAL;
-                if (__builtin_mul_overflow(n, unit, &n) || __builtin_add_overflow(total, n, &total))
-                        return -EINVAL;
-        }
-        *out = total;
-        return 0;
-}
 
 static bool in_choices(const struct config_option *opt, const char *s)
 {
@@ -604,7 +506,7 @@ int config_value_parse(const struct config_option *opt, const char *text, const 
                                                who, text);
                 return 0;
         case CONFIG_INT:
-                if (parse_nonneg_long(text, &out->i) < 0)
+                if (config_parse_nonneg_long(text, &out->i) < 0)
                         return config_diag_set(
                                 diag, NULL, 0, 0,
                                 "%s: invalid value \"%.100s\" (expected a non-negative integer)", who,
@@ -670,317 +572,40 @@ void config_value_store(struct devlet_config *cfg, const struct config_option *o
         }
 }
 
-/* ---- the whole config ---- */
+/* ---- values not yet stored ---- */
 
-struct devlet_config *config_new_defaults(void)
+void config_pending_add(struct config_pending *p, const struct config_option *opt,
+                        union config_value *v)
 {
-        struct devlet_config *cfg = xcalloc(1, sizeof(*cfg));
-        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-                union config_value v = { 0 };
-                int r = config_value_parse(&options[i], options[i].default_value, options[i].flag,
-                                           &v, NULL);
-                if (r < 0)
-                        abort(); /* a bad default in the table is a programming error */
-                config_value_store(cfg, &options[i], &v);
-        }
-        cfg->hostdev.domain = xstrdup("devlet.io");
-        cfg->health.recovery_quiet_ms = CONFIG_HEALTH_QUIET_DEFAULT_MS;
-        return cfg;
-}
-
-void config_free(struct devlet_config *cfg)
-{
-        if (!cfg)
-                return;
-        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-                void *field = (char *)cfg + options[i].offset;
-                if (options[i].type == CONFIG_STRING)
-                        free(*(char **)field);
-                else if (options[i].type == CONFIG_LIST)
-                        strv_free(*(char ***)field);
-        }
-        config_hostdev_clear(&cfg->hostdev);
-        config_sharing_clear(&cfg->sharing);
-        config_resources_clear(&cfg->resources);
-        strv_free(cfg->warnings);
-        free(cfg);
-}
-
-DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
-
-/* ---- command line ---- */
-
-struct flag_value {
-        const struct config_option *opt;
-        union config_value v;
-};
-
-struct flag_set {
-        struct flag_value *items;
-        size_t n, cap;
-};
-
-static void flag_set_clear(struct flag_set *s)
-{
-        for (size_t i = 0; i < s->n; i++)
-                config_value_clear(s->items[i].opt, &s->items[i].v);
-        free(s->items);
-}
-
-static void flag_set_add(struct flag_set *s, const struct config_option *opt,
-                         union config_value *v)
-{
-        /* A list flag given twice collects both (--backends nvidia --backends hostdev). */
         if (opt->type == CONFIG_LIST)
-                for (size_t i = 0; i < s->n; i++)
-                        if (s->items[i].opt == opt) {
+                for (size_t i = 0; i < p->n; i++)
+                        if (p->items[i].opt == opt) {
                                 for (size_t j = 0; v->list[j]; j++)
-                                        s->items[i].v.list = strv_push(s->items[i].v.list,
+                                        p->items[i].v.list = strv_push(p->items[i].v.list,
                                                                        v->list[j]);
                                 config_value_clear(opt, v);
                                 return;
                         }
-        xgrow((void **)&s->items, &s->cap, s->n + 1, sizeof(*s->items));
-        s->items[s->n].opt = opt;
-        s->items[s->n].v = *v;
-        s->n++;
+        xgrow((void **)&p->items, &p->cap, p->n + 1, sizeof(*p->items));
+        p->items[p->n].opt = opt;
+        p->items[p->n].v = *v;
+        p->n++;
         *v = (union config_value){ 0 };
 }
 
-static const struct config_option *find_long(const char *name, size_t len)
+void config_pending_store(struct config_pending *p, struct devlet_config *cfg)
 {
-        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-                const char *names[] = { options[i].flag, options[i].alias };
-                for (size_t j = 0; j < ARRAY_SIZE(names); j++)
-                        if (names[j] && strlen(names[j]) == len && strncmp(names[j], name, len) == 0)
-                                return &options[i];
-        }
-        return NULL;
+        for (size_t i = 0; i < p->n; i++)
+                config_value_store(cfg, p->items[i].opt, &p->items[i].v);
+        p->n = 0;
 }
 
-static const struct config_option *find_short(char c)
+void config_pending_clear(struct config_pending *p)
 {
-        for (size_t i = 0; i < ARRAY_SIZE(options); i++)
-                if (options[i].short_flag && options[i].short_flag == c)
-                        return &options[i];
-        return NULL;
-}
-
-/* Levenshtein distance; SIZE_MAX for names too long to be worth it. */
-static size_t edit_distance(const char *a, size_t la, const char *b)
-{
-        size_t lb = strlen(b);
-        if (la > 64 || lb > 64)
-                return SIZE_MAX;
-        size_t row[65];
-        for (size_t j = 0; j <= lb; j++)
-                row[j] = j;
-        for (size_t i = 1; i <= la; i++) {
-                size_t diag = row[0];
-                row[0] = i;
-                for (size_t j = 1; j <= lb; j++) {
-                        size_t up = row[j];
-                        size_t best = diag + (a[i - 1] != b[j - 1]);
-                        if (up + 1 < best)
-                                best = up + 1;
-                        if (row[j - 1] + 1 < best)
-                                best = row[j - 1] + 1;
-                        row[j] = best;
-                        diag = up;
-                }
-        }
-        return row[lb];
-}
-
-static int unknown_flag(const char *shown, const char *name, size_t len, struct config_diag *diag)
-{
-        const char *best = NULL;
-        size_t best_d = 3;
-        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-                const char *names[] = { options[i].flag, options[i].alias };
-                for (size_t j = 0; j < ARRAY_SIZE(names); j++) {
-                        if (!names[j])
-                                continue;
-                        /* a suggestion must keep something of what was typed */
-                        size_t d = edit_distance(name, len, names[j]);
-                        if (d < best_d && d < len && d < strlen(names[j])) {
-                                best_d = d;
-                                best = names[j];
-                        }
-                }
-        }
-        if (best)
-                return config_diag_set(diag, NULL, 0, 0,
-                                       "unknown flag %.*s%.*s; did you mean --%s?",
-                                       (int)(name - shown), shown, (int)len, name, best);
-        return config_diag_set(diag, NULL, 0, 0, "unknown flag %.*s%.*s", (int)(name - shown),
-                               shown, (int)len, name);
-}
-
-/* Collects argv's flags into s; *first_arg gets the index of the first
- * argument that is not a flag (argc if none). */
-static int parse_args(int argc, char **argv, struct flag_set *s, int *first_arg,
-                      struct config_diag *diag)
-{
-        int i;
-        for (i = 1; i < argc; i++) {
-                const char *a = argv[i];
-                if (strcmp(a, "--") == 0) {
-                        i++;
-                        break;
-                }
-                if (a[0] != '-' || a[1] == '\0')
-                        break;
-
-                const struct config_option *opt;
-                const char *value = NULL;
-                char who[80];
-                if (a[1] == '-') {
-                        const char *name = a + 2;
-                        const char *eq = strchr(name, '=');
-                        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-                        opt = find_long(name, len);
-                        if (!opt)
-                                return unknown_flag(a, name, len, diag);
-                        snprintf(who, sizeof(who), "--%.*s", (int)len, name);
-                        if (eq)
-                                value = eq + 1;
-                } else {
-                        /* AMD's tools take Go's -name form of their own flags
-                         * (-resource_naming_strategy=mixed): accepted for the
-                         * alias spellings only, so -mig-strategy still gets a hint */
-                        const char *eq = strchr(a + 1, '=');
-                        size_t len = eq ? (size_t)(eq - a - 1) : strlen(a + 1);
-                        opt = len > 1 ? find_long(a + 1, len) : NULL;
-                        if (opt && !(opt->alias && strlen(opt->alias) == len &&
-                                     strncmp(opt->alias, a + 1, len) == 0))
-                                opt = NULL;
-                        if (opt) {
-                                snprintf(who, sizeof(who), "-%.*s", (int)len, a + 1);
-                                if (eq)
-                                        value = eq + 1;
-                        } else {
-                                opt = find_short(a[1]);
-                                if (!opt)
-                                        return unknown_flag(a, a + 1, len, diag);
-                                snprintf(who, sizeof(who), "-%c", a[1]);
-                                if (a[2] == '=')
-                                        value = a + 3;
-                                else if (a[2])
-                                        value = a + 2;
-                        }
-                }
-                if (!value) {
-                        if (opt->type == CONFIG_BOOL)
-                                value = "true"; /* bools take a value only as --flag=VALUE */
-                        else if (i + 1 < argc)
-                                value = argv[++i];
-                        else
-                                return config_diag_set(diag, NULL, 0, 0, "flag %s needs a value",
-                                                       who);
-                }
-                union config_value v = { 0 };
-                int r = config_value_parse(opt, value, who, &v, diag);
-                if (r < 0)
-                        return r;
-                flag_set_add(s, opt, &v);
-        }
-        *first_arg = i;
-        return 0;
-}
-
-/* The value of opt's first env var that is set and not empty, or NULL. */
-static const char *option_env(const struct config_option *opt, const char **name)
-{
-        for (size_t i = 0; i < ARRAY_SIZE(opt->envs) && opt->envs[i]; i++) {
-                const char *v = getenv(opt->envs[i]);
-                if (v && v[0]) {
-                        if (name)
-                                *name = opt->envs[i];
-                        return v;
-                }
-        }
-        return NULL;
-}
-
-static int apply_env(struct devlet_config *cfg, struct config_diag *diag)
-{
-        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-                const char *name;
-                const char *text = option_env(&options[i], &name);
-                if (!text)
-                        continue;
-                union config_value v = { 0 };
-                int r = config_value_parse(&options[i], text, name, &v, diag);
-                if (r < 0)
-                        return r;
-                config_value_store(cfg, &options[i], &v);
-        }
-        return 0;
-}
-
-static int load_file(struct devlet_config *cfg, const char *path, struct config_diag *diag)
-{
-        _cleanup_free_ char *data = NULL;
-        size_t len = 0;
-        int r = fs_read_file(path, CONFIG_FILE_MAX, &data, &len);
-        if (r == -EFBIG)
-                return config_diag_set(diag, path, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
-        if (r < 0) {
-                config_diag_set(diag, path, 0, 0, "cannot read: %s", strerror(-r));
-                return r;
-        }
-        return config_parse_yaml(path, data, len, cfg, diag);
-}
-
-int config_load(int argc, char **argv, struct devlet_config **out, struct config_diag *diag,
-                int *argi)
-{
-        struct config_diag scratch;
-        if (!diag)
-                diag = &scratch;
-        memset(diag, 0, sizeof(*diag));
-
-        _cleanup_(flag_set_clear) struct flag_set flags = { 0 };
-        int first_arg = argc;
-        int r = parse_args(argc, argv, &flags, &first_arg, diag);
-        if (r < 0)
-                return r;
-        if (first_arg < argc && !argi)
-                return config_diag_set(diag, NULL, 0, 0, "unexpected argument \"%.100s\"",
-                                       argv[first_arg]);
-
-        _cleanup_(config_freep) struct devlet_config *cfg = config_new_defaults();
-
-        const struct config_option *file_opt = &options[0];
-        const char *path = option_env(file_opt, NULL);
-        for (size_t i = 0; i < flags.n; i++)
-                if (flags.items[i].opt == file_opt)
-                        path = flags.items[i].v.s;
-        if (path && path[0]) {
-                r = load_file(cfg, path, diag);
-                if (r < 0)
-                        return r;
-        }
-
-        r = apply_env(cfg, diag);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < flags.n; i++)
-                config_value_store(cfg, flags.items[i].opt, &flags.items[i].v);
-
-        if (!cfg->kubelet_socket[0]) {
-                size_t n = strlen(cfg->plugin_directory);
-                while (n > 1 && cfg->plugin_directory[n - 1] == '/')
-                        n--;
-                free(cfg->kubelet_socket);
-                cfg->kubelet_socket = xasprintf("%.*s/kubelet.sock", (int)n, cfg->plugin_directory);
-        }
-
-        if (argi)
-                *argi = first_arg;
-        *out = TAKE_PTR(cfg);
-        return 0;
+        for (size_t i = 0; i < p->n; i++)
+                config_value_clear(p->items[i].opt, &p->items[i].v);
+        free(p->items);
+        *p = (struct config_pending){ 0 };
 }
 
 /* ---- help ---- */

@@ -23,7 +23,7 @@
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
-#include "config/config-internal.h"
+#include "config/sections.h"
 
 #define NVIDIA_DOMAIN "nvidia.com"
 #define AMD_DOMAIN "amd.com"

@@ -7,6 +7,9 @@
  * Every error names the key's dotted path (parent + ".key") and points at the
  * offending node, or at the mapping when a required key is missing.
  *
+ * Also the scalar syntaxes (booleans, durations, counts) that the option
+ * table and the sections share.
+ *
  * Never allocates what it returns (strings point into the tree) and never
  * logs. */
 #include <ctype.h>
@@ -14,8 +17,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "config/config-internal.h"
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "config/walk.h"
 
 /* vsnprintf because the paths are short and truncation would only shorten
  * a message. */
@@ -145,5 +151,75 @@ int config_walk_map(struct config_walk *w, const struct config_node *n, const ch
         if (r < 0)
                 return r;
         config_node_warn_unknown_keys(w->warnings, w->file, n, known);
+        return 0;
+}
+
+/* ---- scalars ---- */
+
+int config_parse_bool(const char *s, bool *out)
+{
+        static const char *const yes[] = { "true", "yes", "on", "1" };
+        static const char *const no[] = { "false", "no", "off", "0" };
+        for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+                if (strcasecmp(s, yes[i]) == 0) {
+                        *out = true;
+                        return 0;
+                }
+                if (strcasecmp(s, no[i]) == 0) {
+                        *out = false;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+int config_parse_nonneg_long(const char *s, long *out)
+{
+        if (!isdigit((unsigned char)s[0]))
+                return -EINVAL;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno || *end)
+                return -EINVAL;
+        *out = v;
+        return 0;
+}
+
+int config_parse_duration(const char *s, int64_t *out)
+{
+        if (strcmp(s, "infinite") == 0) {
+                *out = -1;
+                return 0;
+        }
+        if (!s[0])
+                return -EINVAL;
+        bool bare = s[strspn(s, "0123456789")] == '\0';
+        int64_t total = 0;
+        const char *p = s;
+        while (*p) {
+                if (!isdigit((unsigned char)*p))
+                        return -EINVAL;
+                int64_t n = 0, unit;
+                for (; isdigit((unsigned char)*p); p++)
+                        if (__builtin_mul_overflow(n, 10, &n) ||
+                            __builtin_add_overflow(n, *p - '0', &n))
+                                return -EINVAL;
+                if (bare)
+                        unit = 1000;
+                else if (strncmp(p, "ms", 2) == 0)
+                        unit = 1, p += 2;
+                else if (*p == 's')
+                        unit = 1000, p++;
+                else if (*p == 'm')
+                        unit = 60 * 1000, p++;
+                else if (*p == 'h')
+                        unit = 3600 * 1000, p++;
+                else
+                        return -EINVAL;
+                if (__builtin_mul_overflow(n, unit, &n) || __builtin_add_overflow(total, n, &total))
+                        return -EINVAL;
+        }
+        *out = total;
         return 0;
 }

@@ -1,16 +1,12 @@
-/* The config file: libyaml events -> a small node tree -> struct devlet_config.
+/* The bottom of config/: libyaml events -> a small node tree with
+ * positions, and the diagnostics that point into it.
  *
  * The tree keeps each node's 1-based line:column (libyaml's marks are
  * 0-based) so every error and warning points at the text to fix.  Building
  * it is where hostile input is bounded: the size is capped, aliases are
  * refused (no billion-laughs expansion), nesting depth and node count are
- * capped, duplicate keys and NUL characters are errors.  The walk then
- * checks `version: v1`, maps `flags.*` keys onto the option table, hands
- * `hostDevices` to hostdev.c, `resources` and `sharing` to sharing.c (sharing
- * last: it checks names against resources) and `health` to health.c; any
- * other key is a warning, never an error, so NVIDIA's own files stay
- * loadable.  Values and sections are collected first and stored into the
- * config only when the whole file is good.
+ * capped, duplicate keys and NUL characters are errors.  What the tree means
+ * is file.c's business.
  *
  * Never logs and never reads files (config_load does). */
 #include <errno.h>
@@ -22,25 +18,51 @@
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
-#include "config/config-internal.h"
+#include "config/tree.h"
 
 #define NODE_MAX 200000 /* a real config has hundreds */
 #define DEPTH_MAX 64
 
+/* ---- diagnostics ---- */
+
+int config_diag_set(struct config_diag *d, const char *file, int line, int column,
+                    const char *fmt, ...)
+{
+        if (!d)
+                return -EINVAL;
+        snprintf(d->file, sizeof(d->file), "%s", file ? file : "");
+        d->line = line;
+        d->column = column;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->message, sizeof(d->message), fmt, ap);
+        va_end(ap);
+        return -EINVAL;
+}
+
+const char *config_diag_format(const struct config_diag *d, char *buf, size_t size)
+{
+        if (d->file[0] && d->line > 0)
+                snprintf(buf, size, "%s:%d:%d: %s", d->file, d->line, d->column, d->message);
+        else if (d->file[0])
+                snprintf(buf, size, "%s: %s", d->file, d->message);
+        else
+                snprintf(buf, size, "%s", d->message);
+        return buf;
+}
+
 /* ---- nodes ---- */
 
-static void node_free(struct config_node *n)
+void config_tree_free(struct config_node *n)
 {
         if (!n)
                 return;
         for (size_t i = 0; i < n->n_items; i++)
-                node_free(n->items[i]);
+                config_tree_free(n->items[i]);
         free(n->items);
         free(n->text);
         free(n);
 }
-
-DEFINE_CLEANUP_FUNC(struct config_node, node_free)
 
 const struct config_node *config_node_get(const struct config_node *map, const char *key)
 {
@@ -165,7 +187,7 @@ static int attach(struct builder *b, struct config_node *n)
         if (++b->n_nodes > NODE_MAX) {
                 int r = config_node_error(b->diag, b->file, n, "", "more than %d YAML nodes",
                                           NODE_MAX);
-                node_free(n);
+                config_tree_free(n);
                 return r;
         }
         if (b->depth == 0) {
@@ -202,7 +224,7 @@ static int on_event(struct builder *b, const yaml_event_t *ev, bool *done)
                         n = node_new(CONFIG_NODE_SCALAR, &ev->start_mark);
                         r = config_node_error(b->diag, b->file, n, "",
                                               "only one YAML document is allowed");
-                        node_free(n);
+                        config_tree_free(n);
                         return r;
                 }
                 b->seen_document = true;
@@ -212,7 +234,7 @@ static int on_event(struct builder *b, const yaml_event_t *ev, bool *done)
                 r = config_node_error(b->diag, b->file, n, "",
                                       "YAML aliases (*%.100s) are not supported",
                                       (const char *)ev->data.alias.anchor);
-                node_free(n);
+                config_tree_free(n);
                 return r;
         case YAML_SCALAR_EVENT: {
                 const char *v = (const char *)ev->data.scalar.value;
@@ -279,7 +301,7 @@ static int syntax_error(struct builder *b, const yaml_parser_t *p, const char *d
         return config_diag_set(b->diag, b->file, line, column, "%s", problem);
 }
 
-static int tree_build(const char *file, const char *data, size_t len, struct config_node **out,
+int config_tree_parse(const char *file, const char *data, size_t len, struct config_node **out,
                       struct config_diag *diag)
 {
         struct builder b = { .file = file, .diag = diag };
@@ -301,229 +323,10 @@ static int tree_build(const char *file, const char *data, size_t len, struct con
         }
         yaml_parser_delete(&parser);
         if (r < 0) {
-                node_free(b.root);
+                config_tree_free(b.root);
                 return r;
         }
         *out = b.root;
         return 0;
 }
 
-/* ---- walking the tree ---- */
-
-struct pending {
-        const struct config_option *opt;
-        union config_value v;
-};
-
-struct walk {
-        const char *file;
-        struct config_diag *diag;
-        char **warnings;
-        struct pending *values;
-        size_t n_values, cap_values;
-};
-
-static void walk_clear(struct walk *w)
-{
-        for (size_t i = 0; i < w->n_values; i++)
-                config_value_clear(w->values[i].opt, &w->values[i].v);
-        free(w->values);
-        strv_free(w->warnings);
-}
-
-static int walk_option(struct walk *w, const struct config_option *opt,
-                       const struct config_node *n, const char *path)
-{
-        union config_value v = { 0 };
-        int r;
-        if (config_node_is_null(n))
-                return 0; /* as if absent: the value stays */
-        if (n->kind == CONFIG_NODE_SEQ && opt->type == CONFIG_LIST) {
-                char **items = NULL;
-                for (size_t i = 0; i < n->n_items; i++) {
-                        if (n->items[i]->kind != CONFIG_NODE_SCALAR) {
-                                strv_free(items);
-                                return config_node_error(w->diag, w->file, n->items[i], path,
-                                                         "expected a value, found %s",
-                                                         config_node_kind_name(n->items[i]));
-                        }
-                        items = strv_push(items, n->items[i]->text);
-                }
-                r = config_value_parse_items(opt, items, path, &v, w->diag);
-                strv_free(items);
-        } else if (n->kind == CONFIG_NODE_SCALAR) {
-                r = config_value_parse(opt, n->text, path, &v, w->diag);
-        } else {
-                return config_node_error(w->diag, w->file, n, path, "expected %s, found %s",
-                                         opt->type == CONFIG_LIST ? "a list or a value"
-                                                                  : "a value",
-                                         config_node_kind_name(n));
-        }
-        if (r < 0) {
-                /* the message names the key; add where it is */
-                snprintf(w->diag->file, sizeof(w->diag->file), "%s", w->file);
-                w->diag->line = n->line;
-                w->diag->column = n->column;
-                return r;
-        }
-        xgrow((void **)&w->values, &w->cap_values, w->n_values + 1, sizeof(*w->values));
-        w->values[w->n_values++] = (struct pending){ opt, v };
-        return 0;
-}
-
-/* A mapping of option keys under prefix ("flags", "flags.plugin"). */
-static int walk_section(struct walk *w, const struct config_node *map, const char *prefix)
-{
-        if (config_node_is_null(map))
-                return 0;
-        if (map->kind != CONFIG_NODE_MAP)
-                return config_node_error(w->diag, w->file, map, prefix,
-                                         "expected a mapping, found %s",
-                                         config_node_kind_name(map));
-        for (size_t i = 0; i + 1 < map->n_items; i += 2) {
-                const struct config_node *k = map->items[i], *v = map->items[i + 1];
-                char path[256];
-                /* a dotted key ("plugin.passDeviceSpecs") is not a path */
-                if (strchr(k->text, '.') ||
-                    (size_t)snprintf(path, sizeof(path), "%s.%s", prefix, k->text) >=
-                            sizeof(path)) {
-                        config_node_warn_unknown(&w->warnings, w->file, k);
-                        continue;
-                }
-                const struct config_option *opt = config_option_by_key(path);
-                int r = 0;
-                if (opt)
-                        r = walk_option(w, opt, v, path);
-                else if (config_key_is_section(path))
-                        r = walk_section(w, v, path);
-                else
-                        config_node_warn_unknown(&w->warnings, w->file, k);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
-/* The structured sections of one file, held until the whole file is good. */
-struct sections {
-        struct hostdev_cfg hostdev;
-        struct resources_cfg resources;
-        struct sharing_cfg sharing;
-        struct health_cfg health;
-        bool have_hostdev, have_resources, have_sharing, have_health;
-};
-
-static void sections_clear(struct sections *s)
-{
-        if (s->have_hostdev)
-                config_hostdev_clear(&s->hostdev);
-        if (s->have_resources)
-                config_resources_clear(&s->resources);
-        if (s->have_sharing)
-                config_sharing_clear(&s->sharing);
-}
-
-static int check_version(struct walk *w, const struct config_node *root)
-{
-        const struct config_node *v = config_node_get(root, "version");
-        if (!v)
-                return config_node_error(w->diag, w->file, root, "",
-                                         "missing \"version: v1\"");
-        if (v->kind != CONFIG_NODE_SCALAR || strcmp(v->text, "v1") != 0)
-                return config_node_error(w->diag, w->file, v, "version",
-                                         "unsupported version %s%.100s%s (expected v1)",
-                                         v->kind == CONFIG_NODE_SCALAR ? "\"" : "",
-                                         v->kind == CONFIG_NODE_SCALAR
-                                                 ? v->text
-                                                 : config_node_kind_name(v),
-                                         v->kind == CONFIG_NODE_SCALAR ? "\"" : "");
-        return 0;
-}
-
-int config_parse_yaml(const char *file, const char *data, size_t len, struct devlet_config *cfg,
-                      struct config_diag *diag)
-{
-        struct config_diag scratch;
-        if (!diag)
-                diag = &scratch;
-        memset(diag, 0, sizeof(*diag));
-        if (!file)
-                file = "<config>";
-        if (len > CONFIG_FILE_MAX)
-                return config_diag_set(diag, file, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
-
-        _cleanup_(node_freep) struct config_node *root = NULL;
-        int r = tree_build(file, data, len, &root, diag);
-        if (r < 0)
-                return r;
-        if (!root || config_node_is_null(root)) /* empty, or comments only */
-                return config_diag_set(diag, file, 1, 1, "missing \"version: v1\"");
-        if (root->kind != CONFIG_NODE_MAP)
-                return config_node_error(diag, file, root, "",
-                                         "expected a mapping at the top, found %s",
-                                         config_node_kind_name(root));
-
-        _cleanup_(walk_clear) struct walk w = { .file = file, .diag = diag };
-        r = check_version(&w, root);
-        if (r < 0)
-                return r;
-
-        _cleanup_(sections_clear) struct sections sec = { 0 };
-        const struct config_node *sharing = NULL;
-        for (size_t i = 0; i + 1 < root->n_items; i += 2) {
-                const struct config_node *k = root->items[i], *v = root->items[i + 1];
-                if (strcmp(k->text, "version") == 0)
-                        continue;
-                if (strcmp(k->text, "flags") == 0) {
-                        r = walk_section(&w, v, "flags");
-                } else if (strcmp(k->text, "hostDevices") == 0) {
-                        r = config_hostdev_parse(v, file, &sec.hostdev, &w.warnings, diag);
-                        sec.have_hostdev = r >= 0;
-                } else if (strcmp(k->text, "resources") == 0) {
-                        r = config_resources_parse(v, file, &sec.resources, &w.warnings, diag);
-                        sec.have_resources = r >= 0;
-                } else if (strcmp(k->text, "health") == 0) {
-                        r = config_health_parse(v, file, &sec.health, &w.warnings, diag);
-                        sec.have_health = r >= 0;
-                } else if (strcmp(k->text, "sharing") == 0) {
-                        sharing = v; /* after resources, whose names it checks */
-                } else {
-                        config_node_warn_unknown(&w.warnings, file, k);
-                }
-                if (r < 0)
-                        return r;
-        }
-        if (sharing) {
-                r = config_sharing_parse(sharing, file,
-                                         sec.have_resources ? &sec.resources : &cfg->resources,
-                                         &sec.sharing, &w.warnings, diag);
-                if (r < 0)
-                        return r;
-                sec.have_sharing = true;
-        }
-
-        /* all good: only now does cfg change */
-        for (size_t i = 0; i < w.n_values; i++)
-                config_value_store(cfg, w.values[i].opt, &w.values[i].v);
-        w.n_values = 0;
-        if (sec.have_hostdev) {
-                config_hostdev_clear(&cfg->hostdev);
-                cfg->hostdev = sec.hostdev;
-                sec.have_hostdev = false;
-        }
-        if (sec.have_resources) {
-                config_resources_clear(&cfg->resources);
-                cfg->resources = sec.resources;
-                sec.have_resources = false;
-        }
-        if (sec.have_sharing) {
-                config_sharing_clear(&cfg->sharing);
-                cfg->sharing = sec.sharing;
-                sec.have_sharing = false;
-        }
-        if (sec.have_health)
-                cfg->health = sec.health;
-        for (size_t i = 0; w.warnings && w.warnings[i]; i++)
-                cfg->warnings = strv_push(cfg->warnings, w.warnings[i]);
-        return 0;
-}

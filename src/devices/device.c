@@ -10,10 +10,12 @@
 #include "devices/device.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "base/xalloc.h"
 
 /* ---- dev_alloc ---- */
@@ -381,4 +383,70 @@ int dev_preferred_generic(struct dev_resource *r, char *const *available, size_t
 
         *out = p.ids;
         return 0;
+}
+
+/* ---- node labels ---- */
+
+void dev_labels_put(struct dev_labels *s, const char *key, const char *value)
+{
+        for (size_t i = 0; i < s->n; i++)
+                if (strcmp(s->v[i].key, key) == 0) {
+                        free(s->v[i].value);
+                        s->v[i].value = xstrdup(value);
+                        return;
+                }
+        xgrow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v));
+        s->v[s->n].key = xstrdup(key);
+        s->v[s->n].value = xstrdup(value);
+        s->n++;
+}
+
+void dev_labels_putf(struct dev_labels *s, const char *key, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *value = xvasprintf(fmt, ap);
+        va_end(ap);
+        dev_labels_put(s, key, value);
+}
+
+const char *dev_labels_get(const struct dev_labels *s, const char *key)
+{
+        for (size_t i = 0; i < s->n; i++)
+                if (strcmp(s->v[i].key, key) == 0)
+                        return s->v[i].value;
+        return NULL;
+}
+
+void dev_labels_release(struct dev_labels *s)
+{
+        for (size_t i = 0; i < s->n; i++) {
+                free(s->v[i].key);
+                free(s->v[i].value);
+        }
+        free(s->v);
+        memset(s, 0, sizeof(*s));
+}
+
+/* ---- reports ---- */
+
+static dev_report_fn *report_fn;
+static void *report_ud;
+
+void dev_report_sink(dev_report_fn *fn, void *ud)
+{
+        report_fn = fn;
+        report_ud = ud;
+}
+
+void dev_report(enum dev_report_level level, const char *backend, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *msg = xvasprintf(fmt, ap);
+        va_end(ap);
+        if (report_fn)
+                report_fn(level, backend, msg, report_ud);
+        else
+                log_debug(backend, "%s", msg);
 }

@@ -4,12 +4,16 @@
  * life; each resource owns its devices.  Backends run on the loop thread and
  * mutate their resources only there, then call dev_resource_notify() so the
  * observer (the resource's plugin server) sends a fresh snapshot.  Consumers
- * (kubelet/, later metrics/, labels/, cdi/) never include backend headers. */
+ * (kubelet/, metrics/, labels/, cdi/, the daemon) never include backend
+ * headers: what a family adds to labels, CDI specs and metrics reaches them
+ * through the optional members of struct dev_backend_ops, in the neutral
+ * types declared here and in devices/cdi-spec.h. */
 #ifndef DEVLET_DEVICES_DEVICE_H
 #define DEVLET_DEVICES_DEVICE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <uv.h>
@@ -135,6 +139,68 @@ int dev_preferred(struct dev_resource *r, char *const *available, size_t n_avail
 int dev_preferred_generic(struct dev_resource *r, char *const *available, size_t n_available,
                           char *const *must, size_t n_must, size_t size, char ***out);
 
+/* ---- what a backend contributes to node labels, CDI specs and metrics ---- */
+
+/* Node labels: key/value pairs in insertion order; putting a key again
+ * replaces its value (the later rule wins). */
+struct dev_labels {
+        struct dev_kv *v;
+        size_t n, cap;
+};
+
+void dev_labels_put(struct dev_labels *s, const char *key, const char *value);
+void dev_labels_putf(struct dev_labels *s, const char *key, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* The value of key, or NULL. */
+const char *dev_labels_get(const struct dev_labels *s, const char *key);
+void dev_labels_release(struct dev_labels *s);
+
+/* The CDI spec model and a list of specs: devices/cdi-spec.h. */
+struct cdi_spec_list;
+
+struct dev_cdi_opts {
+        const struct devlet_config *cfg;
+        /* false: the kinds the backend's Allocate names (what `devlet run`
+         * writes); true: `devlet cdi generate`, the kinds the vendor's own
+         * CDI tool gives, with vendor and klass (NULL: the vendor's)
+         * replacing the parts of a GPU family's main kind. */
+        bool standalone;
+        const char *vendor, *klass;
+};
+
+/* One device's count of one kind of error event (NVIDIA: an XID code). */
+struct dev_event_count {
+        const char *device; /* the device's stable identity (a GPU UUID); valid
+                             * until the backend is destroyed */
+        unsigned long long code;
+        uint64_t count;
+        uint64_t seq; /* grows with each event the backend counts: newest last */
+};
+
+/* ---- what backends report to the operator ---- */
+
+enum dev_report_level {
+        DEV_REPORT_ERROR,
+        DEV_REPORT_WARN,
+        DEV_REPORT_INFO,
+        /* a warning about the host that stays true while devlet runs (a
+         * missing file, the environment): the sink shows it once per
+         * process, not at every reload */
+        DEV_REPORT_HOST_WARN,
+};
+
+/* Backends log at debug level only.  What an operator must see (a GPU gone
+ * unhealthy, a missing driver, a health monitor that cannot start) is
+ * reported with dev_report() to the sink the program installed: main's
+ * logs it at the level given, under the backend's name.  Without a sink a
+ * report is logged at debug level.  Reports come from the loop thread (or
+ * from create(), before any loop runs). */
+typedef void dev_report_fn(enum dev_report_level level, const char *backend, const char *msg,
+                           void *ud);
+void dev_report_sink(dev_report_fn *fn, void *ud);
+void dev_report(enum dev_report_level level, const char *backend, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
 /* ---- backends ---- */
 
 struct dev_backend;
@@ -164,6 +230,22 @@ struct dev_backend_ops {
         /* Optional: the same as a JSON object (jansson json_t, new reference),
          * which `devlet list -o json` puts under "backends": {"<name>": ...}. */
         struct json_t *(*describe_json)(struct dev_backend *b);
+        /* Optional: the node labels b calls for, put into out.  Facts a label
+         * cannot be made from become warnings appended to *warnings (a strv,
+         * created when NULL; warnings may be NULL).  Values need not be valid
+         * Kubernetes label values (labels/ sanitises them).  NULL:
+         * "<resource>.count", the healthy devices of each resource. */
+        void (*labels)(struct dev_backend *b, const struct devlet_config *cfg,
+                       struct dev_labels *out, char ***warnings);
+        /* Optional: the CDI specs of b's devices, each valid, appended to out
+         * with a warning for each device or spec left out.  NULL: one spec
+         * per resource, its devices' nodes and mounts (cdi/). */
+        void (*cdi_specs)(struct dev_backend *b, const struct dev_cdi_opts *opts,
+                          struct cdi_spec_list *out);
+        /* Optional: the error events b counted per device since it started
+         * (with what it inherited), up to max into out; returns how many
+         * there are (call with max 0 to size out). */
+        size_t (*event_counts)(struct dev_backend *b, struct dev_event_count *out, size_t max);
 };
 
 /* Every backend devlet knows, in start-up order; NULL-terminated. */

@@ -62,16 +62,16 @@ char *plugin_endpoint_name(const char *resource);
 struct kubelet_manager;
 
 /* Called when a new kubelet appears after an earlier one (a restart, not the
- * first appearance).  The owner re-reads its config and re-enumerates devices,
- * which builds a new manager; it must not free the manager from inside this
- * callback (defer it to the next loop turn). */
+ * first appearance), before the manager registers every resource with it.
+ * For counting: a kubelet restart is only a re-registration.  It must not
+ * free the manager. */
 typedef void (*kubelet_restart_fn)(void *ud);
 
 /* Serves every resource, registers each with the kubelet when its socket
  * exists (or as soon as it appears) and keeps doing so across kubelet
- * restarts.  With on_restart set, a kubelet restart is reported there instead
- * of re-registering the current resources.  resources must outlive the
- * manager. */
+ * restarts: a missing plugin socket is re-created and every resource
+ * registers again; nothing else is rebuilt.  on_restart (may be NULL) hears
+ * of each restart.  resources must outlive the manager. */
 int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kubelet_socket,
                         struct dev_resource *const *resources, size_t n,
                         kubelet_restart_fn on_restart, void *ud, struct kubelet_manager **out);

@@ -4,7 +4,10 @@
  * The socket serves before Register is sent, because the kubelet calls
  * GetDevicePluginOptions while our Register call is still waiting for its
  * reply.  Register is an asynchronous client call; a failure retries with
- * exponential backoff, and a newer registration cancels an older one.
+ * exponential backoff, and a newer registration cancels an older one.  A
+ * kubelet creates its socket just before it listens on it, so right after
+ * one appears an UNAVAILABLE answer (connection refused) is first retried a
+ * few times within milliseconds, before the backoff.
  * Every ListAndWatch message is a full snapshot.  Runs on the loop thread;
  * never blocks it. */
 #include "kubelet/kubelet.h"
@@ -22,6 +25,8 @@
 #define REGISTER_TIMEOUT_MS 10000
 #define BACKOFF_FIRST_MS 250
 #define BACKOFF_MAX_MS 10000
+#define QUICK_RETRY_MS 2
+#define QUICK_RETRIES 5
 
 struct law_stream {
         struct grpc_call *call;
@@ -51,6 +56,7 @@ struct plugin_server {
         struct reg_attempt *reg;
         uv_timer_t *retry_timer; /* heap: closed asynchronously */
         unsigned backoff_ms;
+        unsigned quick_retries; /* left since the last plugin_server_register() */
         int registered;
 
         struct plugin_stats stats;
@@ -453,6 +459,13 @@ static void on_register_done(int status, const char *message, void *ud)
                 return;
         }
         p->stats.registration_errors++;
+        if (status == GRPC_STATUS_UNAVAILABLE && p->quick_retries > 0) {
+                p->quick_retries--;
+                log_debug("kubelet", "registration failed, retrying at once resource=%s error=\"%s\"",
+                          p->res->name, message ? message : "");
+                uv_timer_start(p->retry_timer, on_retry_timer, QUICK_RETRY_MS, 0);
+                return;
+        }
         log_warn("kubelet", "registration failed resource=%s status=%s error=\"%s\" retry_ms=%u",
                  p->res->name, grpc_status_name(status), message ? message : "",
                  p->backoff_ms ? p->backoff_ms : BACKOFF_FIRST_MS);
@@ -510,6 +523,7 @@ void plugin_server_register(struct plugin_server *p, const char *kubelet_socket)
         }
         p->registered = 0;
         p->backoff_ms = 0;
+        p->quick_retries = QUICK_RETRIES;
         register_send(p);
 }
 

@@ -39,7 +39,6 @@ struct labeler {
         char *path;          /* the file (a copy); NULL: standard output */
         bool remove_on_exit;
         char *last_error;    /* the last write error logged; NULL after a success */
-        char *last_warnings; /* the warnings last logged, joined */
         size_t writes;
 
         struct label_write *inflight; /* the write on the thread pool, or NULL */
@@ -83,10 +82,10 @@ static int write_data(const char *path, const char *data, size_t len, char **err
         return r;
 }
 
-int labels_write_file(const char *path, const struct label_set *s, char **err)
+int labels_write_file(const char *path, const struct dev_labels *s, char **err)
 {
         size_t len = 0;
-        _cleanup_free_ char *data = label_set_format(s, &len);
+        _cleanup_free_ char *data = labels_format(s, &len);
         if (!path) {
                 if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0) {
                         *err = xstrdup("cannot write to standard output");
@@ -97,20 +96,12 @@ int labels_write_file(const char *path, const struct label_set *s, char **err)
         return write_data(path, data, len, err);
 }
 
-static void log_warnings(struct labeler *l, char **warnings)
+/* A warning is about the host or the devices, which a later pass finds
+ * again: each is logged once per process. */
+static void log_warnings(char **warnings)
 {
-        _cleanup_free_ char *joined = xstrdup("");
-        for (size_t i = 0; warnings && warnings[i]; i++) {
-                char *j = xasprintf("%s%s\n", joined, warnings[i]);
-                free(joined);
-                joined = j;
-        }
-        if (l->last_warnings && strcmp(l->last_warnings, joined) == 0)
-                return;
         for (size_t i = 0; warnings && warnings[i]; i++)
-                log_warn("labels", "%s", warnings[i]);
-        free(l->last_warnings);
-        l->last_warnings = TAKE_PTR(joined);
+                log_emit_once(LOG_WARN, "labels", "%s", warnings[i]);
 }
 
 static void labeler_free(struct labeler *l)
@@ -118,7 +109,6 @@ static void labeler_free(struct labeler *l)
         free(l->backends);
         free(l->path);
         free(l->last_error);
-        free(l->last_warnings);
         free(l);
 }
 
@@ -193,16 +183,16 @@ static void write_labels(struct labeler *l)
                 l->again = true;
                 return;
         }
-        struct label_set set = { 0 };
+        struct dev_labels set = { 0 };
         char **warnings = NULL;
         labels_collect(l->cfg, l->backends, l->n_backends, &set, &warnings);
-        log_warnings(l, warnings);
+        log_warnings(warnings);
         strv_free(warnings);
         size_t n = set.n;
         if (!l->path) {
                 _cleanup_free_ char *err = NULL;
                 int r = labels_write_file(NULL, &set, &err);
-                label_set_release(&set);
+                dev_labels_release(&set);
                 write_done(l, r, &err, n);
                 return;
         }
@@ -210,9 +200,9 @@ static void write_labels(struct labeler *l)
         w->req.data = w;
         w->l = l;
         w->path = xstrdup(l->path);
-        w->data = label_set_format(&set, &w->len);
+        w->data = labels_format(&set, &w->len);
         w->n_labels = n;
-        label_set_release(&set);
+        dev_labels_release(&set);
         int r = uv_queue_work(l->loop, &w->req, work_write, after_write);
         if (r < 0) {
                 _cleanup_free_ char *err = xasprintf("cannot queue the write: %s", uv_strerror(r));

@@ -1,10 +1,11 @@
 /* Node labels in the format of NVIDIA's gpu-feature-discovery (GFD), for
  * node-feature-discovery's local source: `key=value` lines in a file.
  *
- * label_set is an ordered set of labels; the GFD rules that turn NVIDIA
- * facts into labels are in labels/nvidia.h; labels_collect() gathers every
- * label of the running backends; the labeler keeps the file current in
- * `devlet run` and `devlet labels --oneshot=false`. */
+ * A label set is struct dev_labels (devices/device.h), which backends
+ * fill; the rules that turn a family's facts into labels live with the
+ * family (GFD's, with the NVIDIA backend).  labels_collect() gathers
+ * every label of the running backends; the labeler keeps the file current
+ * in `devlet run` and `devlet labels --oneshot=false`. */
 #ifndef DEVLET_LABELS_LABELS_H
 #define DEVLET_LABELS_LABELS_H
 
@@ -19,27 +20,10 @@
 /* Where NFD's local source reads label files, and GFD writes its own. */
 #define LABELS_DEFAULT_OUTPUT_FILE "/etc/kubernetes/node-feature-discovery/features.d/gfd"
 
-/* ---- label sets ---- */
+/* ---- label sets (struct dev_labels, devices/device.h) ---- */
 
-struct label {
-        char *key;
-        char *value;
-};
-
-struct label_set {
-        struct label *v;
-        size_t n, cap;
-};
-
-/* Sets key to value (copies), replacing an earlier value of the key. */
-void label_set_put(struct label_set *s, const char *key, const char *value);
-void label_set_putf(struct label_set *s, const char *key, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-/* The value of key, or NULL. */
-const char *label_set_get(const struct label_set *s, const char *key);
-void label_set_release(struct label_set *s);
 /* "key=value\n" lines sorted by key, NUL-terminated; length in *len. */
-char *label_set_format(const struct label_set *s, size_t *len);
+char *labels_format(const struct dev_labels *s, size_t *len);
 
 /* Kubernetes' rules.  Key: an optional DNS-subdomain prefix (at most 253
  * characters) and '/', then a name of at most 63 characters of
@@ -63,14 +47,14 @@ struct labels_backend {
         struct dev_backend *backend;
 };
 
-/* Every label the backends call for, GFD's for NVIDIA GPUs and
- * "<resource>.count" (healthy devices) for the other resources, plus
+/* Every label the backends call for (their `labels` member, or
+ * "<resource>.count", the healthy devices, for a backend without one), plus
  * nvidia.com/gfd.timestamp unless cfg->labels_no_timestamp.  A label whose
  * key is invalid is left out and a value that is not valid is sanitised;
  * each becomes a warning appended to *warnings (a strv, created when NULL;
  * warnings may be NULL). */
 void labels_collect(const struct devlet_config *cfg, const struct labels_backend *backends,
-                    size_t n, struct label_set *out, char ***warnings);
+                    size_t n, struct dev_labels *out, char ***warnings);
 
 /* ---- the labeler: the labels file, kept current ---- */
 
@@ -83,7 +67,7 @@ const char *labels_output_path(const struct devlet_config *cfg);
 /* Writes s as "key=value" lines to path (NULL: standard output), replacing
  * the file atomically (temporary file + rename, mode 0644) and creating its
  * directory.  Returns 0, or -errno with *err (heap). */
-int labels_write_file(const char *path, const struct label_set *s, char **err);
+int labels_write_file(const char *path, const struct dev_labels *s, char **err);
 
 /* Writes the labels of backends to labels_output_path(cfg) now, then every
  * cfg->labels_sleep_interval_ms (at least 100 ms; never again when it is -1)

@@ -1,11 +1,11 @@
-/* Label sets, the Kubernetes rules for keys and values, and the sanitiser
- * that turns any text into a valid value.
+/* The file form of a label set, the Kubernetes rules for keys and values,
+ * and the sanitiser that turns any text into a valid value.
  *
- * A set keeps insertion order and replaces on a repeated key (GFD merges
- * its labelers the same way: the later one wins); the file form is sorted
- * by key, so the same labels always give the same bytes.
+ * A set (struct dev_labels) keeps insertion order and replaces on a
+ * repeated key (GFD merges its labelers the same way: the later one wins);
+ * the file form is sorted by key, so the same labels always give the same
+ * bytes.
  * Pure data: no I/O, no logging. */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,56 +18,15 @@
 #define LABEL_PREFIX_MAX 253
 #define LABEL_HASH_KEEP 54 /* 54 + '-' + 8 hex digits = 63 */
 
-void label_set_put(struct label_set *s, const char *key, const char *value)
-{
-        for (size_t i = 0; i < s->n; i++)
-                if (strcmp(s->v[i].key, key) == 0) {
-                        free(s->v[i].value);
-                        s->v[i].value = xstrdup(value);
-                        return;
-                }
-        xgrow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v));
-        s->v[s->n].key = xstrdup(key);
-        s->v[s->n].value = xstrdup(value);
-        s->n++;
-}
-
-void label_set_putf(struct label_set *s, const char *key, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        _cleanup_free_ char *value = xvasprintf(fmt, ap);
-        va_end(ap);
-        label_set_put(s, key, value);
-}
-
-const char *label_set_get(const struct label_set *s, const char *key)
-{
-        for (size_t i = 0; i < s->n; i++)
-                if (strcmp(s->v[i].key, key) == 0)
-                        return s->v[i].value;
-        return NULL;
-}
-
-void label_set_release(struct label_set *s)
-{
-        for (size_t i = 0; i < s->n; i++) {
-                free(s->v[i].key);
-                free(s->v[i].value);
-        }
-        free(s->v);
-        memset(s, 0, sizeof(*s));
-}
-
 static int by_key(const void *a, const void *b)
 {
-        const struct label *const *x = a, *const *y = b;
+        const struct dev_kv *const *x = a, *const *y = b;
         return strcmp((*x)->key, (*y)->key);
 }
 
-char *label_set_format(const struct label_set *s, size_t *len)
+char *labels_format(const struct dev_labels *s, size_t *len)
 {
-        _cleanup_free_ const struct label **order = xcalloc(s->n ? s->n : 1, sizeof(*order));
+        _cleanup_free_ const struct dev_kv **order = xcalloc(s->n ? s->n : 1, sizeof(*order));
         size_t total = 1;
         for (size_t i = 0; i < s->n; i++) {
                 order[i] = &s->v[i];

@@ -1,16 +1,22 @@
 """Running build/devlet for tests, the demo and the benchmark.
 
-Devlet wraps one `devlet run` process: its config file (written from a dict
+The build directory (BUILD, DEVLET_BIN) is decided here once.  Devlet wraps
+one `devlet run` process: its config file (written from a dict
 as YAML, or given as text), its log file (stdout and stderr together), the
 signals the contract knows (SIGHUP reload, SIGTERM stop) and the sockets it
 owns in the plugin directory.  It never sleeps blindly: waits poll with a
-deadline.  Helpers here also build hostDevices configs and fake device nodes.
+deadline (wait_until).  Helpers here also build hostDevices configs and fake
+device nodes, run one-shot subcommands (run_devlet, devlet_cli), and speak raw
+HTTP/2 to a socket for the hostile-peer tests.
 """
 
 import glob
 import os
+import pathlib
 import re
 import signal
+import socket
+import struct
 import stat
 import subprocess
 import time
@@ -18,7 +24,12 @@ from typing import Dict, List, Optional, Union
 
 from kubelet_sim import BUILD_DIR, endpoint_name
 
+# The one build directory every test and benchmark uses: $DEVLET_BUILD, or
+# the repository's build/.
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(BUILD_DIR)
 DEVLET_BIN = os.path.join(BUILD_DIR, "devlet")
+MOCK_NVML_LIB = os.path.join(BUILD_DIR, "mock-nvml", "libnvidia-ml.so.1")
 STOP_TIMEOUT = 10.0
 SANITIZER_ERRORS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
@@ -38,7 +49,7 @@ def devlet_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
-def wait_until(check, timeout: float, what: str, interval: float = 0.01):
+def wait_until(check, timeout: float = 10.0, what: str = "condition", interval: float = 0.01):
     """Polls check() until it returns a true value (returned) or the
     deadline passes (TimeoutError naming what)."""
     deadline = time.monotonic() + timeout
@@ -237,8 +248,100 @@ class Devlet:
         raise RuntimeError("no VmHWM in /proc/PID/status")
 
 
+def devlet_cli(*args, env: Optional[Dict[str, str]] = None,
+               timeout: float = 60.0) -> subprocess.CompletedProcess:
+    """`devlet ARGS...` (each argument made a string), captured."""
+    return run_devlet([str(a) for a in args], timeout=timeout, env=env)
+
+
 def run_devlet(args: List[str], timeout: float = 30.0, env: Optional[Dict[str, str]] = None,
                binary: str = DEVLET_BIN) -> subprocess.CompletedProcess:
     """Runs a one-shot subcommand (list, probe, version...) and captures it."""
     return subprocess.run([binary] + list(args), stdin=subprocess.DEVNULL, capture_output=True,
                           text=True, timeout=timeout, env=devlet_env(env))
+
+# ------------------------------------------------ raw HTTP/2 (hostile peers)
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def raw_connect(path, timeout=10):
+    """A raw connection; a full listen backlog (EAGAIN: Unix sockets do not
+    wait in non-blocking connect) is retried until the deadline."""
+    def attempt():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        s.settimeout(timeout)
+        try:
+            s.connect(path)
+            return s
+        except BlockingIOError:
+            s.close()
+            return None
+    return wait_until(attempt, timeout, f"a connection to {path}", interval=0.001)
+
+
+def send_quietly(s, data):
+    try:
+        s.sendall(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server may hang up before it has read everything
+
+
+def closed_by_peer(s, timeout=10):
+    s.settimeout(timeout)
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def read_until_eof(s):
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def frame(ftype, flags, stream, payload):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
+
+
+def frame_types(data):
+    types, off = [], 0
+    while off + 9 <= len(data):
+        length = int.from_bytes(data[off:off + 3], "big")
+        types.append(data[off + 3])
+        off += 9 + length
+    return types
+
+
+def hpack(headers):
+    """Literal header fields without indexing or Huffman coding (short strings only)."""
+    out = b""
+    for name, value in headers:
+        n, v = name.encode(), value.encode()
+        assert len(n) < 127 and len(v) < 127
+        out += b"\0" + bytes([len(n)]) + n + bytes([len(v)]) + v
+    return out
+
+
+def read_frames_until(s, pred):
+    """Reads (type, flags, stream, payload) frames until pred(frames) holds."""
+    data, frames = b"", []
+    while not pred(frames):
+        chunk = s.recv(65536)
+        assert chunk, f"connection closed early after {frames}"
+        data += chunk
+        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+            length = int.from_bytes(data[:3], "big")
+            stream = int.from_bytes(data[5:9], "big") & 0x7FFFFFFF
+            frames.append((data[3], data[4], stream, data[9:9 + length]))
+            data = data[9 + length:]
+    return frames

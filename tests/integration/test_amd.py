@@ -300,3 +300,33 @@ def test_reload_keeps_a_failed_gpu_and_drops_a_vanished_one(kubelet, devlet, amd
     assert snap.health("0000:38:00.0") == "Unhealthy"
     assert snap.healthy_ids() == ["0000:0c:00.0", "0000:22:00.0"]
     assert "0000:5c:00.0" not in snap.ids()
+
+
+# ------------------------------------------------------------ labels
+
+def test_labels_as_amds_labeller(amd, dirs):
+    n = amd("mi300x-8x-cpx")
+    out = os.path.join(dirs.work, "labels")
+    res = run_devlet(["labels", "--output-file", out, "--no-timestamp", "--resource-naming-strategy",
+                      "mixed"] + n.args())
+    assert res.returncode == 0, res.stderr
+    labels = dict(line.split("=", 1) for line in open(out).read().splitlines())
+    assert labels["amd.com/gpu.family"] == "AI"
+    assert labels["amd.com/gpu.product-name"] == "AMD_Instinct_MI300X_OAM"
+    assert labels["amd.com/gpu.vram"] == "24G"
+    assert labels["beta.amd.com/gpu.vram.24G"] == "64"
+    assert labels["amd.com/gpu.compute-memory-partition"] == "cpx_nps4"
+    assert labels["amd.com/gpu.compute-partitioning-supported"] == "true"
+    assert labels["amd.com/gpu.driver-version"] == "6.10.5"
+    assert labels["amd.com/gpu.count"] == "8"
+    assert labels["amd.com/cpx_nps4.count"] == "64"
+
+
+def test_devlet_run_writes_amds_labels(kubelet, devlet, amd):
+    n = amd("mi210-pair")
+    d = start(devlet, kubelet, n, *FAST)
+    gfd = os.path.join(d.workdir, "gfd")
+    from devlet_harness import wait_until
+    wait_until(lambda: os.path.exists(gfd) and "amd.com/gpu.family=AI" in open(gfd).read(), 10,
+               "the labels file with AMD's labels")
+    assert "amd.com/gpu.count=4" in open(gfd).read().splitlines()

@@ -24,9 +24,9 @@ import uuid
 import pytest
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("DEVLET_BUILD", ROOT / "build"))
-DEVLET = BUILD / "devlet"
+from devlet_harness import DEVLET_BIN as DEVLET, MOCK_NVML_LIB as MOCK_NVML, ROOT
+from devlet_harness import devlet_cli as devlet
+
 PODMAN_RUN = [
     "podman", "--runtime", "runc", "--cgroup-manager=cgroupfs",
     "run", "--rm", "--network=none",
@@ -34,7 +34,6 @@ PODMAN_RUN = [
 ]
 BUSYBOX = "/bin/busybox"
 PROFILES = ROOT / "tests" / "mock-nvml" / "profiles"
-MOCK_NVML = BUILD / "mock-nvml" / "libnvidia-ml.so.1"
 NVIDIA_KIND = "k8s.device-plugin.nvidia.com/gpu"
 CDI_DIRS = [pathlib.Path("/etc/cdi"), pathlib.Path("/var/run/cdi")]
 
@@ -69,11 +68,6 @@ def spec_files():
 
 def unique_name():
     return "cditest" + uuid.uuid4().hex[:10]
-
-
-def devlet(*args, env=None):
-    return subprocess.run([str(DEVLET), *map(str, args)], capture_output=True, text=True, timeout=60,
-                          env=env)
 
 
 def podman_run(rootfs, device, script):

@@ -16,8 +16,9 @@ import time
 import pytest
 import yaml
 
+from devlet_harness import BUILD
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("DEVLET_BUILD", ROOT / "build"))
 OVERLAYS_DIR = ROOT / "deploy" / "overlays"
 OVERLAYS = sorted(p.name for p in OVERLAYS_DIR.iterdir() if (p / "kustomization.yaml").exists())
 

@@ -4,8 +4,9 @@ import os
 import subprocess
 import sys
 
+from devlet_harness import BUILD
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("DEVLET_BUILD", os.path.join(ROOT, "build"))
 
 
 def test_readme_flags_table_is_current():

@@ -22,8 +22,11 @@ from concurrent import futures
 import grpc
 import pytest
 
+from devlet_harness import (BUILD_DIR, PREFACE, frame, frame_types, hpack, raw_connect,
+                            read_frames_until, read_until_eof, wait_until)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("DEVLET_BUILD") or os.path.join(REPO, "build")
+BUILD = BUILD_DIR
 ASAN_BUILD = os.environ.get("DEVLET_ASAN_BUILD") or os.path.join(REPO, "build-asan")
 
 MiB = 1 << 20
@@ -33,23 +36,10 @@ OPTS = [
     ("grpc.max_receive_message_length", 8 * MiB),
 ]
 FAIL_MESSAGE = "bad request: caf\u00e9 \u2713 100% done %41 tab\there"
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
 def ident(x):
     return x
-
-
-def wait_until(pred, timeout=10.0, what="condition"):
-    """Polls pred until it returns a true value or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def fnv1a(data):
@@ -292,60 +282,6 @@ def test_dropped_connection_cancels_its_calls(server, echo):
     wait_until(lambda: stats_are(echo, open_calls=0, connections=base["connections"],
                                  cancels=base["cancels"] + 3),
                what="calls of the dropped connection cancelled")
-
-
-def raw_connect(path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.connect(path)
-    return s
-
-
-def read_until_eof(s):
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            return data
-        data += chunk
-
-
-def frame(ftype, flags, stream, payload):
-    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
-
-
-def frame_types(data):
-    types, off = [], 0
-    while off + 9 <= len(data):
-        length = int.from_bytes(data[off:off + 3], "big")
-        types.append(data[off + 3])
-        off += 9 + length
-    return types
-
-
-def hpack(headers):
-    """Literal header fields without indexing or Huffman coding (short strings only)."""
-    out = b""
-    for name, value in headers:
-        n, v = name.encode(), value.encode()
-        assert len(n) < 127 and len(v) < 127
-        out += b"\0" + bytes([len(n)]) + n + bytes([len(v)]) + v
-    return out
-
-
-def read_frames_until(s, pred):
-    """Reads (type, flags, stream, payload) frames until pred(frames) holds."""
-    data, frames = b"", []
-    while not pred(frames):
-        chunk = s.recv(65536)
-        assert chunk, f"connection closed early after {frames}"
-        data += chunk
-        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
-            length = int.from_bytes(data[:3], "big")
-            stream = int.from_bytes(data[5:9], "big") & 0x7FFFFFFF
-            frames.append((data[3], data[4], stream, data[9:9 + length]))
-            data = data[9 + length:]
-    return frames
 
 
 SETTINGS = frame(4, 0, 0, b"")

@@ -7,12 +7,11 @@ import json
 import os
 import pathlib
 import subprocess
-import time
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("DEVLET_BUILD", ROOT / "build"))
+from devlet_harness import BUILD, ROOT, wait_until
+
 # the containers-storage driver build-image.sh used, when not storage.conf's
 STORAGE = [f"--storage-driver={os.environ['STORAGE_DRIVER']}"] if os.environ.get("STORAGE_DRIVER") else []
 PODMAN = ["podman", *STORAGE]
@@ -173,13 +172,6 @@ def test_list_without_the_device_reports_it_unhealthy(image, config_dir):
     assert [d["health"] for d in devices] == ["Unhealthy", "Unhealthy"]
 
 
-def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_run_serves_the_kubelet_api_as_root_without_capabilities(image, config_dir, plugin_dir):
     """`devlet run` as the DaemonSet runs it: uid 0, every capability dropped,
     no privilege escalation, read-only root, the config directory mounted
@@ -196,7 +188,7 @@ def test_run_serves_the_kubelet_api_as_root_without_capabilities(image, config_d
     cmd.remove("--rm")  # keep the container to read its exit code
     cid = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
     try:
-        wait_for(sock.exists)
+        wait_until(sock.exists, 30.0, "the plugin socket")
         probe = subprocess.run([str(BUILD / "devlet"), "probe", "--socket", str(sock), "--allocate", "imagetest-1"],
                                capture_output=True, text=True, timeout=60)
         assert probe.returncode == 0, probe.stderr
@@ -252,8 +244,9 @@ def test_run_reloads_a_configmap_volume_update(image, tmp_path, plugin_dir):
         return [d["id"] for d in json.loads(probe.stdout)["devices"]] if probe.returncode == 0 else None
 
     try:
-        wait_for(lambda: device_ids() == ["imagetest-0", "imagetest-1"])
+        wait_until(lambda: device_ids() == ["imagetest-0", "imagetest-1"], 30.0, "two devices")
         configmap_volume(config, HOSTDEV_CONFIG.replace("count: 2", "count: 3"), 2)
-        wait_for(lambda: device_ids() == ["imagetest-0", "imagetest-1", "imagetest-2"])
+        wait_until(lambda: device_ids() == ["imagetest-0", "imagetest-1", "imagetest-2"], 30.0,
+                   "three devices")
     finally:
         subprocess.run(PODMAN + ["rm", "-f", "-t", "10", cid], capture_output=True)

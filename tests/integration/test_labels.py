@@ -13,14 +13,13 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 
 import pytest
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("DEVLET_BUILD", ROOT / "build"))
-DEVLET = BUILD / "devlet"
+from devlet_harness import DEVLET_BIN as DEVLET, MOCK_NVML_LIB as MOCK_NVML, ROOT
+from devlet_harness import devlet_cli as devlet, wait_until
+
 
 NAME = r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?"
 KEY = re.compile(r"^([a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*/)?" + NAME + "$")
@@ -38,17 +37,6 @@ def parse_labels(text):
         assert key not in labels, f"duplicate key {key}"
         labels[key] = value
     return labels
-
-
-def wait_until(pred, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -70,10 +58,6 @@ def hostdev_config(tmp, extra=None):
     path.write_text(yaml.safe_dump(cfg))
     return path
 
-
-def devlet(*args, env=None):
-    return subprocess.run([str(DEVLET), *map(str, args)], capture_output=True, text=True,
-                          timeout=60, env=env)
 
 
 def test_prints_host_device_counts(tmp):
@@ -223,7 +207,6 @@ def test_devlet_run_without_cdi_strategy_writes_no_spec(tmp):
 
 GOLDEN = ROOT / "tests" / "golden" / "labels"
 PROFILES = ROOT / "tests" / "mock-nvml" / "profiles"
-MOCK_NVML = BUILD / "mock-nvml" / "libnvidia-ml.so.1"
 TIME_SLICING = {"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
 TIME_SLICING_RENAMED = {"sharing": {"timeSlicing": {
     "renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}

@@ -307,7 +307,7 @@ def test_reload_keeps_serving_on_the_same_port(devlet, nvml, dirs):
     wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_GPU_TEMP"), WAIT, "GPU series")
     since = d.log_size()
     d.sighup()
-    d.wait_log(r"serving metrics address=127.0.0.1:%d" % port, since=since)
+    d.wait_log(r"reloaded resources=\d+ metrics=kept", since=since)  # its settings did not change
     wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_GPU_TEMP"), WAIT, "GPU series after the reload")
     assert "cannot serve metrics" not in d.log_text()
 
@@ -348,8 +348,8 @@ def test_xid_counters_survive_a_reload(devlet, nvml, dirs):
         select(s, "DCGM_FI_DEV_XID_ERRORS", gpu="4")[0][0], 79)], WAIT, "GPU 4's last XID")
     since = d.log_size()
     d.sighup()
-    d.wait_log(r"serving metrics address=127.0.0.1:%d" % port, since=since)
-    # the restarted collector's first pass already has GPU 4's last XID
+    d.wait_log(r"reloaded resources=\d+ metrics=kept", since=since)
+    # the collector, kept across the reload, still has GPU 4's last XID
     samples = wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_XID_ERRORS", gpu="4") and s, WAIT,
                            "the XID series after the reload")
     assert select(samples, "DCGM_FI_DEV_XID_ERRORS", gpu="4")[0][1] == 79

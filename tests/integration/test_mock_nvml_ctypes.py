@@ -16,8 +16,9 @@ from pathlib import Path
 
 import yaml
 
+from devlet_harness import BUILD
+
 ROOT = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("DEVLET_BUILD", ROOT / "build"))
 LIBDIR = BUILD / "mock-nvml"
 PROFILES = ROOT / "tests" / "mock-nvml" / "profiles"
 

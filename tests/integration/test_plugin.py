@@ -12,7 +12,6 @@ import os
 import random
 import re
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -23,7 +22,8 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
-from devlet_harness import hostdev_config, make_node, run_devlet, wait_until, write_config
+from devlet_harness import (EMPTY_SETTINGS, PREFACE, closed_by_peer, hostdev_config, make_node,
+                            raw_connect, run_devlet, send_quietly, wait_until, write_config)
 from kubelet_sim import Device, PluginClient, PyPlugin, endpoint_name, pb
 
 FUSE = "devlet.io/fuse"
@@ -450,44 +450,6 @@ def test_second_signal_during_shutdown_still_exits_zero(dirs, kubelet, devlet):
 
 
 # ------------------------------------------------------------ hostile clients
-
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
-
-
-def raw_connect(path, timeout=10):
-    """A raw connection; a full listen backlog (EAGAIN: Unix sockets do not
-    wait in non-blocking connect) is retried until the deadline."""
-    def attempt():
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        s.settimeout(timeout)
-        try:
-            s.connect(path)
-            return s
-        except BlockingIOError:
-            s.close()
-            return None
-    return wait_until(attempt, timeout, f"a connection to {path}", interval=0.001)
-
-
-def send_quietly(s, data):
-    try:
-        s.sendall(data)
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the server may hang up before it has read everything
-
-
-def closed_by_peer(s, timeout=10):
-    s.settimeout(timeout)
-    try:
-        while s.recv(65536):
-            pass
-        return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except socket.timeout:
-        return False
-
 
 def test_garbage_and_half_open_connections(std):
     sim, d, dev = std.sim, std.d, std.dirs.dev

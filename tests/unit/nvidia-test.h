@@ -71,18 +71,8 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 
 TEST_HELPER int nvidia_group_setup(void **state)
 {
-        const char *env = getenv("MOCK_NVML_LIB");
-        if (env) {
-                snprintf(mock_lib, sizeof(mock_lib), "%s", env);
-        } else {
-                ssize_t n = readlink("/proc/self/exe", mock_lib, sizeof(mock_lib) - 1);
-                if (n < 0)
-                        return -1;
-                mock_lib[n] = '\0';
-                *strrchr(mock_lib, '/') = '\0';
-                strncat(mock_lib, "/../mock-nvml/libnvidia-ml.so.1",
-                        sizeof(mock_lib) - strlen(mock_lib) - 1);
-        }
+        if (test_mock_nvml_path(mock_lib, sizeof(mock_lib)) < 0)
+                return -1;
         if (access(mock_lib, R_OK) != 0) {
                 fprintf(stderr, "no mock NVML at %s (build it with make)\n", mock_lib);
                 return -1;

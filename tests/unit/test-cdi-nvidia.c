@@ -13,7 +13,7 @@
 #include "nvidia-test.h"
 
 #include "cdi/generate.h"
-#include "cdi/nvidia.h"
+#include "devices/nvidia/cdi.h"
 #include "labels/labels.h"
 
 #define GPUS 8
@@ -62,7 +62,7 @@ static int setup(void **state)
 static struct cdi_spec *nvidia_spec(struct dev_backend *b, const struct devlet_config *cfg,
                                     struct cdi_spec_list *specs)
 {
-        const struct cdi_generate_opts opts = { cfg, CDI_NVIDIA_PLUGIN_KIND };
+        const struct dev_cdi_opts opts = { .cfg = cfg }; /* NVIDIA_CDI_PLUGIN_KIND */
         cdi_specs_for_backend(&nvidia_backend_ops, b, &opts, specs);
         assert_int_equal(specs->n, 1);
         assert_string_equal(specs->specs[0]->kind, "k8s.device-plugin.nvidia.com/gpu");
@@ -243,7 +243,7 @@ static void test_extra_kinds(void **state)
                                              "  plugin:\n    deviceListStrategy: cdi-cri\n");
         struct dev_backend *b = backend_new(NULL, cfg);
         struct cdi_spec_list specs = { 0 };
-        const struct cdi_generate_opts opts = { cfg, CDI_NVIDIA_PLUGIN_KIND };
+        const struct dev_cdi_opts opts = { .cfg = cfg }; /* NVIDIA_CDI_PLUGIN_KIND */
         cdi_specs_for_backend(&nvidia_backend_ops, b, &opts, &specs);
         assert_int_equal(specs.n, 3);
         assert_string_equal(specs.specs[1]->kind, "k8s.device-plugin.nvidia.com/gds");
@@ -287,17 +287,17 @@ static void test_labels_from_backend(void **state)
         cfg->labels_no_timestamp = true;
         struct dev_backend *b = backend_new(NULL, cfg);
         struct labels_backend lb = { &nvidia_backend_ops, b };
-        struct label_set set = { 0 };
+        struct dev_labels set = { 0 };
         char **warnings = NULL;
         labels_collect(cfg, &lb, 1, &set, &warnings);
-        assert_string_equal(label_set_get(&set, "nvidia.com/gpu.product"), "NVIDIA-A100-PCIE-40GB");
-        assert_string_equal(label_set_get(&set, "nvidia.com/mig-3g.20gb.slices.gi"), "3");
-        assert_string_equal(label_set_get(&set, "nvidia.com/mig-3g.20gb.memory"), "20096");
-        assert_string_equal(label_set_get(&set, "nvidia.com/mig-2g.10gb.engines.copy"), "2");
-        assert_string_equal(label_set_get(&set, "nvidia.com/gpu.count"), "1");
-        assert_string_equal(label_set_get(&set, "nvidia.com/gpu.mode"), "compute");
+        assert_string_equal(dev_labels_get(&set, "nvidia.com/gpu.product"), "NVIDIA-A100-PCIE-40GB");
+        assert_string_equal(dev_labels_get(&set, "nvidia.com/mig-3g.20gb.slices.gi"), "3");
+        assert_string_equal(dev_labels_get(&set, "nvidia.com/mig-3g.20gb.memory"), "20096");
+        assert_string_equal(dev_labels_get(&set, "nvidia.com/mig-2g.10gb.engines.copy"), "2");
+        assert_string_equal(dev_labels_get(&set, "nvidia.com/gpu.count"), "1");
+        assert_string_equal(dev_labels_get(&set, "nvidia.com/gpu.mode"), "compute");
         strv_free(warnings);
-        label_set_release(&set);
+        dev_labels_release(&set);
         nvidia_backend_ops.destroy(b);
         config_free(cfg);
 }
@@ -314,11 +314,11 @@ static void test_ldcache_hook_under_search_root(void **state)
         tmp_path(search, sizeof(search), "hostroot");
         tmp_path(dev_root, sizeof(dev_root), "root"); /* the fixture's /dev/nvidia0 */
         tmp_path(hook, sizeof(hook), "hostroot/usr/bin/nvidia-cdi-hook-test");
-        const struct cdi_nvidia_gpu gpu = { .uuid = "GPU-11111111-2222-3333-4444-555555555555",
+        const struct nvidia_cdi_gpu gpu = { .uuid = "GPU-11111111-2222-3333-4444-555555555555",
                                             .minor = 0 };
-        const struct cdi_nvidia_node node = { .driver_version = "550.54.15", .gpus = &gpu,
+        const struct nvidia_cdi_node node = { .driver_version = "550.54.15", .gpus = &gpu,
                                               .n_gpus = 1 };
-        const struct cdi_nvidia_opts opts = { .kind = "nvidia.com/gpu", .driver_root = "/",
+        const struct nvidia_cdi_opts opts = { .kind = "nvidia.com/gpu", .driver_root = "/",
                                               .search_root = search, .dev_root = dev_root,
                                               .hook_path = "/usr/bin/nvidia-cdi-hook-test" };
         for (int present = 1; present >= 0; present--) {
@@ -328,7 +328,7 @@ static void test_ldcache_hook_under_search_root(void **state)
                         assert_int_equal(unlink(hook), 0);
                 struct cdi_spec *s = NULL;
                 char **warnings = NULL, *err = NULL;
-                assert_int_equal(cdi_spec_nvidia(&node, &opts, &s, &warnings, &err), 0);
+                assert_int_equal(nvidia_cdi_spec(&node, &opts, &s, &warnings, &err), 0);
                 assert_int_equal(s->edits.n_hooks, (size_t)present);
                 if (present) {
                         const struct cdi_hook *h = &s->edits.hooks[0];

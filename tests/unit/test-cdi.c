@@ -24,7 +24,7 @@
 #include "base/xalloc.h"
 #include "cdi/cdi.h"
 #include "cdi/generate.h"
-#include "cdi/nvidia.h"
+#include "devices/nvidia/cdi.h"
 #include "cdi/spec.h"
 
 DEFINE_CLEANUP_FUNC(struct cdi_spec, cdi_spec_free)
@@ -632,22 +632,22 @@ static void test_nvidia_spec(void **state)
         _cleanup_free_ char *hook = xasprintf("%s/nvidia-cdi-hook", tmp);
         mkfile(tmp, "/nvidia-cdi-hook");
 
-        const struct cdi_nvidia_mig migs[] = {
+        const struct nvidia_cdi_mig migs[] = {
                 { .index = 0, .uuid = "MIG-aaaa", .gi_cap = 21, .ci_cap = 22 },
                 { .index = 1, .uuid = "MIG-bbbb", .gi_cap = 30, .ci_cap = -1 }, /* caps missing */
         };
-        const struct cdi_nvidia_gpu gpus[] = {
+        const struct nvidia_cdi_gpu gpus[] = {
                 { .uuid = "GPU-1111", .minor = 0 },
                 { .uuid = "GPU-2222", .minor = 1, .mig_enabled = true, .migs = migs, .n_migs = 2 },
                 { .uuid = "GPU-3333", .minor = 7 }, /* no node */
         };
-        const struct cdi_nvidia_node node = { "550.54.15", gpus, 3 };
-        const struct cdi_nvidia_opts opts = { CDI_NVIDIA_PLUGIN_KIND, "/run/nvidia/driver", drv,
+        const struct nvidia_cdi_node node = { "550.54.15", gpus, 3 };
+        const struct nvidia_cdi_opts opts = { NVIDIA_CDI_PLUGIN_KIND, "/run/nvidia/driver", drv,
                                               dev, hook };
         struct cdi_spec *s = NULL;
         char **warnings = NULL;
         _cleanup_free_ char *err = NULL;
-        assert_int_equal(cdi_spec_nvidia(&node, &opts, &s, &warnings, &err), 0);
+        assert_int_equal(nvidia_cdi_spec(&node, &opts, &s, &warnings, &err), 0);
         assert_string_equal(s->kind, "k8s.device-plugin.nvidia.com/gpu");
 
         /* names: GPU index and UUID, MIG <gpu>:<mig> and UUID, all */
@@ -719,15 +719,15 @@ static void test_nvidia_spec(void **state)
         /* nvidia-ctk takes "hook" first; a missing hook program: no hook */
         _cleanup_free_ char *ctk = xasprintf("%s/bin/nvidia-ctk", tmp);
         mkfile(tmp, "/bin/nvidia-ctk");
-        struct cdi_nvidia_opts o2 = opts;
+        struct nvidia_cdi_opts o2 = opts;
         o2.hook_path = ctk;
-        assert_int_equal(cdi_spec_nvidia(&node, &o2, &s, NULL, &err), 0);
+        assert_int_equal(nvidia_cdi_spec(&node, &o2, &s, NULL, &err), 0);
         assert_string_equal(s->edits.hooks[0].args[1], "hook");
         assert_string_equal(s->edits.hooks[0].args[2], "update-ldcache");
         cdi_spec_free(s);
         o2.hook_path = "/nonexistent/nvidia-cdi-hook";
-        o2.kind = CDI_NVIDIA_DEFAULT_KIND;
-        assert_int_equal(cdi_spec_nvidia(&node, &o2, &s, NULL, &err), 0);
+        o2.kind = NVIDIA_CDI_DEFAULT_KIND;
+        assert_int_equal(nvidia_cdi_spec(&node, &o2, &s, NULL, &err), 0);
         assert_int_equal(s->edits.n_hooks, 0);
         assert_string_equal(s->kind, "nvidia.com/gpu");
         cdi_spec_free(s);
@@ -735,12 +735,12 @@ static void test_nvidia_spec(void **state)
         /* no device node at all: no spec */
         o2.dev_root = tmp;
         s = NULL;
-        assert_int_equal(cdi_spec_nvidia(&node, &o2, &s, NULL, &err), -EINVAL);
+        assert_int_equal(nvidia_cdi_spec(&node, &o2, &s, NULL, &err), -EINVAL);
         assert_null(s);
         assert_non_null(strstr(err, "no GPU device nodes"));
         free(TAKE_PTR(err));
         o2.kind = "bad kind";
-        assert_int_equal(cdi_spec_nvidia(&node, &o2, &s, NULL, &err), -EINVAL);
+        assert_int_equal(nvidia_cdi_spec(&node, &o2, &s, NULL, &err), -EINVAL);
 
         nftw(tmp, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }

@@ -337,6 +337,11 @@ static void test_backend_table(void **state)
                 assert_non_null(dev_backends[i]->destroy);
                 assert_non_null(dev_backends[i]->resources);
         }
+        /* --backends offers "auto" and exactly the table's names, in order */
+        assert_string_equal(config_backend_choices[0], "auto");
+        for (size_t i = 0; i < n; i++)
+                assert_string_equal(config_backend_choices[i + 1], dev_backends[i]->name);
+        assert_null(config_backend_choices[n + 1]);
 }
 
 int main(void)

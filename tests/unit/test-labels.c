@@ -20,24 +20,24 @@
 #include "base/fs.h"
 #include "base/xalloc.h"
 #include "config/config.h"
+#include "devices/nvidia/gfd-labels.h"
 #include "labels/labels.h"
-#include "labels/nvidia.h"
 
 DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
 #define _cleanup_config_ _cleanup_(config_freep)
 
-static void assert_label(const struct label_set *s, const char *key, const char *value)
+static void assert_label(const struct dev_labels *s, const char *key, const char *value)
 {
-        const char *got = label_set_get(s, key);
+        const char *got = dev_labels_get(s, key);
         if (!got)
                 fail_msg("label %s missing", key);
         if (strcmp(got, value) != 0)
                 fail_msg("label %s: got \"%s\", want \"%s\"", key, got, value);
 }
 
-static void assert_no_label(const struct label_set *s, const char *key)
+static void assert_no_label(const struct dev_labels *s, const char *key)
 {
-        const char *got = label_set_get(s, key);
+        const char *got = dev_labels_get(s, key);
         if (got)
                 fail_msg("label %s present (\"%s\")", key, got);
 }
@@ -150,45 +150,45 @@ static void test_sanitize(void **state)
 
 static void test_set_and_format(void **state)
 {
-        struct label_set s = { 0 };
-        label_set_put(&s, "b.io/x", "1");
-        label_set_put(&s, "a.io/y", "2");
-        label_set_putf(&s, "b.io/x", "%d", 3); /* replaces */
-        label_set_put(&s, "c.io/empty", "");
+        struct dev_labels s = { 0 };
+        dev_labels_put(&s, "b.io/x", "1");
+        dev_labels_put(&s, "a.io/y", "2");
+        dev_labels_putf(&s, "b.io/x", "%d", 3); /* replaces */
+        dev_labels_put(&s, "c.io/empty", "");
         assert_int_equal(s.n, 3);
         assert_label(&s, "b.io/x", "3");
-        assert_null(label_set_get(&s, "nope"));
+        assert_null(dev_labels_get(&s, "nope"));
         size_t len = 0;
-        _cleanup_free_ char *text = label_set_format(&s, &len);
+        _cleanup_free_ char *text = labels_format(&s, &len);
         assert_string_equal(text, "a.io/y=2\nb.io/x=3\nc.io/empty=\n");
         assert_int_equal(len, strlen(text));
-        label_set_release(&s);
-        _cleanup_free_ char *empty = label_set_format(&s, &len);
+        dev_labels_release(&s);
+        _cleanup_free_ char *empty = labels_format(&s, &len);
         assert_string_equal(empty, "");
         assert_int_equal(len, 0);
 }
 
 /* ---- GFD's rules ---- */
 
-static const struct labels_gpu h100 = {
+static const struct nvidia_gfd_gpu h100 = {
         .name = "NVIDIA H100 80GB HBM3", .memory_mib = 81559, .cc_major = 9, .cc_minor = 0,
         .mig_capable = true,
 };
 
-static struct labels_nvidia node_of(const struct labels_gpu *gpus, size_t n)
+static struct nvidia_gfd_node node_of(const struct nvidia_gfd_gpu *gpus, size_t n)
 {
-        return (struct labels_nvidia){ .driver_version = "550.54.15", .cuda_version = 12040,
+        return (struct nvidia_gfd_node){ .driver_version = "550.54.15", .cuda_version = 12040,
                                        .gpus = gpus, .n_gpus = n };
 }
 
 static void test_full_gpu(void **state)
 {
         _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
-        struct labels_gpu gpus[2] = { h100, h100 };
-        struct labels_nvidia node = node_of(gpus, 2);
-        struct label_set s = { 0 };
+        struct nvidia_gfd_gpu gpus[2] = { h100, h100 };
+        struct nvidia_gfd_node node = node_of(gpus, 2);
+        struct dev_labels s = { 0 };
         char **warnings = NULL;
-        labels_nvidia_add(&node, cfg, &s, &warnings);
+        nvidia_gfd_labels(&node, cfg, &s, &warnings);
         assert_null(warnings);
         assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3");
         assert_label(&s, "nvidia.com/gpu.count", "2");
@@ -215,11 +215,11 @@ static void test_full_gpu(void **state)
         assert_label(&s, "nvidia.com/cuda.runtime.minor", "4");
         assert_no_label(&s, "nvidia.com/mig.strategy");
         assert_int_equal(s.n, 23);
-        label_set_release(&s);
+        dev_labels_release(&s);
 
         /* no GPU: no labels at all */
-        struct labels_nvidia none = node_of(NULL, 0);
-        labels_nvidia_add(&none, cfg, &s, &warnings);
+        struct nvidia_gfd_node none = node_of(NULL, 0);
+        nvidia_gfd_labels(&none, cfg, &s, &warnings);
         assert_int_equal(s.n, 0);
 }
 
@@ -233,72 +233,72 @@ static void test_machine_type(void **state)
         assert_int_equal(fs_write_atomic(path, "  DGX H100 \n", 12, 0644), 0);
         free(cfg->machine_type_file);
         cfg->machine_type_file = xstrdup(path);
-        struct labels_nvidia node = node_of(&h100, 1);
-        struct label_set s = { 0 };
-        labels_nvidia_add(&node, cfg, &s, NULL);
+        struct nvidia_gfd_node node = node_of(&h100, 1);
+        struct dev_labels s = { 0 };
+        nvidia_gfd_labels(&node, cfg, &s, NULL);
         assert_label(&s, "nvidia.com/gpu.machine", "DGX-H100");
-        label_set_release(&s);
+        dev_labels_release(&s);
         unlink(path);
 
         /* unreadable: "unknown" and a warning */
         char **warnings = NULL;
-        labels_nvidia_add(&node, cfg, &s, &warnings);
+        nvidia_gfd_labels(&node, cfg, &s, &warnings);
         assert_label(&s, "nvidia.com/gpu.machine", "unknown");
         assert_int_equal(strv_len(warnings), 1);
         assert_non_null(strstr(warnings[0], path));
         strv_free(warnings);
-        label_set_release(&s);
+        dev_labels_release(&s);
 }
 
 static void test_versions(void **state)
 {
         _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
-        struct labels_nvidia node = node_of(&h100, 1);
-        struct label_set s = { 0 };
+        struct nvidia_gfd_node node = node_of(&h100, 1);
+        struct dev_labels s = { 0 };
 
         node.driver_version = "535.104";
-        labels_nvidia_add(&node, cfg, &s, NULL);
+        nvidia_gfd_labels(&node, cfg, &s, NULL);
         assert_label(&s, "nvidia.com/cuda.driver-version.revision", "");
         assert_label(&s, "nvidia.com/cuda.driver.rev", "");
         assert_label(&s, "nvidia.com/cuda.driver-version.minor", "104");
-        label_set_release(&s);
+        dev_labels_release(&s);
 
         static const char *const bad[] = { "550", "1.2.3.4", "", NULL };
         for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
                 char **warnings = NULL;
                 node.driver_version = bad[i];
                 node.cuda_version = 0;
-                labels_nvidia_add(&node, cfg, &s, &warnings);
+                nvidia_gfd_labels(&node, cfg, &s, &warnings);
                 assert_no_label(&s, "nvidia.com/cuda.driver-version.full");
                 assert_no_label(&s, "nvidia.com/cuda.runtime-version.full");
                 assert_int_equal(strv_len(warnings), 2);
                 assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3");
                 strv_free(warnings);
-                label_set_release(&s);
+                dev_labels_release(&s);
         }
         node.driver_version = "470.57.02";
         node.cuda_version = 11040;
-        labels_nvidia_add(&node, cfg, &s, NULL);
+        nvidia_gfd_labels(&node, cfg, &s, NULL);
         assert_label(&s, "nvidia.com/cuda.runtime-version.full", "11.4");
         assert_label(&s, "nvidia.com/cuda.driver-version.revision", "02");
-        label_set_release(&s);
+        dev_labels_release(&s);
 }
 
 static void test_gpu_mode(void **state)
 {
-        assert_string_equal(labels_gpu_mode("0x030200"), "compute");
-        assert_string_equal(labels_gpu_mode("0x030000"), "graphics");
-        assert_string_equal(labels_gpu_mode("0x038000"), "unknown");
+        assert_string_equal(nvidia_gpu_mode("0x030200"), "compute");
+        assert_string_equal(nvidia_gpu_mode("0x030000"), "graphics");
+        assert_string_equal(nvidia_gpu_mode("0x038000"), "unknown");
         _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
-        struct labels_nvidia node = node_of(&h100, 1);
-        struct label_set s = { 0 };
-        labels_nvidia_add(&node, cfg, &s, NULL);
+        struct nvidia_gfd_node node = node_of(&h100, 1);
+        struct dev_labels s = { 0 };
+        nvidia_gfd_labels(&node, cfg, &s, NULL);
         assert_no_label(&s, "nvidia.com/gpu.mode"); /* class unknown: no label */
-        label_set_release(&s);
+        dev_labels_release(&s);
         node.pci_class = "0x030200";
-        labels_nvidia_add(&node, cfg, &s, NULL);
+        nvidia_gfd_labels(&node, cfg, &s, NULL);
         assert_label(&s, "nvidia.com/gpu.mode", "compute");
-        label_set_release(&s);
+        dev_labels_release(&s);
 }
 
 static void test_families(void **state)
@@ -315,21 +315,21 @@ static void test_families(void **state)
                 { 11, 0, "undefined" },
         };
         for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
-                assert_string_equal(labels_gpu_family(cases[i].major, cases[i].minor),
+                assert_string_equal(nvidia_gpu_family(cases[i].major, cases[i].minor),
                                     cases[i].family);
 
         /* an unknown compute capability: no family or compute labels */
         _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
-        struct labels_gpu g = h100;
+        struct nvidia_gfd_gpu g = h100;
         g.cc_major = -1;
         g.memory_mib = 0;
-        struct labels_nvidia node = node_of(&g, 1);
-        struct label_set s = { 0 };
-        labels_nvidia_add(&node, cfg, &s, NULL);
+        struct nvidia_gfd_node node = node_of(&g, 1);
+        struct dev_labels s = { 0 };
+        nvidia_gfd_labels(&node, cfg, &s, NULL);
         assert_no_label(&s, "nvidia.com/gpu.family");
         assert_no_label(&s, "nvidia.com/gpu.compute.major");
         assert_no_label(&s, "nvidia.com/gpu.memory");
-        label_set_release(&s);
+        dev_labels_release(&s);
 }
 
 static void test_time_slicing(void **state)
@@ -337,34 +337,34 @@ static void test_time_slicing(void **state)
         _cleanup_config_ struct devlet_config *cfg = config_with(
                 "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                 "    - name: nvidia.com/gpu\n      replicas: 4\n");
-        struct labels_nvidia node = node_of(&h100, 1);
-        struct label_set s = { 0 };
-        labels_nvidia_add(&node, cfg, &s, NULL);
+        struct nvidia_gfd_node node = node_of(&h100, 1);
+        struct dev_labels s = { 0 };
+        nvidia_gfd_labels(&node, cfg, &s, NULL);
         assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-SHARED");
         assert_label(&s, "nvidia.com/gpu.replicas", "4");
         assert_label(&s, "nvidia.com/gpu.sharing-strategy", "time-slicing");
         assert_label(&s, "nvidia.com/gpu.count", "1");
         assert_label(&s, "nvidia.com/mps.capable", "false");
-        label_set_release(&s);
+        dev_labels_release(&s);
 
         /* renamed: no -SHARED */
         _cleanup_config_ struct devlet_config *renamed = config_with(
                 "version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n"
                 "    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n");
-        labels_nvidia_add(&node, renamed, &s, NULL);
+        nvidia_gfd_labels(&node, renamed, &s, NULL);
         assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3");
         assert_label(&s, "nvidia.com/gpu.replicas", "4");
-        label_set_release(&s);
+        dev_labels_release(&s);
 
         /* sharing another resource: this one is not replicated */
         _cleanup_config_ struct devlet_config *other = config_with(
                 "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                 "    - name: nvidia.com/mig-1g.10gb\n      replicas: 4\n");
-        labels_nvidia_add(&node, other, &s, NULL);
+        nvidia_gfd_labels(&node, other, &s, NULL);
         assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3");
         assert_label(&s, "nvidia.com/gpu.replicas", "1");
         assert_label(&s, "nvidia.com/gpu.sharing-strategy", "none");
-        label_set_release(&s);
+        dev_labels_release(&s);
 }
 
 static void test_mps(void **state)
@@ -372,37 +372,37 @@ static void test_mps(void **state)
         _cleanup_config_ struct devlet_config *cfg = config_with(
                 "version: v1\nsharing:\n  mps:\n    resources:\n"
                 "    - name: nvidia.com/gpu\n      replicas: 10\n");
-        struct labels_nvidia node = node_of(&h100, 1);
-        struct label_set s = { 0 };
-        labels_nvidia_add(&node, cfg, &s, NULL);
+        struct nvidia_gfd_node node = node_of(&h100, 1);
+        struct dev_labels s = { 0 };
+        nvidia_gfd_labels(&node, cfg, &s, NULL);
         assert_label(&s, "nvidia.com/mps.capable", "true");
         assert_label(&s, "nvidia.com/gpu.sharing-strategy", "mps");
         assert_label(&s, "nvidia.com/gpu.replicas", "10");
         assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-SHARED");
-        label_set_release(&s);
+        dev_labels_release(&s);
 
         /* MIG enabled somewhere: not MPS-capable (GFD would stop) */
-        struct labels_gpu g = h100;
+        struct nvidia_gfd_gpu g = h100;
         g.mig_enabled = true;
         node = node_of(&g, 1);
         char **warnings = NULL;
-        labels_nvidia_add(&node, cfg, &s, &warnings);
+        nvidia_gfd_labels(&node, cfg, &s, &warnings);
         assert_label(&s, "nvidia.com/mps.capable", "false");
         assert_int_equal(strv_len(warnings), 1);
         strv_free(warnings);
-        label_set_release(&s);
+        dev_labels_release(&s);
 }
 
-static const struct labels_mig mig_1g = {
+static const struct nvidia_gfd_mig mig_1g = {
         .profile = "1g.10gb", .memory_mib = 9856, .multiprocessors = 16, .slices_gi = 1,
         .slices_ci = 1, .engines_copy = 1, .engines_decoder = 1, .engines_jpeg = 0,
 };
-static const struct labels_mig mig_1g_me = {
+static const struct nvidia_gfd_mig mig_1g_me = {
         .profile = "1g.10gb+me", .memory_mib = 9856, .multiprocessors = 16, .slices_gi = 1,
         .slices_ci = 1, .engines_copy = 1, .engines_decoder = 1, .engines_jpeg = 1,
         .engines_ofa = 1,
 };
-static const struct labels_mig mig_3g = {
+static const struct nvidia_gfd_mig mig_3g = {
         .profile = "3g.40gb", .memory_mib = 40192, .multiprocessors = 60, .slices_gi = 3,
         .slices_ci = 3, .engines_copy = 3, .engines_decoder = 2,
 };
@@ -410,16 +410,16 @@ static const struct labels_mig mig_3g = {
 static void test_mig_single(void **state)
 {
         _cleanup_config_ struct devlet_config *cfg = config_with("version: v1\nflags:\n  migStrategy: single\n");
-        const struct labels_mig migs[] = { mig_1g, mig_1g, mig_1g };
-        struct labels_gpu g = h100;
+        const struct nvidia_gfd_mig migs[] = { mig_1g, mig_1g, mig_1g };
+        struct nvidia_gfd_gpu g = h100;
         g.mig_enabled = true;
         g.migs = migs;
         g.n_migs = 3;
-        struct labels_gpu gpus[2] = { g, g };
-        struct labels_nvidia node = node_of(gpus, 2);
-        struct label_set s = { 0 };
+        struct nvidia_gfd_gpu gpus[2] = { g, g };
+        struct nvidia_gfd_node node = node_of(gpus, 2);
+        struct dev_labels s = { 0 };
         char **warnings = NULL;
-        labels_nvidia_add(&node, cfg, &s, &warnings);
+        nvidia_gfd_labels(&node, cfg, &s, &warnings);
         assert_null(warnings);
         assert_label(&s, "nvidia.com/mig.strategy", "single");
         assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb");
@@ -435,13 +435,13 @@ static void test_mig_single(void **state)
         assert_label(&s, "nvidia.com/gpu.engines.jpeg", "0");
         assert_label(&s, "nvidia.com/gpu.engines.ofa", "0");
         assert_label(&s, "nvidia.com/gpu.family", "hopper"); /* from the full-GPU labels */
-        label_set_release(&s);
+        dev_labels_release(&s);
 
         /* two profiles: invalid */
-        const struct labels_mig two[] = { mig_1g, mig_3g };
+        const struct nvidia_gfd_mig two[] = { mig_1g, mig_3g };
         gpus[1].migs = two;
         gpus[1].n_migs = 2;
-        labels_nvidia_add(&node, cfg, &s, &warnings);
+        nvidia_gfd_labels(&node, cfg, &s, &warnings);
         assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-INVALID");
         assert_label(&s, "nvidia.com/gpu.count", "0");
         assert_label(&s, "nvidia.com/gpu.replicas", "0");
@@ -449,32 +449,32 @@ static void test_mig_single(void **state)
         assert_int_equal(strv_len(warnings), 1);
         assert_non_null(strstr(warnings[0], "more than one MIG device type"));
         strv_free(TAKE_PTR(warnings));
-        label_set_release(&s);
+        dev_labels_release(&s);
 
         /* one GPU MIG-enabled but empty: invalid */
         gpus[1].n_migs = 0;
-        labels_nvidia_add(&node, cfg, &s, &warnings);
+        nvidia_gfd_labels(&node, cfg, &s, &warnings);
         assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-INVALID");
         assert_non_null(strstr(warnings[0], "enabled but empty"));
         strv_free(TAKE_PTR(warnings));
-        label_set_release(&s);
+        dev_labels_release(&s);
 
         /* MIG on one GPU, off on the other: invalid */
         gpus[1] = h100;
         gpus[1].name = "NVIDIA A100-PCIE-40GB";
-        labels_nvidia_add(&node, cfg, &s, &warnings);
+        nvidia_gfd_labels(&node, cfg, &s, &warnings);
         assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-INVALID");
         assert_non_null(strstr(warnings[0], "enabled and disable"));
         strv_free(TAKE_PTR(warnings));
-        label_set_release(&s);
+        dev_labels_release(&s);
 
         /* no MIG at all: like strategy none, plus mig.strategy */
         gpus[0] = h100;
-        labels_nvidia_add(&node, cfg, &s, &warnings);
+        nvidia_gfd_labels(&node, cfg, &s, &warnings);
         assert_null(warnings);
         assert_label(&s, "nvidia.com/mig.strategy", "single");
         assert_no_label(&s, "nvidia.com/gpu.multiprocessors");
-        label_set_release(&s);
+        dev_labels_release(&s);
 }
 
 static void test_mig_mixed(void **state)
@@ -482,9 +482,9 @@ static void test_mig_mixed(void **state)
         _cleanup_config_ struct devlet_config *cfg = config_with(
                 "version: v1\nflags:\n  migStrategy: mixed\nsharing:\n  timeSlicing:\n"
                 "    resources:\n    - name: nvidia.com/mig-3g.40gb\n      replicas: 2\n");
-        const struct labels_mig a[] = { mig_1g, mig_1g_me, mig_3g };
-        const struct labels_mig b[] = { mig_3g };
-        struct labels_gpu gpus[3] = { h100, h100, h100 };
+        const struct nvidia_gfd_mig a[] = { mig_1g, mig_1g_me, mig_3g };
+        const struct nvidia_gfd_mig b[] = { mig_3g };
+        struct nvidia_gfd_gpu gpus[3] = { h100, h100, h100 };
         gpus[0].mig_enabled = gpus[1].mig_enabled = true;
         gpus[0].migs = a;
         gpus[0].n_migs = 3;
@@ -492,10 +492,10 @@ static void test_mig_mixed(void **state)
         gpus[1].n_migs = 1;
         gpus[2].name = "NVIDIA H100 PCIe";
         gpus[2].memory_mib = 81559;
-        struct labels_nvidia node = node_of(gpus, 3);
-        struct label_set s = { 0 };
+        struct nvidia_gfd_node node = node_of(gpus, 3);
+        struct dev_labels s = { 0 };
         char **warnings = NULL;
-        labels_nvidia_add(&node, cfg, &s, &warnings);
+        nvidia_gfd_labels(&node, cfg, &s, &warnings);
         assert_null(warnings);
         assert_label(&s, "nvidia.com/mig.strategy", "mixed");
         /* the plain GPU's name wins the full-GPU labels, counted by name */
@@ -516,16 +516,16 @@ static void test_mig_mixed(void **state)
         assert_label(&s, "nvidia.com/mig-3g.40gb.memory", "40192");
         assert_label(&s, "nvidia.com/mig-3g.40gb.multiprocessors", "60");
         assert_label(&s, "nvidia.com/mig-3g.40gb.slices.gi", "3");
-        label_set_release(&s);
+        dev_labels_release(&s);
 
         /* only MIG-enabled GPUs: the full-GPU labels have no sharing */
         node.n_gpus = 2;
-        labels_nvidia_add(&node, cfg, &s, NULL);
+        nvidia_gfd_labels(&node, cfg, &s, NULL);
         assert_label(&s, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3");
         assert_label(&s, "nvidia.com/gpu.count", "2");
         assert_label(&s, "nvidia.com/gpu.replicas", "0");
         assert_label(&s, "nvidia.com/gpu.sharing-strategy", "none");
-        label_set_release(&s);
+        dev_labels_release(&s);
 }
 
 /* ---- labels_collect ---- */
@@ -566,23 +566,23 @@ static void test_collect(void **state)
         fake_res[1] = dev_resource_new("devlet.io/a-resource-name-that-is-far-too-long-to-become-a-label-key");
         struct labels_backend b = { &fake_ops, (struct dev_backend *)&fake_backend };
 
-        struct label_set s = { 0 };
+        struct dev_labels s = { 0 };
         char **warnings = NULL;
         labels_collect(cfg, &b, 1, &s, &warnings);
         assert_label(&s, "devlet.io/fuse.count", "2");
-        const char *ts = label_set_get(&s, "nvidia.com/gfd.timestamp");
+        const char *ts = dev_labels_get(&s, "nvidia.com/gfd.timestamp");
         assert_non_null(ts);
         assert_true(strtoll(ts, NULL, 10) > 1700000000);
         assert_int_equal(s.n, 2);
         assert_int_equal(strv_len(warnings), 1);
         assert_non_null(strstr(warnings[0], "not a valid Kubernetes label key"));
         strv_free(TAKE_PTR(warnings));
-        label_set_release(&s);
+        dev_labels_release(&s);
 
         cfg->labels_no_timestamp = true;
         labels_collect(cfg, &b, 1, &s, NULL);
-        assert_null(label_set_get(&s, "nvidia.com/gfd.timestamp"));
-        label_set_release(&s);
+        assert_null(dev_labels_get(&s, "nvidia.com/gfd.timestamp"));
+        dev_labels_release(&s);
 
         dev_resource_free(fake_res[0]);
         dev_resource_free(fake_res[1]);

@@ -24,6 +24,8 @@
 #include "metrics/sample.h"
 #include "metrics/store.h"
 
+#include "test-util.h"
+
 #define G0 "GPU-00000000-0000-0000-0000-00000000aaaa"
 #define G1 "GPU-11111111-1111-1111-1111-11111111aaaa"
 #define G2 "GPU-22222222-2222-2222-2222-22222222aaaa"
@@ -92,17 +94,8 @@ static void put_spec(const char *id, const char *pod, const char *ctr, const cha
 static int setup(void **state)
 {
         char path[PATH_MAX];
-        const char *env = getenv("MOCK_NVML_LIB");
-        if (env) {
-                snprintf(path, sizeof(path), "%s", env);
-        } else {
-                ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-                if (n < 0)
-                        return -1;
-                path[n] = 0;
-                *strrchr(path, '/') = 0;
-                strncat(path, "/../mock-nvml/libnvidia-ml.so.1", sizeof(path) - strlen(path) - 1);
-        }
+        if (test_mock_nvml_path(path, sizeof(path)) < 0)
+                return -1;
         strcpy(dir, "/tmp/devlet-collector-XXXXXX");
         if (!mkdtemp(dir))
                 return -1;

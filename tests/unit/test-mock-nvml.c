@@ -25,6 +25,8 @@
 
 #include "devices/nvidia/nvml.h"
 
+#include "test-util.h"
+
 /* Every function nvml.h declares. */
 /* clang-format off */
 #define NVML_FUNCS(X) \
@@ -83,18 +85,8 @@ static const char *profiles = "tests/mock-nvml/profiles";
 static int setup(void **state)
 {
         char path[PATH_MAX];
-        const char *env = getenv("MOCK_NVML_LIB");
-        if (env) {
-                snprintf(path, sizeof(path), "%s", env);
-        } else {
-                ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-                if (n < 0)
-                        return -1;
-                path[n] = 0;
-                char *slash = strrchr(path, '/');
-                *slash = 0;
-                strncat(path, "/../mock-nvml/libnvidia-ml.so.1", sizeof(path) - strlen(path) - 1);
-        }
+        if (test_mock_nvml_path(path, sizeof(path)) < 0)
+                return -1;
         lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!lib) {
                 fprintf(stderr, "cannot load the mock NVML library: %s (build it with make)\n",

@@ -21,6 +21,9 @@
  * (inherit) the health of GPUs matched by PCI address: a GPU that failed
  * stays failed with its reason and failure time, and its RAS baseline, so
  * errors counted before the reload are not news after it.
+ * Node labels are AMD's labeller's (labels.c); CDI specs are the generic
+ * ones, one per resource, whose kinds and names are what Allocate gives.
+ * What the operator must see goes to dev_report(), never the log.
  * Runs on the loop thread; sysfs reads are small and bounded. */
 #include "devices/amd/amd.h"
 
@@ -29,7 +32,6 @@
 #include <string.h>
 
 #include "base/cleanup.h"
-#include "base/log.h"
 #include "base/xalloc.h"
 #include "devices/amd/internal.h"
 
@@ -79,10 +81,10 @@ static void poll_once(struct amd_backend *b, bool notify)
                 if (was[i] == b->watch[i].bad)
                         continue;
                 if (b->watch[i].bad)
-                        log_warn("amd", "GPU unhealthy gpu=%zu pci=%s reason=\"%s\"", i,
+                        dev_report(DEV_REPORT_WARN, "amd", "GPU unhealthy gpu=%zu pci=%s reason=\"%s\"", i,
                                  inv->gpus[i].bdf, b->watch[i].reason);
                 else
-                        log_info("amd", "GPU healthy again gpu=%zu pci=%s", i, inv->gpus[i].bdf);
+                        dev_report(DEV_REPORT_INFO, "amd", "GPU healthy again gpu=%zu pci=%s", i, inv->gpus[i].bdf);
         }
         health_sync(b, notify);
 }
@@ -123,11 +125,11 @@ static int nothing(const struct devlet_config *cfg, int rc, char *why, struct de
                 return rc;
         }
         if (named)
-                log_error("amd", "AMD backend not started, running without it "
+                dev_report(DEV_REPORT_ERROR, "amd", "AMD backend not started, running without it "
                                  "(fail-on-init-error=false) error=\"%s\"",
                           why);
         else if (!said)
-                log_info("amd", "no AMD GPUs served: %s", why);
+                dev_report(DEV_REPORT_INFO, "amd", "no AMD GPUs served: %s", why);
         said = true;
         free(why);
         return 0;
@@ -168,7 +170,7 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
         if (r < 0)
                 return nothing(cfg, r, why, out, err);
         for (size_t i = 0; b->inv->warnings && b->inv->warnings[i]; i++)
-                log_warn("amd", "%s", b->inv->warnings[i]);
+                dev_report(DEV_REPORT_HOST_WARN, "amd", "%s", b->inv->warnings[i]);
         if (b->inv->n_gpus == 0)
                 return nothing(cfg, -ENODEV, xstrdup("amdgpu is loaded but drives no GPU"), out, err);
         if (!b->inv->kfd)
@@ -186,7 +188,7 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
         char **warnings = NULL;
         b->policy.ignore = amd_health_ignore_parse(getenv("AMD_DISABLE_HEALTHCHECKS"), &warnings);
         for (size_t i = 0; warnings && warnings[i]; i++)
-                log_warn("amd", "%s", warnings[i]);
+                dev_report(DEV_REPORT_HOST_WARN, "amd", "%s", warnings[i]);
         strv_free(warnings);
         const char *dp = getenv("DP_DISABLE_HEALTHCHECKS");
         if (dp && strcmp(dp, "all") == 0)
@@ -200,7 +202,7 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                         *err = why;
                         return r;
                 }
-                log_error("amd", "AMD backend not started, running without it "
+                dev_report(DEV_REPORT_ERROR, "amd", "AMD backend not started, running without it "
                                  "(fail-on-init-error=false) error=\"%s\"",
                           why);
                 free(why);
@@ -213,7 +215,7 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
         size_t parts = 0;
         for (size_t i = 0; i < b->inv->n_gpus; i++)
                 parts += b->inv->gpus[i].n_parts > 1 ? b->inv->gpus[i].n_parts : 0;
-        log_info("amd", "found GPUs gpus=%zu partitions=%zu driver=%s strategy=%s resources=%zu "
+        dev_report(DEV_REPORT_INFO, "amd", "found GPUs gpus=%zu partitions=%zu driver=%s strategy=%s resources=%zu "
                         "health=%s",
                  b->inv->n_gpus, parts, b->inv->driver_version[0] ? b->inv->driver_version : "?",
                  b->strategy, b->layout.n_res,
@@ -280,6 +282,26 @@ static void amd_inherit(struct dev_backend *db, struct dev_backend *dprev)
         health_sync(b, false);
 }
 
+/* AMD's node labeller's labels, and "<resource>.count" for the partition
+ * resources (amd.com/gpu.count is the labeller's: physical GPUs). */
+static void amd_labels_op(struct dev_backend *db, const struct devlet_config *cfg,
+                          struct dev_labels *out, char ***warnings)
+{
+        struct amd_backend *b = (struct amd_backend *)db;
+        size_t n = 0;
+        struct dev_kv *kv = amd_labels(b->inv, &n);
+        for (size_t i = 0; i < n; i++)
+                dev_labels_put(out, kv[i].key, kv[i].value);
+        amd_labels_free(kv, n);
+        for (size_t i = 0; i < b->layout.n_res; i++) {
+                const struct dev_resource *r = b->layout.res[i];
+                if (strcmp(r->name, AMD_GPU_RESOURCE) == 0)
+                        continue;
+                _cleanup_free_ char *key = xasprintf("%s.count", r->name);
+                dev_labels_putf(out, key, "%zu", dev_resource_healthy(r));
+        }
+}
+
 const struct dev_backend_ops amd_backend_ops = {
         .name = "amd",
         .create = amd_create,
@@ -288,6 +310,7 @@ const struct dev_backend_ops amd_backend_ops = {
         .inherit = amd_inherit,
         .describe = amd_describe,
         .describe_json = amd_describe_json,
+        .labels = amd_labels_op,
 };
 
 const struct amd_inventory *amd_backend_inventory(struct dev_backend *b)

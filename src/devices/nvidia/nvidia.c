@@ -32,7 +32,8 @@
  * thread: the inventory, the policy and our NVML reference (nvmlShutdown,
  * dlclose) go when the monitor reports its thread gone, on a later loop
  * turn.  Runs on the loop thread; NVML is only called here during create
- * and that final release (the health thread has its own calls). */
+ * and that final release (the health thread has its own calls).  What an
+ * operator must see goes out through dev_report(), never the log. */
 #include "devices/nvidia/nvidia.h"
 
 #include <errno.h>
@@ -40,8 +41,9 @@
 #include <string.h>
 
 #include "base/cleanup.h"
-#include "base/log.h"
 #include "base/xalloc.h"
+#include "devices/nvidia/cdi.h"
+#include "devices/nvidia/gfd-labels.h"
 #include "devices/nvidia/health.h"
 #include "devices/nvidia/internal.h"
 #include "devices/nvidia/inventory.h"
@@ -104,6 +106,20 @@ static void xid_count(struct nvidia_backend *b, unsigned long long xid, uint64_t
         b->xids[b->n_xids++] = (struct nvidia_xid_count){ .xid = xid, .count = n };
 }
 
+/* The `event_counts` member: the XIDs by GPU and code. */
+static size_t nvidia_event_counts(struct dev_backend *db, struct dev_event_count *out, size_t max)
+{
+        struct nvidia_backend *b = (struct nvidia_backend *)db;
+        for (size_t i = 0; i < b->n_gpu_xids && i < max; i++) {
+                const struct nvidia_gpu_xid *x = &b->gpu_xids[i];
+                out[i] = (struct dev_event_count){ .device = b->inv->gpus[x->gpu].uuid,
+                                                   .code = x->xid,
+                                                   .count = x->count,
+                                                   .seq = x->seq };
+        }
+        return b->n_gpu_xids;
+}
+
 const struct nvml_inventory *nvidia_backend_inventory(struct dev_backend *db)
 {
         return ((struct nvidia_backend *)db)->inv;
@@ -161,16 +177,16 @@ static void on_health(void *ud, const struct nvidia_health_msg *msgs, size_t n)
                         gpu_xid_count(b, m->gpu, m->xid);
                 }
                 if (m->kind == NVIDIA_HEALTH_XID && !m->critical) {
-                        log_info("nvidia", "ignored XID gpu=%zu uuid=%s xid=%llu reason=\"%s\"",
+                        dev_report(DEV_REPORT_INFO, "nvidia", "ignored XID gpu=%zu uuid=%s xid=%llu reason=\"%s\"",
                                  m->gpu, g->uuid[0] ? g->uuid : "?", m->xid, m->reason);
                         continue;
                 }
                 const char *uuid = g->uuid[0] ? g->uuid : "?";
                 if (m->healthy)
-                        log_info("nvidia", "GPU healthy again gpu=%zu uuid=%s reason=\"%s\"",
+                        dev_report(DEV_REPORT_INFO, "nvidia", "GPU healthy again gpu=%zu uuid=%s reason=\"%s\"",
                                  m->gpu, uuid, m->reason);
                 else
-                        log_warn("nvidia", "GPU unhealthy gpu=%zu uuid=%s reason=\"%s\"", m->gpu,
+                        dev_report(DEV_REPORT_WARN, "nvidia", "GPU unhealthy gpu=%zu uuid=%s reason=\"%s\"", m->gpu,
                                  uuid, m->reason);
                 gpu_set(b, m->gpu, !m->healthy, m->reason);
                 if (!m->healthy && m->kind != NVIDIA_HEALTH_UNSUPPORTED) {
@@ -191,12 +207,12 @@ static void health_start(struct nvidia_backend *b, const struct devlet_config *c
         nvidia_xid_policy_parse(getenv("DP_DISABLE_HEALTHCHECKS"), getenv("DP_ENABLE_HEALTHCHECKS"),
                                 policy, &warnings);
         for (size_t i = 0; warnings && warnings[i]; i++)
-                log_warn("nvidia", "%s", warnings[i]);
+                dev_report(DEV_REPORT_HOST_WARN, "nvidia", "%s", warnings[i]);
         strv_free(warnings);
         b->policy = policy;
         if (!policy->monitor) {
                 b->health_state = xstrdup("disabled (DP_DISABLE_HEALTHCHECKS=all)");
-                log_info("nvidia", "health checks disabled (DP_DISABLE_HEALTHCHECKS=all)");
+                dev_report(DEV_REPORT_INFO, "nvidia", "health checks disabled (DP_DISABLE_HEALTHCHECKS=all)");
                 return;
         }
         _cleanup_free_ char *ignored = nvidia_xid_policy_ignored(policy);
@@ -215,7 +231,7 @@ static void health_start(struct nvidia_backend *b, const struct devlet_config *c
         _cleanup_free_ char *err = NULL;
         int r = nvidia_health_start(b->loop, &hc, on_health, b, &b->health, &err);
         if (r < 0) {
-                log_error("nvidia", "health monitoring cannot start, every GPU is reported "
+                dev_report(DEV_REPORT_ERROR, "nvidia", "health monitoring cannot start, every GPU is reported "
                                     "unhealthy error=\"%s\"",
                           err ? err : strerror(-r));
                 b->health_state = xasprintf("failed: %s", err ? err : strerror(-r));
@@ -226,7 +242,7 @@ static void health_start(struct nvidia_backend *b, const struct devlet_config *c
         }
         b->health_state = xasprintf("monitored; XIDs ignored: %s%s", ignored,
                                     hc.recovery ? "; recovery on" : "");
-        log_info("nvidia", "health monitoring started xids_ignored=%s recovery=%s", ignored,
+        dev_report(DEV_REPORT_INFO, "nvidia", "health monitoring started xids_ignored=%s recovery=%s", ignored,
                  hc.recovery ? "on" : "off");
 }
 
@@ -276,7 +292,7 @@ static int init_failed(const struct devlet_config *cfg, int rc, char *msg, struc
                 *err = msg;
                 return rc;
         }
-        log_error("nvidia", "NVIDIA backend not started, running without it "
+        dev_report(DEV_REPORT_ERROR, "nvidia", "NVIDIA backend not started, running without it "
                             "(fail-on-init-error=false) error=\"%s\"",
                   msg);
         free(msg);
@@ -314,7 +330,7 @@ static void ctx_fill(struct nvidia_ctx *c, const struct nvidia_backend *b,
                                 : ALLOC_REPLICAS_DISTRIBUTED;
 }
 
-static void log_found(const struct nvidia_backend *b)
+static void report_found(const struct nvidia_backend *b)
 {
         const struct nvml_inventory *inv = b->inv;
         size_t migs = 0, lost = 0;
@@ -322,7 +338,7 @@ static void log_found(const struct nvidia_backend *b)
                 migs += inv->gpus[i].n_migs;
                 lost += inv->gpus[i].lost;
         }
-        log_info("nvidia", "found GPUs gpus=%zu mig_devices=%zu lost=%zu driver=%s cuda=%d.%d "
+        dev_report(DEV_REPORT_INFO, "nvidia", "found GPUs gpus=%zu mig_devices=%zu lost=%zu driver=%s cuda=%d.%d "
                            "library=%s resources=%zu",
                  inv->n_gpus, migs, lost, inv->driver_version[0] ? inv->driver_version : "?",
                  NVML_CUDA_DRIVER_VERSION_MAJOR(inv->cuda_version),
@@ -330,7 +346,7 @@ static void log_found(const struct nvidia_backend *b)
                  b->layout.n_res);
         for (size_t i = 0; i < inv->n_gpus; i++)
                 if (inv->gpus[i].lost)
-                        log_warn("nvidia", "GPU lost at start, advertised unhealthy gpu=%zu", i);
+                        dev_report(DEV_REPORT_WARN, "nvidia", "GPU lost at start, advertised unhealthy gpu=%zu", i);
 }
 
 int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
@@ -347,7 +363,7 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                         free(names);
                         names = t;
                 }
-                log_info("nvidia", "NVML lacks optional calls, the features using them are off "
+                dev_report(DEV_REPORT_INFO, "nvidia", "NVML lacks optional calls, the features using them are off "
                                    "library=%s missing=%s",
                          lib->path ? lib->path : "?", names);
         }
@@ -367,7 +383,7 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
         if (r < 0)
                 return init_failed(cfg, r, msg, out, err);
         if (b->inv->n_gpus == 0) {
-                log_info("nvidia", "NVML found no GPUs; no NVIDIA resources library=%s",
+                dev_report(DEV_REPORT_INFO, "nvidia", "NVML found no GPUs; no NVIDIA resources library=%s",
                          lib->path ? lib->path : "?");
                 *out = NULL;
                 return 0;
@@ -384,11 +400,12 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
         if (b->ctx.pass_device_specs && !b->inv->mig_minors_found)
                 for (size_t i = 0; i < b->inv->n_gpus; i++)
                         if (b->inv->gpus[i].n_migs && strcmp(b->mig_strategy, "none") != 0) {
-                                log_warn("nvidia", "no nvidia-caps/mig-minors: MIG devices "
-                                                   "cannot be passed as device specs");
+                                dev_report(DEV_REPORT_HOST_WARN, "nvidia",
+                                           "no nvidia-caps/mig-minors: MIG devices cannot be "
+                                           "passed as device specs");
                                 break;
                         }
-        log_found(b);
+        report_found(b);
         health_start(b, cfg);
         *out = (struct dev_backend *)TAKE_PTR(b);
         return 0;
@@ -406,7 +423,7 @@ static int nvidia_create(uv_loop_t *loop, const struct devlet_config *cfg,
         char *msg = NULL;
         int r = nvml_lib_open(cfg->driver_root, &lib, &msg);
         if (r == -ENOENT && !named_explicitly(cfg)) {
-                log_info("nvidia", "no NVIDIA driver library, NVIDIA backend off detail=\"%s\"",
+                dev_report(DEV_REPORT_INFO, "nvidia", "no NVIDIA driver library, NVIDIA backend off detail=\"%s\"",
                          msg);
                 free(msg);
                 *out = NULL;
@@ -482,7 +499,7 @@ static void nvidia_inherit(struct dev_backend *db, struct dev_backend *dprev)
                 g->lasting = old->lasting;
                 g->since = old->lasting ? now : old->since;
                 seeds[n++] = (struct nvidia_health_seed){ .gpu = (size_t)j, .since = g->since };
-                log_info("nvidia", "GPU still unhealthy after re-enumeration gpu=%zd uuid=%s "
+                dev_report(DEV_REPORT_INFO, "nvidia", "GPU still unhealthy after re-enumeration gpu=%zd uuid=%s "
                                    "reason=\"%s\"",
                          j, b->inv->gpus[j].uuid, g->reason);
         }
@@ -505,4 +522,7 @@ const struct dev_backend_ops nvidia_backend_ops = {
         .inherit = nvidia_inherit,
         .describe = nvidia_describe,
         .describe_json = nvidia_describe_json,
+        .labels = nvidia_backend_labels,
+        .cdi_specs = nvidia_backend_cdi_specs,
+        .event_counts = nvidia_event_counts,
 };

@@ -8,7 +8,7 @@
  * specification, so what passes here loads everywhere.
  *
  * Pure data: never touches the filesystem, never logs. */
-#include "cdi/spec.h"
+#include "devices/cdi-spec.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -420,4 +420,27 @@ const char *cdi_spec_min_version(const struct cdi_spec *s)
                         v040 = true;
         }
         return v050 ? "0.5.0" : v040 ? "0.4.0" : "0.3.0";
+}
+
+/* ---- lists ---- */
+
+void cdi_spec_list_push(struct cdi_spec_list *l, struct cdi_spec *s)
+{
+        l->specs = xrealloc(l->specs, (l->n + 1) * sizeof(*l->specs));
+        l->specs[l->n++] = s;
+}
+
+void cdi_spec_list_warn(struct cdi_spec_list *l, char *msg)
+{
+        l->warnings = strv_push(l->warnings ? l->warnings : xcalloc(1, sizeof(char *)), msg);
+        free(msg);
+}
+
+void cdi_spec_list_release(struct cdi_spec_list *l)
+{
+        for (size_t i = 0; i < l->n; i++)
+                cdi_spec_free(l->specs[i]);
+        free(l->specs);
+        strv_free(l->warnings);
+        memset(l, 0, sizeof(*l));
 }

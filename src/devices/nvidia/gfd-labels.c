@@ -14,7 +14,8 @@
  * Where GFD fails the whole run (an unparsable driver version, MPS sharing
  * with MIG enabled, a PCI class it cannot read) we leave out the labels
  * concerned and warn instead.
- * Reads the machine-type file; otherwise pure; never logs. */
+ * Reads the machine-type file (and, for the backend's member, the first
+ * GPU's PCI class in sysfs); otherwise pure; never logs. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,9 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/xalloc.h"
-#include "labels/nvidia.h"
+#include "devices/nvidia/gfd-labels.h"
+#include "devices/nvidia/inventory.h"
+#include "devices/nvidia/nvidia.h"
 
 #define GPU_RESOURCE "nvidia.com/gpu"
 #define MACHINE_MAX 4096
@@ -34,7 +37,7 @@ static void warn(char ***warnings, char *msg)
         free(msg);
 }
 
-const char *labels_gpu_family(int cc_major, int cc_minor)
+const char *nvidia_gpu_family(int cc_major, int cc_minor)
 {
         switch (cc_major) {
         case 1:
@@ -61,7 +64,7 @@ const char *labels_gpu_family(int cc_major, int cc_minor)
         }
 }
 
-const char *labels_gpu_mode(const char *pci_class)
+const char *nvidia_gpu_mode(const char *pci_class)
 {
         if (strcmp(pci_class, "0x030000") == 0)
                 return "graphics";
@@ -96,14 +99,14 @@ static unsigned replicas(const struct res_labeler *rl)
         return r && r->replicas > 0 ? r->replicas : 1;
 }
 
-static void put(struct label_set *out, const struct res_labeler *rl, const char *suffix,
+static void put(struct dev_labels *out, const struct res_labeler *rl, const char *suffix,
                 const char *value)
 {
         _cleanup_free_ char *key = xasprintf("%s.%s", rl->resource, suffix);
-        label_set_put(out, key, value);
+        dev_labels_put(out, key, value);
 }
 
-static void putu(struct label_set *out, const struct res_labeler *rl, const char *suffix,
+static void putu(struct dev_labels *out, const struct res_labeler *rl, const char *suffix,
                  unsigned long long v)
 {
         char buf[32];
@@ -140,7 +143,7 @@ static void append_part(char **product, const char *part)
 
 /* product, count, replicas and sharing-strategy (baseLabeler). parts is
  * NULL-terminated. */
-static void base_labels(struct label_set *out, const struct res_labeler *rl, size_t count,
+static void base_labels(struct dev_labels *out, const struct res_labeler *rl, size_t count,
                         const char *const *parts)
 {
         const struct sharing_resource_cfg *r = replication(rl);
@@ -159,8 +162,8 @@ static void base_labels(struct label_set *out, const struct res_labeler *rl, siz
         put(out, rl, "sharing-strategy", strategy);
 }
 
-static void full_gpu_labels(struct label_set *out, const struct devlet_config *cfg,
-                            const struct labels_gpu *g, size_t count, bool with_sharing)
+static void full_gpu_labels(struct dev_labels *out, const struct devlet_config *cfg,
+                            const struct nvidia_gfd_gpu *g, size_t count, bool with_sharing)
 {
         struct res_labeler rl = { GPU_RESOURCE, cfg, !with_sharing };
         const char *parts[] = { g->name, NULL };
@@ -168,7 +171,7 @@ static void full_gpu_labels(struct label_set *out, const struct devlet_config *c
         if (g->memory_mib)
                 putu(out, &rl, "memory", g->memory_mib);
         if (g->cc_major > 0) {
-                put(out, &rl, "family", labels_gpu_family(g->cc_major, g->cc_minor));
+                put(out, &rl, "family", nvidia_gpu_family(g->cc_major, g->cc_minor));
                 putu(out, &rl, "compute.major", (unsigned)g->cc_major);
                 putu(out, &rl, "compute.minor", (unsigned)(g->cc_minor < 0 ? 0 : g->cc_minor));
         }
@@ -184,8 +187,8 @@ static char *mig_name(const char *profile)
         return s;
 }
 
-static void mig_labels(struct label_set *out, const struct devlet_config *cfg, const char *resource,
-                       const struct labels_gpu *parent, const struct labels_mig *m, size_t count)
+static void mig_labels(struct dev_labels *out, const struct devlet_config *cfg, const char *resource,
+                       const struct nvidia_gfd_gpu *parent, const struct nvidia_gfd_mig *m, size_t count)
 {
         struct res_labeler rl = { resource, cfg, false };
         _cleanup_free_ char *profile = mig_name(m->profile);
@@ -204,7 +207,7 @@ static void mig_labels(struct label_set *out, const struct devlet_config *cfg, c
 
 /* ---- node-wide labels ---- */
 
-static void machine_label(struct label_set *out, const struct devlet_config *cfg, char ***warnings)
+static void machine_label(struct dev_labels *out, const struct devlet_config *cfg, char ***warnings)
 {
         _cleanup_free_ char *data = NULL;
         const char *path = cfg->machine_type_file;
@@ -227,10 +230,10 @@ static void machine_label(struct label_set *out, const struct devlet_config *cfg
         for (char *p = m; *p; p++)
                 if (*p == ' ')
                         *p = '-';
-        label_set_put(out, "nvidia.com/gpu.machine", m);
+        dev_labels_put(out, "nvidia.com/gpu.machine", m);
 }
 
-static void version_labels(struct label_set *out, const struct labels_nvidia *node,
+static void version_labels(struct dev_labels *out, const struct nvidia_gfd_node *node,
                            char ***warnings)
 {
         const char *v = node->driver_version ? node->driver_version : "";
@@ -248,13 +251,13 @@ static void version_labels(struct label_set *out, const struct labels_nvidia *no
                                          "version labels",
                                          v));
         } else {
-                label_set_put(out, "nvidia.com/cuda.driver.major", major);
-                label_set_put(out, "nvidia.com/cuda.driver.minor", minor);
-                label_set_put(out, "nvidia.com/cuda.driver.rev", rev);
-                label_set_put(out, "nvidia.com/cuda.driver-version.major", major);
-                label_set_put(out, "nvidia.com/cuda.driver-version.minor", minor);
-                label_set_put(out, "nvidia.com/cuda.driver-version.revision", rev);
-                label_set_put(out, "nvidia.com/cuda.driver-version.full", v);
+                dev_labels_put(out, "nvidia.com/cuda.driver.major", major);
+                dev_labels_put(out, "nvidia.com/cuda.driver.minor", minor);
+                dev_labels_put(out, "nvidia.com/cuda.driver.rev", rev);
+                dev_labels_put(out, "nvidia.com/cuda.driver-version.major", major);
+                dev_labels_put(out, "nvidia.com/cuda.driver-version.minor", minor);
+                dev_labels_put(out, "nvidia.com/cuda.driver-version.revision", rev);
+                dev_labels_put(out, "nvidia.com/cuda.driver-version.full", v);
         }
         if (node->cuda_version <= 0) {
                 warn(warnings, xstrdup("CUDA driver version unknown: no CUDA runtime labels"));
@@ -262,14 +265,14 @@ static void version_labels(struct label_set *out, const struct labels_nvidia *no
         }
         /* NVML: 1000 * major + 10 * minor */
         int cmaj = node->cuda_version / 1000, cmin = (node->cuda_version % 1000) / 10;
-        label_set_putf(out, "nvidia.com/cuda.runtime.major", "%d", cmaj);
-        label_set_putf(out, "nvidia.com/cuda.runtime.minor", "%d", cmin);
-        label_set_putf(out, "nvidia.com/cuda.runtime-version.major", "%d", cmaj);
-        label_set_putf(out, "nvidia.com/cuda.runtime-version.minor", "%d", cmin);
-        label_set_putf(out, "nvidia.com/cuda.runtime-version.full", "%d.%d", cmaj, cmin);
+        dev_labels_putf(out, "nvidia.com/cuda.runtime.major", "%d", cmaj);
+        dev_labels_putf(out, "nvidia.com/cuda.runtime.minor", "%d", cmin);
+        dev_labels_putf(out, "nvidia.com/cuda.runtime-version.major", "%d", cmaj);
+        dev_labels_putf(out, "nvidia.com/cuda.runtime-version.minor", "%d", cmin);
+        dev_labels_putf(out, "nvidia.com/cuda.runtime-version.full", "%d.%d", cmaj, cmin);
 }
 
-static void capability_labels(struct label_set *out, const struct labels_nvidia *node,
+static void capability_labels(struct dev_labels *out, const struct nvidia_gfd_node *node,
                               const struct devlet_config *cfg, char ***warnings)
 {
         bool mig_capable = false, mig_enabled = false;
@@ -277,19 +280,19 @@ static void capability_labels(struct label_set *out, const struct labels_nvidia 
                 mig_capable |= node->gpus[i].mig_capable;
                 mig_enabled |= node->gpus[i].mig_enabled;
         }
-        label_set_put(out, "nvidia.com/mig.capable", mig_capable ? "true" : "false");
+        dev_labels_put(out, "nvidia.com/mig.capable", mig_capable ? "true" : "false");
         bool mps = cfg->sharing.strategy == SHARING_MPS;
         if (mps && mig_enabled) {
                 warn(warnings, xstrdup("MPS sharing is not supported with MIG enabled: "
                                        "nvidia.com/mps.capable=false"));
                 mps = false;
         }
-        label_set_put(out, "nvidia.com/mps.capable", mps ? "true" : "false");
+        dev_labels_put(out, "nvidia.com/mps.capable", mps ? "true" : "false");
 }
 
 /* ---- resources (mig-strategy.go) ---- */
 
-static size_t count_named(const struct labels_nvidia *node, const char *name)
+static size_t count_named(const struct nvidia_gfd_node *node, const char *name)
 {
         size_t n = 0;
         for (size_t i = 0; i < node->n_gpus; i++)
@@ -297,13 +300,13 @@ static size_t count_named(const struct labels_nvidia *node, const char *name)
         return n;
 }
 
-static void full_gpus(struct label_set *out, const struct labels_nvidia *node,
+static void full_gpus(struct dev_labels *out, const struct nvidia_gfd_node *node,
                       const struct devlet_config *cfg)
 {
         for (int pass = 0; pass < 2; pass++) {
                 bool want_mig = pass == 0;
                 for (size_t i = node->n_gpus; i-- > 0;) {
-                        const struct labels_gpu *g = &node->gpus[i];
+                        const struct nvidia_gfd_gpu *g = &node->gpus[i];
                         if (g->mig_enabled == want_mig)
                                 full_gpu_labels(out, cfg, g, count_named(node, g->name), !want_mig);
                 }
@@ -312,20 +315,20 @@ static void full_gpus(struct label_set *out, const struct labels_nvidia *node,
 
 struct profile_count {
         const char *profile;
-        const struct labels_gpu *parent;
-        const struct labels_mig *first;
+        const struct nvidia_gfd_gpu *parent;
+        const struct nvidia_gfd_mig *first;
         size_t count;
 };
 
 /* The distinct MIG profiles of the node, in the order first seen. */
-static size_t mig_profiles(const struct labels_nvidia *node, struct profile_count **out)
+static size_t mig_profiles(const struct nvidia_gfd_node *node, struct profile_count **out)
 {
         struct profile_count *v = NULL;
         size_t n = 0;
         for (size_t i = 0; i < node->n_gpus; i++) {
-                const struct labels_gpu *g = &node->gpus[i];
+                const struct nvidia_gfd_gpu *g = &node->gpus[i];
                 for (size_t k = 0; g->mig_enabled && k < g->n_migs; k++) {
-                        const struct labels_mig *m = &g->migs[k];
+                        const struct nvidia_gfd_mig *m = &g->migs[k];
                         size_t j = 0;
                         while (j < n && strcmp(v[j].profile, m->profile) != 0)
                                 j++;
@@ -340,7 +343,7 @@ static size_t mig_profiles(const struct labels_nvidia *node, struct profile_coun
         return n;
 }
 
-static void mig_invalid(struct label_set *out, const struct labels_gpu *g, const char *why,
+static void mig_invalid(struct dev_labels *out, const struct nvidia_gfd_gpu *g, const char *why,
                         char ***warnings)
 {
         warn(warnings, xasprintf("invalid configuration for mig-strategy=single: %s", why));
@@ -355,13 +358,13 @@ static void mig_invalid(struct label_set *out, const struct labels_gpu *g, const
         put(out, &rl, "memory", "0");
 }
 
-static void mig_single(struct label_set *out, const struct labels_nvidia *node,
+static void mig_single(struct dev_labels *out, const struct nvidia_gfd_node *node,
                        const struct devlet_config *cfg, char ***warnings)
 {
-        const struct labels_gpu *first_enabled = NULL;
+        const struct nvidia_gfd_gpu *first_enabled = NULL;
         bool any_disabled = false, any_empty = false;
         for (size_t i = 0; i < node->n_gpus; i++) {
-                const struct labels_gpu *g = &node->gpus[i];
+                const struct nvidia_gfd_gpu *g = &node->gpus[i];
                 if (!g->mig_enabled) {
                         any_disabled = true;
                         continue;
@@ -393,7 +396,7 @@ static void mig_single(struct label_set *out, const struct labels_nvidia *node,
                    profiles[0].count);
 }
 
-static void mig_mixed(struct label_set *out, const struct labels_nvidia *node,
+static void mig_mixed(struct dev_labels *out, const struct nvidia_gfd_node *node,
                       const struct devlet_config *cfg)
 {
         _cleanup_free_ struct profile_count *profiles = NULL;
@@ -406,8 +409,8 @@ static void mig_mixed(struct label_set *out, const struct labels_nvidia *node,
         }
 }
 
-void labels_nvidia_add(const struct labels_nvidia *node, const struct devlet_config *cfg,
-                       struct label_set *out, char ***warnings)
+void nvidia_gfd_labels(const struct nvidia_gfd_node *node, const struct devlet_config *cfg,
+                       struct dev_labels *out, char ***warnings)
 {
         if (node->n_gpus == 0)
                 return;
@@ -415,14 +418,78 @@ void labels_nvidia_add(const struct labels_nvidia *node, const struct devlet_con
         version_labels(out, node, warnings);
         capability_labels(out, node, cfg, warnings);
         if (node->pci_class)
-                label_set_put(out, "nvidia.com/gpu.mode", labels_gpu_mode(node->pci_class));
+                dev_labels_put(out, "nvidia.com/gpu.mode", nvidia_gpu_mode(node->pci_class));
         full_gpus(out, node, cfg);
         const char *strategy = cfg->mig_strategy ? cfg->mig_strategy : "none";
         if (strcmp(strategy, "single") == 0 || strcmp(strategy, "mixed") == 0) {
-                label_set_put(out, "nvidia.com/mig.strategy", strategy);
+                dev_labels_put(out, "nvidia.com/mig.strategy", strategy);
                 if (strategy[0] == 's')
                         mig_single(out, node, cfg, warnings);
                 else
                         mig_mixed(out, node, cfg);
         }
+}
+
+/* ---- the backend's member: facts from the inventory ---- */
+
+void nvidia_backend_labels(struct dev_backend *b, const struct devlet_config *cfg,
+                           struct dev_labels *out, char ***warnings)
+{
+        const struct nvml_inventory *inv = nvidia_backend_inventory(b);
+        if (!inv)
+                return;
+        struct nvidia_gfd_gpu *gpus = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*gpus));
+        size_t n = 0, n_migs = 0;
+        for (size_t i = 0; i < inv->n_gpus; i++)
+                n_migs += inv->gpus[i].n_migs;
+        struct nvidia_gfd_mig *migs = xcalloc(n_migs ? n_migs : 1, sizeof(*migs));
+        struct nvidia_gfd_mig *next = migs;
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                const struct nvml_gpu *g = &inv->gpus[i];
+                if (g->lost)
+                        continue;
+                struct nvidia_gfd_gpu *l = &gpus[n++];
+                l->name = g->name;
+                l->memory_mib = g->memory_bytes >> 20;
+                l->cc_major = g->cc_major;
+                l->cc_minor = g->cc_minor;
+                l->mig_capable = g->mig_capable;
+                l->mig_enabled = g->mig_enabled;
+                l->migs = next;
+                l->n_migs = g->n_migs;
+                for (size_t k = 0; k < g->n_migs; k++) {
+                        const struct nvml_mig_dev *m = &g->migs[k];
+                        *next++ = (struct nvidia_gfd_mig){
+                                .profile = m->profile,
+                                .memory_mib = m->memory_mib,
+                                .multiprocessors = m->multiprocessors,
+                                .slices_gi = m->gi_slices,
+                                .slices_ci = m->ci_slices,
+                                .engines_copy = m->copy_engines,
+                                .engines_decoder = m->decoders,
+                                .engines_encoder = m->encoders,
+                                .engines_jpeg = m->jpegs,
+                                .engines_ofa = m->ofas,
+                        };
+                }
+        }
+        /* GFD's gpu.mode: the first GPU's PCI class, from sysfs */
+        char pci_class[32] = "";
+        for (size_t i = 0; i < inv->n_gpus && !pci_class[0]; i++) {
+                if (inv->gpus[i].lost || !inv->gpus[i].bus_id[0])
+                        continue;
+                _cleanup_free_ char *path = xasprintf("%s/bus/pci/devices/%s/class",
+                                                      cfg->sysfs_root, inv->gpus[i].bus_id);
+                if (fs_read_line(path, pci_class, sizeof(pci_class)) < 0)
+                        pci_class[0] = '\0';
+                break;
+        }
+        const struct nvidia_gfd_node node = { .driver_version = inv->driver_version,
+                                            .cuda_version = inv->cuda_version,
+                                            .pci_class = pci_class[0] ? pci_class : NULL,
+                                            .gpus = gpus,
+                                            .n_gpus = n };
+        nvidia_gfd_labels(&node, cfg, out, warnings);
+        free(migs);
+        free(gpus);
 }

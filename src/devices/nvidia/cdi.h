@@ -4,42 +4,43 @@
  * control nodes, user-space libraries and binaries in the spec-wide edits.
  *
  * Built from plain facts (filled from the NVIDIA backend's inventory by
- * cdi/generate.c, or by hand in tests) and what the dev root and the driver
- * root hold now. */
-#ifndef DEVLET_CDI_NVIDIA_H
-#define DEVLET_CDI_NVIDIA_H
+ * the backend's `cdi_specs` member, or by hand in tests) and what the dev
+ * root and the driver root hold now. */
+#ifndef DEVLET_DEVICES_NVIDIA_CDI_H
+#define DEVLET_DEVICES_NVIDIA_CDI_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "cdi/spec.h"
+#include "devices/cdi-spec.h"
+#include "devices/device.h"
 
 /* The kind devlet's own Allocate names (NVIDIA's plugin uses the same). */
-#define CDI_NVIDIA_PLUGIN_KIND "k8s.device-plugin.nvidia.com/gpu"
+#define NVIDIA_CDI_PLUGIN_KIND "k8s.device-plugin.nvidia.com/gpu"
 /* The kind of `devlet cdi generate` (nvidia-ctk's default). */
-#define CDI_NVIDIA_DEFAULT_KIND "nvidia.com/gpu"
+#define NVIDIA_CDI_DEFAULT_KIND "nvidia.com/gpu"
 
-struct cdi_nvidia_mig {
+struct nvidia_cdi_mig {
         unsigned index;   /* NVML's MIG device index within its GPU */
         const char *uuid; /* "MIG-..."; NULL or "": no UUID name */
         int gi_cap, ci_cap; /* /dev/nvidia-caps/nvidia-cap<N>; -1: unknown */
 };
 
-struct cdi_nvidia_gpu {
+struct nvidia_cdi_gpu {
         const char *uuid; /* "GPU-..."; NULL or "": no UUID name */
         int minor;        /* /dev/nvidia<minor>; -1: unknown (no device) */
         bool mig_enabled;
-        const struct cdi_nvidia_mig *migs;
+        const struct nvidia_cdi_mig *migs;
         size_t n_migs;
 };
 
-struct cdi_nvidia_node {
+struct nvidia_cdi_node {
         const char *driver_version; /* "550.54.15": picks the libraries; NULL: none */
-        const struct cdi_nvidia_gpu *gpus; /* by index, as NVML counts them */
+        const struct nvidia_cdi_gpu *gpus; /* by index, as NVML counts them */
         size_t n_gpus;
 };
 
-struct cdi_nvidia_opts {
+struct nvidia_cdi_opts {
         const char *kind;
         /* Where the container runtime finds the driver (--nvidia-driver-root)
          * and where devlet finds it now (the same, or the mount of it in
@@ -67,7 +68,7 @@ struct cdi_nvidia_opts {
  * a createContainer hook running "update-ldcache --folder <dir>..." for the
  * library directories.  Returns 0 and *out (valid), or -EINVAL with *err
  * (no GPU device to describe, or an invalid kind). */
-int cdi_spec_nvidia(const struct cdi_nvidia_node *node, const struct cdi_nvidia_opts *opts,
+int nvidia_cdi_spec(const struct nvidia_cdi_node *node, const struct nvidia_cdi_opts *opts,
                     struct cdi_spec **out, char ***warnings, char **err);
 
 /* The spec of NVIDIA's extra kinds that Allocate names "<vendor>/<class>=all"
@@ -75,14 +76,24 @@ int cdi_spec_nvidia(const struct cdi_nvidia_node *node, const struct cdi_nvidia_
  * character or block device under the dev root that matches one of the
  * NULL-terminated glob patterns (e.g. "/dev/nvidia-fs*").  Returns 0 and
  * *out, or -ENOENT with *err when nothing matches, -EINVAL for a bad kind. */
-int cdi_spec_nvidia_extra(const char *kind, const char *dev_root, const char *const *patterns,
+int nvidia_cdi_extra_spec(const char *kind, const char *dev_root, const char *const *patterns,
                           struct cdi_spec **out, char **err);
 
 /* NVIDIA's extra kinds: class and the device nodes it holds. */
-struct cdi_nvidia_extra {
+struct nvidia_cdi_extra {
         const char *klass;
         const char *const *patterns;
 };
-extern const struct cdi_nvidia_extra cdi_nvidia_gds, cdi_nvidia_mofed, cdi_nvidia_gdrcopy;
+extern const struct nvidia_cdi_extra nvidia_cdi_gds, nvidia_cdi_mofed, nvidia_cdi_gdrcopy;
+
+/* The backend's `cdi_specs` member: the GPU spec from the inventory, with
+ * the GPU and MIG indices the backend's Allocate names ("<i>", "<i>:<j>":
+ * the position in the inventory and NVML's MIG index) and the UUIDs, under
+ * NVIDIA_CDI_PLUGIN_KIND, or standalone NVIDIA_CDI_DEFAULT_KIND with
+ * opts->vendor and opts->klass in place of its parts; then one spec per
+ * extra kind (GDS, MOFED, GDRCOPY) that is enabled, named
+ * "<vendor>/<class>=all". */
+void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *opts,
+                              struct cdi_spec_list *out);
 
 #endif

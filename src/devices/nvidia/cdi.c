@@ -22,7 +22,9 @@
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
-#include "cdi/nvidia.h"
+#include "devices/nvidia/cdi.h"
+#include "devices/nvidia/inventory.h"
+#include "devices/nvidia/nvidia.h"
 
 /* libnvidia-container's utility_libs and compute_libs */
 static const char *const driver_libs[] = {
@@ -56,7 +58,7 @@ static const char *const control_nodes[] = { "/dev/nvidiactl", "/dev/nvidia-uvm"
 static const char *const mount_options[] = { "ro", "nosuid", "nodev", "bind", NULL };
 
 struct builder {
-        const struct cdi_nvidia_opts *opts;
+        const struct nvidia_cdi_opts *opts;
         char *driver_root, *search_root, *dev_root; /* "" for "/" */
         char ***warnings;
         char **seen; /* real paths of the files already mounted (strv) */
@@ -238,7 +240,7 @@ static void add_named(struct cdi_spec *s, const char *name, const struct cdi_edi
         cdi_edits_merge(&cdi_spec_add_device(s, name)->edits, e);
 }
 
-int cdi_spec_nvidia(const struct cdi_nvidia_node *node, const struct cdi_nvidia_opts *opts,
+int nvidia_cdi_spec(const struct nvidia_cdi_node *node, const struct nvidia_cdi_opts *opts,
                     struct cdi_spec **out, char ***warnings, char **err)
 {
         if (!cdi_valid_kind(opts->kind)) {
@@ -253,7 +255,7 @@ int cdi_spec_nvidia(const struct cdi_nvidia_node *node, const struct cdi_nvidia_
         struct cdi_spec *s = cdi_spec_new(opts->kind);
         struct cdi_edits all = { 0 };
         for (size_t i = 0; i < node->n_gpus; i++) {
-                const struct cdi_nvidia_gpu *g = &node->gpus[i];
+                const struct nvidia_cdi_gpu *g = &node->gpus[i];
                 _cleanup_free_ char *gpu_node = g->minor >= 0 ? xasprintf("/dev/nvidia%d", g->minor)
                                                               : NULL;
                 if (!gpu_node) {
@@ -273,7 +275,7 @@ int cdi_spec_nvidia(const struct cdi_nvidia_node *node, const struct cdi_nvidia_
                 }
                 cdi_edits_release(&whole);
                 for (size_t k = 0; g->mig_enabled && k < g->n_migs; k++) {
-                        const struct cdi_nvidia_mig *m = &g->migs[k];
+                        const struct nvidia_cdi_mig *m = &g->migs[k];
                         struct cdi_edits e = { 0 };
                         if (add_node(&b, &e, gpu_node, false)) {
                                 add_cap(&b, &e, m->gi_cap);
@@ -322,11 +324,11 @@ done:
 static const char *const gds_nodes[] = { "/dev/nvidia-fs*", NULL };
 static const char *const mofed_nodes[] = { "/dev/infiniband/*", NULL };
 static const char *const gdrcopy_nodes[] = { "/dev/gdrdrv", NULL };
-const struct cdi_nvidia_extra cdi_nvidia_gds = { "gds", gds_nodes };
-const struct cdi_nvidia_extra cdi_nvidia_mofed = { "mofed", mofed_nodes };
-const struct cdi_nvidia_extra cdi_nvidia_gdrcopy = { "gdrcopy", gdrcopy_nodes };
+const struct nvidia_cdi_extra nvidia_cdi_gds = { "gds", gds_nodes };
+const struct nvidia_cdi_extra nvidia_cdi_mofed = { "mofed", mofed_nodes };
+const struct nvidia_cdi_extra nvidia_cdi_gdrcopy = { "gdrcopy", gdrcopy_nodes };
 
-int cdi_spec_nvidia_extra(const char *kind, const char *dev_root, const char *const *patterns,
+int nvidia_cdi_extra_spec(const char *kind, const char *dev_root, const char *const *patterns,
                           struct cdi_spec **out, char **err)
 {
         if (!cdi_valid_kind(kind)) {
@@ -363,4 +365,87 @@ int cdi_spec_nvidia_extra(const char *kind, const char *dev_root, const char *co
         }
         *out = s;
         return 0;
+}
+
+/* ---- the backend's member: facts from the inventory ---- */
+
+/* Where devlet finds the driver now: the driver root's mount in devlet's
+ * own container (--driver-root-ctr-path) when there is one, else the driver
+ * root itself. */
+static const char *driver_search_root(const struct devlet_config *cfg)
+{
+        struct stat st;
+        const char *ctr = cfg->container_driver_root;
+        if (ctr && ctr[0] && stat(ctr, &st) == 0 && S_ISDIR(st.st_mode))
+                return ctr;
+        return cfg->driver_root;
+}
+
+void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *opts,
+                              struct cdi_spec_list *l)
+{
+        const struct nvml_inventory *inv = nvidia_backend_inventory(b);
+        if (!inv || inv->n_gpus == 0)
+                return;
+        size_t n_migs = 0;
+        for (size_t i = 0; i < inv->n_gpus; i++)
+                n_migs += inv->gpus[i].n_migs;
+        _cleanup_free_ struct nvidia_cdi_gpu *gpus = xcalloc(inv->n_gpus, sizeof(*gpus));
+        _cleanup_free_ struct nvidia_cdi_mig *migs = xcalloc(n_migs ? n_migs : 1, sizeof(*migs));
+        struct nvidia_cdi_mig *next = migs;
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                const struct nvml_gpu *g = &inv->gpus[i];
+                /* a GPU lost at start-up keeps its index, with no device */
+                gpus[i] = (struct nvidia_cdi_gpu){ .uuid = g->uuid,
+                                                   .minor = g->lost ? -1 : g->minor,
+                                                   .mig_enabled = g->mig_enabled,
+                                                   .migs = next,
+                                                   .n_migs = g->n_migs };
+                for (size_t k = 0; k < g->n_migs; k++)
+                        *next++ = (struct nvidia_cdi_mig){ .index = g->migs[k].index,
+                                                           .uuid = g->migs[k].uuid,
+                                                           .gi_cap = g->migs[k].gi_cap,
+                                                           .ci_cap = g->migs[k].ci_cap };
+        }
+        const struct nvidia_cdi_node node = { inv->driver_version, gpus, inv->n_gpus };
+        const struct devlet_config *cfg = opts->cfg;
+        _cleanup_free_ char *main_kind =
+                opts->standalone ? xasprintf("%s/%s", opts->vendor ? opts->vendor : "nvidia.com",
+                                             opts->klass ? opts->klass : "gpu")
+                                 : xstrdup(NVIDIA_CDI_PLUGIN_KIND);
+        const struct nvidia_cdi_opts o = {
+                .kind = main_kind,
+                .driver_root = cfg->driver_root,
+                .search_root = driver_search_root(cfg),
+                .dev_root = cfg->dev_root,
+                .hook_path = cfg->nvidia_cdi_hook_path,
+        };
+        struct cdi_spec *s = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (nvidia_cdi_spec(&node, &o, &s, &l->warnings, &err) < 0) {
+                cdi_spec_list_warn(l, xasprintf("no NVIDIA CDI spec: %s", err));
+                return;
+        }
+        cdi_spec_list_push(l, s);
+
+        /* the kinds Allocate names "<vendor>/gds=all" and so on */
+        const struct {
+                bool on;
+                const struct nvidia_cdi_extra *x;
+        } extras[] = { { cfg->gds_enabled, &nvidia_cdi_gds },
+                       { cfg->mofed_enabled, &nvidia_cdi_mofed },
+                       { cfg->gdrcopy_enabled, &nvidia_cdi_gdrcopy } };
+        const char *slash = strchr(o.kind, '/');
+        for (size_t i = 0; i < ARRAY_SIZE(extras); i++) {
+                if (!extras[i].on)
+                        continue;
+                _cleanup_free_ char *kind = xasprintf("%.*s/%s", (int)(slash - o.kind), o.kind,
+                                                      extras[i].x->klass);
+                _cleanup_free_ char *xerr = NULL;
+                struct cdi_spec *x = NULL;
+                if (nvidia_cdi_extra_spec(kind, cfg->dev_root, extras[i].x->patterns, &x, &xerr) < 0)
+                        cdi_spec_list_warn(l, xasprintf("no CDI spec for %s: %s", kind, xerr));
+                else
+                        cdi_spec_list_push(l, x);
+        }
 }

@@ -1,19 +1,19 @@
 /* GFD's labels for NVIDIA GPUs, from plain facts about the node.
  *
- * The facts are filled from the NVIDIA backend's inventory (labels/
- * collect.c) or by hand (tests), so the rules here need neither NVML nor a
- * backend. */
-#ifndef DEVLET_LABELS_NVIDIA_H
-#define DEVLET_LABELS_NVIDIA_H
+ * The facts are filled from the NVIDIA backend's inventory (the backend's
+ * `labels` member, nvidia_backend_labels) or by hand (tests), so the rules
+ * here need neither NVML nor a backend. */
+#ifndef DEVLET_DEVICES_NVIDIA_GFD_LABELS_H
+#define DEVLET_DEVICES_NVIDIA_GFD_LABELS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "config/config.h"
-#include "labels/labels.h"
+#include "devices/device.h"
 
-struct labels_mig {
+struct nvidia_gfd_mig {
         const char *profile; /* NVIDIA's profile name: "1g.10gb", "1g.10gb+me" */
         uint64_t memory_mib;
         unsigned multiprocessors;
@@ -21,20 +21,20 @@ struct labels_mig {
         unsigned engines_copy, engines_decoder, engines_encoder, engines_jpeg, engines_ofa;
 };
 
-struct labels_gpu {
+struct nvidia_gfd_gpu {
         const char *name; /* "NVIDIA H100 80GB HBM3" */
         uint64_t memory_mib; /* 0: unknown */
         int cc_major, cc_minor; /* 0 or less: unknown */
         bool mig_capable, mig_enabled;
-        const struct labels_mig *migs;
+        const struct nvidia_gfd_mig *migs;
         size_t n_migs;
 };
 
-struct labels_nvidia {
+struct nvidia_gfd_node {
         const char *driver_version; /* "550.54.15"; NULL or "": unknown */
         int cuda_version;           /* NVML's: 12040 = 12.4; 0: unknown */
         const char *pci_class;      /* the first GPU's PCI class ("0x030200"); NULL: unknown */
-        const struct labels_gpu *gpus;
+        const struct nvidia_gfd_gpu *gpus;
         size_t n_gpus;
 };
 
@@ -44,19 +44,28 @@ struct labels_nvidia {
  * replicas, sharing-strategy, memory, family, compute.major/minor) and, for
  * the single and mixed MIG strategies, mig.strategy and the MIG labels.
  * Sharing comes from cfg->sharing (GFD ignores resource renaming).  Values
- * are not yet sanitised (labels_collect does that).  Facts GFD would fail
+ * are not yet sanitised (labels/ does that).  Facts GFD would fail
  * on become warnings (appended to *warnings when warnings is not NULL) and
  * the labels they feed are left out. */
-void labels_nvidia_add(const struct labels_nvidia *node, const struct devlet_config *cfg,
-                       struct label_set *out, char ***warnings);
+void nvidia_gfd_labels(const struct nvidia_gfd_node *node, const struct devlet_config *cfg,
+                       struct dev_labels *out, char ***warnings);
 
 /* GFD's gpu.mode for a PCI class: "graphics" (0x030000), "compute"
  * (0x030200), else "unknown". */
-const char *labels_gpu_mode(const char *pci_class);
+const char *nvidia_gpu_mode(const char *pci_class);
 
 /* GFD's architecture family for a compute capability: "kepler", "maxwell",
  * "pascal", "volta", "turing", "ampere", "ada-lovelace", "hopper",
  * "blackwell", ...; "undefined" when unknown. */
-const char *labels_gpu_family(int cc_major, int cc_minor);
+const char *nvidia_gpu_family(int cc_major, int cc_minor);
+
+struct dev_backend;
+
+/* The backend's `labels` member: GFD's labels from the inventory NVML filled
+ * at start-up (GFD asks NVML again each time; devlet re-reads it when the
+ * config is reloaded).  GPUs NVML lost at start-up are left out; gpu.mode
+ * comes from the first GPU's PCI class in sysfs. */
+void nvidia_backend_labels(struct dev_backend *b, const struct devlet_config *cfg,
+                           struct dev_labels *out, char ***warnings);
 
 #endif

@@ -1,0 +1,362 @@
+/* The config file's meaning: `version: v1`, the `flags` keys of the option
+ * table, and the structured sections, each a row of config_sections (key,
+ * parse, clear, where it lives in struct devlet_config) or a section a
+ * device backend adds (config_backend_sections, kept on the heap).
+ *
+ * The tree comes from yaml.c.  `flags.*` keys map onto the option table
+ * (options.c); each section's key is handed to its parser, in table order
+ * (sharing after resources: it checks names against them); any other key
+ * is a warning, never an error, so NVIDIA's own files stay loadable.
+ * Values and sections are collected first and stored into the config only
+ * when the whole file is good.
+ *
+ * Never logs and never reads files (config_load does). */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "config/options.h"
+#include "config/sections.h"
+
+DEFINE_CLEANUP_FUNC(struct config_node, config_tree_free)
+
+/* ---- flags: the option table's keys ---- */
+
+struct walk {
+        const char *file;
+        struct config_diag *diag;
+        char **warnings;
+        struct config_pending values;
+};
+
+static void walk_clear(struct walk *w)
+{
+        config_pending_clear(&w->values);
+        strv_free(w->warnings);
+}
+
+static int walk_option(struct walk *w, const struct config_option *opt,
+                       const struct config_node *n, const char *path)
+{
+        union config_value v = { 0 };
+        int r;
+        if (config_node_is_null(n))
+                return 0; /* as if absent: the value stays */
+        if (n->kind == CONFIG_NODE_SEQ && opt->type == CONFIG_LIST) {
+                char **items = NULL;
+                for (size_t i = 0; i < n->n_items; i++) {
+                        if (n->items[i]->kind != CONFIG_NODE_SCALAR) {
+                                strv_free(items);
+                                return config_node_error(w->diag, w->file, n->items[i], path,
+                                                         "expected a value, found %s",
+                                                         config_node_kind_name(n->items[i]));
+                        }
+                        items = strv_push(items, n->items[i]->text);
+                }
+                r = config_value_parse_items(opt, items, path, &v, w->diag);
+                strv_free(items);
+        } else if (n->kind == CONFIG_NODE_SCALAR) {
+                r = config_value_parse(opt, n->text, path, &v, w->diag);
+        } else {
+                return config_node_error(w->diag, w->file, n, path, "expected %s, found %s",
+                                         opt->type == CONFIG_LIST ? "a list or a value"
+                                                                  : "a value",
+                                         config_node_kind_name(n));
+        }
+        if (r < 0) {
+                /* the message names the key; add where it is */
+                snprintf(w->diag->file, sizeof(w->diag->file), "%s", w->file);
+                w->diag->line = n->line;
+                w->diag->column = n->column;
+                return r;
+        }
+        config_pending_add(&w->values, opt, &v);
+        return 0;
+}
+
+/* A mapping of option keys under prefix ("flags", "flags.plugin"). */
+static int walk_section(struct walk *w, const struct config_node *map, const char *prefix)
+{
+        if (config_node_is_null(map))
+                return 0;
+        if (map->kind != CONFIG_NODE_MAP)
+                return config_node_error(w->diag, w->file, map, prefix,
+                                         "expected a mapping, found %s",
+                                         config_node_kind_name(map));
+        for (size_t i = 0; i + 1 < map->n_items; i += 2) {
+                const struct config_node *k = map->items[i], *v = map->items[i + 1];
+                char path[256];
+                /* a dotted key ("plugin.passDeviceSpecs") is not a path */
+                if (strchr(k->text, '.') ||
+                    (size_t)snprintf(path, sizeof(path), "%s.%s", prefix, k->text) >=
+                            sizeof(path)) {
+                        config_node_warn_unknown(&w->warnings, w->file, k);
+                        continue;
+                }
+                const struct config_option *opt = config_option_by_key(path);
+                int r = 0;
+                if (opt)
+                        r = walk_option(w, opt, v, path);
+                else if (config_key_is_section(path))
+                        r = walk_section(w, v, path);
+                else
+                        config_node_warn_unknown(&w->warnings, w->file, k);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int check_version(struct walk *w, const struct config_node *root)
+{
+        const struct config_node *v = config_node_get(root, "version");
+        if (!v)
+                return config_node_error(w->diag, w->file, root, "",
+                                         "missing \"version: v1\"");
+        if (v->kind != CONFIG_NODE_SCALAR || strcmp(v->text, "v1") != 0)
+                return config_node_error(w->diag, w->file, v, "version",
+                                         "unsupported version %s%.100s%s (expected v1)",
+                                         v->kind == CONFIG_NODE_SCALAR ? "\"" : "",
+                                         v->kind == CONFIG_NODE_SCALAR
+                                                 ? v->text
+                                                 : config_node_kind_name(v),
+                                         v->kind == CONFIG_NODE_SCALAR ? "\"" : "");
+        return 0;
+}
+
+/* ---- the structured sections ---- */
+
+static int parse_hostdev(const struct config_node *node, const char *file,
+                         const struct devlet_config *next, void *out, char ***warnings,
+                         struct config_diag *diag)
+{
+        return config_hostdev_parse(node, file, out, warnings, diag);
+}
+
+static int parse_resources(const struct config_node *node, const char *file,
+                           const struct devlet_config *next, void *out, char ***warnings,
+                           struct config_diag *diag)
+{
+        return config_resources_parse(node, file, out, warnings, diag);
+}
+
+static int parse_sharing(const struct config_node *node, const char *file,
+                         const struct devlet_config *next, void *out, char ***warnings,
+                         struct config_diag *diag)
+{
+        return config_sharing_parse(node, file, &next->resources, out, warnings, diag);
+}
+
+static int parse_health(const struct config_node *node, const char *file,
+                        const struct devlet_config *next, void *out, char ***warnings,
+                        struct config_diag *diag)
+{
+        return config_health_parse(node, file, out, warnings, diag);
+}
+
+static void clear_hostdev(void *p)
+{
+        config_hostdev_clear(p);
+}
+
+static void clear_resources(void *p)
+{
+        config_resources_clear(p);
+}
+
+static void clear_sharing(void *p)
+{
+        config_sharing_clear(p);
+}
+
+#define SECTION(k, field, parse_fn, clear_fn)                                               \
+        {                                                                                   \
+                .key = k, .offset = offsetof(struct devlet_config, field),                  \
+                .size = sizeof(((struct devlet_config *)0)->field), .parse = parse_fn,      \
+                .clear = clear_fn                                                           \
+        }
+
+/* In parse order: sharing after resources, whose names it checks. */
+const struct config_section config_sections[] = {
+        SECTION("hostDevices", hostdev, parse_hostdev, clear_hostdev),
+        SECTION("resources", resources, parse_resources, clear_resources),
+        SECTION("sharing", sharing, parse_sharing, clear_sharing),
+        SECTION("health", health, parse_health, NULL),
+        { .key = NULL },
+};
+
+static const struct config_section *section_by_key(const char *key)
+{
+        for (const struct config_section *s = config_sections; s->key; s++)
+                if (strcmp(s->key, key) == 0)
+                        return s;
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
+                if (strcmp(config_backend_sections[j]->key, key) == 0)
+                        return config_backend_sections[j];
+        return NULL;
+}
+
+/* The sections of one file, parsed in table order into scratch values and
+ * held until the whole file is good; NULL: not in the file. */
+struct parsed {
+        void *own[CONFIG_SECTIONS_MAX];             /* by config_sections index */
+        void *backend[CONFIG_BACKEND_SECTIONS_MAX]; /* by config_backend_sections index */
+};
+
+static void value_free(const struct config_section *s, void *v)
+{
+        if (v && s->clear)
+                s->clear(v);
+        free(v);
+}
+
+static void parsed_clear(struct parsed *p)
+{
+        for (size_t i = 0; i < CONFIG_SECTIONS_MAX && config_sections[i].key; i++)
+                value_free(&config_sections[i], p->own[i]);
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
+                value_free(config_backend_sections[j], p->backend[j]);
+}
+
+/* Parses section s when root holds it: *out gets its value (heap). */
+static int parse_one(const struct config_section *s, const char *file,
+                     const struct config_node *root, const struct devlet_config *next, void **out,
+                     char ***warnings, struct config_diag *diag)
+{
+        const struct config_node *node = config_node_get(root, s->key);
+        if (!node)
+                return 0;
+        void *v = xcalloc(1, s->size);
+        int r = s->parse(node, file, next, v, warnings, diag);
+        if (r < 0) {
+                free(v);
+                return r;
+        }
+        *out = v;
+        return 0;
+}
+
+/* Parses every section root holds: devlet's own, then the backends'.  next
+ * starts as a shallow copy of cfg and gets each parsed section in turn, so
+ * a later section sees what the file will leave (sharing: the resources it
+ * names); it is only read. */
+static int parse_sections(const char *file, const struct config_node *root,
+                          const struct devlet_config *cfg, struct parsed *out, char ***warnings,
+                          struct config_diag *diag)
+{
+        struct devlet_config next = *cfg;
+        for (size_t i = 0; config_sections[i].key; i++) {
+                const struct config_section *s = &config_sections[i];
+                int r = parse_one(s, file, root, &next, &out->own[i], warnings, diag);
+                if (r < 0)
+                        return r;
+                if (out->own[i])
+                        memcpy((char *)&next + s->offset, out->own[i], s->size);
+        }
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++) {
+                int r = parse_one(config_backend_sections[j], file, root, &next, &out->backend[j],
+                                  warnings, diag);
+                if (r < 0)
+                        return r;
+                if (out->backend[j])
+                        next.backend_sections[j] = out->backend[j];
+        }
+        return 0;
+}
+
+/* Moves the parsed sections into cfg, freeing what they replace. */
+static void store_sections(struct devlet_config *cfg, struct parsed *p)
+{
+        for (size_t i = 0; config_sections[i].key; i++) {
+                const struct config_section *s = &config_sections[i];
+                if (!p->own[i])
+                        continue;
+                void *field = (char *)cfg + s->offset;
+                if (s->clear)
+                        s->clear(field);
+                memcpy(field, p->own[i], s->size);
+                free(TAKE_PTR(p->own[i]));
+        }
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++) {
+                if (!p->backend[j])
+                        continue;
+                value_free(config_backend_sections[j], cfg->backend_sections[j]);
+                cfg->backend_sections[j] = TAKE_PTR(p->backend[j]);
+        }
+}
+
+void config_sections_clear(struct devlet_config *cfg)
+{
+        for (const struct config_section *s = config_sections; s->key; s++)
+                if (s->clear)
+                        s->clear((char *)cfg + s->offset);
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
+                value_free(config_backend_sections[j], TAKE_PTR(cfg->backend_sections[j]));
+}
+
+const void *config_backend_section(const struct devlet_config *cfg,
+                                   const struct config_section *s)
+{
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
+                if (config_backend_sections[j] == s)
+                        return cfg->backend_sections[j];
+        return NULL;
+}
+
+/* ---- the file ---- */
+
+int config_parse_yaml(const char *file, const char *data, size_t len, struct devlet_config *cfg,
+                      struct config_diag *diag)
+{
+        struct config_diag scratch;
+        if (!diag)
+                diag = &scratch;
+        memset(diag, 0, sizeof(*diag));
+        if (!file)
+                file = "<config>";
+        if (len > CONFIG_FILE_MAX)
+                return config_diag_set(diag, file, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
+
+        _cleanup_(config_tree_freep) struct config_node *root = NULL;
+        int r = config_tree_parse(file, data, len, &root, diag);
+        if (r < 0)
+                return r;
+        if (!root || config_node_is_null(root)) /* empty, or comments only */
+                return config_diag_set(diag, file, 1, 1, "missing \"version: v1\"");
+        if (root->kind != CONFIG_NODE_MAP)
+                return config_node_error(diag, file, root, "",
+                                         "expected a mapping at the top, found %s",
+                                         config_node_kind_name(root));
+
+        _cleanup_(walk_clear) struct walk w = { .file = file, .diag = diag };
+        r = check_version(&w, root);
+        if (r < 0)
+                return r;
+
+        /* flags first, then unknown keys warned in file order */
+        for (size_t i = 0; i + 1 < root->n_items; i += 2) {
+                const struct config_node *k = root->items[i], *v = root->items[i + 1];
+                if (strcmp(k->text, "version") == 0 || section_by_key(k->text))
+                        continue;
+                if (strcmp(k->text, "flags") == 0)
+                        r = walk_section(&w, v, "flags");
+                else
+                        config_node_warn_unknown(&w.warnings, file, k);
+                if (r < 0)
+                        return r;
+        }
+        _cleanup_(parsed_clear) struct parsed sec = { 0 };
+        r = parse_sections(file, root, cfg, &sec, &w.warnings, diag);
+        if (r < 0)
+                return r;
+
+        /* all good: only now does cfg change */
+        config_pending_store(&w.values, cfg);
+        store_sections(cfg, &sec);
+        for (size_t i = 0; w.warnings && w.warnings[i]; i++)
+                cfg->warnings = strv_push(cfg->warnings, w.warnings[i]);
+        return 0;
+}

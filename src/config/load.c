@@ -1,0 +1,304 @@
+/* Loading a config: defaults, the config file, environment variables and
+ * the command line, in that order, so the later source wins; the command
+ * line is parsed first, so a bad flag is reported before any file is read.
+ * The option table is options.c's, the file's meaning file.c's.
+ *
+ * Never logs and never exits: every problem goes back as -EINVAL with a
+ * diag that names the flag, env var or file position and what is allowed. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/xalloc.h"
+#include "config/options.h"
+#include "config/sections.h"
+
+/* ---- the whole config ---- */
+
+struct devlet_config *config_new_defaults(void)
+{
+        size_t n_options;
+        const struct config_option *options = config_options(&n_options);
+        struct devlet_config *cfg = xcalloc(1, sizeof(*cfg));
+        for (size_t i = 0; i < n_options; i++) {
+                union config_value v = { 0 };
+                int r = config_value_parse(&options[i], options[i].default_value, options[i].flag,
+                                           &v, NULL);
+                if (r < 0)
+                        abort(); /* a bad default in the table is a programming error */
+                config_value_store(cfg, &options[i], &v);
+        }
+        cfg->hostdev.domain = xstrdup("devlet.io");
+        cfg->health.recovery_quiet_ms = CONFIG_HEALTH_QUIET_DEFAULT_MS;
+        return cfg;
+}
+
+void config_free(struct devlet_config *cfg)
+{
+        size_t n_options;
+        const struct config_option *options = config_options(&n_options);
+        if (!cfg)
+                return;
+        for (size_t i = 0; i < n_options; i++) {
+                void *field = (char *)cfg + options[i].offset;
+                if (options[i].type == CONFIG_STRING)
+                        free(*(char **)field);
+                else if (options[i].type == CONFIG_LIST)
+                        strv_free(*(char ***)field);
+        }
+        config_sections_clear(cfg);
+        strv_free(cfg->warnings);
+        free(cfg);
+}
+
+DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
+
+/* ---- command line ---- */
+
+static const struct config_option *find_long(const char *name, size_t len)
+{
+        size_t n_options;
+        const struct config_option *options = config_options(&n_options);
+        for (size_t i = 0; i < n_options; i++) {
+                const char *names[] = { options[i].flag, options[i].alias };
+                for (size_t j = 0; j < ARRAY_SIZE(names); j++)
+                        if (names[j] && strlen(names[j]) == len && strncmp(names[j], name, len) == 0)
+                                return &options[i];
+        }
+        return NULL;
+}
+
+static const struct config_option *find_short(char c)
+{
+        size_t n_options;
+        const struct config_option *options = config_options(&n_options);
+        for (size_t i = 0; i < n_options; i++)
+                if (options[i].short_flag && options[i].short_flag == c)
+                        return &options[i];
+        return NULL;
+}
+
+/* Levenshtein distance; SIZE_MAX for names too long to be worth it. */
+static size_t edit_distance(const char *a, size_t la, const char *b)
+{
+        size_t lb = strlen(b);
+        if (la > 64 || lb > 64)
+                return SIZE_MAX;
+        size_t row[65];
+        for (size_t j = 0; j <= lb; j++)
+                row[j] = j;
+        for (size_t i = 1; i <= la; i++) {
+                size_t diag = row[0];
+                row[0] = i;
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t up = row[j];
+                        size_t best = diag + (a[i - 1] != b[j - 1]);
+                        if (up + 1 < best)
+                                best = up + 1;
+                        if (row[j - 1] + 1 < best)
+                                best = row[j - 1] + 1;
+                        row[j] = best;
+                        diag = up;
+                }
+        }
+        return row[lb];
+}
+
+static int unknown_flag(const char *shown, const char *name, size_t len, struct config_diag *diag)
+{
+        size_t n_options;
+        const struct config_option *options = config_options(&n_options);
+        const char *best = NULL;
+        size_t best_d = 3;
+        for (size_t i = 0; i < n_options; i++) {
+                const char *names[] = { options[i].flag, options[i].alias };
+                for (size_t j = 0; j < ARRAY_SIZE(names); j++) {
+                        if (!names[j])
+                                continue;
+                        /* a suggestion must keep something of what was typed */
+                        size_t d = edit_distance(name, len, names[j]);
+                        if (d < best_d && d < len && d < strlen(names[j])) {
+                                best_d = d;
+                                best = names[j];
+                        }
+                }
+        }
+        if (best)
+                return config_diag_set(diag, NULL, 0, 0,
+                                       "unknown flag %.*s%.*s; did you mean --%s?",
+                                       (int)(name - shown), shown, (int)len, name, best);
+        return config_diag_set(diag, NULL, 0, 0, "unknown flag %.*s%.*s", (int)(name - shown),
+                               shown, (int)len, name);
+}
+
+/* Collects argv's flags into s; *first_arg gets the index of the first
+ * argument that is not a flag (argc if none). */
+static int parse_args(int argc, char **argv, struct config_pending *s, int *first_arg,
+                      struct config_diag *diag)
+{
+        int i;
+        for (i = 1; i < argc; i++) {
+                const char *a = argv[i];
+                if (strcmp(a, "--") == 0) {
+                        i++;
+                        break;
+                }
+                if (a[0] != '-' || a[1] == '\0')
+                        break;
+
+                const struct config_option *opt;
+                const char *value = NULL;
+                char who[80];
+                if (a[1] == '-') {
+                        const char *name = a + 2;
+                        const char *eq = strchr(name, '=');
+                        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+                        opt = find_long(name, len);
+                        if (!opt)
+                                return unknown_flag(a, name, len, diag);
+                        snprintf(who, sizeof(who), "--%.*s", (int)len, name);
+                        if (eq)
+                                value = eq + 1;
+                } else {
+                        /* AMD's tools take Go's -name form of their own flags
+                         * (-resource_naming_strategy=mixed): accepted for the
+                         * alias spellings only, so -mig-strategy still gets a hint */
+                        const char *eq = strchr(a + 1, '=');
+                        size_t len = eq ? (size_t)(eq - a - 1) : strlen(a + 1);
+                        opt = len > 1 ? find_long(a + 1, len) : NULL;
+                        if (opt && !(opt->alias && strlen(opt->alias) == len &&
+                                     strncmp(opt->alias, a + 1, len) == 0))
+                                opt = NULL;
+                        if (opt) {
+                                snprintf(who, sizeof(who), "-%.*s", (int)len, a + 1);
+                                if (eq)
+                                        value = eq + 1;
+                        } else {
+                                opt = find_short(a[1]);
+                                if (!opt)
+                                        return unknown_flag(a, a + 1, len, diag);
+                                snprintf(who, sizeof(who), "-%c", a[1]);
+                                if (a[2] == '=')
+                                        value = a + 3;
+                                else if (a[2])
+                                        value = a + 2;
+                        }
+                }
+                if (!value) {
+                        if (opt->type == CONFIG_BOOL)
+                                value = "true"; /* bools take a value only as --flag=VALUE */
+                        else if (i + 1 < argc)
+                                value = argv[++i];
+                        else
+                                return config_diag_set(diag, NULL, 0, 0, "flag %s needs a value",
+                                                       who);
+                }
+                union config_value v = { 0 };
+                int r = config_value_parse(opt, value, who, &v, diag);
+                if (r < 0)
+                        return r;
+                config_pending_add(s, opt, &v);
+        }
+        *first_arg = i;
+        return 0;
+}
+
+/* The value of opt's first env var that is set and not empty, or NULL. */
+static const char *option_env(const struct config_option *opt, const char **name)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(opt->envs) && opt->envs[i]; i++) {
+                const char *v = getenv(opt->envs[i]);
+                if (v && v[0]) {
+                        if (name)
+                                *name = opt->envs[i];
+                        return v;
+                }
+        }
+        return NULL;
+}
+
+static int apply_env(struct devlet_config *cfg, struct config_diag *diag)
+{
+        size_t n_options;
+        const struct config_option *options = config_options(&n_options);
+        for (size_t i = 0; i < n_options; i++) {
+                const char *name;
+                const char *text = option_env(&options[i], &name);
+                if (!text)
+                        continue;
+                union config_value v = { 0 };
+                int r = config_value_parse(&options[i], text, name, &v, diag);
+                if (r < 0)
+                        return r;
+                config_value_store(cfg, &options[i], &v);
+        }
+        return 0;
+}
+
+static int load_file(struct devlet_config *cfg, const char *path, struct config_diag *diag)
+{
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        int r = fs_read_file(path, CONFIG_FILE_MAX, &data, &len);
+        if (r == -EFBIG)
+                return config_diag_set(diag, path, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
+        if (r < 0) {
+                config_diag_set(diag, path, 0, 0, "cannot read: %s", strerror(-r));
+                return r;
+        }
+        return config_parse_yaml(path, data, len, cfg, diag);
+}
+
+int config_load(int argc, char **argv, struct devlet_config **out, struct config_diag *diag,
+                int *argi)
+{
+        size_t n_options;
+        const struct config_option *options = config_options(&n_options);
+        struct config_diag scratch;
+        if (!diag)
+                diag = &scratch;
+        memset(diag, 0, sizeof(*diag));
+
+        _cleanup_(config_pending_clear) struct config_pending flags = { 0 };
+        int first_arg = argc;
+        int r = parse_args(argc, argv, &flags, &first_arg, diag);
+        if (r < 0)
+                return r;
+        if (first_arg < argc && !argi)
+                return config_diag_set(diag, NULL, 0, 0, "unexpected argument \"%.100s\"",
+                                       argv[first_arg]);
+
+        _cleanup_(config_freep) struct devlet_config *cfg = config_new_defaults();
+
+        const struct config_option *file_opt = &options[0];
+        const char *path = option_env(file_opt, NULL);
+        for (size_t i = 0; i < flags.n; i++)
+                if (flags.items[i].opt == file_opt)
+                        path = flags.items[i].v.s;
+        if (path && path[0]) {
+                r = load_file(cfg, path, diag);
+                if (r < 0)
+                        return r;
+        }
+
+        r = apply_env(cfg, diag);
+        if (r < 0)
+                return r;
+        config_pending_store(&flags, cfg);
+
+        if (!cfg->kubelet_socket[0]) {
+                size_t n = strlen(cfg->plugin_directory);
+                while (n > 1 && cfg->plugin_directory[n - 1] == '/')
+                        n--;
+                free(cfg->kubelet_socket);
+                cfg->kubelet_socket = xasprintf("%.*s/kubelet.sock", (int)n, cfg->plugin_directory);
+        }
+
+        if (argi)
+                *argi = first_arg;
+        *out = TAKE_PTR(cfg);
+        return 0;
+}

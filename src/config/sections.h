@@ -1,0 +1,72 @@
+/* The structured sections of the config file: one table row per top-level
+ * key (key, parse, clear, where it lives in struct devlet_config), and the
+ * parsers of devlet's own sections.  Built on walk.h; the config file's
+ * walk (file.c) goes through the table. */
+#ifndef DEVLET_CONFIG_SECTIONS_H
+#define DEVLET_CONFIG_SECTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config/walk.h"
+
+/* One top-level section of the config file.  parse fills out (a zeroed
+ * value of size bytes) from node, which may be a YAML null; next is the
+ * config as the file leaves it so far (the sections before this one in
+ * the table in place), for checks across sections.  It returns 0, or
+ * -EINVAL with diag set, leaving nothing to free.  clear frees what a
+ * value holds (NULL: nothing). */
+struct config_section {
+        const char *key; /* "hostDevices" */
+        size_t offset, size; /* where the value lives in struct devlet_config */
+        int (*parse)(const struct config_node *node, const char *file,
+                     const struct devlet_config *next, void *out, char ***warnings,
+                     struct config_diag *diag);
+        void (*clear)(void *value);
+};
+
+/* The sections, in parse order; a row with key NULL ends it.  Adding a
+ * section: its struct in struct devlet_config, its parser, one row. */
+#define CONFIG_SECTIONS_MAX 16
+extern const struct config_section config_sections[];
+
+/* Frees every section's value in cfg. */
+void config_sections_clear(struct devlet_config *cfg);
+
+/* ---- hostDevices (hostdev.c) ---- */
+
+/* Parses the hostDevices section (node may be a YAML null: no devices).
+ * Fills out only on success; -EINVAL with diag otherwise. */
+int config_hostdev_parse(const struct config_node *node, const char *file, struct hostdev_cfg *out,
+                         char ***warnings, struct config_diag *diag);
+void config_hostdev_clear(struct hostdev_cfg *h);
+
+/* ---- sharing and resources (sharing.c) ---- */
+
+/* Parse NVIDIA's `resources` and `sharing` sections (node may be a YAML
+ * null: nothing).  Sharing names are checked against resources (MPS takes
+ * no MIG resource), so resources is parsed first.  Each fills out only on
+ * success; -EINVAL with diag otherwise. */
+int config_resources_parse(const struct config_node *node, const char *file,
+                           struct resources_cfg *out, char ***warnings,
+                           struct config_diag *diag);
+int config_sharing_parse(const struct config_node *node, const char *file,
+                         const struct resources_cfg *resources, struct sharing_cfg *out,
+                         char ***warnings, struct config_diag *diag);
+void config_resources_clear(struct resources_cfg *r);
+void config_sharing_clear(struct sharing_cfg *s);
+
+/* ---- health (health.c) ---- */
+
+#define CONFIG_HEALTH_QUIET_DEFAULT_MS 60000
+
+/* Parses devlet's `health` section (node may be a YAML null: all defaults).
+ * Fills out only on success; -EINVAL with diag otherwise. */
+int config_health_parse(const struct config_node *node, const char *file, struct health_cfg *out,
+                        char ***warnings, struct config_diag *diag);
+
+/* A DNS-1123 subdomain: at most 253 characters, dot-separated labels of
+ * lowercase letters, digits and '-', each starting and ending alphanumeric. */
+bool config_valid_dns_subdomain(const char *s);
+
+#endif

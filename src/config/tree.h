@@ -1,0 +1,54 @@
+/* The bottom layer of config/: a YAML document as a small tree of nodes
+ * that keep their line:column, and the diagnostics that point at them.
+ * Knows nothing of devlet's options or sections.  Everything above (walk.h,
+ * options.h, sections.h) builds on it; nothing outside src/config/ and
+ * section parsers includes it. */
+#ifndef DEVLET_CONFIG_TREE_H
+#define DEVLET_CONFIG_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config/config.h"
+
+/* Sets diag (may be NULL) and returns -EINVAL. */
+int config_diag_set(struct config_diag *d, const char *file, int line, int column,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+enum config_node_kind { CONFIG_NODE_SCALAR, CONFIG_NODE_MAP, CONFIG_NODE_SEQ };
+
+struct config_node {
+        enum config_node_kind kind;
+        int line, column; /* 1-based */
+        bool plain;       /* scalar written without quotes (so "~" or "" may be null) */
+        char *text;       /* scalar text, NUL-free */
+        /* SEQ: the items; MAP: key, value, key, value... (keys are scalars) */
+        struct config_node **items;
+        size_t n_items, cap_items;
+};
+
+/* The value under key in a mapping, or NULL. */
+const struct config_node *config_node_get(const struct config_node *map, const char *key);
+/* A plain empty, "~" or "null" scalar: YAML's null. */
+bool config_node_is_null(const struct config_node *n);
+/* "a mapping", "a list", "a value": for "expected X, found Y" messages. */
+const char *config_node_kind_name(const struct config_node *n);
+
+/* Sets diag at n's position to "path: message" and returns -EINVAL. */
+int config_node_error(struct config_diag *d, const char *file, const struct config_node *n,
+                      const char *path, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
+/* Appends "file:line:col: unknown key "x" (ignored)" for key node k. */
+void config_node_warn_unknown(char ***warnings, const char *file, const struct config_node *k);
+/* Warns for every key of map not in known (NULL-terminated). */
+void config_node_warn_unknown_keys(char ***warnings, const char *file,
+                                   const struct config_node *map, const char *const *known);
+
+/* Builds the tree of one YAML document (the caller caps its size).  Aliases, duplicate keys, NUL characters, deep nesting and too many nodes
+ * are errors.  Returns 0 and *out (NULL for an empty document), or -EINVAL
+ * with diag set. */
+int config_tree_parse(const char *file, const char *data, size_t len, struct config_node **out,
+                      struct config_diag *diag);
+void config_tree_free(struct config_node *n);
+
+#endif
