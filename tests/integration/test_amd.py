@@ -330,3 +330,26 @@ def test_devlet_run_writes_amds_labels(kubelet, devlet, amd):
     wait_until(lambda: os.path.exists(gfd) and "amd.com/gpu.family=AI" in open(gfd).read(), 10,
                "the labels file with AMD's labels")
     assert "amd.com/gpu.count=4" in open(gfd).read().splitlines()
+
+
+def test_devlet_run_writes_the_specs_allocate_names(kubelet, devlet, amd):
+    """With cdi-cri, devlet run writes a spec per AMD resource, and every CDI
+    name Allocate answers is a device of it."""
+    n = amd("mi300x-8x-cpx")
+    d = start(devlet, kubelet, n, "--device-list-strategy", "cdi-cri", "--resource-naming-strategy",
+              "mixed", resources=["amd.com/cpx_nps4"])
+    spec_file = os.path.join(d.workdir, "cdi", "amd.com-cpx_nps4.yaml")
+    from devlet_harness import wait_until
+    wait_until(lambda: os.path.exists(spec_file), 10, spec_file)
+    spec = yaml.safe_load(open(spec_file))
+    assert spec["kind"] == "amd.com/cpx_nps4"
+    names = {dv["name"] for dv in spec["devices"]}
+    assert names == set(n.ids())
+    c = kubelet.allocate("amd.com/cpx_nps4", [["amdgpu_xcp_9"]]).container_responses[0]
+    (cdi_name,) = [x.name for x in c.cdi_devices]
+    kind, name = cdi_name.split("=")
+    assert kind == spec["kind"] and name in names
+    edits = next(dv for dv in spec["devices"] if dv["name"] == name)["containerEdits"]
+    paths = [x["path"] for x in edits.get("deviceNodes", [])] + \
+        [x["containerPath"] for x in edits.get("mounts", [])]
+    assert sorted(paths) == ["/dev/dri/card12", "/dev/dri/renderD139", "/dev/kfd"]
