@@ -11,59 +11,26 @@
 #include <time.h>
 
 #include "base/xalloc.h"
+#include "amd-fixture.h"
 #include "bench-util.h"
 #include "config/config.h"
 #include "devices/amd/internal.h"
 
-struct node {
-        struct amd_inventory *inv;
-        struct devlet_config *cfg;
-        struct amd_ctx ctx;
-        struct amd_layout layout;
-};
-
-static int node_load(const char *root, const char *profile, struct node *n)
+static int node_load(const char *root, const char *profile, struct amd_fixture *n)
 {
-        char *cmd = xasprintf("/usr/bin/python3 tests/mock-amd/gen_sysfs.py %s --sysfs %s/%s",
-                              profile, root, profile);
-        int r = system(cmd);
-        free(cmd);
-        if (r != 0)
-                return -1;
-        char *sys = xasprintf("%s/%s", root, profile);
+        char *sys = amd_fixture_tree(root, profile);
         char *err = NULL;
-        r = amd_inventory_load(sys, &n->inv, &err);
+        int r = sys ? amd_fixture_build(n, sys, "single", &err) : -1;
+        if (r < 0)
+                fprintf(stderr, "bench-amd: %s: %s\n", profile, err ? err : "no tree");
         free(sys);
-        if (r < 0) {
-                fprintf(stderr, "bench-amd: %s: %s\n", profile, err);
-                free(err);
-                return -1;
-        }
-        n->cfg = config_new_defaults();
-        n->ctx = (struct amd_ctx){ .inv = n->inv, .dev_root = xstrdup(""),
-                                   .cdi_annotation_prefix = xstrdup("cdi.k8s.io/"),
-                                   .topo = amd_topology_build(n->inv) };
-        if (amd_layout_build(n->inv, n->cfg, &n->ctx, &n->layout, &err) < 0) {
-                fprintf(stderr, "bench-amd: %s: %s\n", profile, err);
-                free(err);
-                return -1;
-        }
-        return 0;
-}
-
-static void node_free(struct node *n)
-{
-        amd_layout_release(&n->layout);
-        alloc_topology_free(n->ctx.topo);
-        free(n->ctx.dev_root);
-        free(n->ctx.cdi_annotation_prefix);
-        amd_inventory_free(n->inv);
-        config_free(n->cfg);
+        free(err);
+        return r;
 }
 
 /* iters calls of preferred allocation for size IDs, each offering a random
  * subset of at least min_avail of the resource's devices. */
-static int bench_preferred(const char *name, struct node *n, size_t size, size_t min_avail,
+static int bench_preferred(const char *name, struct amd_fixture *n, size_t size, size_t min_avail,
                            size_t iters)
 {
         struct dev_resource *r = n->layout.res[0];
@@ -92,7 +59,7 @@ static int bench_preferred(const char *name, struct node *n, size_t size, size_t
         return 0;
 }
 
-static void bench_health(struct node *n, size_t iters)
+static void bench_health(struct amd_fixture *n, size_t iters)
 {
         struct amd_gpu_watch *w = xcalloc(n->inv->n_gpus, sizeof(*w));
         amd_health_baseline(n->inv, w);
@@ -135,7 +102,7 @@ int main(void)
                 perror("bench-amd: mkdtemp");
                 return 1;
         }
-        struct node spx = { 0 }, cpx = { 0 };
+        struct amd_fixture spx = { 0 }, cpx = { 0 };
         int rc = 0;
         if (node_load(root, "mi300x-8x-spx", &spx) < 0 || node_load(root, "mi300x-8x-cpx", &cpx) < 0)
                 rc = 1;
@@ -150,9 +117,9 @@ int main(void)
                 bench_load(root, 200);
         }
         if (spx.inv)
-                node_free(&spx);
+                amd_fixture_free(&spx);
         if (cpx.inv)
-                node_free(&cpx);
+                amd_fixture_free(&cpx);
         char *cmd = xasprintf("rm -rf '%s'", root);
         if (system(cmd) != 0)
                 rc = 1;

@@ -16,6 +16,7 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 #include "devices/amd/internal.h"
+#include "amd-fixture.h"
 #include "test-util.h"
 
 static char root[64];
@@ -37,11 +38,9 @@ static int teardown_root(void **state)
 /* Generates profile under root/<profile>/{sys,dev}; returns the sysfs root. */
 static char *tree(const char *profile)
 {
-        _cleanup_free_ char *cmd = xasprintf(
-                "rm -rf %s/%s && /usr/bin/python3 tests/mock-amd/gen_sysfs.py %s --sysfs %s/%s/sys --dev %s/%s",
-                root, profile, profile, root, profile, root, profile);
-        assert_int_equal(system(cmd), 0);
-        return xasprintf("%s/%s/sys", root, profile);
+        char *sys = amd_fixture_tree(root, profile);
+        assert_non_null(sys);
+        return sys;
 }
 
 static void write_file(const char *path, const char *text)
@@ -191,38 +190,15 @@ static void test_inventory_garbage(void **state)
 
 /* ---- resources and allocation ---- */
 
-struct fixture {
-        struct amd_inventory *inv;
-        struct devlet_config *cfg;
-        struct amd_ctx ctx;
-        struct amd_layout layout;
-};
-
-static int fixture_build(struct fixture *f, const char *profile, const char *strategy, char **err)
+static int fixture_build(struct amd_fixture *f, const char *profile, const char *strategy, char **err)
 {
         _cleanup_free_ char *sys = tree(profile);
-        f->inv = load(sys);
-        if (!f->cfg)
-                f->cfg = config_new_defaults();
-        free(f->cfg->resource_naming_strategy);
-        f->cfg->resource_naming_strategy = xstrdup(strategy);
-        f->ctx = (struct amd_ctx){ .inv = f->inv, .dev_root = xstrdup(""),
-                                   .cdi_annotation_prefix = xstrdup("cdi.k8s.io/"),
-                                   .topo = amd_topology_build(f->inv) };
-        return amd_layout_build(f->inv, f->cfg, &f->ctx, &f->layout, err);
+        int r = amd_fixture_build(f, sys, strategy, err);
+        assert_non_null(f->inv);
+        return r;
 }
 
-static void fixture_free(struct fixture *f)
-{
-        amd_layout_release(&f->layout);
-        alloc_topology_free(f->ctx.topo);
-        free(f->ctx.dev_root);
-        free(f->ctx.cdi_annotation_prefix);
-        amd_inventory_free(f->inv);
-        config_free(f->cfg);
-}
-
-static struct dev_resource *res_named(struct fixture *f, const char *name)
+static struct dev_resource *res_named(struct amd_fixture *f, const char *name)
 {
         for (size_t i = 0; i < f->layout.n_res; i++)
                 if (strcmp(f->layout.res[i]->name, name) == 0)
@@ -233,13 +209,13 @@ static struct dev_resource *res_named(struct fixture *f, const char *name)
 
 static void test_naming(void **state)
 {
-        struct fixture f = { 0 };
+        struct amd_fixture f = { 0 };
         _cleanup_free_ char *err = NULL;
         assert_int_equal(fixture_build(&f, "mixed-node", "single", &err), -EINVAL);
         assert_string_equal(err, AMD_MIXED_UNDER_SINGLE);
-        fixture_free(&f);
+        amd_fixture_free(&f);
 
-        f = (struct fixture){ 0 };
+        f = (struct amd_fixture){ 0 };
         assert_int_equal(fixture_build(&f, "mixed-node", "mixed", &err), 0);
         assert_int_equal(f.layout.n_res, 2);
         assert_int_equal(res_named(&f, "amd.com/spx_nps1")->n_devices, 4);
@@ -250,25 +226,25 @@ static void test_naming(void **state)
         assert_int_equal(cpx->devices[0].numa_node, 1);
         assert_int_equal(cpx->devices[1].n_nodes, 3);
         assert_string_equal(cpx->devices[1].nodes[0].container_path, "/dev/kfd");
-        fixture_free(&f);
+        amd_fixture_free(&f);
 
         /* no partitioning: amd.com/gpu whatever the strategy */
-        f = (struct fixture){ 0 };
+        f = (struct amd_fixture){ 0 };
         assert_int_equal(fixture_build(&f, "mi210-pair", "mixed", &err), 0);
         assert_int_equal(f.layout.n_res, 1);
         assert_string_equal(f.layout.res[0]->name, "amd.com/gpu");
-        fixture_free(&f);
+        amd_fixture_free(&f);
 
-        f = (struct fixture){ 0 };
+        f = (struct amd_fixture){ 0 };
         assert_int_equal(fixture_build(&f, "mi300x-8x-cpx", "single", &err), 0);
         assert_int_equal(f.layout.n_res, 1);
         assert_int_equal(f.layout.res[0]->n_devices, 64);
-        fixture_free(&f);
+        amd_fixture_free(&f);
 }
 
 static void test_sharing(void **state)
 {
-        struct fixture f = { 0 };
+        struct amd_fixture f = { 0 };
         _cleanup_free_ char *err = NULL;
         f.cfg = config_new_defaults();
         struct sharing_cfg *sc = &f.cfg->sharing;
@@ -292,12 +268,12 @@ static void test_sharing(void **state)
         assert_string_equal(out[0], "0000:0c:00.0::0");
         assert_string_equal(out[1], "0000:22:00.0::0");
         strv_free(out);
-        fixture_free(&f);
+        amd_fixture_free(&f);
 }
 
 static void test_allocate(void **state)
 {
-        struct fixture f = { 0 };
+        struct amd_fixture f = { 0 };
         _cleanup_free_ char *err = NULL;
         assert_int_equal(fixture_build(&f, "mi300x-8x-cpx", "mixed", &err), 0);
         struct dev_resource *r = res_named(&f, "amd.com/cpx_nps4");
@@ -321,7 +297,7 @@ static void test_allocate(void **state)
         assert_int_equal(a.n_nodes, 0);
         assert_string_equal(a.cdi_devices[0], "amd.com/cpx_nps4=amdgpu_xcp_0");
         dev_alloc_release(&a);
-        fixture_free(&f);
+        amd_fixture_free(&f);
 }
 
 static char **ids_of(struct dev_resource *r, size_t *n)
@@ -335,7 +311,7 @@ static char **ids_of(struct dev_resource *r, size_t *n)
 
 static void test_preferred(void **state)
 {
-        struct fixture f = { 0 };
+        struct amd_fixture f = { 0 };
         _cleanup_free_ char *err = NULL;
         size_t n;
         char **out = NULL;
@@ -350,10 +326,10 @@ static void test_preferred(void **state)
         assert_string_equal(out[0], "0000:0c:00.0");
         assert_string_equal(out[1], "0000:22:00.0");
         strv_free(out);
-        fixture_free(&f);
+        amd_fixture_free(&f);
 
         /* CPX: 16 partitions are two whole GPUs; 2 go to the GPU with fewest free */
-        f = (struct fixture){ 0 };
+        f = (struct amd_fixture){ 0 };
         assert_int_equal(fixture_build(&f, "mi300x-8x-cpx", "single", &err), 0);
         r = f.layout.res[0];
         _cleanup_free_ char **cpx = ids_of(r, &n);
@@ -384,7 +360,7 @@ static void test_preferred(void **state)
         for (size_t i = 0; i < 8; i++)
                 assert_string_not_equal(out[i], cpx[0]);
         strv_free(out);
-        fixture_free(&f);
+        amd_fixture_free(&f);
 }
 
 /* ---- health ---- */
