@@ -79,14 +79,22 @@ static void bench_health(struct amd_fixture *n, size_t iters)
 
 static void bench_load(const char *root, size_t iters)
 {
-        char *sys = xasprintf("%s/mi300x-8x-cpx", root);
+        char *sys = xasprintf("%s/mi300x-8x-cpx/sys", root);
         uint64_t *ns = xmalloc(iters * sizeof(*ns));
         for (size_t i = 0; i < iters; i++) {
                 struct amd_inventory *inv = NULL;
                 char *err = NULL;
                 uint64_t t0 = now_ns();
-                amd_inventory_load(sys, &inv, &err);
+                int r = amd_inventory_load(sys, &inv, &err);
                 ns[i] = now_ns() - t0;
+                if (r < 0 || inv->n_gpus != 8) {
+                        fprintf(stderr, "bench-amd: inventory read failed: %s\n", err ? err : "");
+                        free(err);
+                        amd_inventory_free(inv);
+                        free(ns);
+                        free(sys);
+                        return;
+                }
                 amd_inventory_free(inv);
                 free(err);
         }
