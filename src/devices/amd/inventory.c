@@ -189,6 +189,19 @@ static void warn(struct amd_inventory *inv, const char *fmt, ...)
         inv->warnings = strv_push(inv->warnings, m);
 }
 
+/* glob(3) of a pattern built with fmt; glob's return value.  gl is
+ * always safe to globfree. */
+static int glob_fmt(glob_t *gl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int glob_fmt(glob_t *gl, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *pat = xvasprintf(fmt, ap);
+        va_end(ap);
+        memset(gl, 0, sizeof(*gl));
+        return glob(pat, 0, NULL, gl);
+}
+
 static char *read_or_empty(const char *dir, const char *name)
 {
         _cleanup_free_ char *p = xasprintf("%s/%s", dir, name);
@@ -257,9 +270,8 @@ static void read_partition_mode(struct amd_inventory *inv, struct amd_gpu *g)
 
 static void find_ras(struct amd_gpu *g)
 {
-        _cleanup_free_ char *pat = xasprintf("%s/ras/*_err_count", g->sysfs_dir);
         glob_t gl;
-        if (glob(pat, 0, NULL, &gl) == 0)
+        if (glob_fmt(&gl, "%s/ras/*_err_count", g->sysfs_dir) == 0)
                 for (size_t i = 0; i < gl.gl_pathc; i++)
                         g->ras_files = strv_push(g->ras_files, gl.gl_pathv[i]);
         globfree(&gl);
@@ -267,9 +279,8 @@ static void find_ras(struct amd_gpu *g)
 
 static void find_hwmon(struct amd_gpu *g)
 {
-        _cleanup_free_ char *pat = xasprintf("%s/hwmon/hwmon*", g->sysfs_dir);
         glob_t gl;
-        if (glob(pat, 0, NULL, &gl) == 0 && gl.gl_pathc > 0)
+        if (glob_fmt(&gl, "%s/hwmon/hwmon*", g->sysfs_dir) == 0 && gl.gl_pathc > 0)
                 g->hwmon_dir = xstrdup(gl.gl_pathv[0]);
         globfree(&gl);
 }
@@ -339,10 +350,11 @@ static void node_free(struct kfd_node *k)
 static void read_kfd_nodes(struct loader *l)
 {
         struct amd_inventory *inv = l->inv;
-        _cleanup_free_ char *pat = xasprintf("%s/class/kfd/kfd/topology/nodes/*", inv->sysfs_root);
         glob_t gl;
-        if (glob(pat, 0, NULL, &gl) != 0)
+        if (glob_fmt(&gl, "%s/class/kfd/kfd/topology/nodes/*", inv->sysfs_root) != 0) {
+                globfree(&gl);
                 return;
+        }
         l->nodes = xcalloc(gl.gl_pathc ? gl.gl_pathc : 1, sizeof(*l->nodes));
         for (size_t i = 0; i < gl.gl_pathc && l->n_nodes < AMD_MAX_KFD_NODES; i++) {
                 const char *dir = gl.gl_pathv[i];
@@ -436,10 +448,11 @@ static int xcp_cmp(const void *a, const void *b)
 static void read_partitions(struct loader *l)
 {
         struct amd_inventory *inv = l->inv;
-        _cleanup_free_ char *pat = xasprintf("%s/devices/platform/amdgpu_xcp_*", inv->sysfs_root);
         glob_t gl;
-        if (glob(pat, 0, NULL, &gl) != 0)
+        if (glob_fmt(&gl, "%s/devices/platform/amdgpu_xcp_*", inv->sysfs_root) != 0) {
+                globfree(&gl);
                 return;
+        }
         qsort(gl.gl_pathv, gl.gl_pathc, sizeof(char *), xcp_cmp);
         for (size_t i = 0; i < gl.gl_pathc; i++) {
                 int card, render;
@@ -479,10 +492,11 @@ static void read_links_of(struct loader *l, size_t gi, const char *dir, const ch
 {
         struct amd_inventory *inv = l->inv;
         size_t n = inv->n_gpus;
-        _cleanup_free_ char *pat = xasprintf("%s/%s/*/properties", dir, kind);
         glob_t gl;
-        if (glob(pat, 0, NULL, &gl) != 0)
+        if (glob_fmt(&gl, "%s/%s/*/properties", dir, kind) != 0) {
+                globfree(&gl);
                 return;
+        }
         for (size_t i = 0; i < gl.gl_pathc; i++) {
                 _cleanup_free_ char *t = NULL;
                 uint64_t type, to, weight;
