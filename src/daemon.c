@@ -202,12 +202,25 @@ static size_t metrics_resources(void *ud, struct metrics_resource *out, size_t m
         size_t n = 0;
         struct plugin_server *p;
         while (d->kubelet && (p = kubelet_manager_server(d->kubelet, n))) {
-                if (n < max)
+                if (n < max) {
+                        const struct dev_resource *r = plugin_server_resource(p);
+                        const struct plugin_stats *st = plugin_server_stats(p);
+                        size_t healthy = r ? dev_resource_healthy(r) : 0;
                         out[n] = (struct metrics_resource){
-                                .resource = plugin_server_resource(p),
-                                .stats = plugin_server_stats(p),
+                                .name = r ? r->name : NULL,
+                                .healthy = healthy,
+                                .unhealthy = r ? r->n_devices - healthy : 0,
                                 .registered = plugin_server_registered(p),
                         };
+                        if (st) {
+                                out[n].served = true;
+                                out[n].registrations = st->registrations;
+                                out[n].registration_errors = st->registration_errors;
+                                out[n].allocations = st->allocations;
+                                out[n].allocation_errors = st->allocation_errors;
+                                out[n].snapshots = st->snapshots;
+                        }
+                }
                 n++;
         }
         return n;
@@ -219,31 +232,39 @@ static uint64_t metrics_kubelet_restarts(void *ud)
         return d->kubelet_restarts;
 }
 
-/* The error events the backends count per device (NVIDIA: XIDs). */
-static size_t metrics_xids(void *ud, struct metrics_xid *out, size_t max)
+static size_t metrics_events(void *ud, struct dev_event_count *out, size_t max)
 {
         struct daemon *d = ud;
-        size_t total = 0;
+        size_t n = 0;
         for (size_t i = 0; i < d->devs.n_backends; i++) {
-                const struct dev_backend_ops *ops = d->devs.backends[i].ops;
-                if (!ops->event_counts)
-                        continue;
-                struct dev_backend *b = d->devs.backends[i].b;
-                size_t n = ops->event_counts(b, NULL, 0);
-                _cleanup_free_ struct dev_event_count *ev = xcalloc(n + 1, sizeof(*ev));
-                n = ops->event_counts(b, ev, n);
-                for (size_t k = 0; k < n && total + k < max; k++)
-                        out[total + k] = (struct metrics_xid){ .uuid = ev[k].device,
-                                                               .xid = (unsigned)ev[k].code,
-                                                               .count = ev[k].count,
-                                                               .seq = ev[k].seq };
-                total += n;
+                const struct backend_slot *s = &d->devs.backends[i];
+                if (s->ops->events)
+                        n += s->ops->events(s->b, out ? out + (n < max ? n : max) : NULL,
+                                            n < max ? max - n : 0);
         }
-        return total;
+        return n;
 }
 
-/* Metrics depend on no backend (they hold their own reference to NVML), so
- * a reload restarts them only to apply new metrics settings. */
+static size_t metrics_samplers(void *ud, struct dev_sampler **out, size_t max)
+{
+        struct daemon *d = ud;
+        size_t n = 0;
+        for (size_t i = 0; i < d->devs.n_backends; i++) {
+                const struct backend_slot *s = &d->devs.backends[i];
+                struct dev_sampler *smp = s->ops->sampler ? s->ops->sampler(s->b) : NULL;
+                if (!smp)
+                        continue;
+                if (n < max)
+                        out[n] = smp;
+                else
+                        dev_sampler_unref(smp);
+                n++;
+        }
+        return n;
+}
+
+/* Metrics hold references to the backends' samplers, which outlive a
+ * backend, so a reload only restarts them, to apply the new configuration. */
 static void metrics_restart(struct daemon *d)
 {
         metrics_stop(TAKE_PTR(d->metrics));
@@ -251,7 +272,8 @@ static void metrics_restart(struct daemon *d)
                 .ud = d,
                 .resources = metrics_resources,
                 .kubelet_restarts = metrics_kubelet_restarts,
-                .xids = metrics_xids,
+                .events = metrics_events,
+                .samplers = metrics_samplers,
         };
         /* failing to serve metrics (logged) leaves the plugins running */
         metrics_start(&d->loop, d->cfg, &src, &d->metrics);
@@ -478,8 +500,8 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
          * Closing a uv_signal_t restores the default action, so block those
          * signals first: one arriving now stays pending and dies with us.
          * With our own handles closed, the loop runs until the modules are
-         * done, which includes a GPU health thread leaving its event wait
-         * (the NVIDIA backend releases NVML only then); anything a module
+         * done, which includes a backend's health thread leaving its wait
+         * (a backend may release its library only then); anything a module
          * left open but idle is closed last. */
         sigset_t block;
         sigemptyset(&block);

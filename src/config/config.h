@@ -165,6 +165,8 @@ struct devlet_config {
         char *hostname_label;         /* Hostname|hostname: the metrics label naming the node */
         char *pod_resources_socket;   /* the kubelet's pod-resources socket */
         char **container_state_dirs;  /* where runtimes keep container state (OCI specs) */
+        bool kubernetes_virtual_gpus; /* dcgm-exporter's per-pod series of shared devices */
+        char *collectors_file;        /* dcgm-exporter's counters CSV: the families to export */
 
         /* feature-discovery labels (GFD's flags) */
         bool labels_oneshot;              /* --oneshot: `devlet labels` labels once and exits */

@@ -319,6 +319,28 @@ static const struct config_option options[] = {
                 .offset = FIELD(container_state_dirs),
                 .help = "Where container runtimes keep each container's state and OCI spec",
         },
+        /* metrics: dcgm-exporter's flags and env vars */
+        {
+                .flag = "kubernetes-virtual-gpus",
+                .envs = { "KUBERNETES_VIRTUAL_GPUS" },
+                .key = "flags.kubernetesVirtualGPUs",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(kubernetes_virtual_gpus),
+                .help = "Also export, for a device several pods share, one GPU_UTIL and FB_USED "
+                        "series per pod (label vgpu: its replica), as dcgm-exporter does",
+        },
+        {
+                .flag = "collectors",
+                .short_flag = 'f',
+                .envs = { "DCGM_EXPORTER_COLLECTORS" },
+                .key = "flags.collectors",
+                .type = CONFIG_STRING,
+                .default_value = "",
+                .offset = FIELD(collectors_file),
+                .help = "dcgm-exporter's counters CSV (field, type, help): the device families to "
+                        "export (empty: all)",
+        },
         /* feature-discovery labels: GFD's flags, env vars and config keys */
         {
                 .flag = "oneshot",

@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "config/config.h"
+#include "devices/measure.h"
 
 enum dev_health { DEV_HEALTHY = 0, DEV_UNHEALTHY = 1 };
 
@@ -168,14 +169,6 @@ struct dev_cdi_opts {
         const char *vendor, *klass;
 };
 
-/* One device's count of one kind of error event (NVIDIA: an XID code). */
-struct dev_event_count {
-        const char *device; /* the device's stable identity (a GPU UUID); valid
-                             * until the backend is destroyed */
-        unsigned long long code;
-        uint64_t count;
-        uint64_t seq; /* grows with each event the backend counts: newest last */
-};
 
 /* ---- what backends report to the operator ---- */
 
@@ -242,10 +235,16 @@ struct dev_backend_ops {
          * per resource, its devices' nodes and mounts (cdi/). */
         void (*cdi_specs)(struct dev_backend *b, const struct dev_cdi_opts *opts,
                           struct cdi_spec_list *out);
-        /* Optional: the error events b counted per device since it started
-         * (with what it inherited), up to max into out; returns how many
-         * there are (call with max 0 to size out). */
-        size_t (*event_counts)(struct dev_backend *b, struct dev_event_count *out, size_t max);
+        /* Optional, for metrics (devices/measure.h).  sampler: a new
+         * reference to the backend's sampler (NULL: nothing to measure),
+         * which outlives the backend for as long as the caller holds it.
+         * events: the per-device event counters (loop thread); fills at
+         * most max, returns how many there are; the strings live until the
+         * backend changes.  attr_hints: static, where containers name the
+         * family's devices. */
+        struct dev_sampler *(*sampler)(struct dev_backend *b);
+        size_t (*events)(struct dev_backend *b, struct dev_event_count *out, size_t max);
+        const struct dev_attr_hints *attr_hints;
 };
 
 /* Every backend devlet knows, in start-up order; NULL-terminated. */

@@ -3,11 +3,13 @@
  * Three sources, merged by the collector:
  *   - the kubelet's pod-resources List (podres.c, on the loop),
  *   - the OCI runtime specs of running containers (ocispec.c),
- *   - NVML's processes mapped through /proc/<pid>/cgroup (cgroup.c) to a
+ *   - the samplers' processes mapped through /proc/<pid>/cgroup (cgroup.c) to a
  *     container ID, then to that container's spec.
- * Device references found in any source ("GPU-…", "MIG-…", "3", "0:1",
- * "<id>::<n>", "all", a /dev/nvidia<minor>) resolve against the table of
- * units the collector enumerates (resolve.c).
+ * Device references found in any source (a unit's names such as UUIDs, its
+ * family's local names such as indices, "<ref>::<n>", "all", a device
+ * node's numbers) resolve against the units the backends' samplers
+ * returned (resolve.c); where a family names its devices is told by its
+ * struct dev_attr_hints.  Nothing here names a family.
  *
  * Everything here except podres.c is pure or reads files: it runs on the
  * collector thread and in tests, never on the loop. */
@@ -20,6 +22,8 @@
 #include <sys/types.h>
 
 #include <uv.h>
+
+#include "devices/measure.h"
 
 #define ATTR_ID_LEN 64 /* container IDs are 64 lower-case hex digits */
 
@@ -37,34 +41,30 @@ int attr_cgroup_container_id(const char *proc_root, unsigned pid, char id[ATTR_I
 
 /* ---- resolve.c: device references -> units ---- */
 
-/* A GPU or one of its MIG devices, as the collector enumerated them. */
-struct attr_unit {
-        const char *uuid;        /* "GPU-…" or "MIG-…" */
-        const char *parent_uuid; /* MIG: the GPU's UUID; GPU: same as uuid */
-        unsigned gpu;            /* the (parent) GPU's index */
-        int mig;                 /* -1 for a whole GPU; else NVML's MIG device index */
-        int minor;               /* the (parent) GPU's /dev/nvidia minor; -1 unknown */
-        unsigned gi, ci;         /* MIG: GPU and compute instance IDs */
-};
-
 /* Appends to out[] (room for max) the indices of the units ref names;
- * returns how many it would name (0: unknown).  Forms: a UUID, "MIG-GPU-
- * <uuid>/<gi>/<ci>", a GPU index, "<gpu>:<mig>", any of these with a
- * "::<n>" replica suffix, "all" (every whole GPU, only when all_ok).
- * Surrounding spaces are ignored. */
-size_t attr_resolve(const struct attr_unit *units, size_t n, const char *ref, bool all_ok,
-                    size_t *out, size_t max);
-/* The whole GPU with this minor number, or -1. */
-ssize_t attr_resolve_minor(const struct attr_unit *units, size_t n, unsigned minor);
+ * returns how many it would name (0: unknown).  A reference is one of a
+ * unit's names (case-insensitive), or one of its local names when the
+ * source speaks for the unit's family (ctx == the unit's hints), or "all"
+ * (every whole unit of ctx's family, only when all_ok); any of these may
+ * carry devlet's "::<n>" replica suffix.  Surrounding spaces are ignored. */
+size_t attr_resolve(const struct dev_unit *units, size_t n, const struct dev_attr_hints *ctx,
+                    const char *ref, bool all_ok, size_t *out, size_t max);
+/* The unit whose device node this is, or -1. */
+ssize_t attr_resolve_devnum(const struct dev_unit *units, size_t n, struct dev_devnum d);
 
-/* Splits an NVIDIA_VISIBLE_DEVICES value into references appended to the
- * strv refs (returned): "", "none" and "void" give none; "all" gives "all";
- * else the comma-separated entries, trimmed, empty ones skipped. */
+/* Splits an env var's value into references appended to the strv refs
+ * (returned): "", "none" and "void" give none; "all" gives "all"; else the
+ * comma-separated entries, trimmed, empty ones skipped. */
 char **attr_visible_devices(const char *value, char **refs);
 
 /* A CDI device name "vendor/class=name": appends name to refs when the
- * vendor is nvidia.com (any class), "all" included.  Returns refs. */
-char **attr_cdi_device(const char *qualified, char **refs);
+ * vendor is vendor (any class), "all" included.  Returns refs. */
+char **attr_cdi_device(const char *qualified, const char *vendor, char **refs);
+
+/* The family whose pod-resources resource this is (hints[i] with a
+ * matching resource prefix), or NULL. */
+const struct dev_attr_hints *attr_hints_for_resource(const struct dev_attr_hints *const *hints,
+                                                     size_t n, const char *resource);
 
 /* ---- ocispec.c: container state directories -> specs ---- */
 
@@ -78,18 +78,21 @@ struct attr_spec {
         bool sandbox;    /* a pod sandbox (pause) container */
         bool privileged; /* CAP_SYS_ADMIN in the bounding set */
         char **refs;     /* device references (strv, NULL when none) */
-        unsigned *minors; /* /dev/nvidia<minor> nodes in linux.devices */
-        size_t n_minors;
+        const struct dev_attr_hints **ref_hints; /* the family each ref speaks for */
+        struct dev_devnum *devnums; /* character devices in linux.devices some family knows */
+        size_t n_devnums;
 };
 
-/* Parses one config.json.  Sources of refs: NVIDIA_VISIBLE_DEVICES in
- * process.env ("all" only for privileged containers: CUDA images set it in
- * every container), mounts under /var/run/nvidia-container-devices/, CDI
- * annotations under cdi_prefix ("cdi.k8s.io/"), and character devices of
- * major 195 in linux.devices except nvidiactl and nvidia-modeset (not for
- * privileged containers, which get every host device).  Returns 0 and
- * *out, or -EINVAL with *err (heap) for JSON that is not an object. */
+/* Parses one config.json.  For each family's hints, sources of refs: CDI
+ * annotations under cdi_prefix ("cdi.k8s.io/") naming the family's vendor,
+ * the family's env vars in process.env ("all" only for privileged
+ * containers: images set it in every container), mounts under its mount
+ * dirs; and the character devices in linux.devices within its device
+ * number ranges (not for privileged containers, which get every host
+ * device).  Returns 0 and *out, or -EINVAL with *err (heap) for JSON that
+ * is not an object. */
 int attr_spec_parse(const char *json, size_t len, const char *id, const char *cdi_prefix,
+                    const struct dev_attr_hints *const *hints, size_t n_hints,
                     struct attr_spec **out, char **err);
 void attr_spec_free(struct attr_spec *s);
 
@@ -97,7 +100,8 @@ struct attr_specs;
 
 /* A cache of the specs under dirs: each dir holds <id>/config.json
  * (containerd) or <id>/userdata/config.json (CRI-O, podman). */
-struct attr_specs *attr_specs_new(char *const *dirs, const char *cdi_prefix);
+struct attr_specs *attr_specs_new(char *const *dirs, const char *cdi_prefix,
+                                  const struct dev_attr_hints *const *hints, size_t n_hints);
 void attr_specs_free(struct attr_specs *c);
 /* Rescans the directories: a file whose (device, inode, size, mtime) is
  * unchanged is not read again; specs gone from disk are dropped; files
@@ -116,7 +120,7 @@ const struct attr_spec *attr_specs_find(const struct attr_specs *c, const char *
 
 /* One device of one container, as the kubelet reports it. */
 struct attr_podres_entry {
-        char *resource; /* "nvidia.com/gpu"; "" for a DRA CDI device */
+        char *resource; /* "<vendor>/<name>"; "" for a DRA CDI device */
         char *device;   /* device ID, or a CDI device name for DRA claims */
         char *pod, *namespace, *container;
 };
@@ -130,10 +134,6 @@ void attr_podres_free(struct attr_podres *p);
 /* Unpacks a serialized v1.ListPodResourcesResponse.  Returns 0 and *out,
  * or -EBADMSG.  Bounded by the message (at most GRPC_MAX_MESSAGE). */
 int attr_podres_unpack(const uint8_t *msg, size_t len, struct attr_podres **out);
-/* True for resources whose device IDs may be GPU indices ("nvidia.com/…");
- * other resources count only through UUID-form IDs. */
-bool attr_podres_gpu_resource(const char *resource);
-
 struct attr_podres_client;
 /* Called on the loop with the result of one List: p (owned by the callee)
  * or NULL with a gRPC status when it failed. */

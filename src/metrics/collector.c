@@ -1,26 +1,30 @@
-/* The GPU collector thread (see collector.h).
+/* The device collector thread (see collector.h).
  *
- * Each collection: take the mailbox (pod-resources table, last XIDs), sample
- * NVML (sample.c), rescan the OCI specs (ocispec.c), then build each unit's
- * owners — the (namespace, pod, container) using it — from three sources:
- *   1. processes: NVML's pids -> /proc/<pid>/cgroup -> container ID -> spec
- *      names; these also carry the owner's memory and SM utilisation,
+ * Each collection: take the mailbox (pod-resources table, samplers), call
+ * every backend's sampler (devices/measure.h), rescan the OCI specs
+ * (ocispec.c), then build each unit's owners — the (namespace, pod,
+ * container) using it — from three sources:
+ *   1. processes: the sampler's pids -> /proc/<pid>/cgroup -> container ID
+ *      -> spec names; these also carry the owner's memory and utilisation,
  *   2. specs: the devices each running container's spec names,
  *   3. pod-resources: the devices the kubelet assigned.
- * Every owner of a unit gets its own series of every family (a GPU nobody
- * uses gets one series without pod labels).  On a unit where processes
- * were mapped to owners, DCGM_FI_DEV_FB_USED and DCGM_FI_DEV_GPU_UTIL are
- * each owner's share; elsewhere every series carries the device's value, as
- * dcgm-exporter does.  The rendered text is published in the store's GPU
- * slot.
+ * Each family has one series per unit, labelled with the pod when exactly
+ * one owner holds it (see DESIGN.md, "Series that add up"); devlet's
+ * per-container families split the unit's memory and utilisation between
+ * its owners by their processes, at most the unit's value, the rest
+ * unattributed; --kubernetes-virtual-gpus adds dcgm-exporter's per-pod
+ * series of shared units.  The rendered text is published in the store's
+ * GPU slot.
  *
  * Threads: the collector's own (pthread) does all of this; the loop only
  * drops inputs in the mailbox (mutex) and reads two atomics.  The thread
  * never touches the loop, and a scrape never waits for it. */
 #include "metrics/collector.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <malloc.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,48 +38,14 @@
 #include "base/xalloc.h"
 #include "metrics/expo.h"
 
-static const struct family {
-        int field; /* enum smp_field, or FIELD_XID */
-        const char *name;
-        enum expo_type type;
-        const char *help;
-} families[] = {
-#define FIELD_XID (-1)
-        { SMP_SM_CLOCK, "DCGM_FI_DEV_SM_CLOCK", EXPO_GAUGE, "SM clock frequency (in MHz)." },
-        { SMP_MEM_CLOCK, "DCGM_FI_DEV_MEM_CLOCK", EXPO_GAUGE, "Memory clock frequency (in MHz)." },
-        { SMP_MEMORY_TEMP, "DCGM_FI_DEV_MEMORY_TEMP", EXPO_GAUGE, "Memory temperature (in C)." },
-        { SMP_GPU_TEMP, "DCGM_FI_DEV_GPU_TEMP", EXPO_GAUGE, "GPU temperature (in C)." },
-        { SMP_POWER_USAGE, "DCGM_FI_DEV_POWER_USAGE", EXPO_GAUGE, "Power draw (in W)." },
-        { SMP_TOTAL_ENERGY, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", EXPO_COUNTER,
-          "Total energy consumption since boot (in mJ)." },
-        { SMP_PCIE_REPLAY, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", EXPO_COUNTER,
-          "Total number of PCIe retries." },
-        { SMP_GPU_UTIL, "DCGM_FI_DEV_GPU_UTIL", EXPO_GAUGE, "GPU utilization (in %)." },
-        { SMP_MEM_COPY_UTIL, "DCGM_FI_DEV_MEM_COPY_UTIL", EXPO_GAUGE, "Memory utilization (in %)." },
-        { SMP_ENC_UTIL, "DCGM_FI_DEV_ENC_UTIL", EXPO_GAUGE, "Encoder utilization (in %)." },
-        { SMP_DEC_UTIL, "DCGM_FI_DEV_DEC_UTIL", EXPO_GAUGE, "Decoder utilization (in %)." },
-        { FIELD_XID, "DCGM_FI_DEV_XID_ERRORS", EXPO_GAUGE, "Value of the last XID error encountered." },
-        { SMP_FB_FREE, "DCGM_FI_DEV_FB_FREE", EXPO_GAUGE, "Framebuffer memory free (in MiB)." },
-        { SMP_FB_USED, "DCGM_FI_DEV_FB_USED", EXPO_GAUGE, "Framebuffer memory used (in MiB)." },
-        { SMP_FB_RESERVED, "DCGM_FI_DEV_FB_RESERVED", EXPO_GAUGE,
-          "Framebuffer memory reserved (in MiB)." },
-        { SMP_NVLINK_BANDWIDTH, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", EXPO_COUNTER,
-          "Total number of NVLink bandwidth counters for all lanes." },
-        { SMP_REMAP_UNCORRECTABLE, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", EXPO_COUNTER,
-          "Number of remapped rows for uncorrectable errors." },
-        { SMP_REMAP_CORRECTABLE, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", EXPO_COUNTER,
-          "Number of remapped rows for correctable errors." },
-        { SMP_REMAP_FAILURE, "DCGM_FI_DEV_ROW_REMAP_FAILURE", EXPO_GAUGE,
-          "Whether remapping of rows has failed." },
-};
-
 /* Who uses a unit; the strings belong to a spec or the pod-resources
  * table, both alive for the whole collection. */
 struct owner {
         const char *namespace, *pod, *container;
+        char vgpu[16]; /* the replica it holds ("<id>::<n>"), "" unknown */
         uint64_t mem_bytes; /* from its processes */
-        unsigned sm_util;   /* from its processes' samples */
-        bool sm_known;
+        unsigned util, enc, dec; /* percent, from its processes' samples */
+        bool util_known;
 };
 
 struct unit_owners {
@@ -88,8 +58,13 @@ struct unit_owners {
 struct collector {
         struct collector_opts o;
         char *hostname_label, *hostname, *proc_root;
-        struct smp_nvml *nvml;
+        struct dev_sampler **samplers; /* our references */
+        size_t n_samplers;
+        const struct dev_attr_hints **hints;
+        size_t n_hints;
         struct metrics_store *store;
+        char **selected; /* --collectors: the families to export; NULL: all */
+        bool *selected_checked; /* per selected name: warned or found once */
         struct attr_specs *specs;
         struct attr_podres *podres; /* the collector's current table */
 
@@ -98,11 +73,13 @@ struct collector {
         bool stop;
         bool podres_new;
         struct attr_podres *podres_pending;
-        struct collector_xid *xids;
-        size_t n_xids;
+        bool samplers_new;
+        struct dev_sampler **samplers_pending;
+        size_t n_samplers_pending;
 
         pthread_t thread;
         bool thread_running;
+        uint64_t last_trim_us; /* collector thread only */
         _Atomic uint64_t last_duration_us;
         _Atomic uint64_t collections;
 };
@@ -114,8 +91,7 @@ static uint64_t now_us(void)
         return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-struct collector *collector_new(const struct collector_opts *o, struct smp_nvml *nvml,
-                                struct metrics_store *store)
+struct collector *collector_new(const struct collector_opts *o, struct metrics_store *store)
 {
         struct collector *c = xcalloc(1, sizeof(*c));
         c->o = *o;
@@ -129,9 +105,22 @@ struct collector *collector_new(const struct collector_opts *o, struct smp_nvml 
         c->o.cdi_prefix = NULL;
         if (c->o.interval_ms < 100)
                 c->o.interval_ms = 100;
-        c->nvml = nvml;
         c->store = store;
-        c->specs = attr_specs_new(o->state_dirs, o->cdi_prefix);
+        c->n_hints = o->n_hints;
+        c->hints = xcalloc(o->n_hints + 1, sizeof(*c->hints));
+        if (o->n_hints)
+                memcpy(c->hints, o->hints, o->n_hints * sizeof(*o->hints));
+        c->o.hints = NULL;
+        for (size_t i = 0; o->families && o->families[i]; i++)
+                c->selected = strv_push(c->selected, o->families[i]);
+        if (o->families && !c->selected)
+                c->selected = xcalloc(1, sizeof(*c->selected));
+        c->o.families = NULL;
+        size_t n_selected = 0;
+        while (c->selected && c->selected[n_selected])
+                n_selected++;
+        c->selected_checked = xcalloc(n_selected + 1, sizeof(*c->selected_checked));
+        c->specs = attr_specs_new(o->state_dirs, o->cdi_prefix, o->hints, o->n_hints);
         pthread_mutex_init(&c->mu, NULL);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -165,14 +154,14 @@ static bool spec_named(const struct attr_spec *s)
         return s && !s->sandbox && s->pod && s->namespace;
 }
 
-static void attribute_processes(struct collector *c, const struct smp_sample *smp,
+static void attribute_processes(struct collector *c, const struct dev_sample *smp,
                                 struct unit_owners *owners)
 {
         for (size_t i = 0; i < smp->n_units; i++) {
-                const struct smp_unit *u = &smp->units[i];
+                const struct dev_unit *u = &smp->units[i];
                 for (size_t k = 0; k < u->n_procs; k++) {
-                        const struct smp_proc *p = &u->procs[k];
-                        if (p->sm_util >= 0)
+                        const struct dev_proc *p = &u->procs[k];
+                        if (p->util >= 0)
                                 owners[i].util_known = true;
                         char id[ATTR_ID_LEN + 1];
                         if (attr_cgroup_container_id(c->proc_root, p->pid, id) < 0)
@@ -182,60 +171,74 @@ static void attribute_processes(struct collector *c, const struct smp_sample *sm
                                 continue;
                         struct owner *o = owner_get(&owners[i], s->namespace, s->pod, s->container);
                         o->mem_bytes += p->mem_bytes;
-                        if (p->sm_util >= 0) {
-                                o->sm_util += (unsigned)p->sm_util;
-                                o->sm_known = true;
+                        if (p->util >= 0) {
+                                o->util += (unsigned)p->util;
+                                o->util_known = true;
                         }
+                        if (p->enc >= 0)
+                                o->enc += (unsigned)p->enc;
+                        if (p->dec >= 0)
+                                o->dec += (unsigned)p->dec;
                         owners[i].procs_mapped = true;
                 }
         }
 }
 
-static void attribute_specs(struct collector *c, const struct smp_sample *smp,
-                            const struct attr_unit *ids, struct unit_owners *owners)
+#define RESOLVE_MAX 64
+
+static void attribute_specs(struct collector *c, const struct dev_sample *smp,
+                            struct unit_owners *owners)
 {
-        size_t out[64];
+        size_t out[RESOLVE_MAX];
         for (size_t i = 0; i < attr_specs_count(c->specs); i++) {
                 const struct attr_spec *s = attr_specs_at(c->specs, i);
                 if (!spec_named(s))
                         continue;
                 for (size_t r = 0; s->refs && s->refs[r]; r++) {
-                        size_t n = attr_resolve(ids, smp->n_units, s->refs[r], true, out, 64);
-                        for (size_t k = 0; k < n && k < 64; k++)
+                        size_t n = attr_resolve(smp->units, smp->n_units, s->ref_hints[r], s->refs[r],
+                                                true, out, RESOLVE_MAX);
+                        for (size_t k = 0; k < n && k < RESOLVE_MAX; k++)
                                 owner_get(&owners[out[k]], s->namespace, s->pod, s->container);
                 }
-                for (size_t m = 0; m < s->n_minors; m++) {
-                        ssize_t k = attr_resolve_minor(ids, smp->n_units, s->minors[m]);
+                for (size_t m = 0; m < s->n_devnums; m++) {
+                        ssize_t k = attr_resolve_devnum(smp->units, smp->n_units, s->devnums[m]);
                         if (k >= 0)
                                 owner_get(&owners[k], s->namespace, s->pod, s->container);
                 }
         }
 }
 
-static bool uuid_form(const char *id)
-{
-        return strncasecmp(id, "GPU-", 4) == 0 || strncasecmp(id, "MIG-", 4) == 0;
-}
-
-static void attribute_podres(struct collector *c, const struct smp_sample *smp,
-                             const struct attr_unit *ids, struct unit_owners *owners)
+static void attribute_podres(struct collector *c, const struct dev_sample *smp,
+                             struct unit_owners *owners)
 {
         if (!c->podres)
                 return;
-        size_t out[64];
+        size_t out[RESOLVE_MAX];
         for (size_t i = 0; i < c->podres->n; i++) {
                 const struct attr_podres_entry *e = &c->podres->entries[i];
                 if (!*e->pod)
                         continue;
                 char **refs = NULL;
-                if (!*e->resource) /* a DRA claim's CDI device */
-                        refs = attr_cdi_device(e->device, refs);
-                else if (attr_podres_gpu_resource(e->resource) || uuid_form(e->device))
-                        refs = strv_push(refs, e->device);
+                const struct dev_attr_hints *ctx = NULL;
+                if (!*e->resource) { /* a DRA claim's CDI device */
+                        for (size_t h = 0; h < c->n_hints && !refs; h++) {
+                                refs = attr_cdi_device(e->device, c->hints[h]->cdi_vendor, NULL);
+                                ctx = c->hints[h];
+                        }
+                } else {
+                        ctx = attr_hints_for_resource(c->hints, c->n_hints, e->resource);
+                        refs = strv_push(NULL, e->device);
+                }
+                const char *replica = strstr(e->device, "::");
                 for (size_t r = 0; refs && refs[r]; r++) {
-                        size_t n = attr_resolve(ids, smp->n_units, refs[r], false, out, 64);
-                        for (size_t k = 0; k < n && k < 64; k++)
-                                owner_get(&owners[out[k]], e->namespace, e->pod, e->container);
+                        size_t n = attr_resolve(smp->units, smp->n_units, ctx, refs[r], false, out,
+                                                RESOLVE_MAX);
+                        for (size_t k = 0; k < n && k < RESOLVE_MAX; k++) {
+                                struct owner *o = owner_get(&owners[out[k]], e->namespace, e->pod,
+                                                            e->container);
+                                if (replica && replica[2] && strlen(replica + 2) < sizeof(o->vgpu))
+                                        snprintf(o->vgpu, sizeof(o->vgpu), "%s", replica + 2);
+                        }
                 }
                 strv_free(refs);
         }
@@ -254,117 +257,245 @@ static int owner_cmp(const void *a, const void *b)
 
 /* ---- rendering ---- */
 
-#define MAX_LABELS 16
+#define MAX_LABELS 24
 
-struct render_ctx {
-        const struct collector *c;
-        const char *driver;
-        const struct collector_xid *xids;
-        size_t n_xids;
+/* devlet's per-container families, one per way a device value splits. */
+static const struct share_family {
+        enum dev_share share;
+        const char *container, *container_help;
+        const char *rest, *rest_help;
+} share_families[] = {
+        { DEV_SHARE_MEMORY, "devlet_container_memory_used_bytes",
+          "Device memory used by the container's processes (in bytes); summed over the "
+          "containers of a device it is at most the device's.",
+          "devlet_unattributed_memory_used_bytes",
+          "Device memory used outside any container attributed to the device (in bytes)." },
+        { DEV_SHARE_UTIL, "devlet_container_utilization_percent",
+          "The container's share of the device's utilization (in %); summed over the "
+          "containers of a device it is at most the device's.",
+          "devlet_unattributed_utilization_percent",
+          "The device's utilization not attributed to a container (in %)." },
+        { DEV_SHARE_ENC, "devlet_container_encoder_utilization_percent",
+          "The container's share of the device's encoder utilization (in %).",
+          "devlet_unattributed_encoder_utilization_percent",
+          "The device's encoder utilization not attributed to a container (in %)." },
+        { DEV_SHARE_DEC, "devlet_container_decoder_utilization_percent",
+          "The container's share of the device's decoder utilization (in %).",
+          "devlet_unattributed_decoder_utilization_percent",
+          "The device's decoder utilization not attributed to a container (in %)." },
 };
 
-static unsigned last_xid(const struct render_ctx *rc, const char *uuid)
+static struct expo_family *family_of(struct expo *e, const struct dev_measure_family *mf)
 {
-        for (size_t i = 0; i < rc->n_xids; i++)
-                if (strcmp(rc->xids[i].uuid, uuid) == 0)
-                        return rc->xids[i].xid;
-        return 0;
+        return expo_family(e, mf->name, mf->type == DEV_MEASURE_COUNTER ? EXPO_COUNTER : EXPO_GAUGE,
+                           mf->help);
 }
 
-/* The value family f has on unit u for owner o (NULL: nobody); false when
- * there is none. */
-static bool value_for(const struct render_ctx *rc, const struct family *f, const struct smp_unit *u,
-                      const struct unit_owners *uo, const struct owner *o, double *v)
+/* The owner's raw figure for a kind of share, from its processes. */
+static double owner_raw(const struct owner *o, enum dev_share k)
 {
-        if (f->field == FIELD_XID) {
-                if (u->id.mig >= 0)
-                        return false;
-                *v = last_xid(rc, u->uuid);
+        switch (k) {
+        case DEV_SHARE_MEMORY:
+                return (double)o->mem_bytes;
+        case DEV_SHARE_UTIL:
+                return o->util;
+        case DEV_SHARE_ENC:
+                return o->enc;
+        case DEV_SHARE_DEC:
+                return o->dec;
+        default:
+                return 0;
+        }
+}
+
+/* The device's value of the family that splits by k, in the share's unit
+ * (bytes for memory); false when the unit has none. */
+static bool device_total(const struct dev_unit *u, enum dev_share k, double *total)
+{
+        for (size_t f = 0; f < u->n_families; f++) {
+                const struct dev_measure_family *mf = &u->families[f];
+                if (mf->share != k || !u->values[f].has)
+                        continue;
+                *total = u->values[f].v * (k == DEV_SHARE_MEMORY && mf->share_unit > 0 ? mf->share_unit : 1);
                 return true;
         }
-        if (!u->has[f->field])
-                return false;
-        *v = u->value[f->field];
-        if (o && uo->procs_mapped && f->field == SMP_FB_USED)
-                *v = (double)(o->mem_bytes / (1024 * 1024));
-        if (o && uo->procs_mapped && uo->util_known && f->field == SMP_GPU_UTIL)
-                *v = o->sm_util > 100 ? 100 : o->sm_util;
+        return false;
+}
+
+/* Splits the device's total between its owners (out[o]) so that they sum
+ * to at most the total; returns the rest.  Owners get what their processes
+ * used; an owner alone on a device whose processes could not be mapped
+ * gets everything. */
+static double split(const struct unit_owners *uo, enum dev_share k, double total, double *out)
+{
+        bool known = k == DEV_SHARE_MEMORY ? uo->procs_mapped : uo->procs_mapped && uo->util_known;
+        double sum = 0;
+        for (size_t o = 0; o < uo->n; o++) {
+                out[o] = known ? owner_raw(&uo->v[o], k) : 0;
+                sum += out[o];
+        }
+        if (!known && uo->n == 1) {
+                out[0] = total;
+                sum = total;
+        }
+        if (sum > total && sum > 0) {
+                double scale = total / sum;
+                sum = 0;
+                for (size_t o = 0; o < uo->n; o++) {
+                        out[o] *= scale;
+                        sum += out[o];
+                }
+        }
+        return total > sum ? total - sum : 0;
+}
+
+/* Whether a label name follows Prometheus' convention (no "aB"). */
+static bool snake_case(const char *name)
+{
+        for (size_t i = 0; name[i] && name[i + 1]; i++)
+                if (islower((unsigned char)name[i]) && isupper((unsigned char)name[i + 1]))
+                        return false;
         return true;
 }
 
-/* Renders the DCGM families; returns the chunks (one per family) in *out. */
-static size_t render(const struct render_ctx *rc, const struct smp_sample *smp,
+/* The labels of a series: the unit's with the host label at its place, then
+ * (sorted, as dcgm-exporter's attributes) the owner's and extra ones.
+ * devlet's own families (own) keep only the unit's snake_case labels, as
+ * Prometheus' naming rules want.  Returns how many. */
+static size_t series_labels(const struct collector *c, const struct dev_unit *u, const struct owner *o,
+                            bool vgpu, bool own, const struct expo_label *extra, size_t n_extra,
+                            struct expo_label *l)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < u->n_labels && n < MAX_LABELS - 8; i++) {
+                if (i == u->host_at)
+                        l[n++] = (struct expo_label){ c->hostname_label, c->hostname };
+                if (!own || snake_case(u->labels[i].name))
+                        l[n++] = (struct expo_label){ u->labels[i].name, u->labels[i].value };
+        }
+        if (u->host_at >= u->n_labels)
+                l[n++] = (struct expo_label){ c->hostname_label, c->hostname };
+        size_t first = n;
+        if (o) {
+                l[n++] = (struct expo_label){ "container", o->container };
+                l[n++] = (struct expo_label){ "namespace", o->namespace };
+                l[n++] = (struct expo_label){ "pod", o->pod };
+                if (vgpu && o->vgpu[0])
+                        l[n++] = (struct expo_label){ "vgpu", o->vgpu };
+        }
+        for (size_t i = 0; i < n_extra && n < MAX_LABELS; i++)
+                l[n++] = extra[i];
+        /* insertion sort of the attributes by name */
+        for (size_t i = first + 1; i < n; i++)
+                for (size_t j = i; j > first && strcmp(l[j - 1].name, l[j].name) > 0; j--) {
+                        struct expo_label t = l[j];
+                        l[j] = l[j - 1];
+                        l[j - 1] = t;
+                }
+        return n;
+}
+
+static bool family_selected(const struct collector *c, const char *name)
+{
+        if (!c->selected)
+                return true;
+        for (size_t i = 0; c->selected[i]; i++)
+                if (strcmp(c->selected[i], name) == 0)
+                        return true;
+        return false;
+}
+
+/* One device: its one series per family (pod labels when exactly one
+ * container holds it), dcgm-exporter's per-pod series of a shared device
+ * with --kubernetes-virtual-gpus, and devlet's per-container families. */
+static void render_unit(const struct collector *c, struct expo *e, const struct dev_unit *u,
+                        const struct unit_owners *uo, double *shares)
+{
+        struct expo_label l[MAX_LABELS];
+        const struct owner *sole = uo->n == 1 ? &uo->v[0] : NULL;
+        struct expo_labels dev;
+        size_t n = series_labels(c, u, sole, false, false, NULL, 0, l);
+        bool dev_ok = expo_labels_prepare(e, l, n, &dev) == 0;
+        for (size_t f = 0; f < u->n_families; f++) {
+                const struct dev_measure_family *mf = &u->families[f];
+                const struct dev_value *v = &u->values[f];
+                if (!v->has || !family_selected(c, mf->name))
+                        continue;
+                struct expo_family *fam = family_of(e, mf);
+                if (mf->value_labels && v->labels) {
+                        struct expo_label extra[4];
+                        size_t n_extra = 0;
+                        for (size_t k = 0; mf->value_labels[k] && v->labels[k] && n_extra < 4; k++)
+                                extra[n_extra++] = (struct expo_label){ mf->value_labels[k], v->labels[k] };
+                        size_t m = series_labels(c, u, sole, false, false, extra, n_extra, l);
+                        expo_add(fam, l, m, v->v);
+                } else if (dev_ok) {
+                        expo_add_labels(fam, &dev, v->v);
+                }
+        }
+        if (dev_ok)
+                expo_labels_release(&dev);
+
+        /* dcgm-exporter's --kubernetes-virtual-gpus: per-pod series of a
+         * shared device for the families that split (GPU_UTIL, FB_USED) */
+        if (c->o.virtual_gpus && uo->n > 1) {
+                for (size_t f = 0; f < u->n_families; f++) {
+                        const struct dev_measure_family *mf = &u->families[f];
+                        if (!u->values[f].has || !family_selected(c, mf->name) ||
+                            (mf->share != DEV_SHARE_UTIL && mf->share != DEV_SHARE_MEMORY))
+                                continue;
+                        double total = 0;
+                        device_total(u, mf->share, &total);
+                        split(uo, mf->share, total, shares);
+                        bool known = mf->share == DEV_SHARE_MEMORY ? uo->procs_mapped
+                                                                   : uo->procs_mapped && uo->util_known;
+                        struct expo_family *fam = family_of(e, mf);
+                        for (size_t o = 0; o < uo->n; o++) {
+                                double v = u->values[f].v;
+                                if (known)
+                                        v = mf->share == DEV_SHARE_MEMORY && mf->share_unit > 0
+                                                    ? floor(shares[o] / mf->share_unit)
+                                                    : round(shares[o]);
+                                size_t m = series_labels(c, u, &uo->v[o], true, false, NULL, 0, l);
+                                expo_add(fam, l, m, v);
+                        }
+                }
+        }
+
+        for (size_t k = 0; k < ARRAY_SIZE(share_families); k++) {
+                const struct share_family *sf = &share_families[k];
+                double total;
+                if (!device_total(u, sf->share, &total))
+                        continue;
+                double rest = split(uo, sf->share, total, shares);
+                struct expo_family *cf = expo_family(e, sf->container, EXPO_GAUGE, sf->container_help);
+                struct expo_family *rf = expo_family(e, sf->rest, EXPO_GAUGE, sf->rest_help);
+                for (size_t o = 0; o < uo->n; o++) {
+                        size_t m = series_labels(c, u, &uo->v[o], false, true, NULL, 0, l);
+                        expo_add(cf, l, m, shares[o]);
+                }
+                n = series_labels(c, u, NULL, false, true, NULL, 0, l);
+                expo_add(rf, l, n, rest);
+        }
+}
+
+/* Renders the units' families; returns the chunks (one per family) in *out. */
+static size_t render(const struct collector *c, const struct dev_sample *smp,
                      const struct unit_owners *owners, struct metrics_chunk **out)
 {
         struct expo *e = expo_new();
-        struct expo_family *fams[ARRAY_SIZE(families)];
-        for (size_t f = 0; f < ARRAY_SIZE(families); f++)
-                fams[f] = expo_family(e, families[f].name, families[f].type, families[f].help);
-
-        /* one prepared label set per series owner of each unit (or one for a
-         * unit nobody uses), used for every family */
-        size_t n_sets = 0;
+        /* the device families first, in the samplers' order, then devlet's */
         for (size_t i = 0; i < smp->n_units; i++)
-                n_sets += owners[i].n ? owners[i].n : 1;
-        struct expo_labels *sets = xcalloc(n_sets + 1, sizeof(*sets));
-        size_t *set_unit = xcalloc(n_sets + 1, sizeof(*set_unit));
-        const struct owner **set_owner = xcalloc(n_sets + 1, sizeof(*set_owner));
-        bool *set_ok = xcalloc(n_sets + 1, sizeof(*set_ok));
-        size_t k = 0, text_total = 0;
-        for (size_t i = 0; i < smp->n_units; i++) {
-                const struct smp_unit *u = &smp->units[i];
-                const struct unit_owners *uo = &owners[i];
-                char gpu[16], device[32], gi[16];
-                snprintf(gpu, sizeof(gpu), "%u", u->id.gpu);
-                snprintf(device, sizeof(device), "nvidia%u", u->id.gpu);
-                snprintf(gi, sizeof(gi), "%u", u->id.gi);
-                /* dcgm-exporter's label order */
-                struct expo_label l[MAX_LABELS];
-                size_t base = 0;
-                l[base++] = (struct expo_label){ "gpu", gpu };
-                l[base++] = (struct expo_label){ "UUID", u->parent_uuid };
-                l[base++] = (struct expo_label){ "pci_bus_id", u->bus_id };
-                l[base++] = (struct expo_label){ "device", device };
-                l[base++] = (struct expo_label){ "modelName", u->name };
-                if (u->id.mig >= 0) {
-                        l[base++] = (struct expo_label){ "GPU_I_PROFILE", u->profile };
-                        l[base++] = (struct expo_label){ "GPU_I_ID", gi };
-                }
-                l[base++] = (struct expo_label){ rc->c->hostname_label, rc->c->hostname };
-                if (*rc->driver)
-                        l[base++] = (struct expo_label){ "DCGM_FI_DRIVER_VERSION", rc->driver };
-                for (size_t o = 0; o < (uo->n ? uo->n : 1); o++, k++) {
-                        size_t n = base;
-                        if (uo->n) {
-                                l[n++] = (struct expo_label){ "container", uo->v[o].container };
-                                l[n++] = (struct expo_label){ "namespace", uo->v[o].namespace };
-                                l[n++] = (struct expo_label){ "pod", uo->v[o].pod };
-                        }
-                        set_unit[k] = i;
-                        set_owner[k] = uo->n ? &uo->v[o] : NULL;
-                        set_ok[k] = expo_labels_prepare(e, l, n, &sets[k]) == 0;
-                        if (set_ok[k])
-                                text_total += sets[k].text_len;
-                }
-        }
-        /* each family gets about one line per set: room for it at once */
-        for (size_t f = 0; f < ARRAY_SIZE(families); f++)
-                expo_family_reserve(fams[f], text_total + n_sets * (strlen(families[f].name) + 24));
-        for (size_t f = 0; f < ARRAY_SIZE(families); f++) {
-                for (size_t i = 0; i < n_sets; i++) {
-                        double v;
-                        size_t u = set_unit[i];
-                        if (set_ok[i] && value_for(rc, &families[f], &smp->units[u], &owners[u],
-                                                   set_owner[i], &v))
-                                expo_add_labels(fams[f], &sets[i], v);
-                }
-        }
-        for (size_t i = 0; i < n_sets; i++)
-                expo_labels_release(&sets[i]);
-        free(sets);
-        free(set_unit);
-        free(set_owner);
-        free(set_ok);
+                for (size_t f = 0; f < smp->units[i].n_families; f++)
+                        if (family_selected(c, smp->units[i].families[f].name))
+                                family_of(e, &smp->units[i].families[f]);
+        size_t max_owners = 0;
+        for (size_t i = 0; i < smp->n_units; i++)
+                if (owners[i].n > max_owners)
+                        max_owners = owners[i].n;
+        _cleanup_free_ double *shares = xcalloc(max_owners + 1, sizeof(*shares));
+        for (size_t i = 0; i < smp->n_units; i++)
+                render_unit(c, e, &smp->units[i], &owners[i], shares);
 
         struct expo_chunk *chunks;
         size_t n_chunks = expo_render_chunks(e, &chunks);
@@ -379,61 +510,92 @@ static size_t render(const struct render_ctx *rc, const struct smp_sample *smp,
 
 /* ---- one collection ---- */
 
-static void take_mailbox(struct collector *c, struct collector_xid **xids, size_t *n_xids)
+#define TRIM_EVERY_US (30 * 1000000ULL)
+
+/* A --collectors field no sampler knows is warned about once. */
+static void check_selected(struct collector *c)
 {
+        for (size_t i = 0; c->selected && c->selected[i]; i++) {
+                if (c->selected_checked[i])
+                        continue;
+                bool known = false;
+                for (size_t s = 0; s < c->n_samplers && !known; s++)
+                        for (size_t f = 0; f < c->samplers[s]->ops->n_families && !known; f++)
+                                known = strcmp(c->samplers[s]->ops->families[f].name, c->selected[i]) == 0;
+                if (!known && c->n_samplers == 0)
+                        continue; /* nothing to compare with yet */
+                if (!known)
+                        log_warn("metrics", "--collectors names a field devlet does not export field=%s",
+                                 c->selected[i]);
+                c->selected_checked[i] = true;
+        }
+}
+
+static void samplers_release(struct dev_sampler **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                dev_sampler_unref(v[i]);
+        free(v);
+}
+
+static void take_mailbox(struct collector *c)
+{
+        struct dev_sampler **old = NULL;
+        size_t n_old = 0;
         pthread_mutex_lock(&c->mu);
         if (c->podres_new) {
                 attr_podres_free(c->podres);
                 c->podres = TAKE_PTR(c->podres_pending);
                 c->podres_new = false;
         }
-        *n_xids = c->n_xids;
-        *xids = c->n_xids ? xmalloc(c->n_xids * sizeof(**xids)) : NULL;
-        if (c->n_xids)
-                memcpy(*xids, c->xids, c->n_xids * sizeof(**xids));
+        if (c->samplers_new) {
+                old = c->samplers;
+                n_old = c->n_samplers;
+                c->samplers = TAKE_PTR(c->samplers_pending);
+                c->n_samplers = c->n_samplers_pending;
+                c->n_samplers_pending = 0;
+                c->samplers_new = false;
+        }
         pthread_mutex_unlock(&c->mu);
+        samplers_release(old, n_old); /* may free a sampler (a library call): outside the lock */
 }
 
 void collector_run_once(struct collector *c)
 {
         uint64_t t0 = now_us();
-        _cleanup_free_ struct collector_xid *xids = NULL;
-        size_t n_xids = 0;
-        take_mailbox(c, &xids, &n_xids);
+        take_mailbox(c);
 
-        struct smp_sample smp = { 0 };
-        if (c->nvml && smp_collect(c->nvml, &smp) < 0)
-                log_debug("metrics", "NVML could not count the GPUs");
+        struct dev_sample smp = { 0 };
+        for (size_t i = 0; i < c->n_samplers; i++)
+                if (c->samplers[i]->ops->sample(c->samplers[i], &smp) < 0)
+                        log_debug("metrics", "a sampler failed sampler=%s", c->samplers[i]->ops->name);
         attr_specs_scan(c->specs);
+        check_selected(c);
 
-        _cleanup_free_ struct attr_unit *ids = xcalloc(smp.n_units + 1, sizeof(*ids));
-        for (size_t i = 0; i < smp.n_units; i++)
-                ids[i] = smp.units[i].id;
         struct unit_owners *owners = xcalloc(smp.n_units + 1, sizeof(*owners));
         attribute_processes(c, &smp, owners);
-        attribute_specs(c, &smp, ids, owners);
-        attribute_podres(c, &smp, ids, owners);
+        attribute_specs(c, &smp, owners);
+        attribute_podres(c, &smp, owners);
         for (size_t i = 0; i < smp.n_units; i++)
                 if (owners[i].n > 1)
                         qsort(owners[i].v, owners[i].n, sizeof(*owners[i].v), owner_cmp);
 
-        struct render_ctx rc = {
-                .c = c,
-                .driver = c->nvml ? smp_nvml_driver_version(c->nvml) : "",
-                .xids = xids,
-                .n_xids = n_xids,
-        };
         struct metrics_chunk *chunks;
-        size_t n_chunks = render(&rc, &smp, owners, &chunks);
+        size_t n_chunks = render(c, &smp, owners, &chunks);
         metrics_store_publish_chunks(c->store, METRICS_SLOT_GPU, chunks, n_chunks);
 
         for (size_t i = 0; i < smp.n_units; i++)
                 free(owners[i].v);
         free(owners);
-        smp_sample_release(&smp);
+        dev_sample_release(&smp);
         /* A collection frees a few times the text it rendered; glibc keeps
-         * such memory resident in this thread's arena unless asked. */
-        malloc_trim(0);
+         * such memory resident in this thread's arena unless asked.  Asking
+         * (madvise, and a TLB shootdown on every CPU) costs more than the
+         * collection itself, so at most every TRIM_EVERY_US. */
+        if (t0 - c->last_trim_us >= TRIM_EVERY_US) {
+                malloc_trim(0);
+                c->last_trim_us = t0;
+        }
         atomic_store(&c->last_duration_us, now_us() - t0);
         atomic_fetch_add(&c->collections, 1);
 }
@@ -480,11 +642,14 @@ void collector_free(struct collector *c)
                 pthread_mutex_unlock(&c->mu);
                 pthread_join(c->thread, NULL);
         }
-        smp_nvml_free(c->nvml);
+        samplers_release(c->samplers, c->n_samplers);
+        samplers_release(c->samplers_pending, c->n_samplers_pending);
+        free(c->hints);
+        strv_free(c->selected);
+        free(c->selected_checked);
         attr_specs_free(c->specs);
         attr_podres_free(c->podres);
         attr_podres_free(c->podres_pending);
-        free(c->xids);
         free(c->hostname_label);
         free(c->hostname);
         free(c->proc_root);
@@ -502,16 +667,19 @@ void collector_put_podres(struct collector *c, struct attr_podres *p)
         pthread_mutex_unlock(&c->mu);
 }
 
-void collector_put_xids(struct collector *c, const struct collector_xid *x, size_t n)
+void collector_put_samplers(struct collector *c, struct dev_sampler *const *s, size_t n)
 {
-        struct collector_xid *copy = n ? xmalloc(n * sizeof(*copy)) : NULL;
-        if (n)
-                memcpy(copy, x, n * sizeof(*copy));
+        struct dev_sampler **copy = xcalloc(n + 1, sizeof(*copy));
+        for (size_t i = 0; i < n; i++)
+                copy[i] = dev_sampler_ref(s[i]);
         pthread_mutex_lock(&c->mu);
-        free(c->xids);
-        c->xids = copy;
-        c->n_xids = n;
+        struct dev_sampler **old = c->samplers_pending;
+        size_t n_old = c->n_samplers_pending;
+        c->samplers_pending = copy;
+        c->n_samplers_pending = n;
+        c->samplers_new = true;
         pthread_mutex_unlock(&c->mu);
+        samplers_release(old, n_old);
 }
 
 uint64_t collector_last_duration_us(struct collector *c)

@@ -1,17 +1,19 @@
-/* The GPU collector: samples NVML, attributes devices to containers, renders
- * the DCGM families and publishes them in the store's GPU slot.
+/* The device collector: calls the backends' samplers, attributes devices
+ * to containers, renders the families the samplers name and publishes
+ * them in the store's GPU slot.
  *
  * It runs on its own thread (or once on the caller's, for `devlet
  * metrics`).  The loop hands it two inputs through a mutex-guarded mailbox:
- * the latest pod-resources table and each GPU's last XID.  A scrape never
- * reaches in here: it reads what the collector published. */
+ * the latest pod-resources table and the samplers of the running
+ * backends.  A scrape never reaches in here: it reads what the collector
+ * published. */
 #ifndef DEVLET_METRICS_COLLECTOR_H
 #define DEVLET_METRICS_COLLECTOR_H
 
 #include <stdint.h>
 
+#include "devices/measure.h"
 #include "metrics/attrib.h"
-#include "metrics/sample.h"
 #include "metrics/store.h"
 
 struct collector_opts {
@@ -21,19 +23,18 @@ struct collector_opts {
         const char *proc_root;      /* "/proc" */
         char *const *state_dirs;    /* container state directories */
         const char *cdi_prefix;     /* "cdi.k8s.io/" */
-};
-
-/* One GPU's last XID, from the NVIDIA backend's health thread. */
-struct collector_xid {
-        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-        unsigned xid;
+        /* where containers name devices, per family (copied) */
+        const struct dev_attr_hints *const *hints;
+        size_t n_hints;
+        bool virtual_gpus;       /* --kubernetes-virtual-gpus */
+        char *const *families;   /* the device families to export (copied); NULL: all */
 };
 
 struct collector;
 
-/* Takes nvml (NULL: no GPU families, attribution inputs are still kept). */
-struct collector *collector_new(const struct collector_opts *o, struct smp_nvml *nvml,
-                                struct metrics_store *store);
+/* Without samplers (collector_put_samplers) it publishes nothing;
+ * attribution inputs are still kept. */
+struct collector *collector_new(const struct collector_opts *o, struct metrics_store *store);
 /* Starts the sampling thread: a collection at once, then every interval.
  * Returns 0 or -errno. */
 int collector_start(struct collector *c);
@@ -44,9 +45,10 @@ void collector_free(struct collector *c);
 void collector_run_once(struct collector *c);
 
 /* Mailbox (any thread): the latest pod-resources table (taken; NULL = the
- * source is gone) and the GPUs' last XIDs (copied). */
+ * source is gone) and the samplers to call from the next collection on
+ * (new references taken; the previous ones are dropped). */
 void collector_put_podres(struct collector *c, struct attr_podres *p);
-void collector_put_xids(struct collector *c, const struct collector_xid *x, size_t n);
+void collector_put_samplers(struct collector *c, struct dev_sampler *const *s, size_t n);
 
 /* Figures for devlet's own families (any thread). */
 uint64_t collector_last_duration_us(struct collector *c);

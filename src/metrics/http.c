@@ -7,7 +7,7 @@
  * Limits: 64 connections (16 per client address), 16 KiB of memory per
  * connection (headers beyond that are refused by MHD), 10 s idle timeout;
  * request bodies are never read.  MHD's own messages go to debug logging.
- * Never touches the loop or NVML. */
+ * Never touches the loop or a device library. */
 #include "metrics/http.h"
 
 #include <arpa/inet.h>

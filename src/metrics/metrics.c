@@ -3,12 +3,15 @@
  *
  * Every collect-interval the loop's timer (1) starts an asynchronous
  * pod-resources List (one at a time, 2 s timeout) whose table goes to the
- * collector's mailbox, (2) passes the GPUs' last XIDs to the collector and
- * (3) renders devlet's families from the sources and publishes them.  A
+ * collector's mailbox, (2) hands the collector the backends' samplers when
+ * they changed (a reload) and (3) renders devlet's families from the
+ * sources and publishes them.  A
  * 1 s timer beats the heart that /health checks.  An absent or failing
  * pod-resources socket is logged once (and once more when it answers
  * again); its attribution is dropped meanwhile.  Never blocks the loop:
- * sampling, /proc and OCI specs belong to the collector thread. */
+ * sampling, /proc and OCI specs belong to the collector thread.  Names no
+ * device family: what to measure and where containers name devices come
+ * from the backends (devices/measure.h). */
 #include "metrics/metrics.h"
 
 #include <errno.h>
@@ -19,7 +22,6 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/xalloc.h"
-#include "devices/nvidia/nvml-lib.h"
 #include "grpc/grpc.h"
 #include "metrics/attrib.h"
 #include "metrics/collector.h"
@@ -30,8 +32,7 @@
 #define PODRES_TIMEOUT_MS 2000
 #define HEARTBEAT_MS 1000
 #define HEALTH_MAX_AGE_MS 10000
-#define MAX_RESOURCES 256
-#define MAX_XIDS 1024
+#define MAX_HINTS 16
 
 struct metrics {
         uv_loop_t *loop;
@@ -39,7 +40,8 @@ struct metrics {
         struct metrics_store *store;
         struct metrics_http *http;
         struct collector *collector;
-        struct nvml_lib *nvml_lib; /* our reference to libnvidia-ml */
+        struct dev_sampler **samplers; /* what the collector was last given (references) */
+        size_t n_samplers;
         char *pod_resources_socket;
         uint64_t interval_ms;
 
@@ -61,32 +63,18 @@ static char *node_name(void)
         return xstrdup(buf);
 }
 
-/* Loads NVML for the collector the way the NVIDIA backend does (same
- * search: $DEVLET_NVML_LIBRARY, the driver root, the soname), as our own
- * reference: a backend torn down by a reload does not pull the library from
- * under the collector.  NULL: no GPU metrics. */
-static struct smp_nvml *nvml_open(const struct devlet_config *cfg, struct nvml_lib **lib)
-{
-        _cleanup_free_ char *err = NULL;
-        *lib = NULL;
-        if (nvml_lib_open(cfg->driver_root, lib, &err) < 0) {
-                log_info("metrics", "no NVML library, GPU metrics off error=\"%s\"", err);
-                return NULL;
-        }
-        struct smp_nvml *n = NULL;
-        free(TAKE_PTR(err));
-        if (smp_nvml_new((*lib)->handle, &n, &err) < 0) {
-                log_info("metrics", "NVML unusable, GPU metrics off error=\"%s\"", err);
-                nvml_lib_close(TAKE_PTR(*lib));
-                return NULL;
-        }
-        return n;
-}
-
-static struct collector *collector_for(const struct devlet_config *cfg, struct smp_nvml *nvml,
-                                       struct metrics_store *store)
+static struct collector *collector_for(const struct devlet_config *cfg, struct metrics_store *store)
 {
         _cleanup_free_ char *host = node_name();
+        const struct dev_attr_hints *hints[MAX_HINTS];
+        size_t n_hints = dev_attr_hints_all(hints, MAX_HINTS);
+        char **families = NULL;
+        if (cfg->collectors_file && *cfg->collectors_file) {
+                _cleanup_free_ char *err = NULL;
+                if (metrics_counters_load(cfg->collectors_file, &families, &err) < 0)
+                        log_error("metrics", "--collectors file ignored, every family is exported "
+                                             "error=\"%s\"", err);
+        }
         struct collector_opts o = {
                 .interval_ms = cfg->collect_interval_ms > 0 ? (uint64_t)cfg->collect_interval_ms : 30000,
                 .hostname_label = cfg->hostname_label,
@@ -94,8 +82,43 @@ static struct collector *collector_for(const struct devlet_config *cfg, struct s
                 .proc_root = "/proc",
                 .state_dirs = cfg->container_state_dirs,
                 .cdi_prefix = cfg->cdi_annotation_prefix,
+                .hints = hints,
+                .n_hints = n_hints < MAX_HINTS ? n_hints : MAX_HINTS,
+                .virtual_gpus = cfg->kubernetes_virtual_gpus,
+                .families = families,
         };
-        return collector_new(&o, nvml, store);
+        struct collector *c = collector_new(&o, store);
+        strv_free(families);
+        return c;
+}
+
+static void samplers_drop(struct dev_sampler **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                dev_sampler_unref(v[i]);
+        free(v);
+}
+
+/* Hands the collector the backends' samplers when they are not the ones
+ * it has (at start, after a reload). */
+static void samplers_refresh(struct metrics *m)
+{
+        if (!m->src.samplers)
+                return;
+        size_t n = m->src.samplers(m->src.ud, NULL, 0);
+        struct dev_sampler **v = xcalloc(n + 1, sizeof(*v));
+        n = m->src.samplers(m->src.ud, v, n);
+        bool same = n == m->n_samplers;
+        for (size_t i = 0; same && i < n; i++)
+                same = v[i] == m->samplers[i];
+        if (same) {
+                samplers_drop(v, n);
+                return;
+        }
+        collector_put_samplers(m->collector, v, n);
+        samplers_drop(m->samplers, m->n_samplers);
+        m->samplers = v;
+        m->n_samplers = n;
 }
 
 /* ---- devlet's own families ---- */
@@ -109,10 +132,9 @@ static char *render_devlet(struct metrics *m, struct collector *col, size_t *len
         expo_add(info, vl, 1, 1);
 
         if (m && m->src.resources) {
-                _cleanup_free_ struct metrics_resource *res = xcalloc(MAX_RESOURCES, sizeof(*res));
-                size_t n = m->src.resources(m->src.ud, res, MAX_RESOURCES);
-                if (n > MAX_RESOURCES)
-                        n = MAX_RESOURCES;
+                size_t n = m->src.resources(m->src.ud, NULL, 0);
+                _cleanup_free_ struct metrics_resource *res = xcalloc(n + 1, sizeof(*res));
+                n = m->src.resources(m->src.ud, res, n);
                 struct expo_family *dev = expo_family(e, "devlet_devices", EXPO_GAUGE,
                                                       "Devices advertised per resource and health.");
                 struct expo_family *reg = expo_family(e, "devlet_plugin_registered", EXPO_GAUGE,
@@ -128,23 +150,22 @@ static char *render_devlet(struct metrics *m, struct collector *col, size_t *len
                 struct expo_family *snap = expo_family(e, "devlet_list_and_watch_updates_total", EXPO_COUNTER,
                                                        "ListAndWatch messages sent.");
                 for (size_t i = 0; i < n; i++) {
-                        const struct dev_resource *r = res[i].resource;
-                        if (!r)
+                        const struct metrics_resource *r = &res[i];
+                        if (!r->name)
                                 continue;
-                        size_t healthy = dev_resource_healthy(r);
                         struct expo_label h[] = { { "resource", r->name }, { "health", "healthy" } };
-                        expo_add(dev, h, 2, (double)healthy);
+                        expo_add(dev, h, 2, (double)r->healthy);
                         h[1].value = "unhealthy";
-                        expo_add(dev, h, 2, (double)(r->n_devices - healthy));
+                        expo_add(dev, h, 2, (double)r->unhealthy);
                         struct expo_label rl[] = { { "resource", r->name } };
-                        expo_add(reg, rl, 1, res[i].registered ? 1 : 0);
-                        if (!res[i].stats)
+                        expo_add(reg, rl, 1, r->registered ? 1 : 0);
+                        if (!r->served)
                                 continue;
-                        expo_add_u64(regs, rl, 1, res[i].stats->registrations);
-                        expo_add_u64(rege, rl, 1, res[i].stats->registration_errors);
-                        expo_add_u64(al, rl, 1, res[i].stats->allocations);
-                        expo_add_u64(ale, rl, 1, res[i].stats->allocation_errors);
-                        expo_add_u64(snap, rl, 1, res[i].stats->snapshots);
+                        expo_add_u64(regs, rl, 1, r->registrations);
+                        expo_add_u64(rege, rl, 1, r->registration_errors);
+                        expo_add_u64(al, rl, 1, r->allocations);
+                        expo_add_u64(ale, rl, 1, r->allocation_errors);
+                        expo_add_u64(snap, rl, 1, r->snapshots);
                 }
         }
         if (m && m->src.kubelet_restarts) {
@@ -152,37 +173,21 @@ static char *render_devlet(struct metrics *m, struct collector *col, size_t *len
                                                     "Kubelet restarts seen.");
                 expo_add_u64(f, NULL, 0, m->src.kubelet_restarts(m->src.ud));
         }
-        if (m && m->src.xids) {
-                _cleanup_free_ struct metrics_xid *x = xcalloc(MAX_XIDS, sizeof(*x));
-                size_t n = m->src.xids(m->src.ud, x, MAX_XIDS);
-                if (n > MAX_XIDS)
-                        n = MAX_XIDS;
-                struct expo_family *f = expo_family(e, "devlet_xid_events_total", EXPO_COUNTER,
-                                                    "XID events per GPU and code.");
-                _cleanup_free_ struct collector_xid *last = xcalloc(n + 1, sizeof(*last));
-                _cleanup_free_ uint64_t *last_seq = xcalloc(n + 1, sizeof(*last_seq));
-                size_t n_last = 0;
+        if (m && m->src.events) {
+                size_t n = m->src.events(m->src.ud, NULL, 0);
+                _cleanup_free_ struct dev_event_count *ev = xcalloc(n + 1, sizeof(*ev));
+                n = m->src.events(m->src.ud, ev, n);
                 for (size_t i = 0; i < n; i++) {
-                        if (!x[i].uuid)
+                        if (!ev[i].kind || !ev[i].device || !ev[i].device_label)
                                 continue;
-                        char code[16];
-                        snprintf(code, sizeof(code), "%u", x[i].xid);
-                        struct expo_label l[] = { { "UUID", x[i].uuid }, { "xid", code } };
-                        expo_add_u64(f, l, 2, x[i].count);
-                        size_t k = 0;
-                        while (k < n_last && strcmp(last[k].uuid, x[i].uuid) != 0)
-                                k++;
-                        if (k == n_last) {
-                                snprintf(last[n_last].uuid, sizeof(last[n_last].uuid), "%s", x[i].uuid);
-                                n_last++;
-                        } else if (x[i].seq < last_seq[k]) {
-                                continue;
-                        }
-                        last[k].xid = x[i].xid;
-                        last_seq[k] = x[i].seq;
+                        _cleanup_free_ char *name = xasprintf("devlet_%s_events_total", ev[i].kind);
+                        struct expo_family *f = expo_family(e, name, EXPO_COUNTER,
+                                                            ev[i].help ? ev[i].help : "Events per device and code.");
+                        char code[24];
+                        snprintf(code, sizeof(code), "%llu", ev[i].code);
+                        struct expo_label l[] = { { ev[i].device_label, ev[i].device }, { ev[i].kind, code } };
+                        expo_add_u64(f, l, 2, ev[i].count);
                 }
-                if (col)
-                        collector_put_xids(col, last, n_last);
         }
         if (m) {
                 struct expo_family *f = expo_family(e, "devlet_pod_resources_up", EXPO_GAUGE,
@@ -273,6 +278,7 @@ static void on_tick(uv_timer_t *t)
 {
         struct metrics *m = t->data;
         podres_start(m);
+        samplers_refresh(m);
         size_t len;
         char *text = render_devlet(m, m->collector, &len);
         metrics_store_publish(m->store, METRICS_SLOT_DEVLET, text, len);
@@ -332,11 +338,9 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
                 free(m);
                 return r;
         }
-        struct smp_nvml *nvml = nvml_open(cfg, &m->nvml_lib);
-        m->collector = collector_for(cfg, nvml, m->store);
-        /* devlet's families now, which hands the XIDs to the collector before
-         * its first pass: a restart (on every reload) must not show
-         * DCGM_FI_DEV_XID_ERRORS back at 0 for a while */
+        m->collector = collector_for(cfg, m->store);
+        /* the samplers before the collector's first pass */
+        samplers_refresh(m);
         size_t len;
         char *text = render_devlet(m, m->collector, &len);
         metrics_store_publish(m->store, METRICS_SLOT_DEVLET, text, len);
@@ -345,7 +349,7 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
                 log_error("metrics", "cannot start the collector thread error=\"%s\"", strerror(-r));
                 metrics_http_stop(m->http);
                 collector_free(m->collector);
-                nvml_lib_close(m->nvml_lib);
+                samplers_drop(m->samplers, m->n_samplers);
                 metrics_store_free(m->store);
                 free(m->pod_resources_socket);
                 free(m);
@@ -355,9 +359,9 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         m->beat = timer_new(m);
         uv_timer_start(m->tick, on_tick, 0, m->interval_ms);
         uv_timer_start(m->beat, on_beat, HEARTBEAT_MS, HEARTBEAT_MS);
-        log_info("metrics", "serving metrics address=%s port=%u interval_ms=%llu gpus=%s",
+        log_info("metrics", "serving metrics address=%s port=%u interval_ms=%llu devices=%s",
                  cfg->metrics_address, (unsigned)metrics_http_port(m->http),
-                 (unsigned long long)m->interval_ms, nvml ? "yes" : "no");
+                 (unsigned long long)m->interval_ms, m->n_samplers ? "yes" : "no");
         *out = m;
         return 0;
 }
@@ -373,7 +377,8 @@ void metrics_stop(struct metrics *m)
                 return;
         metrics_http_stop(TAKE_PTR(m->http));
         collector_free(TAKE_PTR(m->collector)); /* joins the thread; on_podres sees NULL */
-        nvml_lib_close(TAKE_PTR(m->nvml_lib));
+        samplers_drop(TAKE_PTR(m->samplers), m->n_samplers);
+        m->n_samplers = 0;
         metrics_store_free(TAKE_PTR(m->store));
         if (m->podres_call)
                 attr_podres_cancel(m->podres_call);
@@ -384,12 +389,12 @@ void metrics_stop(struct metrics *m)
 
 /* ---- devlet metrics ---- */
 
-int metrics_print_once(const struct devlet_config *cfg, FILE *out)
+int metrics_print_once(const struct devlet_config *cfg, struct dev_sampler *const *samplers,
+                       size_t n_samplers, FILE *out)
 {
         struct metrics_store *store = metrics_store_new();
-        struct nvml_lib *lib = NULL;
-        struct smp_nvml *nvml = nvml_open(cfg, &lib);
-        struct collector *col = collector_for(cfg, nvml, store);
+        struct collector *col = collector_for(cfg, store);
+        collector_put_samplers(col, samplers, n_samplers);
         if (cfg->pod_resources_socket && *cfg->pod_resources_socket &&
             access(cfg->pod_resources_socket, F_OK) == 0) {
                 struct attr_podres *p = NULL;
@@ -405,7 +410,6 @@ int metrics_print_once(const struct devlet_config *cfg, FILE *out)
         metrics_store_publish(store, METRICS_SLOT_DEVLET, text, len);
         _cleanup_free_ char *all = metrics_store_render(store, &len);
         collector_free(col);
-        nvml_lib_close(lib);
         metrics_store_free(store);
         if (fwrite(all, 1, len, out) != len || fflush(out) != 0) {
                 fprintf(stderr, "devlet metrics: cannot write the output\n");

@@ -1,16 +1,17 @@
-/* devlet's Prometheus endpoint: dcgm-exporter's GPU families with pod,
- * namespace and container attribution, and devlet's own families.
+/* devlet's Prometheus endpoint: the device families the backends' samplers
+ * declare (the vendors' exporters' names) with pod, namespace and container
+ * attribution, and devlet's own families.
  *
  * Threads and ownership:
  *   - the loop (the caller's) owns struct metrics: a timer every
  *     collect-interval asks the kubelet's pod-resources List
  *     (asynchronously), renders devlet's own families from the sources
  *     below and publishes them; a 1 s timer beats the heart /health reads;
- *   - the collector thread samples NVML (its own reference to the library,
- *     loaded as the NVIDIA backend loads it, so reloads that rebuild the
- *     backend do not touch it), reads OCI specs and /proc, and publishes
- *     the GPU families; the loop hands it the pod-resources table
- *     and the last XIDs through a mutex-guarded mailbox;
+ *   - the collector thread calls the backends' samplers (reference-counted,
+ *     so a reload that destroys a backend does not pull one from under
+ *     it), reads OCI specs and /proc, and publishes the device families;
+ *     the loop hands it the pod-resources table and the samplers through
+ *     a mutex-guarded mailbox;
  *   - libmicrohttpd's thread answers scrapes from the published snapshots
  *     (reference-counted, immutable text) and never computes anything.
  * Sources are read on the loop only. */
@@ -24,23 +25,17 @@
 #include <uv.h>
 
 #include "config/config.h"
-#include "devices/device.h"
-#include "kubelet/kubelet.h"
+#include "devices/measure.h"
 
-/* One served resource, for devlet's own families. */
+/* One served resource, for devlet's own families: plain values. */
 struct metrics_resource {
-        const struct dev_resource *resource;
-        const struct plugin_stats *stats; /* NULL when no plugin server serves it */
+        const char *name; /* "devlet.io/fuse" */
+        size_t healthy, unhealthy;
         bool registered;
-};
-
-/* XIDs the NVIDIA backend counted on one GPU, one entry per code; seq grows
- * with every event, so a GPU's last XID is its entry with the highest seq. */
-struct metrics_xid {
-        const char *uuid;
-        unsigned xid;
-        uint64_t count;
-        uint64_t seq;
+        bool served; /* a plugin server serves it: the counters below are its */
+        uint64_t registrations, registration_errors;
+        uint64_t allocations, allocation_errors;
+        uint64_t snapshots; /* ListAndWatch messages sent */
 };
 
 /* What metrics reads from the rest of devlet.  Every callback runs on the
@@ -52,8 +47,13 @@ struct metrics_sources {
         size_t (*resources)(void *ud, struct metrics_resource *out, size_t max);
         /* Kubelet restarts seen since devlet started. */
         uint64_t (*kubelet_restarts)(void *ud);
-        /* XID counts per GPU and code; fills at most max, returns how many there are. */
-        size_t (*xids)(void *ud, struct metrics_xid *out, size_t max);
+        /* The backends' event counters; fills at most max, returns how many there are. */
+        size_t (*events)(void *ud, struct dev_event_count *out, size_t max);
+        /* The backends' samplers as new references (the callee drops
+         * them); fills at most max, returns how many there are.  Asked at
+         * start and on every collect-interval: a reload's new samplers
+         * replace the old ones. */
+        size_t (*samplers)(void *ud, struct dev_sampler **out, size_t max);
 };
 
 struct metrics;
@@ -76,8 +76,17 @@ bool metrics_settings_equal(const struct devlet_config *a, const struct devlet_c
 /* The port the endpoint listens on (useful with port 0). */
 uint16_t metrics_port(const struct metrics *m);
 
-/* `devlet metrics`: one collection (pod-resources included, when the
- * socket answers) printed to out.  Returns 0, or 1 after printing why. */
-int metrics_print_once(const struct devlet_config *cfg, FILE *out);
+/* dcgm-exporter's counters CSV ("field, type, help" lines, '#' comments):
+ * *out is the strv of the families it selects (label rows select none).
+ * Returns 0, or -EINVAL with *err "path:line: why" (heap); _load also
+ * -errno when the file cannot be read. */
+int metrics_counters_parse(const char *text, const char *path, char ***out, char **err);
+int metrics_counters_load(const char *path, char ***out, char **err);
+
+/* `devlet metrics`: one collection with these samplers (pod-resources
+ * included, when the socket answers) printed to out.  Returns 0, or 1
+ * after printing why. */
+int metrics_print_once(const struct devlet_config *cfg, struct dev_sampler *const *samplers,
+                       size_t n_samplers, FILE *out);
 
 #endif

@@ -1,4 +1,4 @@
-/* OCI runtime specs of running containers: their names and their GPUs.
+/* OCI runtime specs of running containers: their names and their devices.
  *
  * attr_spec_parse() reads one config.json with jansson and keeps only what
  * attribution needs (see attrib.h).  The cache walks each configured state
@@ -24,13 +24,14 @@
 #include "base/xalloc.h"
 #include "metrics/attrib.h"
 
-#define NVIDIA_MAJOR 195
-#define NVIDIA_MODESET_MINOR 254
-#define NVIDIACTL_MINOR 255
 #define SPECS_PER_DIR_MAX 4096
+#define DEVNUMS_MAX 1024
 
-static const char *const mount_dirs[] = { "/var/run/nvidia-container-devices/",
-                                          "/run/nvidia-container-devices/" };
+/* The families' hints, for one parse. */
+struct hint_set {
+        const struct dev_attr_hints *const *v;
+        size_t n;
+};
 
 void attr_spec_free(struct attr_spec *s)
 {
@@ -41,7 +42,8 @@ void attr_spec_free(struct attr_spec *s)
         free(s->namespace);
         free(s->container);
         strv_free(s->refs);
-        free(s->minors);
+        free(s->ref_hints);
+        free(s->devnums);
         free(s);
 }
 
@@ -58,7 +60,25 @@ static char *dup_or_null(const char *s)
         return s && *s ? xstrdup(s) : NULL;
 }
 
-static void parse_annotations(struct attr_spec *s, json_t *ann, const char *cdi_prefix)
+static void add_ref(struct attr_spec *s, const char *ref, const struct dev_attr_hints *h)
+{
+        size_t n = 0;
+        while (s->refs && s->refs[n])
+                n++;
+        s->refs = strv_push(s->refs, ref);
+        s->ref_hints = xrealloc(s->ref_hints, (n + 1) * sizeof(*s->ref_hints));
+        s->ref_hints[n] = h;
+}
+
+static void add_refs(struct attr_spec *s, char **refs, const struct dev_attr_hints *h)
+{
+        for (size_t k = 0; refs && refs[k]; k++)
+                add_ref(s, refs[k], h);
+        strv_free(refs);
+}
+
+static void parse_annotations(struct attr_spec *s, json_t *ann, const char *cdi_prefix,
+                              const struct hint_set *hs)
 {
         if (!json_is_object(ann))
                 return;
@@ -89,7 +109,8 @@ static void parse_annotations(struct attr_spec *s, json_t *ann, const char *cdi_
                 _cleanup_free_ char *list = xstrdup(json_string_value(value));
                 char *save = NULL;
                 for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
-                        s->refs = attr_cdi_device(t, s->refs);
+                        for (size_t h = 0; h < hs->n; h++)
+                                add_refs(s, attr_cdi_device(t, hs->v[h]->cdi_vendor, NULL), hs->v[h]);
         }
 }
 
@@ -105,29 +126,32 @@ static bool is_privileged(json_t *process)
         return false;
 }
 
-static void parse_env(struct attr_spec *s, json_t *process)
+static void parse_env(struct attr_spec *s, json_t *process, const struct dev_attr_hints *h)
 {
-        static const char key[] = "NVIDIA_VISIBLE_DEVICES=";
-        const char *value = NULL;
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(process, "env"), i, e) {
-                /* the last definition wins, as in execve's environment lookup */
-                if (json_is_string(e) && strncmp(json_string_value(e), key, sizeof(key) - 1) == 0)
-                        value = json_string_value(e) + sizeof(key) - 1;
-        }
-        if (!value)
-                return;
-        char **refs = attr_visible_devices(value, NULL);
-        for (size_t k = 0; refs && refs[k]; k++) {
-                if (strcmp(refs[k], "all") == 0 && !s->privileged)
+        for (size_t v = 0; h->env_vars && h->env_vars[v]; v++) {
+                size_t klen = strlen(h->env_vars[v]);
+                const char *value = NULL;
+                size_t i;
+                json_t *e;
+                json_array_foreach(json_object_get(process, "env"), i, e) {
+                        /* the last definition wins, as in execve's environment lookup */
+                        const char *kv = json_is_string(e) ? json_string_value(e) : NULL;
+                        if (kv && strncmp(kv, h->env_vars[v], klen) == 0 && kv[klen] == '=')
+                                value = kv + klen + 1;
+                }
+                if (!value)
                         continue;
-                s->refs = strv_push(s->refs, refs[k]);
+                char **refs = attr_visible_devices(value, NULL);
+                for (size_t k = 0; refs && refs[k]; k++) {
+                        if (strcmp(refs[k], "all") == 0 && !s->privileged)
+                                continue;
+                        add_ref(s, refs[k], h);
+                }
+                strv_free(refs);
         }
-        strv_free(refs);
 }
 
-static void parse_mounts(struct attr_spec *s, json_t *mounts)
+static void parse_mounts(struct attr_spec *s, json_t *mounts, const struct dev_attr_hints *h)
 {
         size_t i;
         json_t *m;
@@ -135,17 +159,28 @@ static void parse_mounts(struct attr_spec *s, json_t *mounts)
                 const char *dst = get_str(m, "destination");
                 if (!dst)
                         continue;
-                for (size_t k = 0; k < ARRAY_SIZE(mount_dirs); k++) {
-                        size_t n = strlen(mount_dirs[k]);
-                        if (strncmp(dst, mount_dirs[k], n) == 0 && dst[n] && !strchr(dst + n, '/')) {
-                                s->refs = strv_push(s->refs, dst + n);
+                for (size_t k = 0; h->mount_dirs && h->mount_dirs[k]; k++) {
+                        size_t n = strlen(h->mount_dirs[k]);
+                        if (strncmp(dst, h->mount_dirs[k], n) == 0 && dst[n] && !strchr(dst + n, '/')) {
+                                add_ref(s, dst + n, h);
                                 break;
                         }
                 }
         }
 }
 
-static void parse_devices(struct attr_spec *s, json_t *linux_)
+static bool devnum_known(const struct hint_set *hs, json_int_t major, json_int_t minor)
+{
+        for (size_t h = 0; h < hs->n; h++)
+                for (size_t k = 0; k < hs->v[h]->n_devnums; k++) {
+                        const struct dev_devnum_range *r = &hs->v[h]->devnums[k];
+                        if (major == r->major && minor >= r->minor_first && minor <= r->minor_last)
+                                return true;
+                }
+        return false;
+}
+
+static void parse_devices(struct attr_spec *s, json_t *linux_, const struct hint_set *hs)
 {
         size_t i;
         json_t *d;
@@ -153,19 +188,21 @@ static void parse_devices(struct attr_spec *s, json_t *linux_)
                 const char *type = get_str(d, "type");
                 json_t *major = json_object_get(d, "major"), *minor = json_object_get(d, "minor");
                 if (!type || strcmp(type, "c") != 0 || !json_is_integer(major) ||
-                    !json_is_integer(minor) || json_integer_value(major) != NVIDIA_MAJOR)
+                    !json_is_integer(minor) || s->n_devnums >= DEVNUMS_MAX ||
+                    !devnum_known(hs, json_integer_value(major), json_integer_value(minor)))
                         continue;
-                json_int_t m = json_integer_value(minor);
-                if (m < 0 || m >= NVIDIA_MODESET_MINOR || s->n_minors >= 1024)
-                        continue;
-                s->minors = xrealloc(s->minors, (s->n_minors + 1) * sizeof(*s->minors));
-                s->minors[s->n_minors++] = (unsigned)m;
+                s->devnums = xrealloc(s->devnums, (s->n_devnums + 1) * sizeof(*s->devnums));
+                s->devnums[s->n_devnums++] = (struct dev_devnum){
+                        (unsigned)json_integer_value(major), (unsigned)json_integer_value(minor)
+                };
         }
 }
 
 int attr_spec_parse(const char *json, size_t len, const char *id, const char *cdi_prefix,
+                    const struct dev_attr_hints *const *hints, size_t n_hints,
                     struct attr_spec **out, char **err)
 {
+        const struct hint_set hs = { hints, n_hints };
         json_error_t jerr;
         json_auto_t *root = json_loadb(json, len, 0, &jerr);
         if (!root) {
@@ -180,11 +217,13 @@ int attr_spec_parse(const char *json, size_t len, const char *id, const char *cd
         s->id = xstrdup(id);
         json_t *process = json_object_get(root, "process");
         s->privileged = is_privileged(process);
-        parse_annotations(s, json_object_get(root, "annotations"), cdi_prefix);
-        parse_env(s, process);
-        parse_mounts(s, json_object_get(root, "mounts"));
+        parse_annotations(s, json_object_get(root, "annotations"), cdi_prefix, &hs);
+        for (size_t h = 0; h < n_hints; h++)
+                parse_env(s, process, hints[h]);
+        for (size_t h = 0; h < n_hints; h++)
+                parse_mounts(s, json_object_get(root, "mounts"), hints[h]);
         if (!s->privileged)
-                parse_devices(s, json_object_get(root, "linux"));
+                parse_devices(s, json_object_get(root, "linux"), &hs);
         *out = TAKE_PTR(s);
         return 0;
 }
@@ -204,15 +243,22 @@ struct spec_entry {
 struct attr_specs {
         char **dirs;
         char *cdi_prefix;
+        const struct dev_attr_hints **hints;
+        size_t n_hints;
         struct spec_entry *entries;
         size_t n, cap;
         uint64_t generation;
         uint64_t parsed;
 };
 
-struct attr_specs *attr_specs_new(char *const *dirs, const char *cdi_prefix)
+struct attr_specs *attr_specs_new(char *const *dirs, const char *cdi_prefix,
+                                  const struct dev_attr_hints *const *hints, size_t n_hints)
 {
         struct attr_specs *c = xcalloc(1, sizeof(*c));
+        c->hints = xcalloc(n_hints + 1, sizeof(*c->hints));
+        if (n_hints)
+                memcpy(c->hints, hints, n_hints * sizeof(*hints));
+        c->n_hints = n_hints;
         for (size_t i = 0; dirs && dirs[i]; i++)
                 if (*dirs[i])
                         c->dirs = strv_push(c->dirs, dirs[i]);
@@ -231,6 +277,7 @@ void attr_specs_free(struct attr_specs *c)
         free(c->entries);
         strv_free(c->dirs);
         free(c->cdi_prefix);
+        free(c->hints);
         free(c);
 }
 
@@ -306,7 +353,8 @@ static bool visit(struct attr_specs *c, const char *path, const char *id)
                 return true;
         }
         _cleanup_free_ char *err = NULL;
-        if (attr_spec_parse(data, len, id, c->cdi_prefix, &e->spec, &err) < 0)
+        if (attr_spec_parse(data, len, id, c->cdi_prefix,
+                            (const struct dev_attr_hints *const *)c->hints, c->n_hints, &e->spec, &err) < 0)
                 log_debug("metrics", "OCI spec skipped path=%s error=\"%s\"", path, err);
         return true;
 }

@@ -2,7 +2,7 @@
  * loop with the asynchronous one-call gRPC client.
  *
  * The reply is unpacked into a flat table of (resource, device ID, pod,
- * namespace, container) rows that the collector thread resolves to GPUs;
+ * namespace, container) rows that the collector thread resolves to devices;
  * DRA claims contribute their CDI device names.  The reply is bounded by
  * the gRPC client (4 MiB) and the table by MAX_ENTRIES.  Never blocks. */
 #include <errno.h>
@@ -79,11 +79,6 @@ int attr_podres_unpack(const uint8_t *msg, size_t len, struct attr_podres **out)
         v1__list_pod_resources_response__free_unpacked(resp, NULL);
         *out = p;
         return 0;
-}
-
-bool attr_podres_gpu_resource(const char *resource)
-{
-        return strncmp(resource, "nvidia.com/", strlen("nvidia.com/")) == 0;
 }
 
 struct attr_podres_client {

@@ -1,10 +1,10 @@
 /* Device references -> the collector's units (see attrib.h).
  *
- * Every form NVIDIA's tools and devlet hand out, in any source: UUIDs of
- * GPUs and MIG devices, the older "MIG-GPU-<uuid>/<gi>/<ci>", GPU indices,
- * "<gpu>:<mig>" MIG indices, time-slicing replicas "<id>::<n>", "all";
- * plus the parsers of NVIDIA_VISIBLE_DEVICES values and CDI device names.
- * Pure functions over a table; no I/O. */
+ * A unit lists the references that name it (its family's sampler knows
+ * the forms: UUIDs, indices, ...); here they are only compared, after
+ * devlet's replica suffix "<id>::<n>" is dropped; "all" means every whole
+ * unit of the source's family.  Also the parsers of env var lists and CDI
+ * device names.  Pure functions over a table; no I/O. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,33 +34,16 @@ static void emit(size_t i, size_t *out, size_t max, size_t *count)
         (*count)++;
 }
 
-/* "MIG-GPU-<uuid>/<gi>/<ci>" (drivers before R470). */
-static size_t resolve_old_mig(const struct attr_unit *units, size_t n, const char *s, size_t len,
-                              size_t *out, size_t max)
+static bool in_strv(char *const *v, const char *s, size_t len)
 {
-        const char *p = s + 4; /* "GPU-…/gi/ci" */
-        const char *slash1 = memchr(p, '/', len - 4);
-        if (!slash1)
-                return 0;
-        const char *slash2 = memchr(slash1 + 1, '/', len - (size_t)(slash1 + 1 - s));
-        if (!slash2)
-                return 0;
-        long gi = parse_index(slash1 + 1, (size_t)(slash2 - slash1 - 1));
-        long ci = parse_index(slash2 + 1, len - (size_t)(slash2 + 1 - s));
-        if (gi < 0 || ci < 0)
-                return 0;
-        size_t count = 0, ulen = (size_t)(slash1 - p);
-        for (size_t i = 0; i < n; i++) {
-                const struct attr_unit *u = &units[i];
-                if (u->mig >= 0 && u->gi == (unsigned)gi && u->ci == (unsigned)ci &&
-                    strlen(u->parent_uuid) == ulen && strncasecmp(u->parent_uuid, p, ulen) == 0)
-                        emit(i, out, max, &count);
-        }
-        return count;
+        for (size_t i = 0; v && v[i]; i++)
+                if (strlen(v[i]) == len && strncasecmp(v[i], s, len) == 0)
+                        return true;
+        return false;
 }
 
-size_t attr_resolve(const struct attr_unit *units, size_t n, const char *ref, bool all_ok,
-                    size_t *out, size_t max)
+size_t attr_resolve(const struct dev_unit *units, size_t n, const struct dev_attr_hints *ctx,
+                    const char *ref, bool all_ok, size_t *out, size_t max)
 {
         while (isspace((unsigned char)*ref))
                 ref++;
@@ -80,47 +63,40 @@ size_t attr_resolve(const struct attr_unit *units, size_t n, const char *ref, bo
                 return 0;
         size_t count = 0;
         if (len == 3 && memcmp(ref, "all", 3) == 0) {
-                if (!all_ok)
+                if (!all_ok || !ctx)
                         return 0;
                 for (size_t i = 0; i < n; i++)
-                        if (units[i].mig < 0)
+                        if (units[i].whole && units[i].hints == ctx)
                                 emit(i, out, max, &count);
                 return count;
         }
-        if (len > 8 && strncasecmp(ref, "MIG-GPU-", 8) == 0)
-                return resolve_old_mig(units, n, ref, len, out, max);
-        if (len > 4 && (strncasecmp(ref, "GPU-", 4) == 0 || strncasecmp(ref, "MIG-", 4) == 0)) {
-                for (size_t i = 0; i < n; i++)
-                        if (strlen(units[i].uuid) == len && strncasecmp(units[i].uuid, ref, len) == 0)
-                                emit(i, out, max, &count);
-                return count;
-        }
-        const char *colon = memchr(ref, ':', len);
-        if (colon) {
-                long g = parse_index(ref, (size_t)(colon - ref));
-                long m = parse_index(colon + 1, len - (size_t)(colon + 1 - ref));
-                if (g < 0 || m < 0)
-                        return 0;
-                for (size_t i = 0; i < n; i++)
-                        if (units[i].gpu == (unsigned)g && units[i].mig == m)
-                                emit(i, out, max, &count);
-                return count;
-        }
-        long g = parse_index(ref, len);
-        if (g < 0)
-                return 0;
-        for (size_t i = 0; i < n; i++)
-                if (units[i].mig < 0 && units[i].gpu == (unsigned)g)
+        for (size_t i = 0; i < n; i++) {
+                const struct dev_unit *u = &units[i];
+                if (in_strv(u->names, ref, len) ||
+                    (ctx && u->hints == ctx && in_strv(u->local_names, ref, len)))
                         emit(i, out, max, &count);
+        }
         return count;
 }
 
-ssize_t attr_resolve_minor(const struct attr_unit *units, size_t n, unsigned minor)
+ssize_t attr_resolve_devnum(const struct dev_unit *units, size_t n, struct dev_devnum d)
 {
         for (size_t i = 0; i < n; i++)
-                if (units[i].mig < 0 && units[i].minor >= 0 && (unsigned)units[i].minor == minor)
-                        return (ssize_t)i;
+                for (size_t k = 0; k < units[i].n_devnums; k++)
+                        if (units[i].devnums[k].major == d.major && units[i].devnums[k].minor == d.minor)
+                                return (ssize_t)i;
         return -1;
+}
+
+const struct dev_attr_hints *attr_hints_for_resource(const struct dev_attr_hints *const *hints,
+                                                     size_t n, const char *resource)
+{
+        for (size_t i = 0; i < n; i++)
+                for (size_t k = 0; hints[i]->resource_prefixes && hints[i]->resource_prefixes[k]; k++)
+                        if (strncmp(resource, hints[i]->resource_prefixes[k],
+                                    strlen(hints[i]->resource_prefixes[k])) == 0)
+                                return hints[i];
+        return NULL;
 }
 
 char **attr_visible_devices(const char *value, char **refs)
@@ -152,7 +128,7 @@ char **attr_visible_devices(const char *value, char **refs)
         return refs;
 }
 
-char **attr_cdi_device(const char *qualified, char **refs)
+char **attr_cdi_device(const char *qualified, const char *vendor, char **refs)
 {
         while (isspace((unsigned char)*qualified))
                 qualified++;
@@ -161,7 +137,7 @@ char **attr_cdi_device(const char *qualified, char **refs)
         if (!slash || !eq || eq < slash)
                 return refs;
         size_t vlen = (size_t)(slash - qualified);
-        if (vlen != strlen("nvidia.com") || strncmp(qualified, "nvidia.com", vlen) != 0)
+        if (!vendor || vlen != strlen(vendor) || strncmp(qualified, vendor, vlen) != 0)
                 return refs;
         if (eq == slash + 1 || !eq[1])
                 return refs;

@@ -5,6 +5,7 @@ installed into $DEVLET_BUILD/node), and the DaemonSets follow the rules
 docs/INSTALL.md states: probes, resources, NODE_NAME, rolling updates, no
 privilege, and host paths only where a job needs them."""
 
+import json
 import os
 import pathlib
 import selectors
@@ -22,10 +23,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 OVERLAYS_DIR = ROOT / "deploy" / "overlays"
 OVERLAYS = sorted(p.name for p in OVERLAYS_DIR.iterdir() if (p / "kustomization.yaml").exists())
 
-GPU = {"all-in-one", "nvidia-only", "metrics", "metrics-podmonitor"}
+GPU = {"all-in-one", "nvidia-only", "metrics", "metrics-podmonitor", "monitoring"}
 # process attribution (metrics per pod) is on where the pod-resources socket is
-ATTRIBUTION = {"all-in-one", "metrics", "metrics-podmonitor"}
-NAMESPACED = {"ServiceAccount", "ConfigMap", "Service", "DaemonSet", "ServiceMonitor", "PodMonitor"}
+ATTRIBUTION = {"all-in-one", "metrics", "metrics-podmonitor", "monitoring"}
+NAMESPACED = {"ServiceAccount", "ConfigMap", "Service", "DaemonSet", "ServiceMonitor", "PodMonitor",
+              "PrometheusRule"}
 NVIDIA_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -73,6 +75,14 @@ def one(overlay, kind):
 
 def daemonset(overlay):
     return one(overlay, "DaemonSet")
+
+
+def config_map(overlay):
+    """devlet's own ConfigMap (not the Grafana dashboard's)."""
+    found = [o for o in objects(overlay) if o["kind"] == "ConfigMap"
+             and "grafana_dashboard" not in o["metadata"].get("labels", {})]
+    assert len(found) == 1, f"{overlay}: {len(found)} config ConfigMaps"
+    return found[0]
 
 
 def container(overlay):
@@ -200,7 +210,7 @@ def test_config_map_is_mounted_as_a_directory(overlay):
     devlet watches)."""
     c = container(overlay)
     spec = daemonset(overlay)["spec"]["template"]["spec"]
-    cm = one(overlay, "ConfigMap")
+    cm = config_map(overlay)
     (vol,) = [v for v in spec["volumes"] if v.get("configMap", {}).get("name") == cm["metadata"]["name"]]
     (mount,) = [m for m in c["volumeMounts"] if m["name"] == vol["name"]]
     assert "subPath" not in mount and mount["readOnly"] is True
@@ -243,7 +253,7 @@ def test_host_devices_only_example():
     (dev,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/dev"]
     assert dev["recursiveReadOnly"] == "IfPossible"
     assert not c["terminationMessagePath"].startswith("/dev/")
-    config = yaml.safe_load(one("host-devices-only", "ConfigMap")["data"]["config.yaml"])
+    config = yaml.safe_load(config_map("host-devices-only")["data"]["config.yaml"])
     names = {d["name"] for d in config["hostDevices"]["devices"]}
     assert {"fuse", "serial"} <= names
 
@@ -298,6 +308,22 @@ def test_service_monitor_selects_the_service():
     assert "PodMonitor" not in {o["kind"] for o in objects("metrics")}
 
 
+def test_monitoring_overlay_ships_the_dashboard_and_the_alerts():
+    """deploy/overlays/monitoring: ../metrics plus the dashboard as a
+    ConfigMap Grafana's sidecar loads and the PrometheusRule, both exactly
+    as deploy/monitoring has them (test_monitoring.py tests their content)."""
+    objs = objects("monitoring")
+    (dash,) = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "devlet-dashboard"]
+    assert dash["metadata"]["labels"]["grafana_dashboard"] == "1"
+    with open(ROOT / "deploy" / "monitoring" / "devlet-dashboard.json") as f:
+        assert json.loads(dash["data"]["devlet-dashboard.json"]) == json.load(f)
+    rule = one("monitoring", "PrometheusRule")
+    with open(ROOT / "deploy" / "monitoring" / "prometheusrule.yaml") as f:
+        assert rule["spec"] == yaml.safe_load(f)["spec"]
+    assert rule["metadata"]["namespace"] == daemonset("monitoring")["metadata"]["namespace"]
+    assert {"ServiceMonitor", "DaemonSet"} <= {o["kind"] for o in objs}
+
+
 def test_pod_monitor_selects_the_pods():
     pm = one("metrics-podmonitor", "PodMonitor")
     pod_labels = daemonset("metrics-podmonitor")["spec"]["template"]["metadata"]["labels"]
@@ -314,7 +340,7 @@ def test_config_map_loads_without_warnings(overlay, tmp_path, plugin_dir):
     shows it).  The kubelet manager's first line comes after the config's
     warnings; then devlet is stopped."""
     config = tmp_path / "config.yaml"
-    config.write_text(one(overlay, "ConfigMap")["data"]["config.yaml"])
+    config.write_text(config_map(overlay)["data"]["config.yaml"])
     proc = subprocess.Popen([str(BUILD / "devlet"), "run", "--config-file", str(config),
                              "--plugin-directory", str(plugin_dir),
                              "--output-file", str(tmp_path / "gfd"),

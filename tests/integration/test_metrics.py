@@ -199,6 +199,10 @@ def test_prometheus_scrapes_devlet(devlet, nvml, dirs, podres):
 # ---------------------------------------------------------------- attribution
 
 def test_pod_resources_two_pods_share_a_gpu(devlet, nvml, dirs, podres):
+    # Issue 13 changed this test's semantics on purpose: one series per device
+    # and family (sum/avg/count over DCGM_FI_* count GPUs, not pods); pod
+    # labels only where exactly one container holds the device; who holds
+    # a shared device shows in devlet's per-container families.
     uuid = nvml.uuid(3)
     podres.pods = [
         ("ns", "pod-a", [("a", [("nvidia.com/gpu.shared", [f"{uuid}::0"])])]),
@@ -208,17 +212,18 @@ def test_pod_resources_two_pods_share_a_gpu(devlet, nvml, dirs, podres):
     ]
     podres.start()
     d, port = start(devlet, nvml, dirs)
-    samples = wait_samples(port, lambda s: s if len(gpu_series(s, "DCGM_FI_DEV_FB_FREE", 3)) == 2 else None,
-                           WAIT, "two series on GPU 3")
-    pods = sorted(lab["pod"] for lab, _ in gpu_series(samples, "DCGM_FI_DEV_FB_FREE", 3))
+    samples = wait_samples(port, lambda s: s if len(gpu_series(s, "devlet_container_memory_used_bytes", 3)) == 2
+                           else None, WAIT, "two containers on GPU 3")
+    pods = sorted(lab["pod"] for lab, _ in gpu_series(samples, "devlet_container_memory_used_bytes", 3))
     assert pods == ["pod-a", "pod-b"]
-    for lab, _ in gpu_series(samples, "DCGM_FI_DEV_SM_CLOCK", 3):
-        assert lab["namespace"] == "ns" and lab["container"] in ("a", "b")
+    for family in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_SM_CLOCK"):
+        (lab, _), = gpu_series(samples, family, 3)
+        assert "pod" not in lab and "container" not in lab
     assert [lab["pod"] for lab, _ in gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", 7)] == ["pod-c"]
     assert all("pod" not in lab for lab, _ in gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", 5))
-    # a pod goes away: its series with it
+    # a pod goes away: its series with it, and GPU 3 has one holder left
     podres.pods = podres.pods[1:]
-    wait_samples(port, lambda s: [lab["pod"] for lab, _ in gpu_series(s, "DCGM_FI_DEV_FB_FREE", 3)] == ["pod-b"],
+    wait_samples(port, lambda s: [lab.get("pod") for lab, _ in gpu_series(s, "DCGM_FI_DEV_FB_FREE", 3)] == ["pod-b"],
                  WAIT, "pod-a's series gone")
 
 
@@ -262,14 +267,23 @@ def test_podman_process_without_gpu_request(devlet, nvml, dirs, rootfs, containe
     with open(f"/proc/{pid}/cgroup") as f:
         assert cid in f.read()
     # the container asked for no GPU, yet a process of it runs on GPU 5
+    nvml.devices[5]["utilization"] = {"gpu": 50, "memory": 10}
     nvml.set_processes(5, [{"pid": pid, "usedMemoryMiB": 1234, "smUtil": 42},
                            {"pid": 1, "usedMemoryMiB": 66, "smUtil": 3}])
     samples = wait_samples(port, lambda s: s if select(s, "DCGM_FI_DEV_FB_USED", gpu="5", pod="sneaky-pod") else None,
                            WAIT, "GPU 5 attributed through the process")
+    # issue 13: the device's series carries the device's value (its only
+    # holder's labels); the container's own share is in devlet's families
     (lab, used), = select(samples, "DCGM_FI_DEV_FB_USED", gpu="5")
-    assert (lab["namespace"], lab["container"], used) == ("batch", "worker", 1234)
-    (lab, util), = select(samples, "DCGM_FI_DEV_GPU_UTIL", gpu="5")
+    assert (lab["namespace"], lab["container"], used) == ("batch", "worker", 1300)
+    (lab, used), = select(samples, "devlet_container_memory_used_bytes", gpu="5")
+    assert (lab["namespace"], lab["container"], used) == ("batch", "worker", 1234 * 2**20)
+    (lab, util), = select(samples, "devlet_container_utilization_percent", gpu="5")
     assert util == 42  # its own share, not the host process's
+    (_, rest), = select(samples, "devlet_unattributed_memory_used_bytes", gpu="5")
+    assert rest == 66 * 2**20
+    (_, rest), = select(samples, "devlet_unattributed_utilization_percent", gpu="5")
+    assert rest == 50 - 42
     # the process ends: GPU 5 is nobody's again
     nvml.set_processes(5, [])
     wait_samples(port, lambda s: all("pod" not in lab for lab, _ in select(s, "DCGM_FI_DEV_FB_USED", gpu="5")),
@@ -364,3 +378,88 @@ def test_xid_counters_survive_a_reload(devlet, nvml, dirs):
     assert select(samples, "DCGM_FI_DEV_XID_ERRORS", gpu="4")[0][1] == 79
     # GPU 4 is still unhealthy, GPU 1 now too
     assert select(samples, "devlet_devices", resource="nvidia.com/gpu", health="unhealthy")[0][1] == 2
+
+
+# ---------------------------------------------------------------- profiling (issue 13 §2)
+
+PROF_FAMILIES = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("graphicsUtil", 0.01), "DCGM_FI_PROF_SM_ACTIVE": ("smUtil", 0.01),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("smOccupancy", 0.01), "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("tensorUtil", 0.01),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("dramBwUtil", 0.01), "DCGM_FI_PROF_PIPE_FP64_ACTIVE": ("fp64Util", 0.01),
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE": ("fp32Util", 0.01), "DCGM_FI_PROF_PIPE_FP16_ACTIVE": ("fp16Util", 0.01),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcieTxMiBps", 2 ** 20), "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcieRxMiBps", 2 ** 20),
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": ("nvlinkTxMiBps", 2 ** 20),
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": ("nvlinkRxMiBps", 2 ** 20),
+}
+
+
+def test_profiling_families_from_gpm(devlet, nvml, dirs):
+    gpm = {key: 10 + i for i, (key, _) in enumerate(PROF_FAMILIES.values())}
+    nvml.devices[2]["gpm"] = gpm
+    nvml.write()
+    d, port = start(devlet, nvml, dirs)
+    samples = wait_samples(port, lambda s: s if select(s, "DCGM_FI_PROF_SM_ACTIVE", gpu="2") else None,
+                           WAIT, "profiling families")
+    for family, (key, scale) in PROF_FAMILIES.items():
+        (lab, value), = gpu_series(samples, family, 2)
+        assert value == pytest.approx(gpm[key] * scale), family
+        assert lab["UUID"] == nvml.uuid(2)
+        assert sorted(int(lab["gpu"]) for lab, _ in select(samples, family)) == list(range(8)), family
+    status, _, body = http_get(port, "/metrics")
+    assert "# HELP DCGM_FI_PROF_PIPE_TENSOR_ACTIVE Ratio of cycles the tensor (HMMA) pipe is active.\n" in body
+
+
+def test_profiling_families_absent_without_gpm(dirs):
+    nvml = MockNvml(dirs.work, "v100-dgx1.yaml")
+    nvml.devices[1]["pcieThroughputKBps"] = {"tx": 300, "rx": 7}
+    nvml.write()
+    res = run_devlet(["metrics", "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
+                      "--container-state-dirs", dirs.run], env=nvml.env())
+    assert res.returncode == 0, res.stderr
+    samples = parse(res.stdout)
+    # absent, not zero: Volta has no GPM; the PCIe rates NVML keeps are there
+    for family in PROF_FAMILIES:
+        if "PCIE" not in family:
+            assert not select(samples, family), family
+    assert gpu_series(samples, "DCGM_FI_PROF_PCIE_TX_BYTES", 1)[0][1] == 300 * 1024
+    assert gpu_series(samples, "DCGM_FI_PROF_PCIE_RX_BYTES", 1)[0][1] == 7 * 1024
+    listing = run_devlet(["list"], env=nvml.env())
+    assert listing.returncode == 0, listing.stderr
+    assert "Profiling metrics (DCGM_FI_PROF_*): GPUs 0,1,2,3,4,5,6,7 lack NVML GPM" in listing.stdout
+
+
+def test_collectors_file_selects_the_families(nvml, dirs):
+    csv = os.path.join(dirs.work, "counters.csv")
+    with open(csv, "w") as f:
+        f.write("# Format\n# DCGM FIELD, Prometheus metric type, help message\n\n"
+                "DCGM_FI_DEV_SM_CLOCK,  gauge, SM clock frequency (in MHz).\n"
+                "DCGM_FI_PROF_SM_ACTIVE, gauge, The ratio of cycles an SM has at least 1 warp assigned.\n"
+                "DCGM_FI_DEV_VGPU_LICENSE_STATUS, gauge, vGPU License status\n"
+                "DCGM_FI_DRIVER_VERSION,        label, Driver Version\n")
+    res = run_devlet(["metrics", "--collectors", csv, "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
+                      "--container-state-dirs", dirs.run], env=nvml.env())
+    assert res.returncode == 0, res.stderr
+    names = {name for name, _, _ in parse(res.stdout) if name.startswith("DCGM_FI_")}
+    assert names == {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_PROF_SM_ACTIVE"}
+    assert select(parse(res.stdout), "devlet_container_memory_used_bytes") == []  # no pods here
+    assert res.stderr.count("field=DCGM_FI_DEV_VGPU_LICENSE_STATUS") == 1
+    # dcgm-exporter's env var names the same file
+    res = run_devlet(["metrics", "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
+                      "--container-state-dirs", dirs.run], env={**nvml.env(), "DCGM_EXPORTER_COLLECTORS": csv})
+    assert {name for name, _, _ in parse(res.stdout) if name.startswith("DCGM_FI_")} == names
+
+
+def test_kubernetes_virtual_gpus_adds_per_pod_series(devlet, nvml, dirs, podres):
+    uuid = nvml.uuid(3)
+    podres.pods = [("ns", "pod-a", [("a", [("nvidia.com/gpu.shared", [f"{uuid}::0"])])]),
+                   ("ns", "pod-b", [("b", [("nvidia.com/gpu.shared", [f"{uuid}::1"])])])]
+    podres.start()
+    d, port = start(devlet, nvml, dirs, extra=["--kubernetes-virtual-gpus"])
+    samples = wait_samples(port, lambda s: s if len(gpu_series(s, "DCGM_FI_DEV_GPU_UTIL", 3)) == 3 else None,
+                           WAIT, "GPU 3's series and one per pod")
+    per_pod = sorted((lab["pod"], lab["vgpu"]) for lab, _ in gpu_series(samples, "DCGM_FI_DEV_GPU_UTIL", 3)
+                     if "pod" in lab)
+    assert per_pod == [("pod-a", "0"), ("pod-b", "1")]
+    assert len(gpu_series(samples, "DCGM_FI_DEV_FB_USED", 3)) == 3
+    # only GPU_UTIL and FB_USED get them, as with dcgm-exporter
+    assert len(gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", 3)) == 1

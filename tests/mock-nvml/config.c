@@ -343,6 +343,8 @@ static int parse_gpu(struct parser *p, yaml_node_t *m, size_t idx, size_t n_gpus
             "migMaxDevices",
             "mig",
             "utilization",
+            "pcieThroughputKBps",
+            "gpm",
             "temperatureC",
             "memoryTemperatureC",
             "powerMilliwatts",
@@ -496,6 +498,21 @@ static int parse_gpu(struct parser *p, yaml_node_t *m, size_t idx, size_t n_gpus
                    yw_opt_u64(p, n, ctx, "encoder", 100, &g->util_enc) < 0 ||
                    yw_opt_u64(p, n, ctx, "decoder", 100, &g->util_dec) < 0)))
                 goto out;
+        static const char *const pcie_keys[] = {"tx", "rx", NULL};
+        if (parse_submap(p, m, ctx, "pcieThroughputKBps", pcie_keys, &n) < 0 ||
+            (n && (yw_opt_u64(p, n, ctx, "tx", 0xffffffffULL, &g->pcie_tx_kbps) < 0 ||
+                   yw_opt_u64(p, n, ctx, "rx", 0xffffffffULL, &g->pcie_rx_kbps) < 0)))
+                goto out;
+        if (parse_submap(p, m, ctx, "gpm", mock_gpm_keys, &n) < 0 ||
+            (n && yw_opt_bool(p, n, ctx, "supported", g->arch >= NVML_DEVICE_ARCH_HOPPER,
+                              &g->gpm_supported) < 0))
+                goto out;
+        if (!n)
+                g->gpm_supported = g->arch >= NVML_DEVICE_ARCH_HOPPER;
+        for (int i = 0; n && i < MOCK_GPM_N; i++)
+                if (yw_opt_u64(p, n, ctx, mock_gpm_keys[i], i < MOCK_GPM_PCIE_TX ? 100 : ~0ULL,
+                               &g->gpm[i]) < 0)
+                        goto out;
         if (yw_opt_u64(p, m, ctx, "temperatureC", 200, &g->temp) < 0 ||
             yw_opt_u64(p, m, ctx, "memoryTemperatureC", 200, &g->mem_temp) < 0 ||
             yw_opt_u64(p, m, ctx, "powerMilliwatts", 10000000, &g->power) < 0 ||

@@ -82,6 +82,14 @@ struct mock_pci {
 
 enum { MOCK_CLK_GRAPHICS, MOCK_CLK_SM, MOCK_CLK_MEM, MOCK_CLK_VIDEO, MOCK_CLK_N };
 
+/* GPM metrics the YAML can set (nvml-gpm.c maps NVML's metric IDs here) */
+enum {
+        MOCK_GPM_GRAPHICS, MOCK_GPM_SM, MOCK_GPM_OCCUPANCY, MOCK_GPM_TENSOR, MOCK_GPM_DRAM,
+        MOCK_GPM_FP64, MOCK_GPM_FP32, MOCK_GPM_FP16, MOCK_GPM_PCIE_TX, MOCK_GPM_PCIE_RX,
+        MOCK_GPM_NVLINK_TX, MOCK_GPM_NVLINK_RX, MOCK_GPM_N
+};
+extern const char *const mock_gpm_keys[MOCK_GPM_N + 2]; /* YAML keys, "supported", NULL */
+
 struct mock_gpu {
         char *uuid, *name, *serial, *board_part, *vbios;
         nvmlBrandType_t brand;
@@ -109,6 +117,9 @@ struct mock_gpu {
         struct mock_opt nvl_data_tx, nvl_data_rx, nvl_raw_tx, nvl_raw_rx; /* KiB */
 
         struct mock_opt util_gpu, util_mem, util_enc, util_dec;
+        struct mock_opt pcie_tx_kbps, pcie_rx_kbps; /* nvmlDeviceGetPcieThroughput */
+        bool gpm_supported; /* default: Hopper and later */
+        struct mock_opt gpm[MOCK_GPM_N]; /* GPM metric values (MOCK_GPM_*); unset: 0 */
         struct mock_opt temp, mem_temp, power, power_limit, enforced_limit, energy;
         struct mock_opt clocks[MOCK_CLK_N], max_clocks[MOCK_CLK_N];
         unsigned long long replay;

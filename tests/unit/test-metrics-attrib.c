@@ -18,6 +18,7 @@
 
 #include "base/cleanup.h"
 #include "base/fs.h"
+#include "devices/nvidia/sample.h"
 #include "base/xalloc.h"
 #include "metrics/attrib.h"
 #include "podresources.pb-c.h"
@@ -123,17 +124,57 @@ static void test_cgroup_proc_root(void **state)
 #define M11 "MIG-bbbbbbbb-1111-0000-0000-000000000001"
 
 /* GPU 0 and 2 plain, GPU 1 in MIG mode with two MIG devices */
-static const struct attr_unit units[] = {
+static const struct {
+        const char *uuid, *parent_uuid;
+        unsigned gpu;
+        int mig, minor;
+        unsigned gi, ci;
+} unit_defs[] = {
         { G0, G0, 0, -1, 0, 0, 0 },  { G1, G1, 1, -1, 1, 0, 0 },  { M10, G1, 1, 0, 1, 1, 0 },
         { M11, G1, 1, 1, 1, 2, 0 },  { G2, G2, 2, -1, 5, 0, 0 },
 };
-#define N_UNITS (sizeof(units) / sizeof(units[0]))
+#define N_UNITS (sizeof(unit_defs) / sizeof(unit_defs[0]))
+static struct dev_unit units[N_UNITS];
+static const struct dev_attr_hints *nv = &nvidia_attr_hints;
+
+/* The units as the NVIDIA sampler names them. */
+static int units_setup(void **state)
+{
+        for (size_t i = 0; i < N_UNITS; i++) {
+                struct dev_unit *u = &units[i];
+                char ref[128];
+                u->hints = nv;
+                u->names = strv_push(u->names, unit_defs[i].uuid);
+                if (unit_defs[i].mig < 0) {
+                        u->whole = true;
+                        snprintf(ref, sizeof(ref), "%u", unit_defs[i].gpu);
+                        u->devnums = xcalloc(1, sizeof(*u->devnums));
+                        u->devnums[0] = (struct dev_devnum){ 195, (unsigned)unit_defs[i].minor };
+                        u->n_devnums = 1;
+                } else {
+                        snprintf(ref, sizeof(ref), "MIG-%s/%u/%u", unit_defs[i].parent_uuid,
+                                 unit_defs[i].gi, unit_defs[i].ci);
+                        u->names = strv_push(u->names, ref);
+                        snprintf(ref, sizeof(ref), "%u:%d", unit_defs[i].gpu, unit_defs[i].mig);
+                }
+                u->local_names = strv_push(u->local_names, ref);
+        }
+        return 0;
+}
+
+static int units_teardown(void **state)
+{
+        struct dev_sample smp = { .units = xcalloc(N_UNITS, sizeof(struct dev_unit)), .n_units = N_UNITS };
+        memcpy(smp.units, units, sizeof(units));
+        dev_sample_release(&smp);
+        return 0;
+}
 
 /* Resolves ref and returns the units as "i,j" text. */
 static char *resolved(const char *ref, bool all_ok)
 {
         size_t out[8];
-        size_t n = attr_resolve(units, N_UNITS, ref, all_ok, out, 8);
+        size_t n = attr_resolve(units, N_UNITS, nv, ref, all_ok, out, 8);
         char *s = xstrdup("");
         for (size_t i = 0; i < n && i < 8; i++) {
                 char *t = xasprintf("%s%s%zu", s, i ? "," : "", out[i]);
@@ -184,13 +225,13 @@ static void test_resolve_forms(void **state)
         expect_resolve("99999999999", false, "");
         expect_resolve("nvidia0", false, "");
 
-        assert_int_equal(attr_resolve_minor(units, N_UNITS, 5), 4);
-        assert_int_equal(attr_resolve_minor(units, N_UNITS, 1), 1); /* the GPU, not its MIG devices */
-        assert_int_equal(attr_resolve_minor(units, N_UNITS, 7), -1);
+        assert_int_equal(attr_resolve_devnum(units, N_UNITS, (struct dev_devnum){ 195, 5 }), 4);
+        assert_int_equal(attr_resolve_devnum(units, N_UNITS, (struct dev_devnum){ 195, 1 }), 1); /* the GPU, not its MIG devices */
+        assert_int_equal(attr_resolve_devnum(units, N_UNITS, (struct dev_devnum){ 195, 7 }), -1);
 
         /* out[] too small: the count still says how many */
         size_t one[1];
-        assert_int_equal(attr_resolve(units, N_UNITS, "all", true, one, 1), 3);
+        assert_int_equal(attr_resolve(units, N_UNITS, nv, "all", true, one, 1), 3);
         assert_int_equal(one[0], 0);
 }
 
@@ -239,18 +280,23 @@ static void test_visible_devices_forms(void **state)
         }
 }
 
+static char **attr_cdi_device_nv(const char *qualified, char **refs)
+{
+        return attr_cdi_device(qualified, nv->cdi_vendor, refs);
+}
+
 static void test_cdi_names(void **state)
 {
         char **refs = NULL;
-        refs = attr_cdi_device("nvidia.com/gpu=0", refs);
-        refs = attr_cdi_device("nvidia.com/gpu=" G2, refs);
-        refs = attr_cdi_device("nvidia.com/mig=1:1", refs);
-        refs = attr_cdi_device("nvidia.com/gpu=all", refs);
-        refs = attr_cdi_device("vendor.com/fpga=0", refs);
-        refs = attr_cdi_device("nvidia.com/gpu=", refs);
-        refs = attr_cdi_device("nvidia.com/gpu", refs);
-        refs = attr_cdi_device("nvidia.com=0", refs);
-        refs = attr_cdi_device("management.nvidia.com/gpu=all", refs);
+        refs = attr_cdi_device_nv("nvidia.com/gpu=0", refs);
+        refs = attr_cdi_device_nv("nvidia.com/gpu=" G2, refs);
+        refs = attr_cdi_device_nv("nvidia.com/mig=1:1", refs);
+        refs = attr_cdi_device_nv("nvidia.com/gpu=all", refs);
+        refs = attr_cdi_device_nv("vendor.com/fpga=0", refs);
+        refs = attr_cdi_device_nv("nvidia.com/gpu=", refs);
+        refs = attr_cdi_device_nv("nvidia.com/gpu", refs);
+        refs = attr_cdi_device_nv("nvidia.com=0", refs);
+        refs = attr_cdi_device_nv("management.nvidia.com/gpu=all", refs);
         _cleanup_free_ char *got = joined(refs);
         assert_string_equal(got, "0|" G2 "|1:1|all");
         strv_free(refs);
@@ -262,7 +308,7 @@ static struct attr_spec *parse(const char *json)
 {
         struct attr_spec *s = NULL;
         _cleanup_free_ char *err = NULL;
-        int r = attr_spec_parse(json, strlen(json), ID, "cdi.k8s.io/", &s, &err);
+        int r = attr_spec_parse(json, strlen(json), ID, "cdi.k8s.io/", &nv, 1, &s, &err);
         if (r < 0)
                 fail_msg("parse failed: %s", err);
         return s;
@@ -346,9 +392,9 @@ static void test_spec_mounts_cdi_devices(void **state)
                 "{\"path\":\"/dev/odd\",\"type\":\"c\",\"major\":\"195\",\"minor\":3}]}}");
         _cleanup_free_ char *refs = joined(s->refs);
         assert_string_equal(refs, "2|" M10 "|" G0 "|1:1");
-        assert_int_equal(s->n_minors, 2);
-        assert_int_equal(s->minors[0], 1);
-        assert_int_equal(s->minors[1], 5);
+        assert_int_equal(s->n_devnums, 2);
+        assert_int_equal(s->devnums[0].minor, 1);
+        assert_int_equal(s->devnums[1].minor, 5);
         assert_null(s->pod);
 }
 
@@ -358,7 +404,7 @@ static void test_spec_privileged_ignores_devices(void **state)
         _cleanup_spec_ struct attr_spec *s = parse(
                 "{\"process\":{" PRIV_CAPS "},\"linux\":{\"devices\":["
                 "{\"path\":\"/dev/nvidia0\",\"type\":\"c\",\"major\":195,\"minor\":0}]}}");
-        assert_int_equal(s->n_minors, 0);
+        assert_int_equal(s->n_devnums, 0);
 }
 
 static void test_spec_malformed(void **state)
@@ -367,7 +413,7 @@ static void test_spec_malformed(void **state)
         for (size_t i = 0; bad[i]; i++) {
                 struct attr_spec *s = NULL;
                 char *err = NULL;
-                assert_int_equal(attr_spec_parse(bad[i], strlen(bad[i]), ID, "cdi.k8s.io/", &s, &err), -EINVAL);
+                assert_int_equal(attr_spec_parse(bad[i], strlen(bad[i]), ID, "cdi.k8s.io/", &nv, 1, &s, &err), -EINVAL);
                 assert_null(s);
                 assert_non_null(err);
                 free(err);
@@ -404,7 +450,7 @@ static void test_spec_cache(void **state)
         _cleanup_free_ char *d2 = xasprintf("%s/crio", tmpdir);
         char missing[] = "/nonexistent/dir";
         char *dirs[] = { d1, d2, missing, NULL };
-        struct attr_specs *c = attr_specs_new(dirs, NULL);
+        struct attr_specs *c = attr_specs_new(dirs, NULL, &nv, 1);
 
         write_file("containerd/" ID "/config.json",
                    "{\"annotations\":{\"io.kubernetes.cri.sandbox-name\":\"a\"}}");
@@ -547,9 +593,9 @@ static void test_podres_unpack(void **state)
         assert_int_equal(p->n, 0);
         attr_podres_free(p);
 
-        assert_true(attr_podres_gpu_resource("nvidia.com/gpu"));
-        assert_true(attr_podres_gpu_resource("nvidia.com/mig-1g.10gb"));
-        assert_false(attr_podres_gpu_resource("example.com/gpu"));
+        assert_true(attr_hints_for_resource(&nv, 1, "nvidia.com/gpu") == nv);
+        assert_true(attr_hints_for_resource(&nv, 1, "nvidia.com/mig-1g.10gb") == nv);
+        assert_false(attr_hints_for_resource(&nv, 1, "example.com/gpu"));
 }
 
 int main(void)
@@ -570,5 +616,5 @@ int main(void)
                 cmocka_unit_test(test_spec_cache),
                 cmocka_unit_test(test_podres_unpack),
         };
-        return cmocka_run_group_tests(tests, NULL, NULL);
+        return cmocka_run_group_tests(tests, units_setup, units_teardown);
 }

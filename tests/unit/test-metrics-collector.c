@@ -1,4 +1,4 @@
-/* Unit tests for metrics/collector.c and metrics/sample.c against the mock
+/* Unit tests for metrics/collector.c and the NVIDIA sampler (devices/nvidia/sample.c) against the mock
  * NVML (<BUILD>/mock-nvml/libnvidia-ml.so.1, or $MOCK_NVML_LIB): DCGM
  * families and labels, the three attribution sources merged, per-owner
  * memory and utilisation shares, MIG devices, and the mailbox.  A fake
@@ -20,8 +20,11 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/xalloc.h"
+#include "devices/nvidia/inventory.h"
+#include "devices/nvidia/nvml-lib.h"
+#include "devices/nvidia/sample.h"
 #include "metrics/collector.h"
-#include "metrics/sample.h"
+#include "metrics/metrics.h"
 #include "metrics/store.h"
 
 #include "test-util.h"
@@ -36,7 +39,6 @@
 #define ID_C "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
 #define ID_D "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
 
-static void *dl;
 static char dir[64];
 
 static const char *nvml_yaml =
@@ -102,11 +104,7 @@ static int setup(void **state)
         put("nvml.yaml", nvml_yaml);
         _cleanup_free_ char *cfg = xasprintf("%s/nvml.yaml", dir);
         setenv("MOCK_NVML_CONFIG", cfg, 1);
-        dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (!dl) {
-                fprintf(stderr, "cannot load the mock NVML library: %s\n", dlerror());
-                return -1;
-        }
+        setenv(NVML_LIB_ENV, path, 1);
         /* processes 101 and 102 are one container, 103 another, 104 a host process */
         put_proc(101, ID_A);
         put_proc(102, ID_A);
@@ -123,10 +121,42 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-        if (dl)
-                dlclose(dl);
         _cleanup_free_ char *cmd = xasprintf("rm -rf %s", dir);
         return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The NVIDIA backend's sampler, built as the backend builds it. */
+static struct dev_sampler *sampler_open(void)
+{
+        struct nvml_lib *lib = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(nvml_lib_open("/", &lib, &err), 0);
+        assert_int_equal(lib->init(), NVML_SUCCESS);
+        _cleanup_free_ char *root = xasprintf("%s/proc", dir);
+        struct nvml_inventory_env env = { .sysfs_root = dir, .proc_root = root };
+        struct nvml_inventory *inv = NULL;
+        assert_int_equal(nvml_inventory_load(lib, &env, &inv, &err), 0);
+        struct dev_sampler *s = NULL;
+        assert_int_equal(nvidia_sampler_new(lib, inv, &s, &err), 0);
+        nvml_inventory_free(inv);
+        lib->shutdown();
+        nvml_lib_close(lib); /* the sampler holds its own references */
+        return s;
+}
+
+static struct collector *make_with(const struct collector_opts *base, struct metrics_store *store,
+                                   struct dev_sampler *s)
+{
+        struct collector_opts o = *base;
+        const struct dev_attr_hints *hints[] = { &nvidia_attr_hints };
+        o.hints = hints;
+        o.n_hints = 1;
+        struct collector *c = collector_new(&o, store);
+        if (s) {
+                collector_put_samplers(c, &s, 1);
+                dev_sampler_unref(s);
+        }
+        return c;
 }
 
 static struct collector *make(struct metrics_store *store, bool with_nvml)
@@ -142,18 +172,18 @@ static struct collector *make(struct metrics_store *store, bool with_nvml)
                 .state_dirs = dirs,
                 .cdi_prefix = "cdi.k8s.io/",
         };
-        struct smp_nvml *n = NULL;
-        if (with_nvml) {
-                _cleanup_free_ char *err = NULL;
-                assert_int_equal(smp_nvml_new(dl, &n, &err), 0);
-        }
-        return collector_new(&o, n, store);
+        return make_with(&o, store, with_nvml ? sampler_open() : NULL);
 }
 
 #define BASE0 "gpu=\"0\",UUID=\"" G0 "\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\"," \
               "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\""
 #define BASE1 "gpu=\"1\",UUID=\"" G1 "\",pci_bus_id=\"00000000:2A:00.0\",device=\"nvidia1\"," \
               "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\""
+/* devlet's own families: the snake_case labels only (no modelName) */
+#define OWN0 "gpu=\"0\",UUID=\"" G0 "\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\"," \
+             "Hostname=\"node-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\""
+#define OWN1 "gpu=\"1\",UUID=\"" G1 "\",pci_bus_id=\"00000000:2A:00.0\",device=\"nvidia1\"," \
+             "Hostname=\"node-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\""
 #define BASE2 "gpu=\"2\",UUID=\"" G2 "\",pci_bus_id=\"00000000:3A:00.0\",device=\"nvidia2\"," \
               "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\""
 
@@ -198,36 +228,50 @@ static void test_families_and_attribution(void **state)
         add_podres(p, "nvidia.com/gpu.shared", G1 "::1", "share-b", "b");
         add_podres(p, "example.com/thing", "1", "not-a-gpu", "x"); /* an index of another resource */
         collector_put_podres(c, p);
-        struct collector_xid x = { .uuid = G0, .xid = 79 };
-        collector_put_xids(c, &x, 1);
+        /* what the backend notes when GPU 0 reports XID 79 */
+        struct dev_sampler *s = sampler_open();
+        nvidia_sampler_note_xid(s, 0, 79);
+        collector_put_samplers(c, &s, 1);
+        dev_sampler_unref(s);
 
         collector_run_once(c);
         _cleanup_free_ char *t = metrics_store_render(store, NULL);
 
-        /* GPU 0: the owners' shares; the host process (104) belongs to nobody */
-        expect_line(t, "DCGM_FI_DEV_FB_USED{" BASE0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 4000");
-        expect_line(t, "DCGM_FI_DEV_FB_USED{" BASE0 ",container=\"helper\",namespace=\"ns\",pod=\"sidecar-pod\"} 500");
-        expect_line(t, "DCGM_FI_DEV_GPU_UTIL{" BASE0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 80");
-        expect_line(t, "DCGM_FI_DEV_GPU_UTIL{" BASE0 ",container=\"helper\",namespace=\"ns\",pod=\"sidecar-pod\"} 10");
-        /* device-wide values on every owner's series */
-        expect_line(t, "DCGM_FI_DEV_SM_CLOCK{" BASE0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 1980");
-        expect_line(t, "DCGM_FI_DEV_POWER_USAGE{" BASE0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 312.5");
-        expect_line(t, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{" BASE0 ",container=\"helper\",namespace=\"ns\",pod=\"sidecar-pod\"} 123456789");
-        expect_line(t, "DCGM_FI_DEV_FB_RESERVED{" BASE0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 530");
-        expect_line(t, "DCGM_FI_DEV_MEMORY_TEMP{" BASE0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 35");
-        expect_line(t, "DCGM_FI_DEV_XID_ERRORS{" BASE0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 79");
-        expect_line(t, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{" BASE0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 2");
-        expect_line(t, "DCGM_FI_DEV_ROW_REMAP_FAILURE{" BASE0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 1");
-        expect_line(t, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER{" BASE0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 3");
-        expect_no(t, "DCGM_FI_DEV_SM_CLOCK{" BASE0 "}");
+        /* One series per device and family (issue 13): GPU 0 is used by two
+         * containers, so its series carry the device's values and no pod. */
+        expect_line(t, "DCGM_FI_DEV_FB_USED{" BASE0 "} 4507");
+        expect_line(t, "DCGM_FI_DEV_GPU_UTIL{" BASE0 "} 90");
+        expect_line(t, "DCGM_FI_DEV_SM_CLOCK{" BASE0 "} 1980");
+        expect_line(t, "DCGM_FI_DEV_POWER_USAGE{" BASE0 "} 312.5");
+        expect_line(t, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{" BASE0 "} 123456789");
+        expect_line(t, "DCGM_FI_DEV_FB_RESERVED{" BASE0 "} 530");
+        expect_line(t, "DCGM_FI_DEV_MEMORY_TEMP{" BASE0 "} 35");
+        expect_line(t, "DCGM_FI_DEV_XID_ERRORS{" BASE0 ",err_code=\"79\",err_msg=\"GPU has fallen off the bus\"} 79");
+        expect_line(t, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{" BASE0 "} 2");
+        expect_line(t, "DCGM_FI_DEV_ROW_REMAP_FAILURE{" BASE0 "} 1");
+        expect_line(t, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER{" BASE0 "} 3");
+        assert_int_equal(count(t, "DCGM_FI_DEV_SM_CLOCK{" BASE0), 1);
+        /* devlet's per-container families: each container's processes, the
+         * host process (104) unattributed */
+        expect_line(t, "devlet_container_memory_used_bytes{" OWN0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 4194304000");
+        expect_line(t, "devlet_container_memory_used_bytes{" OWN0 ",container=\"helper\",namespace=\"ns\",pod=\"sidecar-pod\"} 524288000");
+        expect_line(t, "devlet_unattributed_memory_used_bytes{" OWN0 "} 7340032");
+        expect_line(t, "devlet_container_utilization_percent{" OWN0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 80");
+        expect_line(t, "devlet_container_utilization_percent{" OWN0 ",container=\"helper\",namespace=\"ns\",pod=\"sidecar-pod\"} 10");
+        expect_line(t, "devlet_unattributed_utilization_percent{" OWN0 "} 0");
 
-        /* GPU 1: one series per pod sharing it; the device's values */
-        expect_line(t, "DCGM_FI_DEV_GPU_UTIL{" BASE1 ",container=\"a\",namespace=\"ns\",pod=\"share-a\"} 5");
-        expect_line(t, "DCGM_FI_DEV_GPU_UTIL{" BASE1 ",container=\"b\",namespace=\"ns\",pod=\"share-b\"} 5");
-        expect_line(t, "DCGM_FI_DEV_XID_ERRORS{" BASE1 ",container=\"a\",namespace=\"ns\",pod=\"share-a\"} 0");
+        /* GPU 1: two pods share it through replicas; without process figures
+         * nothing of its use can be split, so it stays unattributed */
+        expect_line(t, "DCGM_FI_DEV_GPU_UTIL{" BASE1 "} 5");
+        expect_line(t, "DCGM_FI_DEV_XID_ERRORS{" BASE1 ",err_code=\"0\",err_msg=\"No Error\"} 0");
+        expect_line(t, "devlet_container_utilization_percent{" OWN1 ",container=\"a\",namespace=\"ns\",pod=\"share-a\"} 0");
+        expect_line(t, "devlet_container_utilization_percent{" OWN1 ",container=\"b\",namespace=\"ns\",pod=\"share-b\"} 0");
+        expect_line(t, "devlet_unattributed_utilization_percent{" OWN1 "} 5");
+        expect_no(t, "vgpu=");
         expect_no(t, "not-a-gpu");
 
-        /* GPU 2: the privileged container that asked for it in its spec */
+        /* GPU 2: the privileged container that asked for it in its spec holds
+         * it alone: pod labels on every series, and all of its use */
         expect_line(t, "DCGM_FI_DEV_FB_FREE{" BASE2 ",container=\"tool\",namespace=\"ns\",pod=\"privileged-pod\"} 81559");
         expect_no(t, "DCGM_FI_DEV_FB_FREE{" BASE2 "}");
 
@@ -265,10 +309,7 @@ static void test_hostname_label_and_no_nvml(void **state)
         _cleanup_free_ char *proc = xasprintf("%s/proc", dir);
         struct collector_opts o = { .interval_ms = 50, .hostname_label = "hostname", .hostname = "n",
                                     .proc_root = proc };
-        struct smp_nvml *n = NULL;
-        _cleanup_free_ char *err = NULL;
-        assert_int_equal(smp_nvml_new(dl, &n, &err), 0);
-        struct collector *c = collector_new(&o, n, store);
+        struct collector *c = make_with(&o, store, sampler_open());
         collector_run_once(c);
         _cleanup_free_ char *t = metrics_store_render(store, NULL);
         assert_non_null(strstr(t, ",hostname=\"n\","));
@@ -276,12 +317,69 @@ static void test_hostname_label_and_no_nvml(void **state)
         collector_free(c);
 
         /* without NVML: an empty GPU slot, no crash */
-        c = collector_new(&o, NULL, store);
+        c = make_with(&o, store, NULL);
         collector_run_once(c);
         _cleanup_free_ char *t2 = metrics_store_render(store, NULL);
         assert_string_equal(t2, "");
         collector_free(c);
         metrics_store_free(store);
+}
+
+static void test_virtual_gpus_and_selection(void **state)
+{
+        struct metrics_store *store = metrics_store_new();
+        _cleanup_free_ char *proc = xasprintf("%s/proc", dir);
+        _cleanup_free_ char *st = xasprintf("%s/state", dir);
+        char *dirs[] = { st, NULL };
+        char f1[] = "DCGM_FI_DEV_GPU_UTIL", f2[] = "DCGM_FI_DEV_FB_USED";
+        char *families[] = { f1, f2, NULL };
+        struct collector_opts o = { .interval_ms = 100, .hostname_label = "Hostname",
+                                    .hostname = "node-1", .proc_root = proc, .state_dirs = dirs,
+                                    .virtual_gpus = true, .families = families };
+        struct collector *c = make_with(&o, store, sampler_open());
+        struct attr_podres *p = xcalloc(1, sizeof(*p));
+        add_podres(p, "nvidia.com/gpu.shared", G1 "::0", "share-a", "a");
+        add_podres(p, "nvidia.com/gpu.shared", G1 "::1", "share-b", "b");
+        collector_put_podres(c, p);
+        collector_run_once(c);
+        _cleanup_free_ char *t = metrics_store_render(store, NULL);
+        /* the device's series, and one per pod sharing it (its replica in vgpu) */
+        expect_line(t, "DCGM_FI_DEV_GPU_UTIL{" BASE1 "} 5");
+        expect_line(t, "DCGM_FI_DEV_GPU_UTIL{" BASE1 ",container=\"a\",namespace=\"ns\",pod=\"share-a\",vgpu=\"0\"} 5");
+        expect_line(t, "DCGM_FI_DEV_GPU_UTIL{" BASE1 ",container=\"b\",namespace=\"ns\",pod=\"share-b\",vgpu=\"1\"} 5");
+        /* where processes were mapped, each pod's own share */
+        expect_line(t, "DCGM_FI_DEV_FB_USED{" BASE0 ",container=\"main\",namespace=\"ns\",pod=\"trainer\"} 4000");
+        expect_line(t, "DCGM_FI_DEV_FB_USED{" BASE0 ",container=\"helper\",namespace=\"ns\",pod=\"sidecar-pod\"} 500");
+        expect_line(t, "DCGM_FI_DEV_FB_USED{" BASE0 "} 4507");
+        /* --collectors: only the families named; devlet's own stay */
+        expect_no(t, "DCGM_FI_DEV_SM_CLOCK");
+        expect_no(t, "DCGM_FI_DEV_XID_ERRORS");
+        assert_non_null(strstr(t, "devlet_container_memory_used_bytes{"));
+        collector_free(c);
+        metrics_store_free(store);
+}
+
+static void test_counters_csv(void **state)
+{
+        char **names = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(metrics_counters_parse("# Format\n# DCGM FIELD, type, help\n\n"
+                                                "DCGM_FI_DEV_SM_CLOCK,  gauge, SM clock frequency (in MHz).\n"
+                                                "DCGM_FI_DEV_DEC_UTIL ,     gauge, Decoder utilization (in %).\n"
+                                                "DCGM_FI_DRIVER_VERSION,        label, Driver Version\n"
+                                                "DCGM_FI_PROF_PCIE_TX_BYTES, gauge, The rate, with commas, of data.\n",
+                                                "c.csv", &names, &err),
+                         0);
+        assert_string_equal(names[0], "DCGM_FI_DEV_SM_CLOCK");
+        assert_string_equal(names[1], "DCGM_FI_DEV_DEC_UTIL");
+        assert_string_equal(names[2], "DCGM_FI_PROF_PCIE_TX_BYTES");
+        assert_null(names[3]);
+        strv_free(names);
+        assert_int_equal(metrics_counters_parse("DCGM_FI_DEV_SM_CLOCK, gauge\n", "c.csv", &names, &err), -EINVAL);
+        assert_string_equal(err, "c.csv:1: want \"field, type, help\"");
+        free(TAKE_PTR(err));
+        assert_int_equal(metrics_counters_parse("\nX, summary, h\n", "c.csv", &names, &err), -EINVAL);
+        assert_string_equal(err, "c.csv:2: unknown type \"summary\" (gauge, counter, histogram or label)");
 }
 
 static void test_thread_publishes(void **state)
@@ -303,6 +401,8 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_families_and_attribution),
                 cmocka_unit_test(test_hostname_label_and_no_nvml),
+                cmocka_unit_test(test_virtual_gpus_and_selection),
+                cmocka_unit_test(test_counters_csv),
                 cmocka_unit_test(test_thread_publishes),
         };
         return cmocka_run_group_tests(tests, setup, teardown);

@@ -70,7 +70,9 @@
         X(nvmlDeviceGetFieldValues) X(nvmlDeviceGetComputeRunningProcesses) \
         X(nvmlDeviceGetComputeRunningProcesses_v2) X(nvmlDeviceGetComputeRunningProcesses_v3) \
         X(nvmlDeviceGetGraphicsRunningProcesses) X(nvmlDeviceGetGraphicsRunningProcesses_v2) \
-        X(nvmlDeviceGetGraphicsRunningProcesses_v3) X(nvmlDeviceGetProcessUtilization)
+        X(nvmlDeviceGetGraphicsRunningProcesses_v3) X(nvmlDeviceGetProcessUtilization) \
+        X(nvmlDeviceGetPcieThroughput) X(nvmlGpmQueryDeviceSupport) X(nvmlGpmSampleAlloc) \
+        X(nvmlGpmSampleFree) X(nvmlGpmSampleGet) X(nvmlGpmMigSampleGet) X(nvmlGpmMetricsGet)
 /* clang-format on */
 
 #define DECLARE(f) static typeof(f) *p_##f;
@@ -736,6 +738,65 @@ static void test_topology(void **state)
         assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
 }
 
+static void test_gpm(void **state)
+{
+        (void)state;
+        write_cfg("devices:\n"
+                  "  - {uuid: GPU-aaaaaaaa-0000-0000-0000-000000000001, name: NVIDIA H100 80GB HBM3,\n"
+                  "     memoryMiB: 81559, pciBusId: \"00000000:18:00.0\", computeCapability: \"9.0\",\n"
+                  "     gpm: {smUtil: 61, tensorUtil: 40, pcieTxMiBps: 3000},\n"
+                  "     pcieThroughputKBps: {tx: 100, rx: 200}}\n"
+                  "  - {uuid: GPU-aaaaaaaa-0000-0000-0000-000000000002, name: Tesla V100-SXM2-32GB,\n"
+                  "     memoryMiB: 32510, pciBusId: \"00000000:2a:00.0\", computeCapability: \"7.0\"}\n");
+        assert_int_equal(N(nvmlInit_v2)(), NVML_SUCCESS);
+        nvmlGpmSupport_t sup = { .version = 2 };
+        assert_int_equal(N(nvmlGpmQueryDeviceSupport)(dev(0), &sup), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        sup.version = NVML_GPM_SUPPORT_VERSION;
+        assert_int_equal(N(nvmlGpmQueryDeviceSupport)(dev(0), &sup), NVML_SUCCESS);
+        assert_int_equal(sup.isSupportedDevice, 1);
+        assert_int_equal(N(nvmlGpmQueryDeviceSupport)(dev(1), &sup), NVML_SUCCESS);
+        assert_int_equal(sup.isSupportedDevice, 0); /* Volta */
+
+        nvmlGpmSample_t a, b, c;
+        assert_int_equal(N(nvmlGpmSampleAlloc)(&a), NVML_SUCCESS);
+        assert_int_equal(N(nvmlGpmSampleAlloc)(&b), NVML_SUCCESS);
+        assert_int_equal(N(nvmlGpmSampleAlloc)(&c), NVML_SUCCESS);
+        assert_int_equal(N(nvmlGpmSampleGet)(dev(1), c), NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N(nvmlGpmMigSampleGet)(dev(0), 1, c), NVML_ERROR_NOT_FOUND);
+        assert_int_equal(N(nvmlGpmSampleGet)(dev(0), a), NVML_SUCCESS);
+        assert_int_equal(N(nvmlGpmSampleGet)(dev(0), b), NVML_SUCCESS);
+        nvmlGpmMetricsGet_t *m = calloc(1, sizeof(*m));
+        m->version = NVML_GPM_METRICS_GET_VERSION;
+        m->numMetrics = 4;
+        m->sample1 = a;
+        m->sample2 = c; /* never taken */
+        m->metrics[0].metricId = NVML_GPM_METRIC_SM_UTIL;
+        m->metrics[1].metricId = NVML_GPM_METRIC_ANY_TENSOR_UTIL;
+        m->metrics[2].metricId = NVML_GPM_METRIC_PCIE_TX_PER_SEC;
+        m->metrics[3].metricId = NVML_GPM_METRIC_INTEGER_UTIL; /* not modelled */
+        assert_int_equal(N(nvmlGpmMetricsGet)(m), NVML_ERROR_INVALID_ARGUMENT);
+        m->sample2 = b;
+        assert_int_equal(N(nvmlGpmMetricsGet)(m), NVML_SUCCESS);
+        assert_int_equal(m->metrics[0].nvmlReturn, NVML_SUCCESS);
+        assert_true(m->metrics[0].value == 61.0);
+        assert_true(m->metrics[1].value == 40.0);
+        assert_true(m->metrics[2].value == 3000.0);
+        assert_int_equal(m->metrics[3].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+        m->version = 0;
+        assert_int_equal(N(nvmlGpmMetricsGet)(m), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        free(m);
+        assert_int_equal(N(nvmlGpmSampleFree)(a), NVML_SUCCESS);
+        assert_int_equal(N(nvmlGpmSampleFree)(b), NVML_SUCCESS);
+        assert_int_equal(N(nvmlGpmSampleFree)(c), NVML_SUCCESS);
+
+        unsigned kbps = 0;
+        assert_int_equal(N(nvmlDeviceGetPcieThroughput)(dev(0), NVML_PCIE_UTIL_RX_BYTES, &kbps), NVML_SUCCESS);
+        assert_int_equal(kbps, 200);
+        assert_int_equal(N(nvmlDeviceGetPcieThroughput)(dev(1), NVML_PCIE_UTIL_TX_BYTES, &kbps),
+                         NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
+}
+
 static void test_processes(void **state)
 {
         (void)state;
@@ -1070,6 +1131,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_all_symbols),
+            cmocka_unit_test(test_gpm),
             cmocka_unit_test(test_error_strings),
             cmocka_unit_test(test_init_refcount),
             cmocka_unit_test(test_init_errors),

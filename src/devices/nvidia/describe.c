@@ -76,6 +76,23 @@ void nvidia_describe(struct dev_backend *db, FILE *f)
                                 (double)m->memory_mib / 1024.0, m->multiprocessors);
                 }
         }
+        /* which GPUs lack the DCGM_FI_PROF_* families (no NVML GPM: before Hopper) */
+        char lacking[256] = "";
+        size_t n_lacking = 0, len = 0;
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                if (inv->gpus[i].gpm || inv->gpus[i].lost)
+                        continue;
+                n_lacking++;
+                if (len < sizeof(lacking) - 8)
+                        len += (size_t)snprintf(lacking + len, sizeof(lacking) - len, "%s%zu",
+                                                n_lacking > 1 ? "," : "", i);
+        }
+        if (n_lacking)
+                fprintf(f, "Profiling metrics (DCGM_FI_PROF_*): GPUs %s lack NVML GPM (only PCIe and "
+                           "NVLink rates where NVML has them)\n",
+                        lacking);
+        else
+                fprintf(f, "Profiling metrics (DCGM_FI_PROF_*): every GPU, through NVML GPM\n");
         if (inv->n_gpus < 2)
                 return;
         fprintf(f, "\nTopology (NV<n>: n NVLinks; otherwise the PCIe path: PIX one switch, PXB "
@@ -125,7 +142,7 @@ json_t *nvidia_describe_json(struct dev_backend *db)
                         snprintf(cc, sizeof(cc), "%d.%d", g->cc_major, g->cc_minor);
                 json_array_append_new(
                     gpus, json_pack("{s:i, s:s, s:s, s:s, s:I, s:o, s:o, s:s, s:b, s:b, s:o, s:i, "
-                                    "s:s, s:o}",
+                                    "s:s, s:o, s:b}",
                                     "index", (int)i, "name", g->name, "uuid", g->uuid, "bus_id",
                                     g->bus_id, "memory_bytes", (json_int_t)g->memory_bytes, "numa",
                                     g->numa_node >= 0 ? json_integer(g->numa_node) : json_null(),
@@ -134,7 +151,8 @@ json_t *nvidia_describe_json(struct dev_backend *db)
                                     g->mig_enabled, "mig_devices", migs, "replicas",
                                     (int)replicas_of(b, i), "health", health_of(b, i), "reason",
                                     b->gpu_health[i].reason ? json_string(b->gpu_health[i].reason)
-                                                            : json_null()));
+                                                            : json_null(),
+                                    "profiling_metrics", g->gpm));
         }
         json_t *nv = json_array(), *links = json_array();
         for (size_t a = 0; a < inv->n_gpus; a++) {

@@ -130,6 +130,7 @@ struct nvidia_backend {
         struct nvidia_gpu_xid *gpu_xids; /* the same by GPU and code */
         size_t n_gpu_xids;
         uint64_t xid_seq;
+        struct dev_sampler *sampler; /* for metrics (sample.c); NULL when NVML refused */
 };
 
 void nvidia_describe(struct dev_backend *b, FILE *f);

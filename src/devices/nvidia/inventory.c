@@ -374,6 +374,9 @@ static void gpu_load(const struct nvml_lib *lib, const struct nvml_inventory_env
                 g->numa_node = numa_from_sysfs(env->sysfs_root, g->bus_id, &found);
         if (!found)
                 g->numa_node = numa_from_nvml(lib, g->handle);
+        nvmlGpmSupport_t gpm = { .version = NVML_GPM_SUPPORT_VERSION };
+        g->gpm = lib->gpm_query && lib->gpm_sample_alloc && lib->gpm_metrics_get &&
+                 lib->gpm_query(g->handle, &gpm) == NVML_SUCCESS && gpm.isSupportedDevice;
         unsigned cur, pending;
         if (lib->mig_mode && lib->mig_mode(g->handle, &cur, &pending) == NVML_SUCCESS) {
                 g->mig_capable = true;

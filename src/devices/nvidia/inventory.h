@@ -41,6 +41,7 @@ struct nvml_gpu {
         unsigned architecture;                          /* NVML_DEVICE_ARCH_* */
         int numa_node;                                  /* -1 unknown */
         bool mig_capable, mig_enabled;
+        bool gpm; /* NVML's GPU Performance Monitoring works: the DCGM_FI_PROF_* families */
         struct nvml_mig_dev *migs;
         size_t n_migs;
         /* the profiles the GPU can make, one per GPU instance profile, in

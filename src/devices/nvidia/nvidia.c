@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "base/xalloc.h"
 #include "devices/nvidia/cdi.h"
 #include "devices/nvidia/gfd-labels.h"
@@ -48,6 +49,7 @@
 #include "devices/nvidia/internal.h"
 #include "devices/nvidia/inventory.h"
 #include "devices/nvidia/nvml-lib.h"
+#include "devices/nvidia/sample.h"
 
 #define HEALTH_WAIT_MS 500
 /* Where the driver's /proc files are (nvidia-caps/mig-minors); tests point
@@ -106,20 +108,6 @@ static void xid_count(struct nvidia_backend *b, unsigned long long xid, uint64_t
         b->xids[b->n_xids++] = (struct nvidia_xid_count){ .xid = xid, .count = n };
 }
 
-/* The `event_counts` member: the XIDs by GPU and code. */
-static size_t nvidia_event_counts(struct dev_backend *db, struct dev_event_count *out, size_t max)
-{
-        struct nvidia_backend *b = (struct nvidia_backend *)db;
-        for (size_t i = 0; i < b->n_gpu_xids && i < max; i++) {
-                const struct nvidia_gpu_xid *x = &b->gpu_xids[i];
-                out[i] = (struct dev_event_count){ .device = b->inv->gpus[x->gpu].uuid,
-                                                   .code = x->xid,
-                                                   .count = x->count,
-                                                   .seq = x->seq };
-        }
-        return b->n_gpu_xids;
-}
-
 const struct nvml_inventory *nvidia_backend_inventory(struct dev_backend *db)
 {
         return ((struct nvidia_backend *)db)->inv;
@@ -175,6 +163,7 @@ static void on_health(void *ud, const struct nvidia_health_msg *msgs, size_t n)
                 if (m->kind == NVIDIA_HEALTH_XID) {
                         xid_count(b, m->xid, 1);
                         gpu_xid_count(b, m->gpu, m->xid);
+                        nvidia_sampler_note_xid(b->sampler, m->gpu, m->xid);
                 }
                 if (m->kind == NVIDIA_HEALTH_XID && !m->critical) {
                         dev_report(DEV_REPORT_INFO, "nvidia", "ignored XID gpu=%zu uuid=%s xid=%llu reason=\"%s\"",
@@ -278,6 +267,7 @@ static void backend_free(struct nvidia_backend *b)
         free(b->health_state);
         free(b->xids);
         free(b->gpu_xids);
+        dev_sampler_unref(b->sampler);
         nvidia_health_stop(TAKE_PTR(b->health), backend_release, b);
 }
 
@@ -406,6 +396,9 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                                 break;
                         }
         report_found(b);
+        _cleanup_free_ char *sampler_err = NULL;
+        if (nvidia_sampler_new(lib, b->inv, &b->sampler, &sampler_err) < 0)
+                log_debug("nvidia", "no GPU metrics error=\"%s\"", sampler_err);
         health_start(b, cfg);
         *out = (struct dev_backend *)TAKE_PTR(b);
         return 0;
@@ -470,6 +463,15 @@ static void inherit_xids(struct nvidia_backend *b, const struct nvidia_backend *
         }
         if (prev->xid_seq > b->xid_seq)
                 b->xid_seq = prev->xid_seq;
+        /* the metrics gauge: each GPU's last XID, the entry with the highest seq */
+        for (size_t g = 0; g < b->inv->n_gpus; g++) {
+                uint64_t seq = 0;
+                for (size_t i = 0; i < b->n_gpu_xids; i++)
+                        if (b->gpu_xids[i].gpu == g && b->gpu_xids[i].seq > seq) {
+                                seq = b->gpu_xids[i].seq;
+                                nvidia_sampler_note_xid(b->sampler, g, b->gpu_xids[i].xid);
+                        }
+        }
 }
 
 /* Called by the daemon right after b was created from a fresh scan, before
@@ -514,6 +516,25 @@ static struct dev_resource **nvidia_resources(struct dev_backend *db, size_t *n)
         return b->layout.res;
 }
 
+static struct dev_sampler *nvidia_sampler(struct dev_backend *db)
+{
+        return dev_sampler_ref(((struct nvidia_backend *)db)->sampler);
+}
+
+static size_t nvidia_events(struct dev_backend *db, struct dev_event_count *out, size_t max)
+{
+        struct nvidia_backend *b = (struct nvidia_backend *)db;
+        for (size_t i = 0; i < b->n_gpu_xids && i < max; i++) {
+                const struct nvidia_gpu_xid *x = &b->gpu_xids[i];
+                out[i] = (struct dev_event_count){ .kind = "xid",
+                                                   .help = "XID events per GPU and code.",
+                                                   .device_label = "UUID",
+                                                   .device = b->inv->gpus[x->gpu].uuid,
+                                                   .code = x->xid, .count = x->count };
+        }
+        return b->n_gpu_xids;
+}
+
 const struct dev_backend_ops nvidia_backend_ops = {
         .name = "nvidia",
         .create = nvidia_create,
@@ -524,5 +545,7 @@ const struct dev_backend_ops nvidia_backend_ops = {
         .describe_json = nvidia_describe_json,
         .labels = nvidia_backend_labels,
         .cdi_specs = nvidia_backend_cdi_specs,
-        .event_counts = nvidia_event_counts,
+        .sampler = nvidia_sampler,
+        .events = nvidia_events,
+        .attr_hints = &nvidia_attr_hints,
 };

@@ -33,10 +33,12 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers fit 
 struct sym_row {
         size_t offset;
         bool required;
+        bool quiet; /* optional and not listed in missing[]: a metric's only */
         const char *names[3]; /* candidates, newest first; NULL-terminated */
 };
 
-#define ROW(field, req, ...) { offsetof(struct nvml_lib, field), req, { __VA_ARGS__, NULL } }
+#define ROW(field, req, ...) { offsetof(struct nvml_lib, field), req, false, { __VA_ARGS__, NULL } }
+#define METRIC(field, ...) { offsetof(struct nvml_lib, field), false, true, { __VA_ARGS__, NULL } }
 
 static const struct sym_row syms[] = {
         ROW(init, true, "nvmlInit_v2", "nvmlInit"),
@@ -81,6 +83,35 @@ static const struct sym_row syms[] = {
         ROW(supported_events, false, "nvmlDeviceGetSupportedEventTypes"),
         ROW(event_set_wait, false, "nvmlEventSetWait_v2", "nvmlEventSetWait"),
         ROW(event_set_free, false, "nvmlEventSetFree"),
+
+        /* sampling for metrics (sample.c) */
+        METRIC(clock, "nvmlDeviceGetClockInfo"),
+        METRIC(temperature, "nvmlDeviceGetTemperature"),
+        METRIC(power, "nvmlDeviceGetPowerUsage"),
+        METRIC(energy, "nvmlDeviceGetTotalEnergyConsumption"),
+        METRIC(pcie_replay, "nvmlDeviceGetPcieReplayCounter"),
+        METRIC(utilization, "nvmlDeviceGetUtilizationRates"),
+        METRIC(encoder_util, "nvmlDeviceGetEncoderUtilization"),
+        METRIC(decoder_util, "nvmlDeviceGetDecoderUtilization"),
+        METRIC(memory_info_v2, "nvmlDeviceGetMemoryInfo_v2"),
+        METRIC(remapped_rows, "nvmlDeviceGetRemappedRows"),
+        METRIC(field_values, "nvmlDeviceGetFieldValues"),
+        METRIC(compute_procs, "nvmlDeviceGetComputeRunningProcesses_v3",
+               "nvmlDeviceGetComputeRunningProcesses_v2"),
+        METRIC(compute_procs_v1, "nvmlDeviceGetComputeRunningProcesses"),
+        METRIC(graphics_procs, "nvmlDeviceGetGraphicsRunningProcesses_v3",
+               "nvmlDeviceGetGraphicsRunningProcesses_v2"),
+        METRIC(graphics_procs_v1, "nvmlDeviceGetGraphicsRunningProcesses"),
+        METRIC(process_util, "nvmlDeviceGetProcessUtilization"),
+        METRIC(pcie_throughput, "nvmlDeviceGetPcieThroughput"),
+        METRIC(clocks_event_reasons, "nvmlDeviceGetCurrentClocksEventReasons",
+               "nvmlDeviceGetCurrentClocksThrottleReasons"),
+        METRIC(gpm_query, "nvmlGpmQueryDeviceSupport"),
+        METRIC(gpm_sample_alloc, "nvmlGpmSampleAlloc"),
+        METRIC(gpm_sample_free, "nvmlGpmSampleFree"),
+        METRIC(gpm_sample_get, "nvmlGpmSampleGet"),
+        METRIC(gpm_mig_sample_get, "nvmlGpmMigSampleGet"),
+        METRIC(gpm_metrics_get, "nvmlGpmMetricsGet"),
 };
 
 /* Library directories below a driver root, as distributions and NVIDIA's
@@ -99,6 +130,8 @@ static const char *const lib_dirs[] = {
 
 int nvml_lib_resolve(struct nvml_lib *l, nvml_lib_lookup lookup, void *ctx, char **err)
 {
+        if (atomic_load(&l->refs) == 0)
+                atomic_init(&l->refs, 1); /* a table a test built */
         for (size_t i = 0; i < ARRAY_SIZE(syms); i++) {
                 const struct sym_row *row = &syms[i];
                 void *p = NULL;
@@ -109,7 +142,7 @@ int nvml_lib_resolve(struct nvml_lib *l, nvml_lib_lookup lookup, void *ctx, char
                                          row->names[0]);
                         return -ENOEXEC;
                 }
-                if (!p && row->offset != offsetof(struct nvml_lib, pci_info) &&
+                if (!p && !row->quiet && row->offset != offsetof(struct nvml_lib, pci_info) &&
                     row->offset != offsetof(struct nvml_lib, pci_info_v1))
                         l->missing = strv_push(l->missing, row->names[0]);
                 memcpy((char *)l + row->offset, &p, sizeof(p));
@@ -174,6 +207,7 @@ int nvml_lib_open(const char *driver_root, struct nvml_lib **out, char **err)
 {
         _cleanup_free_ char *tried = NULL;
         struct nvml_lib *l = xcalloc(1, sizeof(*l));
+        atomic_init(&l->refs, 1);
         l->handle = search(driver_root, &l->path, &tried);
         if (!l->handle) {
                 *err = xasprintf("cannot load " LIB_SONAME ": %s", tried ? tried : "not found");
@@ -189,9 +223,15 @@ int nvml_lib_open(const char *driver_root, struct nvml_lib **out, char **err)
         return 0;
 }
 
+struct nvml_lib *nvml_lib_ref(struct nvml_lib *l)
+{
+        atomic_fetch_add(&l->refs, 1);
+        return l;
+}
+
 void nvml_lib_close(struct nvml_lib *l)
 {
-        if (!l)
+        if (!l || atomic_fetch_sub(&l->refs, 1) > 1)
                 return;
         if (l->handle)
                 dlclose(l->handle);

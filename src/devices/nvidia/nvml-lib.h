@@ -8,6 +8,7 @@
 #ifndef DEVLET_DEVICES_NVIDIA_NVML_LIB_H
 #define DEVLET_DEVICES_NVIDIA_NVML_LIB_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "devices/nvidia/nvml.h"
@@ -19,6 +20,7 @@
 #define NVML_FN(f) __typeof__(f) *
 
 struct nvml_lib {
+        atomic_uint refs; /* nvml_lib_ref / nvml_lib_close */
         void *handle; /* dlopen handle; NULL for a table resolved by a test lookup */
         char *path;   /* what was loaded */
         char **missing; /* optional symbols not found, strv (NULL when none) */
@@ -66,6 +68,33 @@ struct nvml_lib {
         NVML_FN(nvmlDeviceGetSupportedEventTypes) supported_events;
         NVML_FN(nvmlEventSetWait_v2) event_set_wait; /* _v2, plain (no instance IDs) */
         NVML_FN(nvmlEventSetFree) event_set_free;
+
+        /* optional, for metrics only (not listed in missing[]) */
+        NVML_FN(nvmlDeviceGetClockInfo) clock;
+        NVML_FN(nvmlDeviceGetTemperature) temperature;
+        NVML_FN(nvmlDeviceGetPowerUsage) power;
+        NVML_FN(nvmlDeviceGetTotalEnergyConsumption) energy;
+        NVML_FN(nvmlDeviceGetPcieReplayCounter) pcie_replay;
+        NVML_FN(nvmlDeviceGetUtilizationRates) utilization;
+        NVML_FN(nvmlDeviceGetEncoderUtilization) encoder_util;
+        NVML_FN(nvmlDeviceGetDecoderUtilization) decoder_util;
+        NVML_FN(nvmlDeviceGetMemoryInfo_v2) memory_info_v2;
+        NVML_FN(nvmlDeviceGetRemappedRows) remapped_rows;
+        NVML_FN(nvmlDeviceGetFieldValues) field_values;
+        /* _v3 or _v2 fill 24-byte entries, the plain calls 16-byte ones */
+        NVML_FN(nvmlDeviceGetComputeRunningProcesses_v3) compute_procs;
+        NVML_FN(nvmlDeviceGetComputeRunningProcesses) compute_procs_v1;
+        NVML_FN(nvmlDeviceGetGraphicsRunningProcesses_v3) graphics_procs;
+        NVML_FN(nvmlDeviceGetGraphicsRunningProcesses) graphics_procs_v1;
+        NVML_FN(nvmlDeviceGetProcessUtilization) process_util;
+        NVML_FN(nvmlDeviceGetPcieThroughput) pcie_throughput;
+        NVML_FN(nvmlDeviceGetCurrentClocksEventReasons) clocks_event_reasons; /* or ...ThrottleReasons */
+        NVML_FN(nvmlGpmQueryDeviceSupport) gpm_query;
+        NVML_FN(nvmlGpmSampleAlloc) gpm_sample_alloc;
+        NVML_FN(nvmlGpmSampleFree) gpm_sample_free;
+        NVML_FN(nvmlGpmSampleGet) gpm_sample_get;
+        NVML_FN(nvmlGpmMigSampleGet) gpm_mig_sample_get;
+        NVML_FN(nvmlGpmMetricsGet) gpm_metrics_get;
 };
 
 /* Finds a symbol by name; NULL when absent.  nvml_lib_resolve() asks for
@@ -84,7 +113,10 @@ int nvml_lib_open(const char *driver_root, struct nvml_lib **out, char **err);
  * tests: a lookup that hides names exercises the fallbacks. */
 int nvml_lib_resolve(struct nvml_lib *l, nvml_lib_lookup lookup, void *ctx, char **err);
 
-/* dlcloses and frees; NULL is fine.  nvmlShutdown is the caller's. */
+/* Another reference to l (the metrics sampler holds one): any thread. */
+struct nvml_lib *nvml_lib_ref(struct nvml_lib *l);
+/* Drops a reference; the last dlcloses and frees.  NULL is fine; any
+ * thread.  nvmlShutdown is the caller's. */
 void nvml_lib_close(struct nvml_lib *l);
 
 /* NVML's text for r ("GPU is lost"), or "NVML error <r>". */

@@ -16,6 +16,8 @@
 #ifndef DEVLET_DEVICES_NVIDIA_NVML_H
 #define DEVLET_DEVICES_NVIDIA_NVML_H
 
+#include <stddef.h> /* offsetof, for the layout checks */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -730,6 +732,82 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              nvmlProcessUtilizationSample_t *utilization,
                                              unsigned int *processSamplesCount,
                                              unsigned long long lastSeenTimeStamp);
+
+/* PCIe throughput over the last 20 ms, in KB/s (every GPU NVML knows). */
+typedef enum nvmlPcieUtilCounter_enum {
+        NVML_PCIE_UTIL_TX_BYTES = 0,
+        NVML_PCIE_UTIL_RX_BYTES = 1,
+} nvmlPcieUtilCounter_t;
+nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
+                                         unsigned int *value);
+
+/* GPU Performance Monitoring (Hopper and later): two samples taken some
+ * time apart give the metrics over that interval.  Percentages are
+ * 0.0-100.0; the *_PER_SEC rates are MiB/s. */
+typedef enum nvmlGpmMetricId_enum {
+        NVML_GPM_METRIC_GRAPHICS_UTIL = 1,
+        NVML_GPM_METRIC_SM_UTIL = 2,
+        NVML_GPM_METRIC_SM_OCCUPANCY = 3,
+        NVML_GPM_METRIC_INTEGER_UTIL = 4,
+        NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,
+        NVML_GPM_METRIC_DFMA_TENSOR_UTIL = 6,
+        NVML_GPM_METRIC_HMMA_TENSOR_UTIL = 7,
+        NVML_GPM_METRIC_IMMA_TENSOR_UTIL = 9,
+        NVML_GPM_METRIC_DRAM_BW_UTIL = 10,
+        NVML_GPM_METRIC_FP64_UTIL = 11,
+        NVML_GPM_METRIC_FP32_UTIL = 12,
+        NVML_GPM_METRIC_FP16_UTIL = 13,
+        NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20,
+        NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21,
+        NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60,
+        NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61,
+        NVML_GPM_METRIC_MAX = 98, /* the size of nvmlGpmMetricsGet_t.metrics */
+} nvmlGpmMetricId_t;
+
+typedef struct nvmlGpmSample_st *nvmlGpmSample_t;
+
+typedef struct nvmlGpmMetric_st {
+        unsigned int metricId;   /* in */
+        nvmlReturn_t nvmlReturn; /* out: value is valid only when NVML_SUCCESS */
+        double value;            /* out */
+        struct {
+                char *shortName;
+                char *longName;
+                char *unit;
+        } metricInfo; /* out; may be NULL */
+} nvmlGpmMetric_t;
+
+#define NVML_GPM_METRICS_GET_VERSION 1
+
+typedef struct nvmlGpmMetricsGet_st {
+        unsigned int version;    /* NVML_GPM_METRICS_GET_VERSION */
+        unsigned int numMetrics; /* entries of metrics[] in use */
+        nvmlGpmSample_t sample1;
+        nvmlGpmSample_t sample2;
+        nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
+#define NVML_GPM_SUPPORT_VERSION 1
+
+typedef struct nvmlGpmSupport_st {
+        unsigned int version;           /* NVML_GPM_SUPPORT_VERSION */
+        unsigned int isSupportedDevice; /* out */
+} nvmlGpmSupport_t;
+
+_Static_assert(sizeof(nvmlGpmMetric_t) == 40, "nvmlGpmMetric_t layout");
+_Static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "nvmlGpmMetricsGet_t layout");
+_Static_assert(sizeof(nvmlGpmMetricsGet_t) == 24 + 98 * 40, "nvmlGpmMetricsGet_t size");
+_Static_assert(sizeof(nvmlGpmSupport_t) == 8, "nvmlGpmSupport_t layout");
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport);
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample);
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample);
+/* device: a GPU (not a MIG device handle) */
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample);
+/* one GPU instance of a GPU in MIG mode */
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId,
+                                 nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,171 @@
+/* What a backend tells metrics about its devices, in terms no consumer has
+ * to translate: measurements, event counters and attribution hints.
+ *
+ *   - A sampler (struct dev_sampler) measures the family's devices.  It is
+ *     reference-counted and thread-safe: the backend creates it, metrics
+ *     holds references and calls sample() on its collector thread, off the
+ *     loop, while the backend may be reloaded or destroyed on the loop.  A
+ *     sample is a list of units (a GPU, a MIG device, a partition), each
+ *     with the labels that identify it, one value per family of the
+ *     sampler's table (absent where the device cannot tell), the names and
+ *     device numbers containers may use for it, and its processes.
+ *   - Event counters (struct dev_event_count, the ops' events()) are read on
+ *     the loop: XIDs by GPU and code today.
+ *   - Attribution hints (struct dev_attr_hints, static per family) say
+ *     which pod-resources resources, container env vars, mounts, CDI
+ *     vendors and device numbers point at the family's devices.
+ *
+ * This header names no family; devices/<family>/ fills these types. */
+#ifndef DEVLET_DEVICES_MEASURE_H
+#define DEVLET_DEVICES_MEASURE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum dev_measure_type { DEV_MEASURE_GAUGE, DEV_MEASURE_COUNTER };
+
+/* How a family's device value splits between the processes using the
+ * device: the per-container figures and per-pod series are built from the
+ * process field named here. */
+enum dev_share {
+        DEV_SHARE_NONE = 0,
+        DEV_SHARE_MEMORY, /* dev_proc.mem_bytes; the family counts share_unit bytes per unit */
+        DEV_SHARE_UTIL,   /* dev_proc.util, percent */
+        DEV_SHARE_ENC,    /* dev_proc.enc, percent */
+        DEV_SHARE_DEC,    /* dev_proc.dec, percent */
+};
+
+struct dev_measure_family {
+        const char *name; /* Prometheus family name: "DCGM_FI_DEV_GPU_TEMP" */
+        enum dev_measure_type type;
+        const char *help; /* HELP text, unit included: "GPU temperature (in C)." */
+        enum dev_share share;
+        double share_unit; /* DEV_SHARE_MEMORY: bytes per unit of the value (MiB: 1048576) */
+        /* names of labels a value carries beyond the unit's (NULL-terminated,
+         * NULL when none): the XID gauge's error code and message */
+        const char *const *value_labels;
+};
+
+struct dev_label {
+        const char *name; /* static */
+        char *value;
+};
+
+struct dev_devnum {
+        unsigned major, minor;
+};
+
+struct dev_proc {
+        unsigned pid;
+        uint64_t mem_bytes;
+        int util, enc, dec; /* percent since the previous sample; -1 unknown */
+};
+
+struct dev_value {
+        bool has;
+        double v;
+        char **labels; /* values of the family's value_labels (strv), or NULL */
+};
+
+struct dev_attr_hints;
+
+/* One measured device, as a sampler found it this time. */
+struct dev_unit {
+        const struct dev_measure_family *families; /* the sampler's table */
+        size_t n_families;
+        const struct dev_attr_hints *hints; /* its family's: where local_names count */
+        char *key; /* unique and stable (a UUID); event counters name it */
+        /* identity labels in exposition order; a consumer adds its host
+         * label before labels[host_at] */
+        struct dev_label *labels;
+        size_t n_labels, host_at;
+        char **names;       /* references any source may use (UUIDs), strv */
+        char **local_names; /* references only the family's own sources use (indices), strv */
+        bool whole;         /* a whole device: "all" names it */
+        struct dev_devnum *devnums; /* device nodes that are this device */
+        size_t n_devnums;
+        struct dev_value *values; /* n_families */
+        bool procs_known; /* the device listed its processes (maybe none) */
+        struct dev_proc *procs;
+        size_t n_procs;
+};
+
+struct dev_sample {
+        struct dev_unit *units;
+        size_t n_units, cap_units;
+};
+
+/* Appends a unit for a sampler with the given table, every value absent;
+ * pointers into the sample move with later adds. */
+struct dev_unit *dev_sample_add(struct dev_sample *s, const struct dev_measure_family *families,
+                                size_t n_families, const struct dev_attr_hints *hints);
+void dev_unit_label(struct dev_unit *u, const char *name, const char *value);
+void dev_unit_set(struct dev_unit *u, size_t family, double v);
+void dev_sample_release(struct dev_sample *s);
+
+struct dev_sampler;
+
+struct dev_sampler_ops {
+        const char *name; /* the family: "nvidia" */
+        const struct dev_measure_family *families;
+        size_t n_families;
+        /* Appends the family's units to out.  Any thread, one call at a time
+         * per sampler.  Returns 0, or -errno (out may hold some units). */
+        int (*sample)(struct dev_sampler *s, struct dev_sample *out);
+        /* Frees s once the last reference is gone. */
+        void (*free)(struct dev_sampler *s);
+};
+
+/* Embedded first in a family's sampler. */
+struct dev_sampler {
+        const struct dev_sampler_ops *ops;
+        atomic_uint refs;
+};
+
+void dev_sampler_init(struct dev_sampler *s, const struct dev_sampler_ops *ops);
+struct dev_sampler *dev_sampler_ref(struct dev_sampler *s);
+/* Any thread; NULL is fine. */
+void dev_sampler_unref(struct dev_sampler *s);
+
+/* An event counter of one device (loop thread).  Metrics exports it as
+ * devlet_<kind>_events_total{<device_label>=<device>, <kind>=<code>}. */
+struct dev_event_count {
+        const char *kind;         /* "xid" */
+        const char *help;         /* the counter's HELP text */
+        const char *device_label; /* "UUID" */
+        const char *device;       /* the unit's key */
+        unsigned long long code;
+        uint64_t count;
+};
+
+/* A range of device numbers that may name the family's devices. */
+struct dev_devnum_range {
+        unsigned major, minor_first, minor_last;
+};
+
+struct dev_attr_hints {
+        /* pod-resources resources whose device IDs may be local names
+         * (prefixes: "nvidia.com/"); IDs of other resources count only
+         * through names */
+        const char *const *resource_prefixes;
+        /* container env vars that list references, comma-separated
+         * ("NVIDIA_VISIBLE_DEVICES"); "all" counts only for privileged
+         * containers (images set it everywhere) */
+        const char *const *env_vars;
+        /* a mount at <dir><reference> names a device */
+        const char *const *mount_dirs;
+        /* CDI devices "<vendor>/<class>=<reference>" of this vendor */
+        const char *cdi_vendor;
+        /* character devices in a container's spec that may be a unit's
+         * (not counted for privileged containers, which get every node) */
+        const struct dev_devnum_range *devnums;
+        size_t n_devnums;
+};
+
+/* The hints of every known family (from the backend table): fills at most
+ * max and returns how many there are. */
+size_t dev_attr_hints_all(const struct dev_attr_hints **out, size_t max);
+
+#endif

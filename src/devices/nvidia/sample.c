@@ -1,0 +1,616 @@
+/* The NVML sampler behind metrics (see sample.h).
+ *
+ * Calls go through the backend's one NVML table (nvml-lib.c), whose
+ * metric-only entry points are optional: a missing one leaves its family
+ * absent.  Each sample walks the inventory's GPUs (and, on a GPU in MIG
+ * mode, its MIG devices as they are now), reads the telemetry, memory and
+ * the running processes, and each process's SM, encoder and decoder
+ * utilisation since the previous sample.  NVML's buffers are bounded
+ * (MAX_PROCS processes per device).  Runs on the collector thread only,
+ * one sample at a time; the last-XID table is the only state the loop
+ * writes, under the mutex.  Never logs above debug. */
+#include "devices/nvidia/sample.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "devices/nvidia/gpm.h"
+#include "devices/nvidia/nvml-lib.h"
+
+#define MAX_PROCS 4096
+#define MAX_MIGS 64 /* bounds what a broken driver could claim */
+#define MIB (1024.0 * 1024.0)
+#define NVIDIA_MAJOR 195
+#define NVIDIA_GPU_MINOR_LAST 253 /* 254 is nvidia-modeset, 255 nvidiactl */
+
+/* dcgm-exporter's families, in its default order. */
+enum nv_field {
+        F_SM_CLOCK,
+        F_MEM_CLOCK,
+        F_MEMORY_TEMP,
+        F_GPU_TEMP,
+        F_POWER_USAGE,
+        F_TOTAL_ENERGY,
+        F_PCIE_REPLAY,
+        F_GPU_UTIL,
+        F_MEM_COPY_UTIL,
+        F_ENC_UTIL,
+        F_DEC_UTIL,
+        F_XID,
+        F_FB_FREE,
+        F_FB_USED,
+        F_FB_RESERVED,
+        F_NVLINK_BANDWIDTH,
+        F_REMAP_UNCORRECTABLE,
+        F_REMAP_CORRECTABLE,
+        F_REMAP_FAILURE,
+        F_CLOCKS_EVENT_REASONS,
+        /* profiling: GPM (Hopper on); PCIe and NVLink rates on older GPUs too */
+        F_PROF_GR_ENGINE,
+        F_PROF_SM_ACTIVE,
+        F_PROF_SM_OCCUPANCY,
+        F_PROF_TENSOR,
+        F_PROF_DRAM,
+        F_PROF_FP64,
+        F_PROF_FP32,
+        F_PROF_FP16,
+        F_PROF_PCIE_TX,
+        F_PROF_PCIE_RX,
+        F_PROF_NVLINK_TX,
+        F_PROF_NVLINK_RX,
+        F_COUNT
+};
+
+static const char *const xid_labels[] = { "err_code", "err_msg", NULL };
+
+#define G DEV_MEASURE_GAUGE
+#define C DEV_MEASURE_COUNTER
+static const struct dev_measure_family families[F_COUNT] = {
+        [F_SM_CLOCK] = { "DCGM_FI_DEV_SM_CLOCK", G, "SM clock frequency (in MHz).", 0, 0, NULL },
+        [F_MEM_CLOCK] = { "DCGM_FI_DEV_MEM_CLOCK", G, "Memory clock frequency (in MHz).", 0, 0, NULL },
+        [F_MEMORY_TEMP] = { "DCGM_FI_DEV_MEMORY_TEMP", G, "Memory temperature (in C).", 0, 0, NULL },
+        [F_GPU_TEMP] = { "DCGM_FI_DEV_GPU_TEMP", G, "GPU temperature (in C).", 0, 0, NULL },
+        [F_POWER_USAGE] = { "DCGM_FI_DEV_POWER_USAGE", G, "Power draw (in W).", 0, 0, NULL },
+        [F_TOTAL_ENERGY] = { "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", C,
+                             "Total energy consumption since boot (in mJ).", 0, 0, NULL },
+        [F_PCIE_REPLAY] = { "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", C, "Total number of PCIe retries.", 0, 0,
+                            NULL },
+        [F_GPU_UTIL] = { "DCGM_FI_DEV_GPU_UTIL", G, "GPU utilization (in %).", DEV_SHARE_UTIL, 0, NULL },
+        [F_MEM_COPY_UTIL] = { "DCGM_FI_DEV_MEM_COPY_UTIL", G, "Memory utilization (in %).", 0, 0, NULL },
+        [F_ENC_UTIL] = { "DCGM_FI_DEV_ENC_UTIL", G, "Encoder utilization (in %).", DEV_SHARE_ENC, 0, NULL },
+        [F_DEC_UTIL] = { "DCGM_FI_DEV_DEC_UTIL", G, "Decoder utilization (in %).", DEV_SHARE_DEC, 0, NULL },
+        [F_XID] = { "DCGM_FI_DEV_XID_ERRORS", G, "Value of the last XID error encountered.", 0, 0,
+                    xid_labels },
+        [F_FB_FREE] = { "DCGM_FI_DEV_FB_FREE", G, "Framebuffer memory free (in MiB).", 0, 0, NULL },
+        [F_FB_USED] = { "DCGM_FI_DEV_FB_USED", G, "Framebuffer memory used (in MiB).", DEV_SHARE_MEMORY,
+                        MIB, NULL },
+        [F_FB_RESERVED] = { "DCGM_FI_DEV_FB_RESERVED", G, "Framebuffer memory reserved (in MiB).", 0, 0,
+                            NULL },
+        [F_NVLINK_BANDWIDTH] = { "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", C,
+                                 "Total number of NVLink bandwidth counters for all lanes.", 0, 0, NULL },
+        [F_REMAP_UNCORRECTABLE] = { "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", C,
+                                    "Number of remapped rows for uncorrectable errors.", 0, 0, NULL },
+        [F_REMAP_CORRECTABLE] = { "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", C,
+                                  "Number of remapped rows for correctable errors.", 0, 0, NULL },
+        [F_REMAP_FAILURE] = { "DCGM_FI_DEV_ROW_REMAP_FAILURE", G, "Whether remapping of rows has failed.",
+                              0, 0, NULL },
+        [F_CLOCKS_EVENT_REASONS] = { "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", G,
+                                     "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*).",
+                                     0, 0, NULL },
+        [F_PROF_GR_ENGINE] = { "DCGM_FI_PROF_GR_ENGINE_ACTIVE", G,
+                               "Ratio of time the graphics engine is active.", 0, 0, NULL },
+        [F_PROF_SM_ACTIVE] = { "DCGM_FI_PROF_SM_ACTIVE", G,
+                               "The ratio of cycles an SM has at least 1 warp assigned.", 0, 0, NULL },
+        [F_PROF_SM_OCCUPANCY] = { "DCGM_FI_PROF_SM_OCCUPANCY", G,
+                                  "The ratio of number of warps resident on an SM.", 0, 0, NULL },
+        [F_PROF_TENSOR] = { "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", G,
+                            "Ratio of cycles the tensor (HMMA) pipe is active.", 0, 0, NULL },
+        [F_PROF_DRAM] = { "DCGM_FI_PROF_DRAM_ACTIVE", G,
+                          "Ratio of cycles the device memory interface is active sending or receiving data.",
+                          0, 0, NULL },
+        [F_PROF_FP64] = { "DCGM_FI_PROF_PIPE_FP64_ACTIVE", G, "Ratio of cycles the fp64 pipes are active.",
+                          0, 0, NULL },
+        [F_PROF_FP32] = { "DCGM_FI_PROF_PIPE_FP32_ACTIVE", G, "Ratio of cycles the fp32 pipes are active.",
+                          0, 0, NULL },
+        [F_PROF_FP16] = { "DCGM_FI_PROF_PIPE_FP16_ACTIVE", G, "Ratio of cycles the fp16 pipes are active.",
+                          0, 0, NULL },
+        [F_PROF_PCIE_TX] = { "DCGM_FI_PROF_PCIE_TX_BYTES", G,
+                             "The rate of data transmitted over the PCIe bus - including both protocol "
+                             "headers and data payloads - in bytes per second.", 0, 0, NULL },
+        [F_PROF_PCIE_RX] = { "DCGM_FI_PROF_PCIE_RX_BYTES", G,
+                             "The rate of data received over the PCIe bus - including both protocol "
+                             "headers and data payloads - in bytes per second.", 0, 0, NULL },
+        [F_PROF_NVLINK_TX] = { "DCGM_FI_PROF_NVLINK_TX_BYTES", G,
+                               "The number of bytes of active NvLink tx (transmit) data including both "
+                               "header and payload.", 0, 0, NULL },
+        [F_PROF_NVLINK_RX] = { "DCGM_FI_PROF_NVLINK_RX_BYTES", G,
+                               "The number of bytes of active NvLink rx (read) data including both header "
+                               "and payload.", 0, 0, NULL },
+};
+
+/* GPM's metrics in the families' units: ratios from percentages, bytes/s
+ * from MiB/s. */
+static const struct {
+        enum nv_field field;
+        double scale;
+} gpm_to_family[GPM_COUNT] = {
+        [GPM_GRAPHICS] = { F_PROF_GR_ENGINE, 0.01 }, [GPM_SM] = { F_PROF_SM_ACTIVE, 0.01 },
+        [GPM_OCCUPANCY] = { F_PROF_SM_OCCUPANCY, 0.01 }, [GPM_TENSOR] = { F_PROF_TENSOR, 0.01 },
+        [GPM_DRAM] = { F_PROF_DRAM, 0.01 }, [GPM_FP64] = { F_PROF_FP64, 0.01 },
+        [GPM_FP32] = { F_PROF_FP32, 0.01 }, [GPM_FP16] = { F_PROF_FP16, 0.01 },
+        [GPM_PCIE_TX] = { F_PROF_PCIE_TX, MIB }, [GPM_PCIE_RX] = { F_PROF_PCIE_RX, MIB },
+        [GPM_NVLINK_TX] = { F_PROF_NVLINK_TX, MIB }, [GPM_NVLINK_RX] = { F_PROF_NVLINK_RX, MIB },
+};
+#undef G
+#undef C
+
+static const char *const resource_prefixes[] = { "nvidia.com/", NULL };
+static const char *const env_vars[] = { "NVIDIA_VISIBLE_DEVICES", NULL };
+static const char *const mount_dirs[] = { "/var/run/nvidia-container-devices/",
+                                          "/run/nvidia-container-devices/", NULL };
+static const struct dev_devnum_range devnums[] = { { NVIDIA_MAJOR, 0, NVIDIA_GPU_MINOR_LAST } };
+
+const struct dev_attr_hints nvidia_attr_hints = {
+        .resource_prefixes = resource_prefixes,
+        .env_vars = env_vars,
+        .mount_dirs = mount_dirs,
+        .cdi_vendor = "nvidia.com",
+        .devnums = devnums,
+        .n_devnums = ARRAY_SIZE(devnums),
+};
+
+struct nv_gpu {
+        unsigned index;
+        nvmlDevice_t handle;
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+        char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* NVML's "00000000:3B:00.0" */
+        int minor;
+        bool gpm; /* GPU Performance Monitoring works */
+        unsigned long long last_util_ts; /* newest process-utilisation sample seen */
+        /* NVLink data counters (KiB) at the previous sample, for their rates */
+        unsigned long long nvl_tx, nvl_rx, nvl_at_us;
+};
+
+struct nvidia_sampler {
+        struct dev_sampler base;
+        struct nvml_lib *lib;
+        char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+        struct nv_gpu *gpus;
+        size_t n_gpus;
+        struct nvidia_gpm *gpm;
+        nvmlProcessInfo_t *proc_buf;
+        nvmlProcessUtilizationSample_t *util_buf;
+
+        pthread_mutex_t mu; /* guards last_xid */
+        unsigned long long *last_xid; /* per GPU; 0: none */
+};
+
+/* ---- one device ---- */
+
+struct nv_unit {
+        struct dev_unit *u;
+        nvmlDevice_t handle;
+};
+
+static void set(struct dev_unit *u, enum nv_field f, double v)
+{
+        dev_unit_set(u, f, v);
+}
+
+static void sample_memory(const struct nvml_lib *l, struct dev_unit *u, nvmlDevice_t h)
+{
+        nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
+        if (l->memory_info_v2 && l->memory_info_v2(h, &m2) == NVML_SUCCESS) {
+                /* NVML counts reserved memory in "used" or apart depending on
+                 * the driver; total - free - reserved is the allocated memory
+                 * either way */
+                unsigned long long taken = m2.total - m2.free;
+                unsigned long long used = taken >= m2.reserved ? taken - m2.reserved : m2.used;
+                set(u, F_FB_FREE, (double)(m2.free / (1024 * 1024)));
+                set(u, F_FB_USED, (double)(used / (1024 * 1024)));
+                set(u, F_FB_RESERVED, (double)(m2.reserved / (1024 * 1024)));
+                return;
+        }
+        nvmlMemory_t m;
+        if (l->memory_info(h, &m) == NVML_SUCCESS) {
+                set(u, F_FB_FREE, (double)(m.free / (1024 * 1024)));
+                set(u, F_FB_USED, (double)(m.used / (1024 * 1024)));
+        }
+}
+
+static unsigned long long now_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
+}
+
+/* Without GPM, the NVLink rates from the data counters (KiB) between two
+ * samples. */
+static void nvlink_rates(struct nv_gpu *g, struct dev_unit *u, unsigned long long tx,
+                         unsigned long long rx)
+{
+        unsigned long long now = now_us();
+        if (!g->gpm && g->nvl_at_us && now > g->nvl_at_us && tx >= g->nvl_tx && rx >= g->nvl_rx) {
+                double secs = (double)(now - g->nvl_at_us) / 1e6;
+                set(u, F_PROF_NVLINK_TX, (double)(tx - g->nvl_tx) * 1024.0 / secs);
+                set(u, F_PROF_NVLINK_RX, (double)(rx - g->nvl_rx) * 1024.0 / secs);
+        }
+        g->nvl_tx = tx;
+        g->nvl_rx = rx;
+        g->nvl_at_us = now;
+}
+
+/* DCGM_FI_PROF_*: from GPM where the GPU has it, else the PCIe rates NVML
+ * keeps for every GPU (the NVLink ones come with the field values). */
+static void sample_profiling(struct nvidia_sampler *s, struct dev_unit *u, struct nv_gpu *g, int gi)
+{
+        const struct nvml_lib *l = s->lib;
+        if (g->gpm) {
+                double v[GPM_COUNT];
+                bool has[GPM_COUNT];
+                if (nvidia_gpm_measure(s->gpm, g->handle, g->index, gi, v, has))
+                        for (size_t i = 0; i < GPM_COUNT; i++)
+                                if (has[i])
+                                        set(u, gpm_to_family[i].field, v[i] * gpm_to_family[i].scale);
+                return;
+        }
+        unsigned kbps;
+        if (gi < 0 && l->pcie_throughput) {
+                if (l->pcie_throughput(g->handle, NVML_PCIE_UTIL_TX_BYTES, &kbps) == NVML_SUCCESS)
+                        set(u, F_PROF_PCIE_TX, kbps * 1024.0);
+                if (l->pcie_throughput(g->handle, NVML_PCIE_UTIL_RX_BYTES, &kbps) == NVML_SUCCESS)
+                        set(u, F_PROF_PCIE_RX, kbps * 1024.0);
+        }
+}
+
+static void sample_telemetry(const struct nvml_lib *l, struct dev_unit *u, nvmlDevice_t h,
+                             struct nv_gpu *g)
+{
+        unsigned v, period;
+        unsigned long long ull;
+        if (l->clock && l->clock(h, NVML_CLOCK_SM, &v) == NVML_SUCCESS)
+                set(u, F_SM_CLOCK, v);
+        if (l->clock && l->clock(h, NVML_CLOCK_MEM, &v) == NVML_SUCCESS)
+                set(u, F_MEM_CLOCK, v);
+        if (l->temperature && l->temperature(h, NVML_TEMPERATURE_GPU, &v) == NVML_SUCCESS)
+                set(u, F_GPU_TEMP, v);
+        if (l->power && l->power(h, &v) == NVML_SUCCESS)
+                set(u, F_POWER_USAGE, v / 1000.0);
+        if (l->energy && l->energy(h, &ull) == NVML_SUCCESS)
+                set(u, F_TOTAL_ENERGY, (double)ull);
+        if (l->pcie_replay && l->pcie_replay(h, &v) == NVML_SUCCESS)
+                set(u, F_PCIE_REPLAY, v);
+        nvmlUtilization_t util;
+        if (l->utilization && l->utilization(h, &util) == NVML_SUCCESS) {
+                set(u, F_GPU_UTIL, util.gpu);
+                set(u, F_MEM_COPY_UTIL, util.memory);
+        }
+        if (l->encoder_util && l->encoder_util(h, &v, &period) == NVML_SUCCESS)
+                set(u, F_ENC_UTIL, v);
+        if (l->decoder_util && l->decoder_util(h, &v, &period) == NVML_SUCCESS)
+                set(u, F_DEC_UTIL, v);
+        if (l->clocks_event_reasons && l->clocks_event_reasons(h, &ull) == NVML_SUCCESS)
+                set(u, F_CLOCKS_EVENT_REASONS, (double)ull);
+        unsigned cor, unc, pending, failure;
+        if (l->remapped_rows && l->remapped_rows(h, &cor, &unc, &pending, &failure) == NVML_SUCCESS) {
+                set(u, F_REMAP_CORRECTABLE, cor);
+                set(u, F_REMAP_UNCORRECTABLE, unc);
+                set(u, F_REMAP_FAILURE, failure ? 1 : 0);
+        }
+        if (l->field_values) {
+                /* scope UINT_MAX: NVLink counters summed over every link */
+                nvmlFieldValue_t f[3] = {
+                        { .fieldId = NVML_FI_DEV_MEMORY_TEMP },
+                        { .fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, .scopeId = ~0U },
+                        { .fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, .scopeId = ~0U },
+                };
+                if (l->field_values(h, 3, f) == NVML_SUCCESS) {
+                        if (f[0].nvmlReturn == NVML_SUCCESS)
+                                set(u, F_MEMORY_TEMP,
+                                    f[0].valueType == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                                            ? (double)f[0].value.ullVal
+                                            : (double)f[0].value.uiVal);
+                        if (f[1].nvmlReturn == NVML_SUCCESS && f[2].nvmlReturn == NVML_SUCCESS) {
+                                set(u, F_NVLINK_BANDWIDTH,
+                                    (double)(f[1].value.ullVal + f[2].value.ullVal));
+                                if (g)
+                                        nvlink_rates(g, u, f[1].value.ullVal, f[2].value.ullVal);
+                        }
+                }
+        }
+}
+
+/* One kind of process list into u's (pids already there are merged). */
+static void list_procs(struct nvidia_sampler *s, struct dev_unit *u, nvmlDevice_t h, bool graphics)
+{
+        const struct nvml_lib *l = s->lib;
+        NVML_FN(nvmlDeviceGetComputeRunningProcesses_v3) v3 = graphics ? l->graphics_procs : l->compute_procs;
+        NVML_FN(nvmlDeviceGetComputeRunningProcesses) v1 = graphics ? l->graphics_procs_v1 : l->compute_procs_v1;
+        unsigned count = MAX_PROCS;
+        nvmlReturn_t r;
+        size_t stride;
+        if (v3) {
+                r = v3(h, &count, s->proc_buf);
+                stride = sizeof(nvmlProcessInfo_t);
+        } else if (v1) {
+                r = v1(h, &count, (nvmlProcessInfo_v1_t *)s->proc_buf);
+                stride = sizeof(nvmlProcessInfo_v1_t);
+        } else {
+                return;
+        }
+        if (r != NVML_SUCCESS || count > MAX_PROCS)
+                return;
+        u->procs_known = true;
+        for (unsigned i = 0; i < count; i++) {
+                nvmlProcessInfo_v1_t p;
+                memcpy(&p, (const char *)s->proc_buf + (size_t)i * stride, sizeof(p));
+                /* NVML reports NVML_VALUE_NOT_AVAILABLE (all ones) without permission */
+                uint64_t mem = p.usedGpuMemory == ~0ULL ? 0 : p.usedGpuMemory;
+                bool merged = false;
+                for (size_t k = 0; k < u->n_procs && !merged; k++) {
+                        if (u->procs[k].pid == p.pid) {
+                                u->procs[k].mem_bytes += mem;
+                                merged = true;
+                        }
+                }
+                if (merged)
+                        continue;
+                u->procs = xrealloc(u->procs, (u->n_procs + 1) * sizeof(*u->procs));
+                u->procs[u->n_procs++] =
+                        (struct dev_proc){ .pid = p.pid, .mem_bytes = mem, .util = -1, .enc = -1, .dec = -1 };
+        }
+}
+
+static int pct(unsigned v)
+{
+        return (int)(v > 100 ? 100 : v);
+}
+
+/* Utilisation per process since the last sample (whole GPUs only). */
+static void proc_utilization(struct nvidia_sampler *s, struct dev_unit *u, struct nv_gpu *g)
+{
+        if (!s->lib->process_util || u->n_procs == 0)
+                return;
+        unsigned count = MAX_PROCS;
+        if (s->lib->process_util(g->handle, s->util_buf, &count, g->last_util_ts) != NVML_SUCCESS ||
+            count > MAX_PROCS)
+                return;
+        unsigned long long newest = g->last_util_ts;
+        _cleanup_free_ unsigned long long *seen = xcalloc(u->n_procs, sizeof(*seen));
+        for (unsigned i = 0; i < count; i++) {
+                const nvmlProcessUtilizationSample_t *smp = &s->util_buf[i];
+                if (smp->timeStamp > newest)
+                        newest = smp->timeStamp;
+                for (size_t k = 0; k < u->n_procs; k++) {
+                        struct dev_proc *p = &u->procs[k];
+                        /* several samples of one process: the newest counts */
+                        if (p->pid != smp->pid || (p->util >= 0 && smp->timeStamp < seen[k]))
+                                continue;
+                        p->util = pct(smp->smUtil);
+                        p->enc = pct(smp->encUtil);
+                        p->dec = pct(smp->decUtil);
+                        seen[k] = smp->timeStamp;
+                }
+        }
+        g->last_util_ts = newest;
+}
+
+/* The GPU instance's profile from a MIG device's name, "<GPU name> MIG
+ * 1g.10gb"; a compute instance's "1c.3g.40gb" names its GPU instance's
+ * "3g.40gb" (DCGM reports per GPU instance). */
+static void mig_profile(const char *name, char *out, size_t size)
+{
+        const char *p = strstr(name, " MIG ");
+        p = p ? p + 5 : "";
+        const char *q = p;
+        while (*q >= '0' && *q <= '9')
+                q++;
+        if (q > p && q[0] == 'c' && q[1] == '.')
+                p = q + 2;
+        snprintf(out, size, "%s", p);
+}
+
+/* dcgm-exporter's label order; the host label goes before the driver's. */
+static void unit_labels(struct nvidia_sampler *s, struct dev_unit *u, const struct nv_gpu *g,
+                        const char *profile, const unsigned *gi)
+{
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%u", g->index);
+        dev_unit_label(u, "gpu", buf);
+        dev_unit_label(u, "UUID", g->uuid);
+        dev_unit_label(u, "pci_bus_id", g->bus_id);
+        snprintf(buf, sizeof(buf), "nvidia%u", g->index);
+        dev_unit_label(u, "device", buf);
+        dev_unit_label(u, "modelName", g->name);
+        if (profile) {
+                dev_unit_label(u, "GPU_I_PROFILE", profile);
+                snprintf(buf, sizeof(buf), "%u", *gi);
+                dev_unit_label(u, "GPU_I_ID", buf);
+        }
+        u->host_at = u->n_labels;
+        if (s->driver[0])
+                dev_unit_label(u, "DCGM_FI_DRIVER_VERSION", s->driver);
+}
+
+static void sample_migs(struct nvidia_sampler *s, struct dev_sample *out, struct nv_gpu *g)
+{
+        const struct nvml_lib *l = s->lib;
+        if (!l->mig_handle_by_index || !l->max_mig_devices)
+                return;
+        unsigned max = 0;
+        if (l->max_mig_devices(g->handle, &max) != NVML_SUCCESS)
+                return;
+        for (unsigned j = 0; j < max && j < MAX_MIGS; j++) {
+                nvmlDevice_t mh;
+                if (l->mig_handle_by_index(g->handle, j, &mh) != NVML_SUCCESS)
+                        continue;
+                char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
+                if (l->uuid(mh, uuid, sizeof(uuid)) != NVML_SUCCESS)
+                        uuid[0] = '\0';
+                char mig_name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "", profile[NVML_PROFILE_MAX] = "";
+                if (l->name(mh, mig_name, sizeof(mig_name)) == NVML_SUCCESS)
+                        mig_profile(mig_name, profile, sizeof(profile));
+                unsigned gi = 0, ci = 0;
+                if (l->gpu_instance_id && l->gpu_instance_id(mh, &gi) != NVML_SUCCESS)
+                        gi = 0;
+                if (l->compute_instance_id && l->compute_instance_id(mh, &ci) != NVML_SUCCESS)
+                        ci = 0;
+
+                struct dev_unit *u = dev_sample_add(out, families, F_COUNT, &nvidia_attr_hints);
+                unit_labels(s, u, g, profile, &gi);
+                u->key = xstrdup(uuid);
+                if (uuid[0])
+                        u->names = strv_push(u->names, uuid);
+                char ref[NVML_DEVICE_UUID_V2_BUFFER_SIZE + 32];
+                snprintf(ref, sizeof(ref), "MIG-%s/%u/%u", g->uuid, gi, ci); /* before R470 */
+                u->names = strv_push(u->names, ref);
+                snprintf(ref, sizeof(ref), "%u:%u", g->index, j);
+                u->local_names = strv_push(u->local_names, ref);
+                sample_profiling(s, u, g, (int)gi);
+                sample_memory(l, u, mh);
+                list_procs(s, u, mh, false);
+                list_procs(s, u, mh, true);
+        }
+}
+
+static int nv_sample(struct dev_sampler *ds, struct dev_sample *out)
+{
+        struct nvidia_sampler *s = (struct nvidia_sampler *)ds;
+        const struct nvml_lib *l = s->lib;
+        for (size_t i = 0; i < s->n_gpus; i++) {
+                struct nv_gpu *g = &s->gpus[i];
+                char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+                if (l->uuid(g->handle, uuid, sizeof(uuid)) != NVML_SUCCESS)
+                        continue; /* lost: nothing to say about it */
+                struct dev_unit *u = dev_sample_add(out, families, F_COUNT, &nvidia_attr_hints);
+                unit_labels(s, u, g, NULL, NULL);
+                u->key = xstrdup(g->uuid);
+                u->names = strv_push(u->names, g->uuid);
+                char ref[16];
+                snprintf(ref, sizeof(ref), "%u", g->index);
+                u->local_names = strv_push(u->local_names, ref);
+                u->whole = true;
+                if (g->minor >= 0) {
+                        u->devnums = xcalloc(1, sizeof(*u->devnums));
+                        u->devnums[0] = (struct dev_devnum){ NVIDIA_MAJOR, (unsigned)g->minor };
+                        u->n_devnums = 1;
+                }
+                sample_telemetry(l, u, g->handle, g);
+                sample_memory(l, u, g->handle);
+                pthread_mutex_lock(&s->mu);
+                unsigned long long xid = s->last_xid[g - s->gpus];
+                pthread_mutex_unlock(&s->mu);
+                set(u, F_XID, (double)xid);
+                char code[24];
+                snprintf(code, sizeof(code), "%llu", xid);
+                u->values[F_XID].labels = strv_push(strv_push(NULL, code), nvidia_xid_text(xid));
+                unsigned mode = 0, pending = 0;
+                bool mig = l->mig_mode && l->mig_mode(g->handle, &mode, &pending) == NVML_SUCCESS &&
+                           mode == NVML_DEVICE_MIG_ENABLE;
+                if (!mig)
+                        sample_profiling(s, u, g, -1);
+                if (mig) {
+                        sample_migs(s, out, g);
+                        continue;
+                }
+                u = &out->units[out->n_units - 1];
+                list_procs(s, u, g->handle, false);
+                list_procs(s, u, g->handle, true);
+                proc_utilization(s, u, g);
+        }
+        return 0;
+}
+
+static void nv_free(struct dev_sampler *ds)
+{
+        struct nvidia_sampler *s = (struct nvidia_sampler *)ds;
+        nvidia_gpm_free(s->gpm);
+        s->lib->shutdown();
+        nvml_lib_close(s->lib);
+        pthread_mutex_destroy(&s->mu);
+        free(s->gpus);
+        free(s->last_xid);
+        free(s->proc_buf);
+        free(s->util_buf);
+        free(s);
+}
+
+static const struct dev_sampler_ops nv_sampler_ops = {
+        .name = "nvidia",
+        .families = families,
+        .n_families = F_COUNT,
+        .sample = nv_sample,
+        .free = nv_free,
+};
+
+int nvidia_sampler_new(struct nvml_lib *lib, const struct nvml_inventory *inv,
+                       struct dev_sampler **out, char **err)
+{
+        nvmlReturn_t r = lib->init(); /* NVML counts: paired with nv_free's shutdown */
+        if (r != NVML_SUCCESS) {
+                *err = xasprintf("nvmlInit failed: %s", nvml_lib_strerror(lib, r));
+                return -EIO;
+        }
+        struct nvidia_sampler *s = xcalloc(1, sizeof(*s));
+        dev_sampler_init(&s->base, &nv_sampler_ops);
+        s->lib = nvml_lib_ref(lib);
+        snprintf(s->driver, sizeof(s->driver), "%s", inv->driver_version);
+        s->gpus = xcalloc(inv->n_gpus + 1, sizeof(*s->gpus));
+        s->last_xid = xcalloc(inv->n_gpus + 1, sizeof(*s->last_xid));
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                const struct nvml_gpu *ig = &inv->gpus[i];
+                struct nv_gpu *g = &s->gpus[s->n_gpus++];
+                memset(g, 0, sizeof(*g));
+                g->index = ig->index;
+                g->handle = ig->lost ? NULL : ig->handle;
+                g->minor = ig->minor;
+                g->gpm = ig->gpm;
+                snprintf(g->uuid, sizeof(g->uuid), "%s", ig->uuid);
+                snprintf(g->name, sizeof(g->name), "%s", ig->name);
+                nvmlPciInfo_t pci;
+                if (g->handle && nvml_lib_pci_info(lib, g->handle, &pci) == NVML_SUCCESS)
+                        snprintf(g->bus_id, sizeof(g->bus_id), "%s", pci.busId);
+                if (!g->handle || !g->uuid[0])
+                        s->n_gpus--; /* lost at start: never measured */
+        }
+        pthread_mutex_init(&s->mu, NULL);
+        /* the first GPM sample of every target now, so that the first
+         * collection already has an interval */
+        s->gpm = nvidia_gpm_new(lib);
+        for (size_t i = 0; i < s->n_gpus; i++) {
+                const struct nvml_gpu *ig = &inv->gpus[s->gpus[i].index];
+                double v[GPM_COUNT];
+                bool has[GPM_COUNT];
+                if (!s->gpus[i].gpm)
+                        continue;
+                if (!ig->mig_enabled)
+                        nvidia_gpm_measure(s->gpm, s->gpus[i].handle, s->gpus[i].index, -1, v, has);
+                for (size_t k = 0; k < ig->n_migs; k++)
+                        nvidia_gpm_measure(s->gpm, s->gpus[i].handle, s->gpus[i].index, (int)ig->migs[k].gi,
+                                           v, has);
+        }
+        s->proc_buf = xcalloc(MAX_PROCS, sizeof(*s->proc_buf));
+        s->util_buf = xcalloc(MAX_PROCS, sizeof(*s->util_buf));
+        *out = &s->base;
+        return 0;
+}
+
+void nvidia_sampler_note_xid(struct dev_sampler *ds, size_t gpu, unsigned long long xid)
+{
+        struct nvidia_sampler *s = (struct nvidia_sampler *)ds;
+        if (!s)
+                return;
+        pthread_mutex_lock(&s->mu);
+        for (size_t i = 0; i < s->n_gpus; i++)
+                if (s->gpus[i].index == gpu)
+                        s->last_xid[i] = xid;
+        pthread_mutex_unlock(&s->mu);
+}

@@ -1,0 +1,99 @@
+/* dcgm-exporter's counters CSV (`--collectors FILE`): which device
+ * families to export, so an operator's existing file selects the same
+ * families here.
+ *
+ * One family per line, "FIELD, type, help"; '#' starts a comment line,
+ * blank lines are skipped.  The type is gauge, counter, histogram or label
+ * (label rows name label fields, e.g. DCGM_FI_DRIVER_VERSION, and select
+ * no family).  The file is read once (at most 1 MiB) on the loop when
+ * metrics start; a malformed line is an error with its line number.  Pure
+ * apart from that one read; never logs. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/xalloc.h"
+#include "metrics/metrics.h"
+
+#define COUNTERS_MAX_BYTES (1024 * 1024)
+
+static char *trim(char *s)
+{
+        while (isspace((unsigned char)*s))
+                s++;
+        size_t n = strlen(s);
+        while (n > 0 && isspace((unsigned char)s[n - 1]))
+                s[--n] = '\0';
+        return s;
+}
+
+static bool valid_name(const char *s)
+{
+        if (!*s || !(isalpha((unsigned char)*s) || *s == '_'))
+                return false;
+        for (; *s; s++)
+                if (!isalnum((unsigned char)*s) && *s != '_')
+                        return false;
+        return true;
+}
+
+int metrics_counters_parse(const char *text, const char *path, char ***out, char **err)
+{
+        _cleanup_free_ char *copy = xstrdup(text);
+        char **names = NULL;
+        unsigned line = 0;
+        char *save = NULL;
+        for (char *l = copy; l; l = save) {
+                char *nl = strchr(l, '\n');
+                save = nl ? nl + 1 : NULL;
+                if (nl)
+                        *nl = '\0';
+                line++;
+                char *s = trim(l);
+                if (!*s || *s == '#')
+                        continue;
+                char *c1 = strchr(s, ',');
+                char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+                if (!c1 || !c2) {
+                        *err = xasprintf("%s:%u: want \"field, type, help\"", path, line);
+                        strv_free(names);
+                        return -EINVAL;
+                }
+                *c1 = *c2 = '\0';
+                char *field = trim(s), *type = trim(c1 + 1);
+                if (!valid_name(field)) {
+                        *err = xasprintf("%s:%u: invalid field name \"%s\"", path, line, field);
+                        strv_free(names);
+                        return -EINVAL;
+                }
+                if (strcmp(type, "label") == 0)
+                        continue;
+                if (strcmp(type, "gauge") != 0 && strcmp(type, "counter") != 0 &&
+                    strcmp(type, "histogram") != 0) {
+                        *err = xasprintf("%s:%u: unknown type \"%s\" (gauge, counter, histogram or label)",
+                                         path, line, type);
+                        strv_free(names);
+                        return -EINVAL;
+                }
+                if (!strv_contains(names, field))
+                        names = strv_push(names, field);
+        }
+        if (!names)
+                names = xcalloc(1, sizeof(*names)); /* a file that selects nothing */
+        *out = names;
+        return 0;
+}
+
+int metrics_counters_load(const char *path, char ***out, char **err)
+{
+        _cleanup_free_ char *text = NULL;
+        int r = fs_read_file(path, COUNTERS_MAX_BYTES, &text, NULL);
+        if (r < 0) {
+                *err = xasprintf("%s: %s", path, strerror(-r));
+                return r;
+        }
+        return metrics_counters_parse(text, path, out, err);
+}
