@@ -21,6 +21,8 @@
  * (inherit) the health of GPUs matched by PCI address: a GPU that failed
  * stays failed with its reason and failure time, and its RAS baseline, so
  * errors counted before the reload are not news after it.
+ * Metrics come from a sampler (metrics.c) that holds its own reference to
+ * the inventory and is told each GPU's health as the loop decides it.
  * Node labels are AMD's labeller's (labels.c); CDI specs are the generic
  * ones, one per resource, whose kinds and names are what Allocate gives.
  * What the operator must see goes to dev_report(), never the log.
@@ -34,6 +36,7 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 #include "devices/amd/internal.h"
+#include "devices/measure.h"
 
 static char *root_normalize(const char *s, const char *dflt)
 {
@@ -52,6 +55,8 @@ static int64_t now_ms(const struct amd_backend *b)
 /* Brings every device in line with its GPU; notifies changed resources. */
 static void health_sync(struct amd_backend *b, bool notify)
 {
+        for (size_t i = 0; i < b->inv->n_gpus; i++)
+                amd_sampler_note_health(b->sampler, i, b->watch[i].bad);
         for (size_t i = 0; i < b->layout.n_res; i++) {
                 struct dev_resource *r = b->layout.res[i];
                 bool changed = false;
@@ -106,6 +111,7 @@ static void backend_free(struct amd_backend *b)
         free(b->ctx.dev_root);
         free(b->ctx.cdi_annotation_prefix);
         free(b->strategy);
+        dev_sampler_unref(b->sampler);
         amd_inventory_free(b->inv);
         free(b);
 }
@@ -209,6 +215,7 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                 *out = NULL;
                 return 0;
         }
+        b->sampler = amd_sampler_new(b->inv);
         b->watch = xcalloc(b->inv->n_gpus + 1, sizeof(*b->watch));
         amd_health_baseline(b->inv, b->watch);
         poll_once(b, false);
@@ -302,6 +309,12 @@ static void amd_labels_op(struct dev_backend *db, const struct devlet_config *cf
         }
 }
 
+static struct dev_sampler *amd_sampler(struct dev_backend *db)
+{
+        struct amd_backend *b = (struct amd_backend *)db;
+        return b->sampler ? dev_sampler_ref(b->sampler) : NULL;
+}
+
 const struct dev_backend_ops amd_backend_ops = {
         .name = "amd",
         .create = amd_create,
@@ -311,6 +324,8 @@ const struct dev_backend_ops amd_backend_ops = {
         .describe = amd_describe,
         .describe_json = amd_describe_json,
         .labels = amd_labels_op,
+        .sampler = amd_sampler,
+        .attr_hints = &amd_attr_hints,
 };
 
 const struct amd_inventory *amd_backend_inventory(struct dev_backend *b)

@@ -153,6 +153,18 @@ struct amd_proc_vram {
  * and *out (heap), at most max entries. */
 size_t amd_proc_vram(const char *sysfs_root, size_t max, struct amd_proc_vram **out);
 
+/* ---- metrics (metrics.c) ---- */
+
+struct dev_sampler;
+struct dev_attr_hints;
+
+/* AMD's exporter families over sysfs, one unit per GPU; holds a reference
+ * to inv.  Any thread may sample it. */
+struct dev_sampler *amd_sampler_new(struct amd_inventory *inv);
+/* The loop's health verdict for gpu, for gpu_health.  NULL s is fine. */
+void amd_sampler_note_health(struct dev_sampler *s, size_t gpu, bool bad);
+extern const struct dev_attr_hints amd_attr_hints;
+
 /* ---- the backend (amd.c), as describe.c reads it ---- */
 
 struct amd_backend {
@@ -166,6 +178,7 @@ struct amd_backend {
         int64_t poll_ms;
         uv_timer_t timer;
         bool timer_on;
+        struct dev_sampler *sampler;
 };
 
 void amd_describe(struct dev_backend *b, FILE *f);
