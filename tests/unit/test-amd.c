@@ -17,6 +17,7 @@
 #include "base/xalloc.h"
 #include "devices/amd/internal.h"
 #include "amd-fixture.h"
+#include "devices/measure.h"
 #include "test-util.h"
 
 static char root[64];
@@ -538,6 +539,67 @@ static void test_sample(void **state)
         amd_inventory_free(inv);
 }
 
+static const struct dev_unit *unit_of(const struct dev_sample *s, const char *key)
+{
+        for (size_t i = 0; i < s->n_units; i++)
+                if (strcmp(s->units[i].key, key) == 0)
+                        return &s->units[i];
+        print_error("no unit %s\n", key);
+        abort();
+}
+
+static size_t family(const struct dev_unit *u, const char *name)
+{
+        for (size_t i = 0; i < u->n_families; i++)
+                if (strcmp(u->families[i].name, name) == 0)
+                        return i;
+        print_error("no family %s\n", name);
+        abort();
+}
+
+static void test_sampler(void **state)
+{
+        _cleanup_free_ char *sys = tree("mi300x-8x-cpx");
+        struct amd_inventory *inv = load(sys);
+        struct dev_sampler *s = amd_sampler_new(inv);
+        amd_inventory_free(inv); /* the sampler keeps its own reference */
+        const struct amd_gpu *g = &inv->gpus[1];
+        _cleanup_free_ char *proc = xasprintf("%s/class/kfd/kfd/proc/777", sys);
+        assert_int_equal(mkdir(proc, 0755), 0);
+        _cleanup_free_ char *v1 = xasprintf("%s/vram_%u", proc, g->parts[2].gpu_id);
+        _cleanup_free_ char *v2 = xasprintf("%s/vram_%u", proc, g->parts[5].gpu_id);
+        write_file(v1, "1048576\n");
+        write_file(v2, "2097152\n");
+        amd_sampler_note_health(s, 6, true);
+
+        struct dev_sample out = { 0 };
+        assert_int_equal(s->ops->sample(s, &out), 0);
+        assert_int_equal(out.n_units, 8);
+        const struct dev_unit *u = unit_of(&out, "0000:22:00.0");
+        /* every ID the plugin hands out for the GPU names it, and every DRM node */
+        assert_int_equal(strv_len(u->names), 8);
+        assert_string_equal(u->names[1], "amdgpu_xcp_7");
+        assert_int_equal(u->n_devnums, 16);
+        assert_int_equal(u->devnums[1].major, 226);
+        assert_int_equal(u->devnums[1].minor, 136);
+        assert_string_equal(u->labels[0].name, "gpu_id");
+        assert_string_equal(u->labels[0].value, "1");
+        assert_string_equal(u->labels[u->host_at].name, "gpu_partition_id");
+        /* KFD's per-process VRAM over the GPU's partitions, one process */
+        assert_true(u->procs_known);
+        assert_int_equal(u->n_procs, 1);
+        assert_int_equal(u->procs[0].pid, 777);
+        assert_int_equal(u->procs[0].mem_bytes, 3 << 20);
+        assert_true(u->values[family(u, "gpu_used_vram")].has);
+        assert_false(u->values[family(u, "gpu_edge_temperature")].has);
+        assert_int_equal((int)u->values[family(u, "gpu_health")].v, 1);
+        const struct dev_unit *six = unit_of(&out, "0000:bf:00.0");
+        assert_int_equal((int)six->values[family(six, "gpu_health")].v, 0);
+        assert_int_equal(six->n_procs, 0);
+        dev_sample_release(&out);
+        dev_sampler_unref(s);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_root, teardown_root)
 
 int main(void)
@@ -557,6 +619,7 @@ int main(void)
                 T(test_health_ignore),
                 T(test_labels),
                 T(test_sample),
+                T(test_sampler),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
