@@ -120,3 +120,33 @@ def test_prometheus_scrapes_amd_gpus(devlet, dirs, podres):
         raise
     finally:
         prom.stop()
+
+
+def test_container_with_a_render_node_is_attributed(devlet, dirs):
+    """A container the kubelet never told us about, given GPU 1's render node
+    (AMD's Allocate gives the DRM nodes; a hand-run container can too): its
+    OCI spec's device numbers (char 226) attribute GPU 1 to it."""
+    from metrics_sim import PODMAN_STATE_DIRS, busybox_rootfs, cri_annotations, podman_rm, podman_start
+    with open(ROOT / "tests" / "mock-amd" / "profiles" / "mi210-pair.yaml") as f:
+        p = yaml.safe_load(f)
+    sysfs = os.path.join(dirs.run, "sys")
+    m = gen_sysfs.generate(p, sysfs, dirs.run, mknod=True)
+    render = m["gpus"][1]["devices"][0]["render"]
+    d = devlet(args=["--backends", "amd", "--sysfs-root", sysfs, "--dev-root", dirs.run,
+                     "--metrics-address", "127.0.0.1:0", "--collect-interval", "100",
+                     "--pod-resources-socket", os.path.join(dirs.run, "none.sock"),
+                     "--container-state-dirs", ",".join(PODMAN_STATE_DIRS)],
+               env={"NODE_NAME": NODE})
+    port = metrics_port(d)
+    rootfs = busybox_rootfs(os.path.join(dirs.root, "rootfs"))
+    cid = podman_start(rootfs, "--device", f"{dirs.run}/dev/dri/renderD{render}:/dev/dri/renderD{render}",
+                       *cri_annotations("gpu-team", "hand-run", "rocm"))
+    try:
+        samples = wait_samples(port, lambda s: s if select(s, "gpu_gfx_activity", gpu_id="1", pod="hand-run")
+                               else None, WAIT, "GPU 1 attributed to the container")
+        (lab, _), = select(samples, "gpu_gfx_activity", gpu_id="1")
+        assert (lab["namespace"], lab["container"]) == ("gpu-team", "rocm")
+        for gpu in ("0", "2", "3"):
+            assert all("pod" not in lab for lab, _ in select(samples, "gpu_gfx_activity", gpu_id=gpu))
+    finally:
+        podman_rm(cid)
