@@ -3,14 +3,17 @@
 #   make check    every test: unit (plain and ASan+UBSan), integration, fuzz smoke
 #   make demo     run the main job on the embedded demo setup, as a transcript
 #   make bench    print the benchmark table
-#   make fuzz     build the libFuzzer targets (clang)
+#   make fuzz     build the libFuzzer targets (clang); fuzz-long runs each for
+#                 FUZZ_LONG_TIME seconds
+#   make soak     long-running proofs (kubelet restarts, a million Allocates, a
+#                 reload storm, the attacks), bounded in time, one line each
 # Variables: BUILD (output dir), CC, SAN=1 (ASan+UBSan build).
 
 BUILD ?= build
 CC ?= gcc
 PYTHON ?= /usr/bin/python3
 PKG_CONFIG ?= pkg-config
-PKGS := libuv libnghttp2 libprotobuf-c yaml-0.1 jansson libmicrohttpd
+PKGS := libuv libnghttp2 libprotobuf-c yaml-0.1 jansson
 
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0)
 
@@ -55,7 +58,8 @@ TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 BENCH_SRC := $(wildcard bench/bench-*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all check unit integration asan fuzz fuzz-smoke demo bench clean deps deps-build py
+.PHONY: all check unit integration asan fuzz fuzz-smoke fuzz-long fuzz-merge soak demo bench clean deps \
+	deps-build py
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -124,7 +128,8 @@ integration: all py
 
 FUZZ_SRC := $(wildcard fuzz/fuzz-*.c)
 FUZZ_BIN := $(patsubst fuzz/%.c,build-fuzz/%,$(FUZZ_SRC))
-FUZZ_TIME ?= 10
+FUZZ_TIME ?= 5
+FUZZ_LONG_TIME ?= 300
 
 fuzz:
 	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" \
@@ -135,11 +140,29 @@ fuzz-bins: $(FUZZ_BIN)
 build-fuzz/fuzz-%: fuzz/fuzz-%.c $(LIB)
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(LIB) $(LIBS)
 
+# Each target for SECONDS on its corpus in the repo (fuzz/corpus/NAME, read
+# only; what it finds goes to build-fuzz/corpus-NAME), one line of figures
+# per target; fails if any target found a crash, leak or timeout.
+FUZZ_RUN = fail=0; for f in $(FUZZ_BIN); do n=$$(basename $$f); \
+	mkdir -p fuzz/corpus/$$n build-fuzz/corpus-$$n; \
+	$$f -max_total_time=$$secs -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+		build-fuzz/corpus-$$n fuzz/corpus/$$n > build-fuzz/$$n.log 2>&1 || { fail=1; tail -n 30 build-fuzz/$$n.log; }; \
+	printf '%-22s %10s executions in %ss, corpus %s inputs, peak RSS %s MB\n' $$n \
+		"$$(sed -n 's/^stat::number_of_executed_units: *//p' build-fuzz/$$n.log)" $$secs \
+		"$$(ls build-fuzz/corpus-$$n fuzz/corpus/$$n | grep -cv -e '^$$' -e ':$$')" \
+		"$$(sed -n 's/^stat::peak_rss_mb: *//p' build-fuzz/$$n.log)"; done; exit $$fail
+
 fuzz-smoke: fuzz
-	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p fuzz/corpus/$$n build-fuzz/corpus-$$n; \
-		echo "== $$n ($(FUZZ_TIME)s)"; \
-		$$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 -artifact_prefix=build-fuzz/ \
-			build-fuzz/corpus-$$n fuzz/corpus/$$n 2>&1 | tail -n 2; done
+	@secs=$(FUZZ_TIME); $(FUZZ_RUN)
+
+# every target for FUZZ_LONG_TIME seconds (default 300); `make fuzz-merge`
+# then folds what they found into the corpus kept in the repo
+fuzz-long: fuzz
+	@secs=$(FUZZ_LONG_TIME); $(FUZZ_RUN)
+
+fuzz-merge: fuzz
+	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \
+		$$f -merge=1 fuzz/corpus/$$n build-fuzz/corpus-$$n 2>&1 | tail -n 1; done
 
 # integration runs last, so the run closes with pytest's summary line
 check: deps
@@ -147,6 +170,11 @@ check: deps
 	$(MAKE) asan
 	$(MAKE) fuzz-smoke
 	$(MAKE) integration
+
+# bounded in time (a few minutes); SOAK_ARGS e.g. "--only http,idle --restarts 100"
+soak: deps
+	$(MAKE) all py
+	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/soak.py $(SOAK_ARGS)
 
 demo: deps
 	$(MAKE) all py

@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         if (size < 1)
                 return 0;
-        grpc_server_feed_for_fuzzing(methods, sizeof(methods) / sizeof(methods[0]), data + 1,
+        grpc_server_feed_for_fuzzing(methods, sizeof(methods) / sizeof(methods[0]), NULL, data + 1,
                                      size - 1, data[0]);
         return 0;
 }

@@ -17,7 +17,7 @@ int cmd_load_config(int argc, char **argv, struct devlet_config **out, int *argi
         if (r < 0) {
                 char buf[1024];
                 fprintf(stderr, "devlet %s: %s\n", argv[0], config_diag_format(&diag, buf, sizeof(buf)));
-                return r == -EINVAL ? EXIT_USAGE : 1;
+                return EXIT_USAGE; /* whatever the cause: the file, a flag or a value */
         }
         /* `run` logs its warnings itself, with the rest of its log */
         if (strcmp(argv[0], "run") != 0)

@@ -1,4 +1,10 @@
-/* Bounded reads and atomic writes. */
+/* Bounded reads and atomic writes.
+ *
+ * Every read opens with O_NONBLOCK and checks with fstat that the path is a
+ * regular file before reading: a path a user or a ConfigMap controls can be
+ * swapped for a FIFO, whose blocking open or read would freeze the caller's
+ * loop.  sysfs and /proc attributes are regular files, so readers of those
+ * are covered too. */
 #include "base/fs.h"
 
 #include <errno.h>
@@ -12,11 +18,31 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 
-int fs_read_file(const char *path, size_t max, char **out, size_t *len)
+int fs_open_regular(const char *path)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (fd < 0)
                 return -errno;
+        struct stat st;
+        int r = fstat(fd, &st) < 0 ? -errno : S_ISREG(st.st_mode) ? 0
+                                            : S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
+const char *fs_strerror(int r)
+{
+        return r == -EINVAL ? "not a regular file" : strerror(-r);
+}
+
+int fs_read_file(const char *path, size_t max, char **out, size_t *len)
+{
+        _cleanup_close_ int fd = fs_open_regular(path);
+        if (fd < 0)
+                return fd;
         size_t cap = 4096, n = 0;
         _cleanup_free_ char *buf = xmalloc(cap + 1);
         for (;;) {
@@ -47,9 +73,9 @@ int fs_read_file(const char *path, size_t max, char **out, size_t *len)
 
 int fs_read_line(const char *path, char *buf, size_t size)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int fd = fs_open_regular(path);
         if (fd < 0)
-                return -errno;
+                return fd;
         ssize_t r = read(fd, buf, size - 1);
         if (r < 0)
                 return -errno;

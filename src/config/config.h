@@ -48,8 +48,12 @@ struct hostdev_usb_cfg {
         char *serial;  /* NULL = any */
 };
 
+/* the one bound on a group's count, checked by the config module only: the
+ * backend trusts a loaded config */
+#define HOSTDEV_COUNT_MAX 65536
+
 struct hostdev_group_cfg {
-        unsigned count; /* containers that may hold one instance at once; >= 1 */
+        unsigned count; /* containers that may hold one instance at once; 1..HOSTDEV_COUNT_MAX */
         struct hostdev_path_cfg *paths;
         size_t n_paths;
         struct hostdev_usb_cfg *usb;

@@ -19,7 +19,6 @@
 #include "config/sections.h"
 
 #define DEVICES_MAX 1024
-#define GROUP_COUNT_MAX 100000
 #define NAME_MAX_LEN 63
 
 /* ---- names ---- */
@@ -243,7 +242,7 @@ static int parse_group(struct config_walk *w, const struct config_node *n, const
                 return r;
 
         out->count = 1;
-        if ((r = config_walk_uint(w, n, "count", path, 1, GROUP_COUNT_MAX, &out->count, NULL)) < 0)
+        if ((r = config_walk_uint(w, n, "count", path, 1, HOSTDEV_COUNT_MAX, &out->count, NULL)) < 0)
                 return r;
 
         if ((r = config_walk_list(w, n, "paths", path, &paths)) < 0)

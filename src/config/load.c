@@ -246,7 +246,7 @@ static int load_file(struct devlet_config *cfg, const char *path, struct config_
         if (r == -EFBIG)
                 return config_diag_set(diag, path, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
         if (r < 0) {
-                config_diag_set(diag, path, 0, 0, "cannot read: %s", strerror(-r));
+                config_diag_set(diag, path, 0, 0, "cannot read: %s", fs_strerror(r));
                 return r;
         }
         return config_parse_yaml(path, data, len, cfg, diag);

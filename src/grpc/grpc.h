@@ -109,6 +109,41 @@ void grpc_server_free(struct grpc_server *s);
 
 size_t grpc_server_connections(const struct grpc_server *s);
 
+/* What one server lets its peers hold; 0 keeps a field's default.  Nothing a
+ * peer does can make the server exceed them, and the kubelet (one connection,
+ * one ListAndWatch stream) is never the one that pays:
+ * - at max_conns (default 128) a new connection closes the one idle the
+ *   longest (no open stream); with none idle, it waits for a slot;
+ * - max_streams (default 100) is SETTINGS_MAX_CONCURRENT_STREAMS;
+ * - at max_calls over all connections (default 1024), a new stream resets the
+ *   oldest stream of the connection holding the most;
+ * - a connection without an open stream for idle_ms (default 5 min) gets a
+ *   GOAWAY and is closed. */
+struct grpc_server_limits {
+        unsigned max_conns;
+        unsigned max_streams;
+        unsigned max_calls;
+        unsigned idle_ms;
+};
+
+/* Applies to connections accepted from now on (max_streams) and at once
+ * (the rest). */
+void grpc_server_set_limits(struct grpc_server *s, const struct grpc_server_limits *l);
+
+/* A framed message that many streams can share (reference counted). */
+struct grpc_msg;
+/* NULL if len > GRPC_MAX_MESSAGE. */
+struct grpc_msg *grpc_msg_new(const uint8_t *msg, size_t len);
+void grpc_msg_unref(struct grpc_msg *m);
+
+/* Server-streaming where each message supersedes the ones before (full
+ * snapshots): queues m, taking a reference, in place of any message the
+ * peer has not begun to receive.  A stream thus holds at most two messages
+ * (one partly sent, the latest) however slowly its peer reads, and a message
+ * sent to many streams is stored once.  Returns 0 or -ECONNRESET if the
+ * stream is already gone. */
+int grpc_call_send_latest(struct grpc_call *call, struct grpc_msg *m);
+
 /* Server-streaming: sends one message.  Returns 0, or -ECONNRESET if the
  * stream is already gone, -EMSGSIZE if len > GRPC_MAX_MESSAGE, -ENOBUFS if
  * the peer is not reading and too much output is already queued for it. */

@@ -88,8 +88,8 @@ void h2_ignore_sigpipe(void)
 
 void h2_io_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
-        struct h2_io *io = h2_container_of(handle, struct h2_io, pipe);
-        *buf = uv_buf_init((char *)io->rbuf, sizeof(io->rbuf));
+        static _Thread_local uint8_t rbuf[H2_READ_BUF];
+        *buf = uv_buf_init((char *)rbuf, sizeof(rbuf));
 }
 
 struct h2_chunk *h2_chunk_new(const uint8_t *msg, size_t len)

@@ -33,7 +33,6 @@ struct h2_io {
         /* runs after each write request completes (also with UV_ECANCELED
          * while the pipe closes); may be NULL */
         void (*on_written)(struct h2_io *io);
-        uint8_t rbuf[H2_READ_BUF];
 };
 
 /* Serializes pending nghttp2 output into write requests on io->pipe until
@@ -51,7 +50,10 @@ static inline const char *h2_strerror(int r)
  * SIGPIPE to ignored if it is at its default (which would kill the process). */
 void h2_ignore_sigpipe(void);
 
-/* uv_alloc_cb handing out io->rbuf; the handle must be an h2_io's pipe. */
+/* uv_alloc_cb handing out one read buffer per thread, shared by every
+ * connection: read callbacks hand the bytes to nghttp2_session_mem_recv
+ * before they return, so no connection needs a buffer of its own while it
+ * waits (an idle connection costs its session and little else). */
 void h2_io_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
 
 static inline nghttp2_nv h2_nv(const char *name, const char *value)

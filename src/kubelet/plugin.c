@@ -21,6 +21,8 @@
 #include "base/xalloc.h"
 #include "deviceplugin.pb-c.h"
 #include "grpc/grpc.h"
+#include "grpc/server-fuzz.h"
+#include "kubelet/plugin-fuzz.h"
 
 #define REGISTER_TIMEOUT_MS 10000
 #define BACKOFF_FIRST_MS 250
@@ -137,9 +139,13 @@ static void on_resource_change(struct dev_resource *r, void *ud)
         _cleanup_free_ uint8_t *buf = NULL;
         size_t len;
         snapshot_pack(r, &buf, &len);
-        for (struct law_stream *s = p->streams; s; s = s->next)
-                if (grpc_call_send(s->call, buf, len) == 0)
+        /* one copy for every stream; a stream whose peer is slow keeps only
+         * the latest snapshot, each being complete */
+        struct grpc_msg *m = grpc_msg_new(buf, len);
+        for (struct law_stream *s = p->streams; m && s; s = s->next)
+                if (grpc_call_send_latest(s->call, m) == 0)
                         p->stats.snapshots++;
+        grpc_msg_unref(m);
         log_info("kubelet", "devices changed resource=%s devices=%zu healthy=%zu streams=%s",
                  r->name, r->n_devices, dev_resource_healthy(r), p->streams ? "yes" : "none");
 }
@@ -151,8 +157,13 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
         _cleanup_free_ uint8_t *buf = NULL;
         size_t n;
         snapshot_pack(p->res, &buf, &n);
-        if (grpc_call_send(call, buf, n) < 0) {
-                grpc_call_finish(call, GRPC_STATUS_UNAVAILABLE, "stream closed");
+        struct grpc_msg *m = grpc_msg_new(buf, n);
+        int r = m ? grpc_call_send_latest(call, m) : -EMSGSIZE;
+        grpc_msg_unref(m);
+        if (r < 0) {
+                grpc_call_finish(call, r == -EMSGSIZE ? GRPC_STATUS_RESOURCE_EXHAUSTED
+                                                      : GRPC_STATUS_UNAVAILABLE,
+                                 "%s", r == -EMSGSIZE ? "snapshot too large" : "stream closed");
                 return;
         }
         p->stats.snapshots++;
@@ -390,6 +401,18 @@ static const struct grpc_method plugin_methods[] = {
         { "/v1beta1.DevicePlugin/Allocate", false, handle_allocate },
         { "/v1beta1.DevicePlugin/PreStartContainer", false, handle_prestart },
 };
+
+/* ---- fuzzing hook (kubelet/plugin-fuzz.h) ---- */
+
+int plugin_feed_for_fuzzing(struct dev_resource *res, const uint8_t *data, size_t len, size_t chunk)
+{
+        struct plugin_server p = { .res = res };
+        int r = grpc_server_feed_for_fuzzing(plugin_methods, ARRAY_SIZE(plugin_methods), &p, data,
+                                             len, chunk);
+        while (p.streams) /* only if a stream outlived its connection: a bug */
+                law_unlink(p.streams);
+        return r;
+}
 
 /* ---- socket ---- */
 

@@ -1,42 +1,107 @@
-/* The metrics endpoint on libmicrohttpd (see http.h).
+/* The metrics endpoint: a small HTTP/1.1 server on a libuv loop of its own,
+ * run by its own thread (see http.h).
  *
- * MHD runs its own polling thread (MHD_USE_INTERNAL_POLLING_THREAD); the
- * access handler runs there and does nothing but take references to the
- * store's latest snapshots and hand MHD an I/O vector over them, so a
- * scrape copies nothing and never waits for a collection.
- * Limits: 64 connections (16 per client address), 16 KiB of memory per
- * connection (headers beyond that are refused by MHD), 10 s idle timeout;
- * request bodies are never read.  MHD's own messages go to debug logging.
- * Never touches the loop or a device library. */
+ * Requests are GET or HEAD with no body; a handler only takes references to
+ * the store's latest snapshots (or reads its heartbeat and readiness), so a
+ * response is ready at once and is written straight from the published text
+ * by one uv_write, without a copy.  While a response is being written the
+ * connection is not read: pipelined requests wait in its buffer and are
+ * answered in order once the previous response is out.
+ *
+ * The port is reachable from every pod, so nothing a client does may keep a
+ * slot, and /health must always get one:
+ * - a request must arrive whole within HTTP_REQUEST_MS of the connection's
+ *   start or of its previous response (a fixed deadline, not an inactivity
+ *   timeout that each byte restarts), and fit in HTTP_REQUEST_MAX bytes;
+ * - a response must be written within HTTP_WRITE_MS;
+ * - a newcomer is always accepted: past HTTP_PER_SOURCE connections from its
+ *   address, or max_conns in all (HTTP_MAX_CONNS, less where the fd limit
+ *   is lower), it closes the connection that matters least among those past
+ *   their first HTTP_GRACE_MS: a keep-alive connection waiting for its next
+ *   request, else the oldest unfinished request, else the oldest response
+ *   being written (among its own address's when that is the one over its
+ *   share).  Connections in their grace period are closed only at twice the
+ *   limit, oldest first.  An attacker's slow connections thus make way for
+ *   a probe, whose request takes a millisecond, and an attacker who
+ *   reconnects at once cannot push the probe out either: its own
+ *   reconnections are the ones in their grace period.
+ *
+ * Never touches devlet's loop or NVML; never logs above debug (the caller
+ * logs start-up failures). */
 #include "metrics/http.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <stdarg.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
-#include <microhttpd.h>
+#include <uv.h>
 
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 
-#define HTTP_CONNECTION_LIMIT 64
-#define HTTP_PER_IP_LIMIT 16
-#define HTTP_CONNECTION_MEMORY (16 * 1024)
-#define HTTP_TIMEOUT_S 10
+#define HTTP_MAX_CONNS 1024
+#define HTTP_PER_SOURCE 16
+#define HTTP_GRACE_MS 250
+/* file descriptors left to the rest of devlet when sizing max_conns */
+#define HTTP_FD_RESERVE 256
+#define HTTP_REQUEST_MAX 8192
+#define HTTP_REQUEST_MS 5000
+#define HTTP_WRITE_MS 30000
+/* after the last response of a closing connection: reads are drained this
+ * long, so that unread request bytes do not turn our close into a reset
+ * that could destroy the response on its way */
+#define HTTP_LINGER_MS 2000
+#define HTTP_BACKLOG 511
+
+enum conn_state {
+        CONN_IDLE,    /* keep-alive, nothing of the next request yet */
+        CONN_READING, /* part of a request */
+        CONN_WRITING, /* a response in flight */
+        CONN_LINGER,  /* last response sent, our side shut down, draining */
+        CONN_CLOSING,
+};
+
+struct http_conn {
+        uv_tcp_t tcp; /* first: handle callbacks cast back */
+        uv_timer_t timer;
+        struct metrics_http *h;
+        struct http_conn *prev, *next;
+        enum conn_state state;
+        uint64_t since;    /* loop time the state began */
+        uint64_t accepted; /* loop time of the accept */
+        unsigned char source[16]; /* peer address, IPv4 as v4-mapped IPv6 */
+        bool keep_alive;
+        char *buf; /* request bytes not yet handled */
+        size_t len, cap;
+        unsigned handles;
+};
+
+struct http_write {
+        uv_write_t req;
+        struct http_conn *c;
+        char *head;
+        struct held_snaps *held; /* NULL unless /metrics */
+};
 
 struct metrics_http {
-        struct MHD_Daemon *mhd;
+        uv_loop_t loop;
+        uv_tcp_t listener;
+        uv_async_t stop;
+        pthread_t thread;
         struct metrics_store *store;
         uint64_t health_max_age_ms;
         uint16_t port;
+        struct http_conn *conns; /* newest first */
+        size_t n_conns, max_conns;
 };
 
 int metrics_http_parse_address(const char *address, char **host, uint16_t *port)
@@ -75,122 +140,521 @@ int metrics_http_parse_address(const char *address, char **host, uint16_t *port)
         return 0;
 }
 
-static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *text,
-                                  const char *allow)
+/* ---- connections ---- */
+
+static void conn_on_closed(uv_handle_t *handle)
 {
-        struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text,
-                                                                 MHD_RESPMEM_PERSISTENT);
-        if (!r)
-                return MHD_NO;
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
-        if (allow)
-                MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
-        enum MHD_Result ret = MHD_queue_response(c, status, r);
-        MHD_destroy_response(r);
-        return ret;
+        struct http_conn *c = handle->data;
+        if (--c->handles > 0)
+                return;
+        free(c->buf);
+        free(c);
 }
 
-/* The references a /metrics response holds until MHD is done sending. */
+static void conn_close(struct http_conn *c)
+{
+        if (c->state == CONN_CLOSING)
+                return;
+        c->state = CONN_CLOSING;
+        struct metrics_http *h = c->h;
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                h->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        h->n_conns--;
+        uv_close((uv_handle_t *)&c->tcp, conn_on_closed);
+        uv_close((uv_handle_t *)&c->timer, conn_on_closed);
+}
+
+static void conn_on_deadline(uv_timer_t *t)
+{
+        struct http_conn *c = t->data;
+        log_trace("metrics", "http: deadline passed, closing state=%d", (int)c->state);
+        conn_close(c);
+}
+
+static void conn_set_state(struct http_conn *c, enum conn_state state, uint64_t deadline_ms)
+{
+        c->state = state;
+        c->since = uv_now(&c->h->loop);
+        uv_timer_start(&c->timer, conn_on_deadline, deadline_ms, 0);
+}
+
+/* Which connection a newcomer closes: lower is closed first. */
+static int evict_rank(const struct http_conn *c, uint64_t now)
+{
+        int young = now - c->accepted < HTTP_GRACE_MS;
+        int state = c->state == CONN_IDLE || c->state == CONN_LINGER ? 0
+                    : c->state == CONN_READING                      ? 1
+                                                                    : 2;
+        return young * 3 + state;
+}
+
+/* Closes the connection that matters least among those from source (NULL:
+ * among all): idle keep-alive first, then the oldest request, then the
+ * oldest response; one in its grace period only if hard. */
+static void evict_one(struct metrics_http *h, const unsigned char *source, bool hard)
+{
+        uint64_t now = uv_now(&h->loop);
+        struct http_conn *victim = NULL;
+        for (struct http_conn *c = h->conns; c; c = c->next) {
+                if (source && memcmp(c->source, source, sizeof(c->source)) != 0)
+                        continue;
+                if (!hard && now - c->accepted < HTTP_GRACE_MS)
+                        continue;
+                int r = evict_rank(c, now), v = victim ? evict_rank(victim, now) : 0;
+                if (!victim || r < v || (r == v && c->since <= victim->since))
+                        victim = c;
+        }
+        if (victim) {
+                log_trace("metrics", "http: making room, closing a connection state=%d",
+                          (int)victim->state);
+                conn_close(victim);
+        }
+}
+
+static size_t source_count(const struct metrics_http *h, const unsigned char *source)
+{
+        size_t n = 0;
+        for (const struct http_conn *c = h->conns; c; c = c->next)
+                n += memcmp(c->source, source, sizeof(c->source)) == 0;
+        return n;
+}
+
+static void peer_source(uv_tcp_t *tcp, unsigned char out[16])
+{
+        struct sockaddr_storage ss;
+        int len = sizeof(ss);
+        memset(out, 0, 16);
+        if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) < 0)
+                return;
+        if (ss.ss_family == AF_INET6) {
+                memcpy(out, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+        } else if (ss.ss_family == AF_INET) {
+                out[10] = out[11] = 0xff;
+                memcpy(out + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+        }
+}
+
+/* ---- responses ---- */
+
+/* The references a /metrics response holds until it is written. */
 struct held_snaps {
         const struct metrics_snap *snaps[METRICS_SLOTS];
 };
 
-static void release_snaps(void *cls)
+static void held_free(struct held_snaps *held)
 {
-        struct held_snaps *held = cls;
+        if (!held)
+                return;
         for (size_t i = 0; i < METRICS_SLOTS; i++)
                 metrics_snap_unref(held->snaps[i]);
         free(held);
 }
 
-/* Sends the published snapshots themselves (an I/O vector over them, the
- * references dropped when MHD frees the response): no copy per scrape. */
-static enum MHD_Result reply_metrics(struct metrics_http *h, struct MHD_Connection *c)
+static const char *status_text(unsigned status)
 {
-        struct held_snaps *held = xcalloc(1, sizeof(*held));
-        metrics_store_get(h->store, held->snaps);
-        size_t total = 0;
-        for (size_t i = 0; i < METRICS_SLOTS; i++)
-                total += held->snaps[i] ? held->snaps[i]->n_chunks : 0;
-        _cleanup_free_ struct MHD_IoVec *iov = xcalloc(total + 1, sizeof(*iov));
-        unsigned n = 0;
-        for (size_t i = 0; i < METRICS_SLOTS; i++) {
-                for (size_t k = 0; held->snaps[i] && k < held->snaps[i]->n_chunks; k++) {
-                        const struct metrics_chunk *ch = &held->snaps[i]->chunks[k];
-                        if (ch->len > 0)
-                                iov[n++] = (struct MHD_IoVec){ ch->data, ch->len };
-                }
+        switch (status) {
+        case 200: return "OK";
+        case 400: return "Bad Request";
+        case 404: return "Not Found";
+        case 405: return "Method Not Allowed";
+        case 431: return "Request Header Fields Too Large";
+        case 501: return "Not Implemented";
+        case 503: return "Service Unavailable";
+        default: return "Error";
         }
-        /* MHD copies the vector itself, not the bytes it points at */
-        struct MHD_Response *r = MHD_create_response_from_iovec(iov, n, release_snaps, held);
-        if (!r) {
-                release_snaps(held);
-                return MHD_NO;
-        }
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, METRICS_CONTENT_TYPE);
-        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-        MHD_destroy_response(r);
-        return ret;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *upload,
-                                  size_t *upload_size, void **con_cls)
-{
-        struct metrics_http *h = cls;
-        bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
-        bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-        if (!get && !head)
-                return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n", "GET, HEAD");
-        if (strcmp(url, "/metrics") == 0)
-                return reply_metrics(h, c);
-        if (strcmp(url, "/health") == 0) {
-                if (metrics_store_healthy(h->store, h->health_max_age_ms))
-                        return reply_text(c, MHD_HTTP_OK, "ok", NULL);
-                return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "event loop stalled", NULL);
-        }
-        return reply_text(c, MHD_HTTP_NOT_FOUND, "not found; try /metrics\n", NULL);
-}
+static void conn_handle_buffered(struct http_conn *c);
+static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
 
-__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
+static void conn_on_shutdown(uv_shutdown_t *req, int status)
 {
-        if (!log_enabled(LOG_DEBUG))
+        struct http_conn *c = req->data;
+        free(req);
+        if (status < 0 || c->state == CONN_CLOSING) {
+                conn_close(c);
                 return;
-        _cleanup_free_ char *msg = xvasprintf(fmt, ap);
-        size_t n = strlen(msg);
-        while (n > 0 && msg[n - 1] == '\n')
-                msg[--n] = '\0';
-        log_debug("metrics", "http: %s", msg);
+        }
+        conn_set_state(c, CONN_LINGER, HTTP_LINGER_MS);
+        c->len = 0;
+        if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read) < 0)
+                conn_close(c);
 }
 
-/* Resolves host (numeric or a name such as localhost) for binding. */
-static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
+static void conn_on_written(uv_write_t *req, int status)
 {
+        struct http_write *w = (struct http_write *)req; /* req is its first member */
+        struct http_conn *c = w->c;
+        free(w->head);
+        held_free(w->held);
+        free(w);
+        if (c->state == CONN_CLOSING)
+                return;
+        if (status < 0 || !c->keep_alive) {
+                uv_shutdown_t *sd = xcalloc(1, sizeof(*sd));
+                sd->data = c;
+                if (status < 0 || uv_shutdown(sd, (uv_stream_t *)&c->tcp, conn_on_shutdown) < 0) {
+                        free(sd);
+                        conn_close(c);
+                }
+                return;
+        }
+        conn_set_state(c, c->len ? CONN_READING : CONN_IDLE, HTTP_REQUEST_MS);
+        conn_handle_buffered(c); /* a pipelined request, if one is whole */
+        if (c->state != CONN_WRITING && c->state != CONN_CLOSING &&
+            uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read) < 0)
+                conn_close(c);
+}
+
+/* Queues one response: head, then the body bytes unless HEAD.  The
+ * connection is not read until it is written. */
+static void respond(struct http_conn *c, unsigned status, bool head_only, const char *ctype,
+                    const char *text, struct held_snaps *held, const char *extra)
+{
+        uv_buf_t bufs[1 + 64];
+        size_t nb = 1, body = 0;
+        if (held) {
+                for (size_t i = 0; i < METRICS_SLOTS; i++)
+                        for (size_t k = 0; held->snaps[i] && k < held->snaps[i]->n_chunks; k++)
+                                body += held->snaps[i]->chunks[k].len;
+        } else {
+                body = strlen(text);
+        }
+        struct http_write *w = xcalloc(1, sizeof(*w));
+        w->c = c;
+        w->held = held;
+        w->head = xasprintf("HTTP/1.1 %u %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
+                            status, status_text(status), ctype, body, extra ? extra : "",
+                            c->keep_alive ? "" : "Connection: close\r\n");
+        bufs[0] = uv_buf_init(w->head, (unsigned)strlen(w->head));
+        uv_buf_t *v = bufs;
+        _cleanup_free_ uv_buf_t *big = NULL;
+        if (!head_only && held) {
+                size_t n = 0;
+                for (size_t i = 0; i < METRICS_SLOTS; i++)
+                        n += held->snaps[i] ? held->snaps[i]->n_chunks : 0;
+                if (1 + n > ARRAY_SIZE(bufs)) {
+                        big = xcalloc(1 + n, sizeof(*big));
+                        big[0] = bufs[0];
+                        v = big;
+                }
+                for (size_t i = 0; i < METRICS_SLOTS; i++)
+                        for (size_t k = 0; held->snaps[i] && k < held->snaps[i]->n_chunks; k++) {
+                                const struct metrics_chunk *ch = &held->snaps[i]->chunks[k];
+                                if (ch->len)
+                                        v[nb++] = uv_buf_init((char *)(uintptr_t)ch->data,
+                                                              (unsigned)ch->len);
+                        }
+        } else if (!head_only && body) {
+                bufs[nb++] = uv_buf_init((char *)(uintptr_t)text, (unsigned)body);
+        }
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        conn_set_state(c, CONN_WRITING, HTTP_WRITE_MS);
+        if (uv_write(&w->req, (uv_stream_t *)&c->tcp, v, (unsigned)nb, conn_on_written) < 0) {
+                free(w->head);
+                held_free(w->held);
+                free(w);
+                conn_close(c);
+        }
+}
+
+static void respond_text(struct http_conn *c, unsigned status, bool head_only, const char *text)
+{
+        respond(c, status, head_only, "text/plain; charset=utf-8", text, NULL,
+                status == 405 ? "Allow: GET, HEAD\r\n" : NULL);
+}
+
+static void route(struct http_conn *c, bool head_only, const char *path, size_t plen)
+{
+        struct metrics_http *h = c->h;
+#define IS(lit) (plen == sizeof(lit) - 1 && memcmp(path, lit, plen) == 0)
+        if (IS("/metrics")) {
+                struct held_snaps *held = xcalloc(1, sizeof(*held));
+                metrics_store_get(h->store, held->snaps);
+                respond(c, 200, head_only, METRICS_CONTENT_TYPE, NULL, held, NULL);
+        } else if (IS("/health")) {
+                if (metrics_store_healthy(h->store, h->health_max_age_ms))
+                        respond_text(c, 200, head_only, "ok");
+                else
+                        respond_text(c, 503, head_only, "event loop stalled");
+        } else if (IS("/ready")) {
+                if (!metrics_store_healthy(h->store, h->health_max_age_ms))
+                        respond_text(c, 503, head_only, "event loop stalled");
+                else if (metrics_store_ready(h->store))
+                        respond_text(c, 200, head_only, "ok");
+                else
+                        respond_text(c, 503, head_only,
+                                     "not every resource is registered with the kubelet");
+        } else {
+                respond_text(c, 404, head_only, "not found; try /metrics\n");
+        }
+#undef IS
+}
+
+/* ---- requests ---- */
+
+/* Case-insensitive: does the comma-separated value hold token? */
+static bool has_token(const char *v, size_t len, const char *token)
+{
+        size_t tl = strlen(token);
+        for (size_t i = 0; i < len;) {
+                while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+                        i++;
+                size_t s = i;
+                while (i < len && v[i] != ',')
+                        i++;
+                size_t e = i;
+                while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t' || v[e - 1] == '\r'))
+                        e--;
+                if (e - s == tl && strncasecmp(v + s, token, tl) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* Handles one whole request of n bytes (headers included) at c->buf. */
+static void handle_request(struct http_conn *c, const char *req, size_t n)
+{
+        const char *end = req + n;
+        const char *eol = memchr(req, '\n', n);
+        const char *sp1 = memchr(req, ' ', (size_t)(eol - req));
+        const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
+        c->keep_alive = false;
+        if (!sp1 || !sp2) {
+                respond_text(c, 400, false, "bad request line\n");
+                return;
+        }
+        size_t vlen = (size_t)(eol - sp2 - 1);
+        if (vlen && sp2[vlen] == '\r')
+                vlen--;
+        bool v11 = vlen == 8 && memcmp(sp2 + 1, "HTTP/1.1", 8) == 0;
+        bool v10 = vlen == 8 && memcmp(sp2 + 1, "HTTP/1.0", 8) == 0;
+        if (!v10 && !v11) {
+                respond_text(c, 400, false, "HTTP/1.0 or HTTP/1.1 only\n");
+                return;
+        }
+        bool keep = v11, body = false;
+        for (const char *line = eol + 1; line < end;) {
+                const char *le = memchr(line, '\n', (size_t)(end - line));
+                if (!le)
+                        le = end;
+                const char *colon = memchr(line, ':', (size_t)(le - line));
+                if (colon) {
+                        size_t nl = (size_t)(colon - line);
+                        const char *v = colon + 1;
+                        size_t vl = (size_t)(le - v);
+#define NAME(lit) (nl == sizeof(lit) - 1 && strncasecmp(line, lit, nl) == 0)
+                        if (NAME("Connection")) {
+                                if (has_token(v, vl, "close"))
+                                        keep = false;
+                                else if (has_token(v, vl, "keep-alive"))
+                                        keep = true;
+                        } else if (NAME("Transfer-Encoding")) {
+                                body = true;
+                        } else if (NAME("Content-Length")) {
+                                for (size_t i = 0; i < vl; i++)
+                                        if (v[i] >= '1' && v[i] <= '9')
+                                                body = true;
+                        }
+#undef NAME
+                }
+                line = le + 1;
+        }
+        size_t mlen = (size_t)(sp1 - req);
+        bool get = mlen == 3 && memcmp(req, "GET", 3) == 0;
+        bool head = mlen == 4 && memcmp(req, "HEAD", 4) == 0;
+        /* bodies are never read: after one, where the next request starts
+         * is unknown, so such a connection closes */
+        c->keep_alive = keep && !body;
+        if (!get && !head) {
+                respond_text(c, 405, false, "method not allowed\n");
+                return;
+        }
+        if (body) {
+                respond_text(c, 400, head, "request bodies are not accepted\n");
+                return;
+        }
+        const char *path = sp1 + 1;
+        size_t plen = (size_t)(sp2 - path);
+        const char *q = memchr(path, '?', plen);
+        if (q)
+                plen = (size_t)(q - path);
+        route(c, head, path, plen);
+}
+
+/* Answers the first request in the buffer if it is whole. */
+static void conn_handle_buffered(struct http_conn *c)
+{
+        size_t skip = 0; /* blank lines before a request are ignored (RFC 9112 2.2) */
+        while (skip < c->len && (c->buf[skip] == '\r' || c->buf[skip] == '\n'))
+                skip++;
+        if (skip) {
+                memmove(c->buf, c->buf + skip, c->len - skip);
+                c->len -= skip;
+        }
+        if (c->len == 0)
+                return;
+        /* the header block ends at an empty line (CRLF CRLF, or bare LFs) */
+        size_t end = 0;
+        for (size_t i = 0; i + 1 < c->len && !end; i++) {
+                if (c->buf[i] != '\n')
+                        continue;
+                if (c->buf[i + 1] == '\n')
+                        end = i + 2;
+                else if (c->buf[i + 1] == '\r' && i + 2 < c->len && c->buf[i + 2] == '\n')
+                        end = i + 3;
+        }
+        if (!end) {
+                if (c->len >= HTTP_REQUEST_MAX) {
+                        c->keep_alive = false;
+                        respond_text(c, 431, false, "request too large\n");
+                }
+                return;
+        }
+        _cleanup_free_ char *req = xstrndup(c->buf, end);
+        memmove(c->buf, c->buf + end, c->len - end);
+        c->len -= end;
+        handle_request(c, req, end);
+}
+
+static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+        static _Thread_local char rbuf[HTTP_REQUEST_MAX];
+        *buf = uv_buf_init(rbuf, sizeof(rbuf));
+}
+
+static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+        struct http_conn *c = stream->data;
+        if (nread == 0 || c->state == CONN_CLOSING)
+                return;
+        if (nread < 0 || c->state == CONN_LINGER) {
+                if (nread < 0)
+                        conn_close(c); /* EOF or error; while lingering, bytes are dropped */
+                return;
+        }
+        size_t n = (size_t)nread;
+        if (c->len + n > HTTP_REQUEST_MAX)
+                n = HTTP_REQUEST_MAX - c->len; /* the rest would not fit anyway */
+        if (c->len + n > c->cap) {
+                c->cap = c->len + n < 512 ? 512 : HTTP_REQUEST_MAX;
+                c->buf = xrealloc(c->buf, c->cap);
+        }
+        memcpy(c->buf + c->len, buf->base, n);
+        c->len += n;
+        if (c->state == CONN_IDLE) {
+                /* the deadline of a whole request keeps running: it started
+                 * when the connection did or the previous response ended */
+                c->state = CONN_READING;
+                c->since = uv_now(&c->h->loop);
+        }
+        conn_handle_buffered(c);
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+        struct metrics_http *h = listener->data;
+        if (status < 0)
+                return;
+        struct http_conn *c = xcalloc(1, sizeof(*c));
+        c->h = h;
+        uv_tcp_init(&h->loop, &c->tcp);
+        uv_timer_init(&h->loop, &c->timer);
+        c->tcp.data = c;
+        c->timer.data = c;
+        c->handles = 2;
+        if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
+                c->state = CONN_CLOSING;
+                uv_close((uv_handle_t *)&c->tcp, conn_on_closed);
+                uv_close((uv_handle_t *)&c->timer, conn_on_closed);
+                return;
+        }
+        peer_source(&c->tcp, c->source);
+        size_t from_source = source_count(h, c->source);
+        if (from_source >= HTTP_PER_SOURCE)
+                evict_one(h, c->source, from_source >= 2 * HTTP_PER_SOURCE);
+        if (h->n_conns >= h->max_conns)
+                evict_one(h, NULL, h->n_conns >= 2 * h->max_conns);
+        c->accepted = uv_now(&h->loop);
+        c->next = h->conns;
+        if (h->conns)
+                h->conns->prev = c;
+        h->conns = c;
+        h->n_conns++;
+        uv_tcp_nodelay(&c->tcp, 1);
+        conn_set_state(c, CONN_READING, HTTP_REQUEST_MS);
+        if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read) < 0)
+                conn_close(c);
+}
+
+/* max_conns: HTTP_MAX_CONNS, or what the fd limit allows for twice as many
+ * (the hard limit) beside HTTP_FD_RESERVE for the rest of devlet, after
+ * raising the soft fd limit towards the hard one. */
+static size_t conns_limit(void)
+{
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return 64;
+        rlim_t want = 2 * HTTP_MAX_CONNS + HTTP_FD_RESERVE;
+        if (rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (rl.rlim_cur <= HTTP_FD_RESERVE + 2 * 16)
+                return 16;
+        size_t n = (size_t)(rl.rlim_cur - HTTP_FD_RESERVE) / 2;
+        return n < HTTP_MAX_CONNS ? n : HTTP_MAX_CONNS;
+}
+
+/* ---- the thread ---- */
+
+static void on_stop(uv_async_t *a)
+{
+        struct metrics_http *h = a->data;
+        while (h->conns)
+                conn_close(h->conns);
+        uv_close((uv_handle_t *)&h->listener, NULL);
+        uv_close((uv_handle_t *)&h->stop, NULL);
+}
+
+static void *http_thread(void *arg)
+{
+        struct metrics_http *h = arg;
+        uv_run(&h->loop, UV_RUN_DEFAULT);
+        return NULL;
+}
+
+/* Resolves host (numeric or a name such as localhost) for binding; "" is
+ * every address, IPv6 dual stack first. */
+static int bind_listener(struct metrics_http *h, const char *host, uint16_t port)
+{
+        if (!*host) {
+                struct sockaddr_in6 any6;
+                uv_ip6_addr("::", port, &any6);
+                int r = uv_tcp_bind(&h->listener, (const struct sockaddr *)&any6, 0);
+                if (r == 0)
+                        return 0;
+                struct sockaddr_in any4;
+                uv_ip4_addr("0.0.0.0", port, &any4);
+                return uv_tcp_bind(&h->listener, (const struct sockaddr *)&any4, 0);
+        }
         struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                                   .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
         char service[8];
         snprintf(service, sizeof(service), "%u", (unsigned)port);
         struct addrinfo *res = NULL;
-        int r = getaddrinfo(host, service, &hints, &res);
-        if (r != 0)
-                return -EADDRNOTAVAIL;
-        memcpy(ss, res->ai_addr, res->ai_addrlen);
-        *len = res->ai_addrlen;
+        if (getaddrinfo(host, service, &hints, &res) != 0)
+                return UV_EADDRNOTAVAIL;
+        int r = uv_tcp_bind(&h->listener, res->ai_addr,
+                            res->ai_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
         freeaddrinfo(res);
-        return 0;
-}
-
-static struct MHD_Daemon *start_mhd(struct metrics_http *h, unsigned flags,
-                                    const struct sockaddr *sa)
-{
-        flags |= MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
-        return MHD_start_daemon(flags, h->port, NULL, NULL, on_request, h,
-                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
-                                MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP_LIMIT,
-                                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
-                                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
-                                MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                                sa ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END, sa, MHD_OPTION_END);
+        return r;
 }
 
 int metrics_http_start(const char *address, struct metrics_store *store,
@@ -205,39 +669,40 @@ int metrics_http_start(const char *address, struct metrics_store *store,
         struct metrics_http *h = xcalloc(1, sizeof(*h));
         h->store = store;
         h->health_max_age_ms = health_max_age_ms;
-        h->port = port;
-        int saved = 0;
-        if (!*host) {
-                /* every address: IPv6 dual stack, or IPv4 where IPv6 is off */
-                h->mhd = start_mhd(h, MHD_USE_DUAL_STACK, NULL);
-                saved = errno;
-                if (!h->mhd) {
-                        h->mhd = start_mhd(h, 0, NULL);
-                        saved = errno;
-                }
-        } else {
-                struct sockaddr_storage ss;
-                socklen_t len;
-                int r = resolve(host, port, &ss, &len);
-                if (r < 0) {
-                        free(h);
-                        *err = xasprintf("cannot resolve metrics address \"%s\"", address);
-                        return r;
-                }
-                h->mhd = start_mhd(h, ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0,
-                                   (const struct sockaddr *)&ss);
-                saved = errno;
-        }
-        if (!h->mhd) {
+        h->max_conns = conns_limit();
+        int r = uv_loop_init(&h->loop);
+        if (r < 0) {
                 free(h);
-                if (saved == 0)
-                        saved = EADDRINUSE;
-                *err = xasprintf("cannot listen on %s: %s", address, strerror(saved));
-                return -saved;
+                *err = xasprintf("cannot create the HTTP loop: %s", uv_strerror(r));
+                return r;
         }
-        const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
-        if (info)
-                h->port = info->port;
+        uv_tcp_init(&h->loop, &h->listener);
+        h->listener.data = h;
+        uv_async_init(&h->loop, &h->stop, on_stop);
+        h->stop.data = h;
+        r = bind_listener(h, host, port);
+        if (r == 0)
+                r = uv_listen((uv_stream_t *)&h->listener, HTTP_BACKLOG, on_connection);
+        if (r == 0) {
+                struct sockaddr_storage ss;
+                int len = sizeof(ss);
+                if (uv_tcp_getsockname(&h->listener, (struct sockaddr *)&ss, &len) == 0)
+                        h->port = ntohs(ss.ss_family == AF_INET6
+                                                ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                : ((struct sockaddr_in *)&ss)->sin_port);
+                r = -pthread_create(&h->thread, NULL, http_thread, h);
+        }
+        if (r < 0) {
+                *err = r == UV_EADDRNOTAVAIL && *host
+                               ? xasprintf("cannot resolve metrics address \"%s\"", address)
+                               : xasprintf("cannot listen on %s: %s", address, uv_strerror(r));
+                uv_close((uv_handle_t *)&h->listener, NULL);
+                uv_close((uv_handle_t *)&h->stop, NULL);
+                uv_run(&h->loop, UV_RUN_DEFAULT);
+                uv_loop_close(&h->loop);
+                free(h);
+                return r;
+        }
         *out = h;
         return 0;
 }
@@ -251,6 +716,8 @@ void metrics_http_stop(struct metrics_http *h)
 {
         if (!h)
                 return;
-        MHD_stop_daemon(h->mhd);
+        uv_async_send(&h->stop);
+        pthread_join(h->thread, NULL);
+        uv_loop_close(&h->loop);
         free(h);
 }

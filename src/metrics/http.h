@@ -1,13 +1,17 @@
-/* The metrics HTTP endpoint (libmicrohttpd, on MHD's own polling thread).
+/* The metrics HTTP endpoint: HTTP/1.1 on a libuv loop run by a thread of
+ * its own.
  *
  *   GET /metrics  the latest snapshots of the store, concatenated
  *                 (Content-Type: text/plain; version=0.0.4; charset=utf-8)
  *   GET /health   200 "ok" while the loop's heartbeat is fresh, else 503
+ *   GET /ready    200 "ok" while also every resource is registered with the
+ *                 kubelet (metrics_store_ready), else 503
  *   other paths   404;  methods other than GET and HEAD: 405
  *
- * A request only copies published text: it never samples, never reads
- * /proc, never waits for a collection.  Connections, their memory and their
- * idle time are bounded. */
+ * A request only sends published text: it never samples, never reads
+ * /proc, never waits for a collection.  Connections, their memory and the
+ * time a request or a response may take are bounded, and a new connection
+ * always gets in (see http.c). */
 #ifndef DEVLET_METRICS_HTTP_H
 #define DEVLET_METRICS_HTTP_H
 

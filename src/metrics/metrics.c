@@ -284,10 +284,22 @@ static void on_tick(uv_timer_t *t)
         metrics_store_publish(m->store, METRICS_SLOT_DEVLET, text, len);
 }
 
+/* Ready: every resource served is registered with the kubelet. */
+static bool all_registered(struct metrics *m)
+{
+        struct metrics_resource res[64];
+        size_t n = m->src.resources ? m->src.resources(m->src.ud, res, ARRAY_SIZE(res)) : 0;
+        for (size_t i = 0; i < n && i < ARRAY_SIZE(res); i++)
+                if (!res[i].registered)
+                        return false;
+        return n <= ARRAY_SIZE(res);
+}
+
 static void on_beat(uv_timer_t *t)
 {
         struct metrics *m = t->data;
         metrics_store_heartbeat(m->store);
+        metrics_store_set_ready(m->store, all_registered(m));
 }
 
 static uv_timer_t *timer_new(struct metrics *m)
@@ -358,7 +370,7 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         m->tick = timer_new(m);
         m->beat = timer_new(m);
         uv_timer_start(m->tick, on_tick, 0, m->interval_ms);
-        uv_timer_start(m->beat, on_beat, HEARTBEAT_MS, HEARTBEAT_MS);
+        uv_timer_start(m->beat, on_beat, 0, HEARTBEAT_MS);
         log_info("metrics", "serving metrics address=%s port=%u interval_ms=%llu devices=%s",
                  cfg->metrics_address, (unsigned)metrics_http_port(m->http),
                  (unsigned long long)m->interval_ms, m->n_samplers ? "yes" : "no");

@@ -12,7 +12,7 @@
  *     it), reads OCI specs and /proc, and publishes the device families;
  *     the loop hands it the pod-resources table and the samplers through
  *     a mutex-guarded mailbox;
- *   - libmicrohttpd's thread answers scrapes from the published snapshots
+ *   - the HTTP thread (http.c) answers scrapes from the published snapshots
  *     (reference-counted, immutable text) and never computes anything.
  * Sources are read on the loop only. */
 #ifndef DEVLET_METRICS_METRICS_H

@@ -28,6 +28,7 @@ struct metrics_store {
         struct snap_rc *slots[METRICS_SLOTS];
         uint64_t generations[METRICS_SLOTS];
         _Atomic uint64_t heartbeat_ms;
+        _Atomic bool ready;
 };
 
 uint64_t metrics_now_ms(void)
@@ -146,6 +147,16 @@ uint64_t metrics_store_generation(struct metrics_store *s, enum metrics_slot slo
 void metrics_store_heartbeat(struct metrics_store *s)
 {
         atomic_store(&s->heartbeat_ms, metrics_now_ms());
+}
+
+void metrics_store_set_ready(struct metrics_store *s, bool ready)
+{
+        atomic_store(&s->ready, ready);
+}
+
+bool metrics_store_ready(struct metrics_store *s)
+{
+        return atomic_load(&s->ready);
 }
 
 int metrics_store_healthy(struct metrics_store *s, uint64_t max_age_ms)

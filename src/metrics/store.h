@@ -9,6 +9,7 @@
 #ifndef DEVLET_METRICS_STORE_H
 #define DEVLET_METRICS_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,6 +60,11 @@ uint64_t metrics_store_generation(struct metrics_store *s, enum metrics_slot slo
  * is at most max_age_ms old (CLOCK_MONOTONIC). */
 void metrics_store_heartbeat(struct metrics_store *s);
 int metrics_store_healthy(struct metrics_store *s, uint64_t max_age_ms);
+
+/* Readiness, for /ready: every resource is registered with the kubelet.
+ * The loop sets it; false until it first does. */
+void metrics_store_set_ready(struct metrics_store *s, bool ready);
+bool metrics_store_ready(struct metrics_store *s);
 
 uint64_t metrics_now_ms(void);
 

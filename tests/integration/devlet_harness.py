@@ -309,7 +309,7 @@ def read_until_eof(s):
         data += chunk
 
 
-def frame(ftype, flags, stream, payload):
+def frame(ftype, flags, stream, payload=b""):
     return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
 
 

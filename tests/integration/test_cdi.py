@@ -26,6 +26,7 @@ import yaml
 
 from devlet_harness import DEVLET_BIN as DEVLET, MOCK_NVML_LIB as MOCK_NVML, ROOT
 from devlet_harness import devlet_cli as devlet
+from host_dirs import host_dirs
 
 PODMAN_RUN = [
     "podman", "--runtime", "runc", "--cgroup-manager=cgroupfs",
@@ -59,11 +60,13 @@ def rootfs(tmp):
 @pytest.fixture
 def spec_files():
     """Spec files the test writes into the runtime's directories, removed
-    afterwards whatever happens."""
+    afterwards whatever happens; the directories exist meanwhile (a fresh
+    machine has neither) and go again if the test created them."""
     made = []
-    yield made
-    for p in made:
-        pathlib.Path(p).unlink(missing_ok=True)
+    with host_dirs(*CDI_DIRS):
+        yield made
+        for p in made:
+            pathlib.Path(p).unlink(missing_ok=True)
 
 
 def unique_name():

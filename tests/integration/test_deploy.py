@@ -154,9 +154,10 @@ def test_daemonset_probes_resources_env_and_updates(overlay):
     c = container(overlay)
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports["metrics"] == 9400
-    for probe in ("readinessProbe", "livenessProbe"):
+    # readiness: every resource registered; liveness: the loop is alive
+    for probe, path in (("readinessProbe", "/ready"), ("livenessProbe", "/health")):
         get = c[probe]["httpGet"]
-        assert get["path"] == "/health"
+        assert get["path"] == path, probe
         assert ports.get(get["port"], get["port"]) == 9400
     for kind in ("requests", "limits"):
         assert {"cpu", "memory"} <= set(c["resources"][kind]), kind

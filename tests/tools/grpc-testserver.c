@@ -1,7 +1,9 @@
 /* Test gRPC server for tests/integration/test_grpc.py.
  *
- *   grpc-testserver SOCKET
+ *   grpc-testserver SOCKET [MAX_CONNS MAX_STREAMS MAX_CALLS IDLE_MS]
  *
+ * The optional numbers are the server's struct grpc_server_limits (0: the
+ * default).
  * Serves the test.Echo service on SOCKET with src/grpc/server.c, prints
  * "ready" once listening, and exits 0 on SIGTERM/SIGINT after
  * grpc_server_free and a full drain of the loop (so a sanitizer's leak check
@@ -155,8 +157,9 @@ static void on_signal(uv_signal_t *sig, int signum)
 
 int main(int argc, char **argv)
 {
-        if (argc != 2) {
-                fprintf(stderr, "usage: %s SOCKET\n", argv[0]);
+        if (argc != 2 && argc != 6) {
+                fprintf(stderr, "usage: %s SOCKET [MAX_CONNS MAX_STREAMS MAX_CALLS IDLE_MS]\n",
+                        argv[0]);
                 return 2;
         }
         uv_loop_t *loop = uv_default_loop();
@@ -165,6 +168,13 @@ int main(int argc, char **argv)
         if (r < 0) {
                 fprintf(stderr, "grpc-testserver: cannot serve %s: %s\n", argv[1], strerror(-r));
                 return 1;
+        }
+        if (argc == 6) {
+                struct grpc_server_limits l = {
+                        (unsigned)strtoul(argv[2], NULL, 10), (unsigned)strtoul(argv[3], NULL, 10),
+                        (unsigned)strtoul(argv[4], NULL, 10), (unsigned)strtoul(argv[5], NULL, 10),
+                };
+                grpc_server_set_limits(state.server, &l);
         }
         uv_signal_init(loop, &state.sigterm);
         uv_signal_start(&state.sigterm, on_signal, SIGTERM);

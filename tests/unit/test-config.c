@@ -659,9 +659,9 @@ static void test_hostdev_errors(void **state)
                   "    - count: 0\n      paths: [{path: /a}]\n",
                   6, 14,
                   "hostDevices.devices[0].groups[0].count: \"0\" is not an integer from 1 to "
-                  "100000" },
+                  "65536" },
                 { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
-                  "    - count: 100001\n      paths: [{path: /a}]\n",
+                  "    - count: 65537\n      paths: [{path: /a}]\n",
                   6, 14, NULL },
                 { "version: v1\nhostDevices:\n  devices:\n  - name: a\n    groups:\n"
                   "    - count: -3\n      paths: [{path: /a}]\n",

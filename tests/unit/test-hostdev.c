@@ -257,12 +257,7 @@ static void test_invalid_config(void **state)
         cfg_path(g, HOSTDEV_PATH_DEVICE, "/dev/null", NULL);
         struct dev_backend *b = NULL;
         char *err = NULL;
-        assert_int_equal(hostdev_backend_ops.create(NULL, c, &b, &err), -EINVAL);
-        assert_null(b);
-        assert_non_null(strstr(err, "count 0"));
-        free(err);
-        err = NULL;
-        g->count = 1;
+        g->count = 1; /* count's bounds are the config module's alone */
         free(g->paths[0].path);
         g->paths[0].path = xstrdup("relative/path");
         assert_int_equal(hostdev_backend_ops.create(NULL, c, &b, &err), -EINVAL);

@@ -43,8 +43,6 @@
 #include "devices/hostdev/scan.h"
 
 #define DEBOUNCE_MS 20
-/* a count above this is a config mistake, not a device */
-#define HOSTDEV_MAX_COUNT 65536
 
 struct hostdev_inst {
         char *identity;
@@ -139,8 +137,9 @@ static void device_cfg_free(struct hostdev_device_cfg *c)
         free(c->name);
 }
 
-/* The config module validates hostDevices; these checks only keep the
- * backend safe on its own (tests, other callers). */
+/* The config module validates hostDevices (and alone bounds each group's
+ * count); these checks only keep the backend safe on its own (tests, other
+ * callers). */
 static int device_cfg_check(const struct hostdev_cfg *hc, size_t i, char **err)
 {
         const struct hostdev_device_cfg *d = &hc->devices[i];
@@ -159,11 +158,6 @@ static int device_cfg_check(const struct hostdev_cfg *hc, size_t i, char **err)
         }
         for (size_t k = 0; k < d->n_groups; k++) {
                 const struct hostdev_group_cfg *g = &d->groups[k];
-                if (g->count < 1 || g->count > HOSTDEV_MAX_COUNT) {
-                        *err = xasprintf("hostDevices \"%s\": group %zu: count %u out of range "
-                                         "1..%d", d->name, k, g->count, HOSTDEV_MAX_COUNT);
-                        return -EINVAL;
-                }
                 if (g->n_paths == 0 && g->n_usb == 0) {
                         *err = xasprintf("hostDevices \"%s\": group %zu has no paths and no usb",
                                          d->name, k);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
@@ -160,15 +161,23 @@ static void *dl_lookup(void *ctx, const char *name)
         return dlsym(ctx, name);
 }
 
-/* dlopen with the reason it failed appended to tried (a "; "-separated log). */
+/* dlopen with the reason it failed appended to tried (a "; "-separated log).
+ * A path that is not a regular file (a FIFO would block dlopen's open(2),
+ * and with it the loop) is refused before dlopen sees it. */
 static void *try_open(const char *path, char **tried)
 {
-        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (h)
-                return h;
-        const char *why = dlerror();
-        char *t = xasprintf("%s%s%s", *tried ? *tried : "", *tried ? "; " : "",
-                            why ? why : path);
+        struct stat st;
+        _cleanup_free_ char *why = NULL;
+        if (strchr(path, '/') && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+                why = xasprintf("%s: not a regular file", path);
+        } else {
+                void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+                if (h)
+                        return h;
+                const char *e = dlerror();
+                why = xstrdup(e ? e : path);
+        }
+        char *t = xasprintf("%s%s%s", *tried ? *tried : "", *tried ? "; " : "", why);
         free(*tried);
         *tried = t;
         return NULL;
