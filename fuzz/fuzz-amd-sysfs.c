@@ -5,19 +5,17 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "devices/amd/inventory.h"
+#include "fuzz-util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-        char *text = malloc(size + 1);
+        char *text = fuzz_cstr(data, size);
         if (!text)
                 return 0;
-        memcpy(text, data, size);
-        text[size] = '\0';
         uint64_t v, ue, ce;
         unsigned mhz;
         static const char *const keys[] = { "drm_render_minor", "simd_count", "unique_id",
