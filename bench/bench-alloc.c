@@ -11,39 +11,11 @@
 #include <time.h>
 
 #include "alloc-topologies.h"
+#include "bench-util.h"
 #include "alloc/alloc.h"
 #include "base/xalloc.h"
 
 #define N_RANDOM 64 /* random 16-GPU matrices, cycled */
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint64_t rng(void)
-{
-        rng_state ^= rng_state >> 12;
-        rng_state ^= rng_state << 25;
-        rng_state ^= rng_state >> 27;
-        return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static uint64_t now_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-        return (x > y) - (x < y);
-}
-
-static void report(const char *name, uint64_t *ns, size_t n)
-{
-        qsort(ns, n, sizeof(*ns), cmp_u64);
-        printf("%s | p50 %.2f us | p99 %.2f us\n", name, (double)ns[n / 2] / 1e3,
-               (double)ns[n * 99 / 100] / 1e3);
-}
 
 /* Times iters calls cycling over the n_topo topologies. */
 static void bench_best_set(const char *name, struct alloc_topology **topo, size_t n_topo,

@@ -9,6 +9,8 @@ sockets included) and serves a new kubelet.sock.  For each restart:
     the last of the 4 Register calls arriving at it,
   - kubelet start: the simulator's own share of that (grpcio creating and
     starting its server), which no plugin can beat,
+  - after the kubelet listens: total minus kubelet start, i.e. from the new
+    kubelet.sock accepting connections to the last Register arriving,
   - devlet's own: from devlet seeing the new kubelet.sock to its last
     Register call started (devlet's debug line `seen_to_sent_us`; "n/a" for
     a devlet that does not log it).
@@ -102,10 +104,13 @@ def main(argv=None):
     ap.add_argument("--restarts", type=int, default=60)
     a = ap.parse_args(argv)
     total, kubelet_start, own = measure(max(a.restarts, 1))
+    listening = [t - k for t, k in zip(total, kubelet_start)]
     rows = [
         ("kubelet restart -> 4 resources registered, p50", ms(total, 50), f"<= {TARGET_P50_MS:g} ms"),
         ("kubelet restart -> 4 resources registered, p99", ms(total, 99), f"<= {TARGET_P99_MS:g} ms"),
         ("  of which the kubelet simulator's start, p50", ms(kubelet_start, 50), ""),
+        ("  after the kubelet listens -> 4 registered, p50", ms(listening, 50), ""),
+        ("  after the kubelet listens -> 4 registered, p99", ms(listening, 99), ""),
         ("  devlet's own (socket seen -> Register sent), p50", ms(own, 50), ""),
         ("  devlet's own (socket seen -> Register sent), p99", ms(own, 99), ""),
     ]

@@ -11,7 +11,12 @@ their NUMA nodes), Allocate of host devices and of 2 GPUs, a preferred
 allocation of 4 GPUs, an XID turning a GPU Unhealthy, a hot-plug, a kubelet
 restart and SIGTERM.  DEMO_NVML_PROFILE names another 8-GPU profile
 (v100-dgx1: NVLink decides the preferred set), or `none` for host devices
-alone.
+alone.  Then a second node, an AMD one: a fake amdgpu/KFD sysfs tree from
+tests/mock-amd (8 MI300X in CPX/NPS4, 64 partitions; DEMO_AMD_PROFILE names
+another profile, or `none`), its own simulated kubelet and `devlet run
+--backends amd`: AMD's resource names and IDs, Allocate of a partition, a
+preferred set of 16 partitions, an uncorrectable RAS error taking a GPU's
+partitions Unhealthy, and `devlet list`'s AMD section.
 
 Each step is one function in STEPS; a step reads and extends the Demo state.
 With DEMO_KEEP=1 everything stays up until Ctrl-C so that `devlet probe` can
@@ -21,6 +26,7 @@ be tried against the sockets.  Exit status: 0, or 1 when a step failed.
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -35,6 +41,7 @@ from mock_gpus import GPU, MOCK_LIB, MockNode  # noqa: E402
 
 WAIT = 10.0  # seconds any one step may wait for devlet
 PROFILE = os.environ.get("DEMO_NVML_PROFILE", "h100-8x-nvswitch")
+AMD_PROFILE = os.environ.get("DEMO_AMD_PROFILE", "mi300x-8x-cpx")
 
 
 class Demo:
@@ -52,6 +59,7 @@ class Demo:
         self.devlet = None
         self.t0 = time.monotonic()
         self.log_seen = 0  # bytes of devlet's log already shown
+        self.amd = None          # the AMD node: SimpleNamespace(sys, manifest, sim, devlet, resource)
 
     # ------------------------------------------------ output
 
@@ -106,6 +114,11 @@ class Demo:
             self.devlet.kill()
         if self.sim is not None:
             self.sim.stop()
+        if self.amd is not None:
+            if self.amd.devlet is not None:
+                self.amd.devlet.kill()
+            if self.amd.sim is not None:
+                self.amd.sim.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -313,8 +326,110 @@ def sigterm(demo):
         raise RuntimeError("devlet did not stop cleanly")
 
 
+# ---------------------------------------------------------------- the AMD node
+
+def amd_node(demo):
+    if AMD_PROFILE == "none":
+        return
+    sys.path.insert(0, os.path.join(REPO, "tests", "mock-amd"))
+    import gen_sysfs
+    import yaml
+    demo.step(f"a second node, AMD: fake sysfs from tests/mock-amd/profiles/{AMD_PROFILE}.yaml")
+    root = os.path.join(demo.root, "amd")
+    with open(os.path.join(REPO, "tests", "mock-amd", "profiles", f"{AMD_PROFILE}.yaml")) as f:
+        profile = yaml.safe_load(f)
+    m = gen_sysfs.generate(profile, os.path.join(root, "sys"), root, mknod=os.geteuid() == 0)
+    for i, g in enumerate(m["gpus"]):
+        mode = f"{g['compute']}/{g['memory']}" if g["compute"] else "no partitions"
+        demo.say(f"GPU {i}  {g['model']}  {g['bdf']}  numa {g['numa']}  {mode}  "
+                 f"{len(g['devices'])} device(s)", indent=4)
+    demo.say(f"amdgpu PCI devices, amdgpu_xcp_* partitions and KFD topology under {root}/sys; "
+             f"/dev/kfd and /dev/dri/* under {root}/dev")
+    plugins = os.path.join(root, "device-plugins")
+    os.mkdir(plugins)
+    sim = KubeletSim(plugins)
+    sim.start()
+    types = {f"{g['compute']}_{g['memory']}" for g in m["gpus"] if g["compute"]}
+    resource = f"amd.com/{types.pop()}" if len(types) == 1 else "amd.com/gpu"
+    args = ["--backends", "amd", "--sysfs-root", os.path.join(root, "sys"), "--dev-root", root,
+            "--resource-naming-strategy", "mixed", "--amd-health-interval", "100ms"]
+    d = Devlet(plugins, os.path.join(root, "work"), None, args=args, new_session=True)
+    demo.amd = type("AmdNode", (), {})()
+    demo.amd.sys, demo.amd.m, demo.amd.sim, demo.amd.devlet, demo.amd.resource = (
+        os.path.join(root, "sys"), m, sim, d, resource)
+    d.start()
+    demo.say("$ " + " ".join(d.command()))
+    reg = sim.wait_for_registration(resource, timeout=WAIT)
+    demo.say(f"Register: resource_name={reg.resource_name} (AMD's mixed strategy: "
+             f"amd.com/<compute>_<memory>) get_preferred_allocation_available="
+             f"{reg.options.get_preferred_allocation_available}")
+    snap = sim.wait_for_snapshot(resource, timeout=WAIT)
+    demo.say(f"{resource}: {len(snap.devices)} devices; the first GPU's (AMD's IDs: the PCI "
+             f"address, then amdgpu_xcp_<N>):")
+    for dv in snap.devices[:8]:
+        demo.say(demo.device_line(dv), indent=6)
+
+
+def amd_allocate(demo):
+    if demo.amd is None:
+        return
+    a = demo.amd
+    ids = [dv["id"] for g in a.m["gpus"] for dv in g["devices"]]
+    demo.step("AMD: Allocate one partition, then a preferred set of 16")
+    resp = a.sim.allocate(a.resource, [[ids[1]]])
+    demo.say(f"{a.resource} [{ids[1]}] ->")
+    demo.show_response(resp)
+    avail = ids[3:]  # the first GPU has 5 partitions free
+    got = a.sim.preferred(a.resource, avail, [], 16)
+    gpus = sorted({i for i, g in enumerate(a.m["gpus"]) for dv in g["devices"] if dv["id"] in got})
+    demo.say(f"available: {len(avail)} (GPU 0 has 5 free); 16 wanted -> GPUs {gpus}: whole GPUs "
+             f"kept together, the partly used one left alone")
+    got = a.sim.preferred(a.resource, avail, [], 2)
+    demo.say(f"2 wanted -> {got}: the GPU with the fewest free partitions first (AMD's rule)")
+
+
+def amd_list(demo):
+    if demo.amd is None:
+        return
+    a = demo.amd
+    demo.step("AMD: devlet list (the AMD section)")
+    res = subprocess.run([DEVLET_BIN, "list", "--backends", "amd", "--sysfs-root", a.sys,
+                          "--resource-naming-strategy", "mixed"],
+                         capture_output=True, text=True, timeout=30)
+    text = res.stdout[res.stdout.index("AMD GPUs"):] if "AMD GPUs" in res.stdout else res.stdout
+    lines = text.splitlines()
+    cut = next((i for i, line in enumerate(lines) if line.strip() == "partitions:"), len(lines))
+    links = next((i for i, line in enumerate(lines) if "links (KFD)" in line), len(lines))
+    for line in lines[:cut] + lines[links:]:
+        demo.say(line, indent=2)
+
+
+def amd_health(demo):
+    if demo.amd is None:
+        return
+    a = demo.amd
+    g = a.m["gpus"][2]
+    demo.step("AMD health: an uncorrectable memory error on GPU 2 (ras/umc_err_count ue: 1)")
+    t = time.monotonic()
+    with open(os.path.join(g["sysfs"], "ras", "umc_err_count"), "w") as f:
+        f.write("ue: 1\nce: 0\n")
+    bad = {dv["id"] for dv in g["devices"]}
+    snap = a.sim.wait_for_snapshot(a.resource, lambda s: bad <= set(s.ids()) - set(s.healthy_ids()),
+                                   timeout=WAIT)
+    demo.say(f"ListAndWatch had GPU 2's {len(bad)} partitions Unhealthy "
+             f"{(time.monotonic() - t) * 1000:.0f} ms later (polled every 100 ms here, 5 s by default); "
+             f"{len(snap.healthy_ids())} of {len(snap.ids())} healthy")
+    rc = a.devlet.terminate()
+    demo.say(f"AMD node's devlet stopped with code {rc}")
+    a.sim.stop()
+    a.sim = None
+    if rc != 0:
+        raise RuntimeError("the AMD node's devlet did not stop cleanly")
+
+
 STEPS = [make_devices, mock_gpus, write_config, start_kubelet, start_devlet, list_devices, allocate,
-         allocate_gpus, preferred_gpus, xid, hotplug, kubelet_restart, keep_running, sigterm]
+         allocate_gpus, preferred_gpus, xid, hotplug, kubelet_restart, keep_running, sigterm,
+         amd_node, amd_allocate, amd_list, amd_health]
 
 
 def main():

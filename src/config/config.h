@@ -78,7 +78,8 @@ enum sharing_strategy { SHARING_NONE, SHARING_TIME_SLICING, SHARING_MPS };
 enum sharing_devices_kind { SHARING_DEVICES_ALL, SHARING_DEVICES_COUNT, SHARING_DEVICES_LIST };
 
 struct sharing_resource_cfg {
-        char *name;   /* resource name as served before sharing: "nvidia.com/<name>" */
+        char *name;   /* resource name as served before sharing: "nvidia.com/<name>",
+                       * or "amd.com/<name>" for AMD GPUs */
         char *rename; /* NULL: served as name; set to name + ".shared" by the parser when
                        * renameByDefault is on and no rename was given */
         unsigned replicas;                 /* 2 to 1024 */
@@ -158,6 +159,10 @@ struct devlet_config {
         char *container_driver_root;
         char *shared_devices_allocation_policy; /* distributed|packed */
 
+        /* AMD's device plugin flags (used by the amd backend) */
+        char *resource_naming_strategy; /* single|mixed */
+        int64_t amd_health_interval_ms; /* --amd-health-interval (AMD's --pulse); 0 = no polling */
+
         /* CDI, metrics and attribution */
         char *cdi_spec_dir;           /* --cdi-spec-dir, default /var/run/cdi */
         char *metrics_address;        /* --metrics-address, default ":9400"; "" = no metrics */
@@ -195,6 +200,10 @@ struct devlet_config {
         bool kubelet_disabled;  /* --kubelet-socket "" given: serve, never register */
         bool imex_channel0;     /* IMEX channel 0 requested */
         bool cdi_hook_ldcache;  /* the update-ldcache hook is not disabled */
+        /* --dev-root was not given: dev_root is the NVIDIA driver root, as
+         * NVIDIA's plugin has it; other families look under "/" then
+         * (config_host_dev_root) */
+        bool dev_root_is_driver_root;
 
         /* sections */
         struct hostdev_cfg hostdev;
@@ -279,6 +288,11 @@ void config_free(struct devlet_config *cfg);
 /* The effective configuration as compact JSON (for the start-up log line);
  * never NULL, free() it. */
 char *config_to_json(const struct devlet_config *cfg);
+
+/* The root under which a family other than NVIDIA finds /dev: --dev-root
+ * when given, else "/" (NVIDIA's default, the driver root, is NVIDIA's
+ * own). */
+const char *config_host_dev_root(const struct devlet_config *cfg);
 
 /* Prints the flags table (flag, env vars, config key, default, help). */
 void config_print_help(FILE *f);

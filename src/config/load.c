@@ -164,17 +164,29 @@ static int parse_args(int argc, char **argv, struct config_pending *s, int *firs
                         if (eq)
                                 value = eq + 1;
                 } else {
-                        opt = find_short(a[1]);
-                        if (!opt) {
-                                const char *eq = strchr(a + 1, '=');
-                                size_t len = eq ? (size_t)(eq - a - 1) : strlen(a + 1);
-                                return unknown_flag(a, a + 1, len, diag);
+                        /* AMD's tools take Go's -name form of their own flags
+                         * (-resource_naming_strategy=mixed): accepted for the
+                         * alias spellings only, so -mig-strategy still gets a hint */
+                        const char *eq = strchr(a + 1, '=');
+                        size_t len = eq ? (size_t)(eq - a - 1) : strlen(a + 1);
+                        opt = len > 1 ? find_long(a + 1, len) : NULL;
+                        if (opt && !(opt->alias && strlen(opt->alias) == len &&
+                                     strncmp(opt->alias, a + 1, len) == 0))
+                                opt = NULL;
+                        if (opt) {
+                                snprintf(who, sizeof(who), "-%.*s", (int)len, a + 1);
+                                if (eq)
+                                        value = eq + 1;
+                        } else {
+                                opt = find_short(a[1]);
+                                if (!opt)
+                                        return unknown_flag(a, a + 1, len, diag);
+                                snprintf(who, sizeof(who), "-%c", a[1]);
+                                if (a[2] == '=')
+                                        value = a + 3;
+                                else if (a[2])
+                                        value = a + 2;
                         }
-                        snprintf(who, sizeof(who), "-%c", a[1]);
-                        if (a[2] == '=')
-                                value = a + 3;
-                        else if (a[2])
-                                value = a + 2;
                 }
                 if (!value) {
                         if (opt->type == CONFIG_BOOL)

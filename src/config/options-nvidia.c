@@ -1,7 +1,8 @@
 /* What NVIDIA v0.20's newer options (options-nvidia.inc) mean for devlet,
  * decided once per load after every source has been applied:
  *
- *   --dev-root          empty (the default) is the driver root, as NVIDIA's
+ *   --dev-root          empty (the default) is the driver root, as NVIDIA's;
+ *                       other families then use "/" (config_host_dev_root)
  *   --device-discovery-strategy  auto and nvml are NVML; tegra and vfio are
  *                       refused (devlet has neither discovery)
  *   --imex-channel-ids  [] or [0], as NVIDIA checks; [0] adds channel0
@@ -82,7 +83,8 @@ static void check_cdi(struct devlet_config *cfg)
 
 int config_nvidia_finish(struct devlet_config *cfg, struct config_diag *diag)
 {
-        if (!cfg->dev_root[0]) {
+        cfg->dev_root_is_driver_root = !cfg->dev_root[0];
+        if (cfg->dev_root_is_driver_root) {
                 free(cfg->dev_root);
                 cfg->dev_root = xstrdup(cfg->driver_root);
         }
@@ -113,4 +115,9 @@ int config_nvidia_finish(struct devlet_config *cfg, struct config_diag *diag)
                                             ? cfg->labels_output_file
                                             : "/etc/kubernetes/node-feature-discovery/features.d/gfd"));
         return 0;
+}
+
+const char *config_host_dev_root(const struct devlet_config *cfg)
+{
+        return cfg->dev_root_is_driver_root ? "/" : cfg->dev_root;
 }

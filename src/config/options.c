@@ -33,6 +33,7 @@ static const char *const device_id_strategy_choices[] = { "uuid", "index", NULL 
 static const char *const allocation_policy_choices[] = { "distributed", "packed", NULL };
 static const char *const hostname_label_choices[] = { "Hostname", "hostname", NULL };
 static const char *const discovery_strategy_choices[] = { "auto", "nvml", "tegra", "vfio", NULL };
+static const char *const naming_strategy_choices[] = { "single", "mixed", NULL };
 
 #define FIELD(f) offsetof(struct devlet_config, f)
 
@@ -104,7 +105,8 @@ static const struct config_option options[] = {
                 .type = CONFIG_STRING,
                 .default_value = "",
                 .offset = FIELD(dev_root),
-                .help = "Root under which /dev is found (empty: the NVIDIA driver root, as NVIDIA's)",
+                .help = "Root under which /dev is found (empty: the NVIDIA driver root for NVIDIA "
+                        "GPUs, as NVIDIA's; / for the other families)",
         },
         {
                 .flag = "rescan-interval",
@@ -239,6 +241,30 @@ static const struct config_option options[] = {
                 .choices = allocation_policy_choices,
                 .help = "How shared (replicated) devices are picked: spread over GPUs, "
                         "or packed onto as few as possible",
+        },
+        /* AMD's device plugin (the amd backend) */
+        {
+                .flag = "resource-naming-strategy",
+                .alias = "resource_naming_strategy",
+                .envs = { "RESOURCE_NAMING_STRATEGY" },
+                .key = "flags.amd.resourceNamingStrategy",
+                .type = CONFIG_STRING,
+                .default_value = "single",
+                .offset = FIELD(resource_naming_strategy),
+                .choices = naming_strategy_choices,
+                .help = "AMD GPUs: single serves amd.com/gpu; mixed serves partitions as "
+                        "amd.com/<compute>_<memory> (amd.com/cpx_nps4)",
+        },
+        {
+                .flag = "amd-health-interval",
+                .alias = "pulse",
+                .envs = { "DEVLET_AMD_HEALTH_INTERVAL" },
+                .key = "flags.amd.healthInterval",
+                .type = CONFIG_DURATION,
+                .default_value = "5s",
+                .offset = FIELD(amd_health_interval_ms),
+                .help = "How often AMD GPU health is polled from sysfs (0: never; --pulse is "
+                        "AMD's name, in seconds)",
         },
         {
                 .flag = "cdi-spec-dir",

@@ -26,6 +26,7 @@
 #include "config/sections.h"
 
 #define NVIDIA_DOMAIN "nvidia.com"
+#define AMD_DOMAIN "amd.com"
 #define SHARED_SUFFIX ".shared"
 #define LIST_MAX 1024     /* entries in resources.gpus, resources.mig, sharing.*.resources */
 #define REPLICAS_MAX 1024
@@ -40,6 +41,15 @@ static int resource_name(struct config_walk *w, const struct config_node *n, con
 {
         const char *s = n->text;
         const char *name = s;
+        /* AMD's resources are shared with the same section */
+        if (strncmp(s, AMD_DOMAIN "/", strlen(AMD_DOMAIN "/")) == 0) {
+                /* AMD's partition resources carry '_' (amd.com/cpx_nps4) */
+                if (!config_valid_resource_name(s))
+                        return config_node_error(w->diag, w->file, n, path,
+                                                 "\"%.100s\" is not a valid resource name", s);
+                *out = xstrdup(s);
+                return 0;
+        }
         if (strncmp(s, NVIDIA_DOMAIN "/", strlen(NVIDIA_DOMAIN "/")) == 0)
                 name = s + strlen(NVIDIA_DOMAIN "/");
         else if (strchr(s, '/'))

@@ -12,6 +12,7 @@
 
 #define DEV_BACKEND_TABLE(X) \
         X(nvidia)            \
+        X(amd)               \
         X(hostdev)
 
 #define DECLARE(family) extern const struct dev_backend_ops family##_backend_ops;

@@ -44,11 +44,14 @@ HOST_PATHS = {
     "/": (True, ATTRIBUTION),
     "/dev": (True, {"host-devices-only"}),
     "/run/nvidia/mps": (True, {"nvidia-mps"}),
+    "/dev/dri": (True, {"amd-only"}),
+    "/dev/kfd": (True, {"amd-only"}),
 }
 
 
 def test_expected_overlays_exist():
-    assert {"all-in-one", "nvidia-only", "host-devices-only", "metrics", "metrics-podmonitor"} <= set(OVERLAYS)
+    assert {"all-in-one", "nvidia-only", "amd-only", "host-devices-only", "metrics",
+            "metrics-podmonitor"} <= set(OVERLAYS)
 
 
 _rendered = {}
@@ -279,6 +282,26 @@ def test_host_devices_only_example():
     config = yaml.safe_load(config_map("host-devices-only")["data"]["config.yaml"])
     names = {d["name"] for d in config["hostDevices"]["devices"]}
     assert {"fuse", "serial"} <= names
+
+
+def test_amd_only_overlay():
+    spec = daemonset("amd-only")["spec"]["template"]["spec"]
+    assert {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert "feature.node.kubernetes.io/pci-1002.present" in {e["key"] for t in terms for e in t["matchExpressions"]}
+    kinds = {v["hostPath"]["path"]: v["hostPath"]["type"] for v in spec["volumes"] if "hostPath" in v}
+    assert kinds["/dev/kfd"] == "CharDevice" and kinds["/dev/dri"] == "Directory"
+    config = yaml.safe_load(one("amd-only", "ConfigMap")["data"]["config.yaml"])
+    assert config["flags"]["backends"] == ["amd"]
+    assert config["flags"]["amd"]["resourceNamingStrategy"] == "single"
+    # devlet accepts the file as it is: no unknown keys
+    cfg = pathlib.Path(BUILD) / "amd-only-config.yaml"
+    cfg.write_text(one("amd-only", "ConfigMap")["data"]["config.yaml"])
+    res = subprocess.run([str(BUILD / "devlet"), "list", "--config-file", str(cfg), "--sysfs-root",
+                          "/nonexistent"], capture_output=True, text=True, timeout=30)
+    cfg.unlink()
+    assert res.returncode == 0, res.stderr
+    assert "warn" not in res.stderr
 
 
 @pytest.mark.parametrize("overlay", [o for o in OVERLAYS if o != "nvidia-only"])

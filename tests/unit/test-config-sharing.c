@@ -175,6 +175,30 @@ static void test_nvidia_examples(void **state)
 
 /* ---- sharing: accepted forms ---- */
 
+/* AMD GPUs' resources are shared with the same section (by index). */
+static void test_sharing_amd(void **state)
+{
+        struct devlet_config *c = parse_ok("version: v1\n"
+                                           "sharing:\n"
+                                           "  timeSlicing:\n"
+                                           "    renameByDefault: true\n"
+                                           "    resources:\n"
+                                           "    - name: amd.com/gpu\n"
+                                           "      replicas: 4\n"
+                                           "      devices: [0, 2]\n"
+                                           "    - name: amd.com/cpx_nps4\n"
+                                           "      rename: amd.com/cpx-shared\n"
+                                           "      replicas: 2\n");
+        struct sharing_cfg *s = &c->sharing;
+        assert_null(c->warnings);
+        assert_int_equal(s->n_resources, 2);
+        assert_resource(&s->resources[0], "amd.com/gpu", "amd.com/gpu.shared", 4);
+        assert_int_equal(s->resources[0].devices_kind, SHARING_DEVICES_LIST);
+        assert_string_equal(s->resources[0].devices[1], "2");
+        assert_resource(&s->resources[1], "amd.com/cpx_nps4", "amd.com/cpx-shared", 2);
+        config_free(c);
+}
+
 static void test_sharing_forms(void **state)
 {
         struct devlet_config *c = parse_ok(
@@ -282,9 +306,12 @@ static void test_sharing_errors(void **state)
         /* names */
         check_err(TS_RES "    - replicas: 2\n", 5, 7, R0 ": \"name\" is required");
         check_err(TS_RES "    - {name: ~, replicas: 2}\n", 5, 14, R0 ": \"name\" is required");
-        check_err(TS_RES "    - name: amd.com/gpu\n      replicas: 2\n", 5, 13,
-                  R0 ".name: \"amd.com/gpu\" is not in the nvidia.com domain (write "
+        /* AMD GPUs share through the same section; other domains are refused */
+        check_err(TS_RES "    - name: intel.com/gpu\n      replicas: 2\n", 5, 13,
+                  R0 ".name: \"intel.com/gpu\" is not in the nvidia.com domain (write "
                      "\"nvidia.com/<name>\" or just \"<name>\")");
+        check_err(TS_RES "    - name: amd.com/-gpu\n      replicas: 2\n", 5, 13,
+                  R0 ".name: \"amd.com/-gpu\" is not a valid resource name");
         static const char invalid_name[] =
                 "is not a valid resource name (at most 63 lowercase letters, digits, '-' or '.' "
                 "after \"nvidia.com/\", starting and ending with a letter or digit)";
@@ -835,7 +862,7 @@ static void test_options_help(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                T(test_defaults),          T(test_nvidia_examples),    T(test_sharing_forms),
+                T(test_defaults),          T(test_nvidia_examples),    T(test_sharing_forms), T(test_sharing_amd),
                 T(test_sharing_errors),    T(test_mps),                T(test_resources),
                 T(test_health),            T(test_section_warnings),   T(test_sections_replace),
                 T(test_bounds),            T(test_options_precedence), T(test_options_bounds),

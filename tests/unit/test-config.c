@@ -211,6 +211,12 @@ static void test_unknown_flag(void **state)
         /* a Go-style single-dash long flag points at the real one */
         d = LOAD_ERR("-mig-strategy=single");
         assert_string_equal(d.message, "unknown flag -mig-strategy; did you mean --mig-strategy?");
+
+        /* ... except AMD's own spellings, which AMD's tools take that way */
+        struct devlet_config *c = LOAD_OK("-resource_naming_strategy=mixed", "-pulse", "2");
+        assert_string_equal(c->resource_naming_strategy, "mixed");
+        assert_int_equal(c->amd_health_interval_ms, 2000);
+        config_free(c);
 }
 
 static void test_flag_errors(void **state)
@@ -241,7 +247,7 @@ static void test_flag_errors(void **state)
 
         d = LOAD_ERR("--backends", " , ");
         assert_string_equal(d.message,
-                            "--backends: needs at least one value (allowed: auto, nvidia, hostdev)");
+                            "--backends: needs at least one value (allowed: auto, nvidia, amd, hostdev)");
 
         setenv("MIG_STRATEGY", "bogus", 1);
         d = LOAD_ERR("-v1");
@@ -422,11 +428,11 @@ static void test_lists(void **state)
         config_free(c);
 
         struct config_diag d =
-                parse_err("version: v1\nflags:\n  backends: [nvidia, amd]\n");
+                parse_err("version: v1\nflags:\n  backends: [nvidia, intel]\n");
         assert_int_equal(d.line, 3);
         assert_int_equal(d.column, 13);
-        assert_string_equal(d.message, "flags.backends: invalid value \"amd\" (allowed: auto, "
-                                       "nvidia, hostdev)");
+        assert_string_equal(d.message, "flags.backends: invalid value \"intel\" (allowed: auto, "
+                                       "nvidia, amd, hostdev)");
 
         d = parse_err("version: v1\nflags:\n  backends: []\n");
         assert_contains(d.message, "flags.backends: needs at least one value");

@@ -481,7 +481,7 @@ static int hostdev_create(uv_loop_t *loop, const struct devlet_config *cfg,
 
         _cleanup_(backend_freep) struct hostdev_backend *b = xcalloc(1, sizeof(*b));
         b->env.sysfs_root = root_normalize(cfg->sysfs_root, "/sys");
-        b->env.dev_root = root_normalize(cfg->dev_root, "/");
+        b->env.dev_root = root_normalize(config_host_dev_root(cfg), "/");
         b->rescan_interval_ms = cfg->rescan_interval_ms;
         b->res = xcalloc(hc->n_devices, sizeof(*b->res));
         b->resources = xcalloc(hc->n_devices, sizeof(*b->resources));

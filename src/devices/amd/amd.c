@@ -1,0 +1,334 @@
+/* The AMD backend: AMD Instinct and Radeon GPUs from amdgpu's and KFD's
+ * sysfs alone, a drop-in for AMD's k8s-device-plugin (resources, IDs,
+ * Allocate) with devlet's sharing, XGMI-aware preferred allocation and
+ * per-GPU health.
+ *
+ * create(): read the inventory (inventory.c), build the resources
+ * (resources.c) and, with a loop, poll health every
+ * --amd-health-interval (default 5 s; 0 turns polling off, as AMD's
+ * --pulse 0).  What happens when something is missing:
+ *   - no amdgpu module, amdgpu without GPUs, or amdgpu without KFD (no
+ *     compute): no AMD backend and one line saying why, once per process,
+ *     unless --backends names amd: then --fail-on-init-error decides (true:
+ *     devlet exits 1 with the reason; false: logs it, runs without);
+ *   - a layout AMD refuses (mixed partition styles under the single naming
+ *     strategy): --fail-on-init-error decides, with AMD's words, whether or
+ *     not amd is named (the GPUs are there, as for NVIDIA's refusals).
+ * AMD_DISABLE_HEALTHCHECKS=gone,kfd,ras,unresponsive|all leaves kinds of
+ * failure unjudged; DP_DISABLE_HEALTHCHECKS=all (NVIDIA's) turns all off.
+ * Health results change every device of the GPU (its partitions and their
+ * replicas) and notify each changed resource once.  A reload carries over
+ * (inherit) the health of GPUs matched by PCI address: a GPU that failed
+ * stays failed with its reason and failure time, and its RAS baseline, so
+ * errors counted before the reload are not news after it.
+ * Metrics come from a sampler (metrics.c) that holds its own reference to
+ * the inventory and is told each GPU's health as the loop decides it.
+ * Node labels are AMD's labeller's (labels.c); CDI specs are the generic
+ * ones, one per resource, whose kinds and names are what Allocate gives.
+ * What the operator must see goes to dev_report(), never the log.
+ * Runs on the loop thread; sysfs reads are small and bounded. */
+#include "devices/amd/amd.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "devices/amd/internal.h"
+#include "devices/measure.h"
+
+static char *root_normalize(const char *s, const char *dflt)
+{
+        char *r = xstrdup(s && *s ? s : dflt);
+        size_t n = strlen(r);
+        while (n > 1 && r[n - 1] == '/')
+                r[--n] = '\0';
+        return r;
+}
+
+static int64_t now_ms(const struct amd_backend *b)
+{
+        return b->loop ? (int64_t)uv_now(b->loop) : 0;
+}
+
+/* Brings every device in line with its GPU; notifies changed resources. */
+static void health_sync(struct amd_backend *b, bool notify)
+{
+        for (size_t i = 0; i < b->inv->n_gpus; i++)
+                amd_sampler_note_health(b->sampler, i, b->watch[i].bad);
+        for (size_t i = 0; i < b->layout.n_res; i++) {
+                struct dev_resource *r = b->layout.res[i];
+                bool changed = false;
+                for (size_t k = 0; k < r->n_devices; k++) {
+                        struct dev_device *d = &r->devices[k];
+                        const struct amd_dev *ad = d->priv;
+                        enum dev_health want = b->watch[ad->gpu].bad ? DEV_UNHEALTHY : DEV_HEALTHY;
+                        if (d->health != want) {
+                                d->health = want;
+                                changed = true;
+                        }
+                }
+                if (changed && notify)
+                        dev_resource_notify(r);
+        }
+}
+
+static void poll_once(struct amd_backend *b, bool notify)
+{
+        const struct amd_inventory *inv = b->inv;
+        _cleanup_free_ bool *was = xcalloc(inv->n_gpus + 1, sizeof(bool));
+        for (size_t i = 0; i < inv->n_gpus; i++)
+                was[i] = b->watch[i].bad;
+        if (amd_health_poll(inv, b->watch, &b->policy, now_ms(b)) == 0)
+                return;
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                if (was[i] == b->watch[i].bad)
+                        continue;
+                if (b->watch[i].bad)
+                        dev_report(DEV_REPORT_WARN, "amd", "GPU unhealthy gpu=%zu pci=%s reason=\"%s\"", i,
+                                 inv->gpus[i].bdf, b->watch[i].reason);
+                else
+                        dev_report(DEV_REPORT_INFO, "amd", "GPU healthy again gpu=%zu pci=%s", i, inv->gpus[i].bdf);
+        }
+        health_sync(b, notify);
+}
+
+static void on_poll(uv_timer_t *t)
+{
+        poll_once(t->data, true);
+}
+
+static void backend_free(struct amd_backend *b)
+{
+        if (!b)
+                return;
+        amd_layout_release(&b->layout);
+        for (size_t i = 0; b->inv && b->watch && i < b->inv->n_gpus; i++)
+                free(b->watch[i].reason);
+        free(b->watch);
+        alloc_topology_free(b->ctx.topo);
+        free(b->ctx.dev_root);
+        free(b->ctx.cdi_annotation_prefix);
+        free(b->strategy);
+        dev_sampler_unref(b->sampler);
+        amd_inventory_free(b->inv);
+        free(b);
+}
+
+DEFINE_CLEANUP_FUNC(struct amd_backend, backend_free)
+
+/* "Nothing to serve": an info line once per process, or, with amd named
+ * in --backends, a failure under --fail-on-init-error. */
+static int nothing(const struct devlet_config *cfg, int rc, char *why, struct dev_backend **out,
+                   char **err)
+{
+        static bool said;
+        bool named = cfg->backends && strv_contains(cfg->backends, "amd");
+        *out = NULL;
+        if (named && cfg->fail_on_init_error) {
+                *err = why;
+                return rc;
+        }
+        if (named)
+                dev_report(DEV_REPORT_ERROR, "amd", "AMD backend not started, running without it "
+                                 "(fail-on-init-error=false) error=\"%s\"",
+                          why);
+        else if (!said)
+                dev_report(DEV_REPORT_INFO, "amd", "no AMD GPUs served: %s", why);
+        said = true;
+        free(why);
+        return 0;
+}
+
+static void ctx_fill(struct amd_ctx *c, const struct amd_inventory *inv,
+                     const struct devlet_config *cfg)
+{
+        c->inv = inv;
+        c->dev_root = root_normalize(config_host_dev_root(cfg), "/");
+        if (strcmp(c->dev_root, "/") == 0)
+                c->dev_root[0] = '\0';
+        c->cdi_cri = cfg->device_list_strategy && strv_contains(cfg->device_list_strategy, "cdi-cri");
+        c->cdi_annotations = cfg->device_list_strategy &&
+                             strv_contains(cfg->device_list_strategy, "cdi-annotations");
+        c->pass_device_specs = cfg->pass_device_specs;
+        c->cdi_annotation_prefix =
+                xstrdup(cfg->cdi_annotation_prefix ? cfg->cdi_annotation_prefix : "cdi.k8s.io/");
+        c->fail_requests_greater_than_one = cfg->sharing.fail_requests_greater_than_one;
+        c->replica_policy = cfg->shared_devices_allocation_policy &&
+                                    strcmp(cfg->shared_devices_allocation_policy, "packed") == 0
+                                ? ALLOC_REPLICAS_PACKED
+                                : ALLOC_REPLICAS_DISTRIBUTED;
+        c->topo = inv->n_gpus ? amd_topology_build(inv) : NULL;
+}
+
+static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct dev_backend **out,
+                      char **err)
+{
+        if (!dev_backend_wanted(cfg, "amd")) {
+                *out = NULL;
+                return 0;
+        }
+        _cleanup_free_ char *sysfs = root_normalize(cfg->sysfs_root, "/sys");
+        _cleanup_(backend_freep) struct amd_backend *b = xcalloc(1, sizeof(*b));
+        char *why = NULL;
+        int r = amd_inventory_load(sysfs, &b->inv, &why);
+        if (r < 0)
+                return nothing(cfg, r, why, out, err);
+        for (size_t i = 0; b->inv->warnings && b->inv->warnings[i]; i++)
+                dev_report(DEV_REPORT_HOST_WARN, "amd", "%s", b->inv->warnings[i]);
+        if (b->inv->n_gpus == 0)
+                return nothing(cfg, -ENODEV, xstrdup("amdgpu is loaded but drives no GPU"), out, err);
+        if (!b->inv->kfd)
+                return nothing(cfg, -ENODEV,
+                               xasprintf("amdgpu drives %zu GPU(s) but KFD, the compute interface, "
+                                         "is not there (no %s/class/kfd): check that the kernel "
+                                         "has CONFIG_HSA_AMD and the GPUs support compute",
+                                         b->inv->n_gpus, sysfs),
+                               out, err);
+        b->loop = loop;
+        b->strategy = xstrdup(cfg->resource_naming_strategy ? cfg->resource_naming_strategy : "single");
+        b->policy.recovery = cfg->health.recovery_enabled;
+        b->policy.quiet_ms = cfg->health.recovery_quiet_ms;
+        b->poll_ms = cfg->amd_health_interval_ms;
+        char **warnings = NULL;
+        b->policy.ignore = amd_health_ignore_parse(getenv("AMD_DISABLE_HEALTHCHECKS"), &warnings);
+        for (size_t i = 0; warnings && warnings[i]; i++)
+                dev_report(DEV_REPORT_HOST_WARN, "amd", "%s", warnings[i]);
+        strv_free(warnings);
+        const char *dp = getenv("DP_DISABLE_HEALTHCHECKS");
+        if (dp && strcmp(dp, "all") == 0)
+                b->policy.ignore = AMD_HEALTH_ALL;
+        ctx_fill(&b->ctx, b->inv, cfg);
+        r = amd_layout_build(b->inv, cfg, &b->ctx, &b->layout, &why);
+        if (r < 0) {
+                /* GPUs are there: a refused layout is an initialisation error, as
+                 * NVIDIA's are, whether or not --backends names amd */
+                if (cfg->fail_on_init_error) {
+                        *err = why;
+                        return r;
+                }
+                dev_report(DEV_REPORT_ERROR, "amd", "AMD backend not started, running without it "
+                                 "(fail-on-init-error=false) error=\"%s\"",
+                          why);
+                free(why);
+                *out = NULL;
+                return 0;
+        }
+        b->sampler = amd_sampler_new(b->inv);
+        b->watch = xcalloc(b->inv->n_gpus + 1, sizeof(*b->watch));
+        amd_health_baseline(b->inv, b->watch);
+        poll_once(b, false);
+        size_t parts = 0;
+        for (size_t i = 0; i < b->inv->n_gpus; i++)
+                parts += b->inv->gpus[i].n_parts > 1 ? b->inv->gpus[i].n_parts : 0;
+        dev_report(DEV_REPORT_INFO, "amd", "found GPUs gpus=%zu partitions=%zu driver=%s strategy=%s resources=%zu "
+                        "health=%s",
+                 b->inv->n_gpus, parts, b->inv->driver_version[0] ? b->inv->driver_version : "?",
+                 b->strategy, b->layout.n_res,
+                 !loop ? "one-shot"
+                 : b->poll_ms <= 0 || b->policy.ignore == AMD_HEALTH_ALL ? "off"
+                 : b->policy.ignore ? "partly ignored"
+                                    : "polled");
+        if (loop && b->poll_ms > 0) {
+                uv_timer_init(loop, &b->timer);
+                b->timer.data = b;
+                uv_timer_start(&b->timer, on_poll, (uint64_t)b->poll_ms, (uint64_t)b->poll_ms);
+                b->timer_on = true;
+        }
+        *out = (struct dev_backend *)TAKE_PTR(b);
+        return 0;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+        backend_free(h->data);
+}
+
+static void amd_destroy(struct dev_backend *db)
+{
+        struct amd_backend *b = (struct amd_backend *)db;
+        if (!b)
+                return;
+        if (b->timer_on) {
+                uv_timer_stop(&b->timer);
+                uv_close((uv_handle_t *)&b->timer, on_timer_closed);
+                return;
+        }
+        backend_free(b);
+}
+
+static struct dev_resource **amd_resources(struct dev_backend *db, size_t *n)
+{
+        struct amd_backend *b = (struct amd_backend *)db;
+        *n = b->layout.n_res;
+        return b->layout.res;
+}
+
+static void amd_inherit(struct dev_backend *db, struct dev_backend *dprev)
+{
+        struct amd_backend *b = (struct amd_backend *)db, *prev = (struct amd_backend *)dprev;
+        for (size_t i = 0; i < b->inv->n_gpus; i++)
+                for (size_t j = 0; j < prev->inv->n_gpus; j++) {
+                        if (strcmp(b->inv->gpus[i].bdf, prev->inv->gpus[j].bdf) != 0)
+                                continue;
+                        struct amd_gpu_watch *w = &b->watch[i];
+                        const struct amd_gpu_watch *o = &prev->watch[j];
+                        if (o->ue_known) {
+                                w->ue_known = true;
+                                w->ue_total = o->ue_total > w->ue_total ? o->ue_total : w->ue_total;
+                        }
+                        if (o->bad && !w->bad) {
+                                w->bad = true;
+                                w->since = o->since;
+                                w->reason = xstrdup(o->reason);
+                        } else if (o->bad && o->since > w->since) {
+                                w->since = o->since;
+                        }
+                }
+        health_sync(b, false);
+}
+
+/* AMD's node labeller's labels, and "<resource>.count" for the partition
+ * resources (amd.com/gpu.count is the labeller's: physical GPUs). */
+static void amd_labels_op(struct dev_backend *db, const struct devlet_config *cfg,
+                          struct dev_labels *out, char ***warnings)
+{
+        struct amd_backend *b = (struct amd_backend *)db;
+        size_t n = 0;
+        struct dev_kv *kv = amd_labels(b->inv, &n);
+        for (size_t i = 0; i < n; i++)
+                dev_labels_put(out, kv[i].key, kv[i].value);
+        amd_labels_free(kv, n);
+        for (size_t i = 0; i < b->layout.n_res; i++) {
+                const struct dev_resource *r = b->layout.res[i];
+                if (strcmp(r->name, AMD_GPU_RESOURCE) == 0)
+                        continue;
+                _cleanup_free_ char *key = xasprintf("%s.count", r->name);
+                dev_labels_putf(out, key, "%zu", dev_resource_healthy(r));
+        }
+}
+
+static struct dev_sampler *amd_sampler(struct dev_backend *db)
+{
+        struct amd_backend *b = (struct amd_backend *)db;
+        return b->sampler ? dev_sampler_ref(b->sampler) : NULL;
+}
+
+const struct dev_backend_ops amd_backend_ops = {
+        .name = "amd",
+        .create = amd_create,
+        .destroy = amd_destroy,
+        .resources = amd_resources,
+        .inherit = amd_inherit,
+        .describe = amd_describe,
+        .describe_json = amd_describe_json,
+        .labels = amd_labels_op,
+        .sampler = amd_sampler,
+        .attr_hints = &amd_attr_hints,
+};
+
+const struct amd_inventory *amd_backend_inventory(struct dev_backend *b)
+{
+        return ((struct amd_backend *)b)->inv;
+}

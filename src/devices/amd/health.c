@@ -1,0 +1,176 @@
+/* AMD GPU health from sysfs, one poll at a time (amd.c runs it on a loop
+ * timer: a poll is a few dozen small reads, no thread needed).
+ *
+ * A GPU fails a poll when
+ *   - its PCI device is gone from amdgpu's sysfs, or one of its DRM render
+ *     nodes (its own or a partition's) is gone;
+ *   - KFD is there and the topology node of one of its partitions is gone
+ *     or now names another render node (the GPU fell off the compute side);
+ *   - an uncorrectable RAS count (ras/<block>_err_count, "ue:") rose since
+ *     the previous poll;
+ *   - it does not answer: amdgpu refuses sysfs reads (EPERM, ENODEV, EIO...)
+ *     while the GPU is in reset or wedged, so gpu_busy_percent is read.
+ * A GPU with a problem found at start-up (no KFD node) fails every poll.
+ * AMD_DISABLE_HEALTHCHECKS names kinds of failure not to judge (the RAS
+ * baseline still moves, so re-enabling does not report old errors).
+ * Failing sets `since`; without recovery a failed GPU stays failed, with
+ * recovery it is healthy again once quiet_ms passed without a failure.
+ * Partitions follow their GPU (amd.c applies a GPU's state to every device
+ * of it).  Pure with respect to the device model; never logs. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "devices/amd/internal.h"
+
+static bool exists(const char *path)
+{
+        struct stat st;
+        return stat(path, &st) == 0;
+}
+
+/* Sum of the "ue:" counts of every RAS block; -ENOENT without RAS. */
+static int ras_ue_total(const struct amd_gpu *g, uint64_t *out)
+{
+        uint64_t total = 0;
+        size_t read = 0;
+        for (size_t i = 0; g->ras_files && g->ras_files[i]; i++) {
+                _cleanup_free_ char *t = NULL;
+                uint64_t ue, ce;
+                if (amd_read_text(g->ras_files[i], &t) < 0 || amd_ras_parse(t, &ue, &ce) < 0)
+                        continue;
+                total += ue;
+                read++;
+        }
+        if (!read)
+                return -ENOENT;
+        *out = total;
+        return 0;
+}
+
+static char *part_render_dir(const struct amd_inventory *inv, const struct amd_gpu *g,
+                             const struct amd_part *p)
+{
+        if (p->index == 0)
+                return xasprintf("%s/drm/renderD%d", g->sysfs_dir, p->render);
+        return xasprintf("%s/devices/platform/%s/drm/renderD%d", inv->sysfs_root, p->id, p->render);
+}
+
+unsigned amd_health_ignore_parse(const char *s, char ***warnings)
+{
+        static const struct {
+                const char *name;
+                unsigned bit;
+        } kinds[] = { { "gone", AMD_HEALTH_GONE },
+                      { "kfd", AMD_HEALTH_KFD },
+                      { "ras", AMD_HEALTH_RAS },
+                      { "unresponsive", AMD_HEALTH_UNRESPONSIVE },
+                      { "all", AMD_HEALTH_ALL } };
+        unsigned mask = 0;
+        _cleanup_free_ char *copy = xstrdup(s ? s : "");
+        char *save = NULL;
+        for (char *w = strtok_r(copy, ", ", &save); w; w = strtok_r(NULL, ", ", &save)) {
+                size_t k = 0;
+                while (k < sizeof(kinds) / sizeof(kinds[0]) && strcmp(kinds[k].name, w) != 0)
+                        k++;
+                if (k == sizeof(kinds) / sizeof(kinds[0])) {
+                        _cleanup_free_ char *m = xasprintf(
+                                "AMD_DISABLE_HEALTHCHECKS: unknown check \"%.40s\" (known: gone, "
+                                "kfd, ras, unresponsive, all); ignored",
+                                w);
+                        *warnings = strv_push(*warnings, m);
+                        continue;
+                }
+                mask |= kinds[k].bit;
+        }
+        return mask;
+}
+
+/* Why g fails this poll (heap), or NULL. */
+static char *check(const struct amd_inventory *inv, const struct amd_gpu *g, struct amd_gpu_watch *w,
+                   unsigned ignore)
+{
+        if (g->problem)
+                return xstrdup(g->problem);
+        if (!(ignore & AMD_HEALTH_GONE) && !exists(g->sysfs_dir))
+                return xstrdup("GPU gone from amdgpu's sysfs");
+        for (size_t k = 0; k < g->n_parts; k++) {
+                const struct amd_part *p = &g->parts[k];
+                if (p->render >= 0 && !(ignore & AMD_HEALTH_GONE)) {
+                        _cleanup_free_ char *dir = part_render_dir(inv, g, p);
+                        if (!exists(dir))
+                                return xasprintf("render node renderD%d of %s gone", p->render,
+                                                 p->id);
+                }
+                if (inv->kfd && p->kfd_node >= 0 && !(ignore & AMD_HEALTH_KFD)) {
+                        _cleanup_free_ char *pp = xasprintf(
+                                "%s/class/kfd/kfd/topology/nodes/%d/properties", inv->sysfs_root,
+                                p->kfd_node);
+                        _cleanup_free_ char *t = NULL;
+                        uint64_t minor = 0;
+                        if (amd_read_text(pp, &t) < 0 ||
+                            amd_kfd_property(t, "drm_render_minor", &minor) < 0 ||
+                            minor != (uint64_t)p->render)
+                                return xasprintf("KFD topology node %d of %s gone", p->kfd_node,
+                                                 p->id);
+                }
+        }
+        uint64_t ue;
+        if (ras_ue_total(g, &ue) == 0) {
+                bool rose = w->ue_known && ue > w->ue_total;
+                uint64_t before = w->ue_total;
+                w->ue_total = ue;
+                w->ue_known = true;
+                if (rose && !(ignore & AMD_HEALTH_RAS))
+                        return xasprintf("uncorrectable RAS errors rose from %" PRIu64 " to %" PRIu64,
+                                         before, ue);
+        }
+        _cleanup_free_ char *busy = xasprintf("%s/gpu_busy_percent", g->sysfs_dir);
+        _cleanup_free_ char *t = NULL;
+        int r = amd_read_text(busy, &t);
+        if (r < 0 && r != -ENOENT && !(ignore & AMD_HEALTH_UNRESPONSIVE))
+                return xasprintf("not answering (gpu_busy_percent: %s): in reset or wedged",
+                                 strerror(-r));
+        return NULL;
+}
+
+void amd_health_baseline(const struct amd_inventory *inv, struct amd_gpu_watch *w)
+{
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                uint64_t ue;
+                if (!w[i].ue_known && ras_ue_total(&inv->gpus[i], &ue) == 0) {
+                        w[i].ue_total = ue;
+                        w[i].ue_known = true;
+                }
+        }
+}
+
+size_t amd_health_poll(const struct amd_inventory *inv, struct amd_gpu_watch *w,
+                       const struct amd_health_policy *p, int64_t now_ms)
+{
+        size_t changed = 0;
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                struct amd_gpu_watch *gw = &w[i];
+                char *why = check(inv, &inv->gpus[i], gw, p->ignore);
+                if (why) {
+                        if (!gw->bad || strcmp(gw->reason, why) != 0)
+                                changed += !gw->bad;
+                        gw->bad = true;
+                        gw->since = now_ms;
+                        free(gw->reason);
+                        gw->reason = why;
+                        continue;
+                }
+                if (gw->bad && p->recovery && now_ms - gw->since >= p->quiet_ms) {
+                        gw->bad = false;
+                        free(gw->reason);
+                        gw->reason = NULL;
+                        changed++;
+                }
+        }
+        return changed;
+}

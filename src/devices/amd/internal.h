@@ -1,0 +1,189 @@
+/* Internal to devices/amd/: how the inventory becomes dev_resources
+ * (resources.c), what they do when the kubelet asks (allocate.c), the
+ * health poll (health.c), labels (labels.c), measurements (sample.c) and
+ * `devlet list` (describe.c), around the backend (amd.c).
+ *
+ * Every advertised ID is a struct amd_dev (dev_device.priv): one unit (a
+ * whole GPU or one partition), maybe one replica of it.  Units are numbered
+ * over the node: GPU 0's partitions first, then GPU 1's, ... */
+#ifndef DEVLET_DEVICES_AMD_INTERNAL_H
+#define DEVLET_DEVICES_AMD_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "alloc/alloc.h"
+#include "config/config.h"
+#include "devices/amd/inventory.h"
+#include "devices/device.h"
+
+#define AMD_DOMAIN "amd.com"
+#define AMD_GPU_RESOURCE "amd.com/gpu"
+/* AMD's error for mixed partition styles under the single strategy. */
+#define AMD_MIXED_UNDER_SINGLE                                                              \
+        "Partitions of different styles across GPUs in a node is not supported with single " \
+        "strategy. Please start device plugin with mixed strategy"
+
+/* Settings Allocate and GetPreferredAllocation use, copied from the config. */
+struct amd_ctx {
+        const struct amd_inventory *inv;
+        char *dev_root; /* "" for "/" */
+        bool cdi_cri, cdi_annotations, pass_device_specs;
+        char *cdi_annotation_prefix;
+        bool fail_requests_greater_than_one;
+        enum alloc_replica_policy replica_policy;
+        struct alloc_topology *topo; /* between GPUs */
+};
+
+struct amd_dev {
+        size_t gpu;   /* index into inv->gpus */
+        size_t part;  /* index into gpus[gpu].parts */
+        size_t unit;  /* node-wide unit number */
+        int replica;  /* -1: not replicated */
+};
+
+/* dev_resource.backend_data */
+struct amd_res {
+        const struct amd_ctx *ctx;
+        bool has_replicas;
+        bool partitions; /* holds partitions of GPUs split in more than one */
+};
+
+struct amd_layout {
+        struct dev_resource **res;
+        size_t n_res;
+};
+
+/* Builds the resources for the naming strategy ("single"/"mixed") and the
+ * sharing config.  Returns 0, or -EINVAL with *err: AMD's error for mixed
+ * partition styles under single, a sharing selection naming no device. */
+int amd_layout_build(const struct amd_inventory *inv, const struct devlet_config *cfg,
+                     const struct amd_ctx *ctx, struct amd_layout *out, char **err);
+void amd_layout_release(struct amd_layout *l);
+
+/* The topology score between two GPUs: an XGMI link dominates (as an NVLink
+ * does), then whether they share a NUMA node. */
+struct alloc_topology *amd_topology_build(const struct amd_inventory *inv);
+
+extern const struct dev_resource_ops amd_resource_ops;
+
+/* ---- health (health.c) ---- */
+
+/* What one poll saw of a GPU, compared with the previous poll. */
+struct amd_gpu_watch {
+        bool bad;
+        char *reason;      /* heap, NULL when healthy */
+        uint64_t ue_total; /* uncorrectable RAS errors, summed over blocks */
+        bool ue_known;
+        int64_t since;     /* ms (monotonic) of its last failure */
+};
+
+/* Kinds of failure a poll can find; AMD_DISABLE_HEALTHCHECKS names those
+ * to ignore ("gone", "kfd", "ras", "unresponsive", or "all"). */
+enum {
+        AMD_HEALTH_GONE = 1u << 0,         /* the PCI device or a render node vanished */
+        AMD_HEALTH_KFD = 1u << 1,          /* a KFD topology node vanished */
+        AMD_HEALTH_RAS = 1u << 2,          /* uncorrectable RAS errors rose */
+        AMD_HEALTH_UNRESPONSIVE = 1u << 3, /* sysfs reads refused: in reset or wedged */
+        AMD_HEALTH_ALL = 0xfu,
+};
+
+struct amd_health_policy {
+        bool recovery;    /* health.recovery.enabled */
+        int64_t quiet_ms; /* health.recovery.quietPeriod */
+        unsigned ignore;  /* AMD_HEALTH_* kinds not judged */
+};
+
+/* Parses AMD_DISABLE_HEALTHCHECKS (NULL or "" = none); unknown words go to
+ * *warnings (strv) and are skipped.  DP_DISABLE_HEALTHCHECKS=all (NVIDIA's
+ * switch for every check) is honoured by the caller. */
+unsigned amd_health_ignore_parse(const char *s, char ***warnings);
+
+/* Polls every GPU once: the PCI device and its DRM nodes present, the KFD
+ * nodes of its partitions present (when KFD is), uncorrectable RAS counts
+ * not rising, the device answering (gpu_busy_percent readable: amdgpu
+ * refuses sysfs reads during a reset).  Fills reasons into w (n_gpus
+ * entries) and returns how many GPUs changed state.  With recovery, a GPU
+ * comes back after quiet_ms without a new failure; without, bad is sticky.
+ * A GPU with a problem found at start-up always fails.  now_ms is the
+ * caller's clock. */
+size_t amd_health_poll(const struct amd_inventory *inv, struct amd_gpu_watch *w,
+                       const struct amd_health_policy *p, int64_t now_ms);
+/* First poll: records RAS baselines without judging them. */
+void amd_health_baseline(const struct amd_inventory *inv, struct amd_gpu_watch *w);
+
+/* ---- labels (labels.c) ---- */
+
+/* AMD's node labeller's labels for the inventory, as key/value pairs
+ * (dev_kv, heap), sorted by key.  Every value is a valid label value. */
+struct dev_kv *amd_labels(const struct amd_inventory *inv, size_t *n);
+void amd_labels_free(struct dev_kv *kv, size_t n);
+/* The family AMD's labeller derives from libdrm ("AI", "NV", "GC_11_0_0"...)
+ * from KFD's gfx_target_version; NULL when unknown. */
+const char *amd_family_of(unsigned gfx_target_version);
+
+/* ---- measurements (sample.c) ---- */
+
+/* One GPU's measurements from sysfs; has_* say which were readable. */
+struct amd_sample {
+        bool has_gfx, has_umc, has_vram, has_edge, has_junction, has_mem_temp;
+        bool has_power, has_energy, has_sclk, has_mclk, has_ecc;
+        double gfx_activity;     /* percent */
+        double umc_activity;     /* percent */
+        double vram_used_mb, vram_total_mb, vram_free_mb;
+        double edge_c, junction_c, mem_c;
+        double power_w;          /* package power */
+        double energy_uj;        /* accumulated */
+        double sclk_mhz, mclk_mhz;
+        uint64_t ecc_correct, ecc_uncorrect;
+        bool healthy;
+};
+
+void amd_sample_gpu(const struct amd_gpu *g, struct amd_sample *out);
+
+/* One KFD process's VRAM on one GPU (proc/<pid>/vram_<gpu_id>). */
+struct amd_proc_vram {
+        int pid;
+        unsigned gpu_id;
+        uint64_t bytes;
+};
+/* Lists <sysfs>/class/kfd/kfd/proc/<pid>/vram_<gpu_id>.  Returns the count
+ * and *out (heap), at most max entries. */
+size_t amd_proc_vram(const char *sysfs_root, size_t max, struct amd_proc_vram **out);
+
+/* ---- metrics (metrics.c) ---- */
+
+struct dev_sampler;
+struct dev_attr_hints;
+
+/* AMD's exporter families over sysfs, one unit per GPU; holds a reference
+ * to inv.  Any thread may sample it. */
+struct dev_sampler *amd_sampler_new(struct amd_inventory *inv);
+/* The loop's health verdict for gpu, for gpu_health.  NULL s is fine. */
+void amd_sampler_note_health(struct dev_sampler *s, size_t gpu, bool bad);
+extern const struct dev_attr_hints amd_attr_hints;
+
+/* ---- the backend (amd.c), as describe.c reads it ---- */
+
+struct amd_backend {
+        uv_loop_t *loop;
+        struct amd_inventory *inv;
+        struct amd_ctx ctx;
+        struct amd_layout layout;
+        char *strategy;
+        struct amd_gpu_watch *watch; /* per GPU */
+        struct amd_health_policy policy;
+        int64_t poll_ms;
+        uv_timer_t timer;
+        bool timer_on;
+        struct dev_sampler *sampler;
+};
+
+void amd_describe(struct dev_backend *b, FILE *f);
+struct json_t *amd_describe_json(struct dev_backend *b);
+/* "XGMI", "PCIE", "X" or "-" for a pair of GPUs. */
+const char *amd_link_name(const struct amd_inventory *inv, size_t a, size_t b);
+
+#endif

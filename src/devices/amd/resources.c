@@ -1,0 +1,252 @@
+/* From the AMD inventory to dev_resources, as AMD's device plugin names
+ * them, plus devlet's sharing.
+ *
+ *   1. Naming (--resource-naming-strategy).  A GPU's partition style is
+ *      "<compute>_<memory>" (cpx_nps4) when both current_* files exist.
+ *      The node is homogeneous when at most one style is present (GPUs
+ *      without partitioning do not count).  single: every unit is
+ *      amd.com/gpu, and a heterogeneous node is refused with AMD's error.
+ *      mixed: a unit is amd.com/<style>, or amd.com/gpu for a GPU without
+ *      partitioning.
+ *   2. IDs: the PCI address for a GPU's own nodes, amdgpu_xcp_<N> for its
+ *      other partitions (AMD's IDs, so pod-resources consumers see the same).
+ *   3. Sharing (sharing.timeSlicing, names "amd.com/<name>"): the selected
+ *      units of a resource (all, the first N, or indices into the
+ *      resource's units in this order) are advertised replicas times as
+ *      "<id>::<n>", under the rename when there is one.
+ * Every device carries /dev/kfd and its DRM card and render nodes (rw) and
+ * its GPU's NUMA node; devices of a GPU with a problem start unhealthy. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "devices/amd/internal.h"
+
+struct unit {
+        size_t gpu, part, unit;
+        char *resource; /* before sharing */
+};
+
+struct builder {
+        const struct amd_inventory *inv;
+        const struct devlet_config *cfg;
+        const struct amd_ctx *ctx;
+        struct amd_layout *out;
+        struct unit *units;
+        size_t n_units;
+};
+
+static struct dev_resource *resource_get(struct builder *b, const char *name, bool replicas,
+                                         bool partitions)
+{
+        for (size_t i = 0; i < b->out->n_res; i++)
+                if (strcmp(b->out->res[i]->name, name) == 0) {
+                        struct amd_res *ar = b->out->res[i]->backend_data;
+                        ar->has_replicas |= replicas;
+                        ar->partitions |= partitions;
+                        return b->out->res[i];
+                }
+        struct dev_resource *r = dev_resource_new(name);
+        struct amd_res *ar = xcalloc(1, sizeof(*ar));
+        ar->ctx = b->ctx;
+        ar->has_replicas = replicas;
+        ar->partitions = partitions;
+        r->backend_data = ar;
+        r->ops = &amd_resource_ops;
+        r->preferred_allocation = true;
+        b->out->res = xrealloc(b->out->res, (b->out->n_res + 1) * sizeof(*b->out->res));
+        b->out->res[b->out->n_res++] = r;
+        return r;
+}
+
+static void device_add(struct builder *b, struct dev_resource *r, const struct unit *u, int replica)
+{
+        const struct amd_gpu *g = &b->inv->gpus[u->gpu];
+        const struct amd_part *p = &g->parts[u->part];
+        _cleanup_free_ char *id = replica < 0 ? xstrdup(p->id) : xasprintf("%s::%d", p->id, replica);
+        struct dev_device *d = dev_resource_add(r, id);
+        d->numa_node = g->numa_node;
+        d->health = g->problem ? DEV_UNHEALTHY : DEV_HEALTHY;
+        struct amd_dev *ad = xcalloc(1, sizeof(*ad));
+        *ad = (struct amd_dev){ .gpu = u->gpu, .part = u->part, .unit = u->unit, .replica = replica };
+        d->priv = ad;
+        const char *root = b->ctx->dev_root;
+        _cleanup_free_ char *kfd = xasprintf("%s/dev/kfd", root);
+        dev_device_add_node(d, kfd, "/dev/kfd", "rw");
+        if (p->card >= 0) {
+                _cleanup_free_ char *ctr = xasprintf("/dev/dri/card%d", p->card);
+                _cleanup_free_ char *host = xasprintf("%s%s", root, ctr);
+                dev_device_add_node(d, host, ctr, "rw");
+        }
+        if (p->render >= 0) {
+                _cleanup_free_ char *ctr = xasprintf("/dev/dri/renderD%d", p->render);
+                _cleanup_free_ char *host = xasprintf("%s%s", root, ctr);
+                dev_device_add_node(d, host, ctr, "rw");
+        }
+}
+
+static int units_build(struct builder *b, char **err)
+{
+        const struct amd_inventory *inv = b->inv;
+        bool mixed = b->cfg->resource_naming_strategy &&
+                     strcmp(b->cfg->resource_naming_strategy, "mixed") == 0;
+        char first[16] = "", t[16];
+        bool heterogeneous = false;
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                amd_gpu_partition_type(&inv->gpus[i], t, sizeof(t));
+                if (!t[0])
+                        continue;
+                if (!first[0])
+                        snprintf(first, sizeof(first), "%s", t);
+                else if (strcmp(first, t) != 0)
+                        heterogeneous = true;
+        }
+        if (heterogeneous && !mixed) {
+                *err = xstrdup(AMD_MIXED_UNDER_SINGLE);
+                return -EINVAL;
+        }
+        b->units = xcalloc(amd_inventory_units(inv) + 1, sizeof(*b->units));
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                const struct amd_gpu *g = &inv->gpus[i];
+                amd_gpu_partition_type(g, t, sizeof(t));
+                for (size_t k = 0; k < g->n_parts; k++) {
+                        struct unit *u = &b->units[b->n_units];
+                        *u = (struct unit){ .gpu = i, .part = k, .unit = b->n_units };
+                        u->resource = mixed && t[0] ? xasprintf(AMD_DOMAIN "/%s", t)
+                                                    : xstrdup(AMD_GPU_RESOURCE);
+                        b->n_units++;
+                }
+        }
+        return 0;
+}
+
+static const struct sharing_resource_cfg *share_of(const struct builder *b, const char *name)
+{
+        const struct sharing_cfg *sc = &b->cfg->sharing;
+        if (sc->strategy != SHARING_TIME_SLICING)
+                return NULL;
+        for (size_t i = 0; i < sc->n_resources; i++)
+                if (strcmp(sc->resources[i].name, name) == 0)
+                        return &sc->resources[i];
+        return NULL;
+}
+
+/* Marks the units of s's resource that s selects. */
+static int share_select(const struct builder *b, const struct sharing_resource_cfg *s,
+                        bool *selected, char **err)
+{
+        size_t n = 0;
+        for (size_t k = 0; k < b->n_units; k++)
+                n += strcmp(b->units[k].resource, s->name) == 0;
+        if (n == 0)
+                return 0;
+        size_t seen = 0;
+        for (size_t k = 0; k < b->n_units; k++) {
+                if (strcmp(b->units[k].resource, s->name) != 0)
+                        continue;
+                bool take = s->devices_kind == SHARING_DEVICES_ALL;
+                if (s->devices_kind == SHARING_DEVICES_COUNT)
+                        take = seen < s->devices_count;
+                if (s->devices_kind == SHARING_DEVICES_LIST) {
+                        char idx[24];
+                        snprintf(idx, sizeof(idx), "%zu", seen);
+                        take = strv_contains(s->devices, idx) ||
+                               strv_contains(s->devices,
+                                             b->inv->gpus[b->units[k].gpu].parts[b->units[k].part].id);
+                }
+                selected[k] |= take;
+                seen++;
+        }
+        if (s->devices_kind == SHARING_DEVICES_COUNT && s->devices_count > n) {
+                *err = xasprintf("unable to get IDs of devices to replicate for '%s' resource: "
+                                 "requested %u devices to be replicated, but only %zu devices "
+                                 "available",
+                                 s->name, s->devices_count, n);
+                return -EINVAL;
+        }
+        for (size_t i = 0; s->devices_kind == SHARING_DEVICES_LIST && s->devices[i]; i++) {
+                char *end;
+                unsigned long v = strtoul(s->devices[i], &end, 10);
+                if (!*end && v < n)
+                        continue;
+                bool found = false;
+                for (size_t k = 0; k < b->n_units && !found; k++)
+                        found = strcmp(b->units[k].resource, s->name) == 0 &&
+                                strcmp(b->inv->gpus[b->units[k].gpu].parts[b->units[k].part].id,
+                                       s->devices[i]) == 0;
+                if (!found) {
+                        *err = xasprintf("unable to get IDs of devices to replicate for '%s' "
+                                         "resource: no matching device at index %s",
+                                         s->name, s->devices[i]);
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+int amd_layout_build(const struct amd_inventory *inv, const struct devlet_config *cfg,
+                     const struct amd_ctx *ctx, struct amd_layout *out, char **err)
+{
+        struct amd_layout l = { 0 };
+        struct builder b = { .inv = inv, .cfg = cfg, .ctx = ctx, .out = &l };
+        int r = units_build(&b, err);
+        _cleanup_free_ bool *selected = xcalloc(b.n_units + 1, sizeof(bool));
+        const struct sharing_cfg *sc = &cfg->sharing;
+        for (size_t i = 0; r == 0 && sc->strategy == SHARING_TIME_SLICING && i < sc->n_resources; i++)
+                r = share_select(&b, &sc->resources[i], selected, err);
+        for (size_t k = 0; r == 0 && k < b.n_units; k++) {
+                const struct unit *u = &b.units[k];
+                bool parts = inv->gpus[u->gpu].n_parts > 1;
+                const struct sharing_resource_cfg *s = selected[k] ? share_of(&b, u->resource) : NULL;
+                if (!s) {
+                        device_add(&b, resource_get(&b, u->resource, false, parts), u, -1);
+                        continue;
+                }
+                struct dev_resource *res = resource_get(&b, config_sharing_served_name(s), true, parts);
+                for (unsigned n = 0; n < s->replicas; n++)
+                        device_add(&b, res, u, (int)n);
+        }
+        for (size_t k = 0; k < b.n_units; k++)
+                free(b.units[k].resource);
+        free(b.units);
+        if (r < 0) {
+                amd_layout_release(&l);
+                return r;
+        }
+        *out = l;
+        return 0;
+}
+
+void amd_layout_release(struct amd_layout *l)
+{
+        for (size_t i = 0; i < l->n_res; i++) {
+                struct dev_resource *r = l->res[i];
+                for (size_t k = 0; k < r->n_devices; k++)
+                        free(r->devices[k].priv);
+                free(r->backend_data);
+                dev_resource_free(r);
+        }
+        free(l->res);
+        memset(l, 0, sizeof(*l));
+}
+
+struct alloc_topology *amd_topology_build(const struct amd_inventory *inv)
+{
+        size_t n = inv->n_gpus;
+        struct alloc_topology *t = alloc_topology_new(n ? n : 1);
+        if (!t)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                for (size_t j = i + 1; j < n; j++) {
+                        bool xgmi = inv->link_type[i * n + j] == AMD_LINK_XGMI;
+                        int ni = inv->gpus[i].numa_node, nj = inv->gpus[j].numa_node;
+                        enum alloc_pcie_level level = ni >= 0 && ni == nj ? ALLOC_PCIE_NUMA_NODE
+                                                                          : ALLOC_PCIE_SYSTEM;
+                        if (ni < 0 || nj < 0)
+                                level = ALLOC_PCIE_UNKNOWN;
+                        alloc_topology_set(t, i, j, alloc_link_score(xgmi ? 1 : 0, level));
+                }
+        return t;
+}
