@@ -9,8 +9,8 @@
  * count), and then writes the resource's readiness marker, which `devlet
  * run` waits for.  The daemons, their directories and limits come from the
  * backends' `mps_daemons` member (the NVIDIA backend's layout, in family-
- * neutral types).  <mps-root>/shm is mounted as a tmpfs for the clients'
- * /dev/shm.
+ * neutral types).  Their shm directory (<mps-root>/shm) is mounted as a
+ * tmpfs for the clients' /dev/shm.
  *
  * A plain loop, one second a turn: the markers are touched (a marker that
  * stops being touched is stale, so a killed sidecar does not leave resources
@@ -56,7 +56,6 @@ struct mps_daemon {
 
 struct mps_sup {
         const char *bin;
-        const char *root;
         struct mps_daemon *d;
         size_t n;
 };
@@ -226,14 +225,10 @@ static int daemon_start(const struct mps_sup *s, struct mps_daemon *d)
         return 0;
 }
 
-/* tmpfs at <root>/shm for the clients' /dev/shm, as NVIDIA's mount-shm:
- * a stale mount is detached first. */
-static int shm_prepare(const char *root)
+/* tmpfs at shm (the daemons' shm_dir, <mps-root>/shm) for the clients'
+ * /dev/shm, as NVIDIA's mount-shm: a stale mount is detached first. */
+static int shm_prepare(const char *shm)
 {
-        size_t n = strlen(root);
-        while (n > 1 && root[n - 1] == '/')
-                n--;
-        _cleanup_free_ char *shm = xasprintf("%.*s/shm", (int)n, root);
         const char *mode = getenv("DEVLET_MPS_SHM");
         if (mode && strcmp(mode, "dir") == 0) {
                 log_info("mps", "shm is a plain directory (DEVLET_MPS_SHM=dir) path=%s", shm);
@@ -381,12 +376,16 @@ int cmd_mps(int argc, char **argv)
                 dev_mps_daemons_free(specs.v, n);
                 return 1;
         }
-        r = shm_prepare(cfg->mps_root);
-        if (r < 0) {
-                dev_mps_daemons_free(specs.v, n);
-                return 1;
+        for (size_t i = 0; i < n; i++) {
+                bool seen = false;
+                for (size_t j = 0; j < i; j++)
+                        seen |= strcmp(specs.v[j].shm_dir, specs.v[i].shm_dir) == 0;
+                if (!seen && shm_prepare(specs.v[i].shm_dir) < 0) {
+                        dev_mps_daemons_free(specs.v, n);
+                        return 1;
+                }
         }
-        struct mps_sup s = { .bin = bin, .root = cfg->mps_root, .n = n,
+        struct mps_sup s = { .bin = bin, .n = n,
                              .d = xcalloc(n ? n : 1, sizeof(*s.d)) };
         for (size_t i = 0; i < n; i++) {
                 struct mps_daemon *d = &s.d[i];
@@ -396,7 +395,7 @@ int cmd_mps(int argc, char **argv)
                 d->marker = d->spec.marker;
                 daemon_start(&s, d);
         }
-        log_info("mps", "supervising control=%s daemons=%zu root=%s", bin, n, cfg->mps_root);
+        log_info("mps", "supervising control=%s daemons=%zu shm=%s", bin, n, specs.v[0].shm_dir);
         supervise(&s);
         stop_all(&s);
         free(s.d);

@@ -131,6 +131,7 @@ struct health_cfg {
  * string vectors with at least one item, except those whose default is
  * empty (they may be empty). */
 #define CONFIG_BACKEND_SECTIONS_MAX 8
+#define CONFIG_BACKEND_OPTIONS_MAX 8
 
 struct devlet_config {
         /* core */
@@ -159,10 +160,6 @@ struct devlet_config {
         char *container_driver_root;
         char *shared_devices_allocation_policy; /* distributed|packed */
 
-        /* AMD's device plugin flags (used by the amd backend) */
-        char *resource_naming_strategy; /* single|mixed */
-        int64_t amd_health_interval_ms; /* --amd-health-interval (AMD's --pulse); 0 = no polling */
-
         /* CDI, metrics and attribution */
         char *cdi_spec_dir;           /* --cdi-spec-dir, default /var/run/cdi */
         char *metrics_address;        /* --metrics-address, default ":9400"; "" = no metrics */
@@ -182,24 +179,8 @@ struct devlet_config {
         char *machine_type_file;          /* --machine-type-file */
         bool labels_remove_on_exit;       /* --remove-on-exit: delete the file when stopping */
 
-        /* NVIDIA v0.20's newer flags and GFD's Kubernetes-client flags
-         * (options-nvidia.inc); config_load checks them (options-nvidia.c) */
-        char *mps_root;                   /* --mps-root, default /run/nvidia/mps */
-        char *device_discovery_strategy;  /* auto|nvml (tegra and vfio are refused) */
-        char **imex_channel_ids;          /* --imex-channel-ids: empty or ["0"] */
-        bool imex_required;               /* --imex-required */
-        char **cdi_feature_flags;         /* --cdi-feature-flags (may be empty) */
-        char **cdi_disable_hooks;         /* --cdi-disable-hooks: hook names (may be empty) */
-        bool use_node_feature_api;        /* --use-node-feature-api: features.d file instead */
-        char *kubeconfig;                 /* GFD's Kubernetes client: accepted, unused */
-        char *kube_api_qps;
-        char *kube_api_burst;
-        char *gfd_namespace;
-        char *node_name;
         /* derived by config_load, not options */
         bool kubelet_disabled;  /* --kubelet-socket "" given: serve, never register */
-        bool imex_channel0;     /* IMEX channel 0 requested */
-        bool cdi_hook_ldcache;  /* the update-ldcache hook is not disabled */
         /* --dev-root was not given: dev_root is the NVIDIA driver root, as
          * NVIDIA's plugin has it; other families look under "/" then
          * (config_host_dev_root) */
@@ -214,6 +195,11 @@ struct devlet_config {
          * config_backend_sections index (NULL: not in the file); read them
          * with config_backend_section() */
         void *backend_sections[CONFIG_BACKEND_SECTIONS_MAX];
+        /* the values of the options device backends add, by
+         * config_backend_option_sets index (a zeroed block of the set's
+         * size, holding the defaults at least); read them with
+         * config_backend_options() */
+        void *backend_options[CONFIG_BACKEND_OPTIONS_MAX];
 
         /* warnings found while loading (unknown keys...), formatted with
          * their position; the caller logs them */
@@ -240,7 +226,8 @@ struct config_option {
         const char *key_alias;    /* a second key (NVIDIA's spelling), or NULL */
         enum config_type type;
         const char *default_value;
-        size_t offset;            /* into struct devlet_config */
+        size_t offset;            /* into struct devlet_config, or into the values of
+                                   * the backend's option set that holds the row */
         const char *const *choices; /* allowed values (each list item for CONFIG_LIST),
                                      * NULL-terminated; NULL = any */
         long min, max;            /* CONFIG_INT bounds, inclusive; max 0 = no upper bound */
@@ -257,13 +244,43 @@ extern const struct config_section *const config_backend_sections[];
 const void *config_backend_section(const struct devlet_config *cfg,
                                    const struct config_section *s);
 
+/* The options a device backend adds: rows of the same shape as devlet's
+ * own (flag, alias, env vars, config key, type, default, choices, help),
+ * whose offsets point into the backend's own struct of size bytes, which
+ * every config holds (config_backend_options).  They are parsed, listed in
+ * the help, dumped and reported exactly as devlet's own options, with the
+ * same precedence (flags > env > file > default).  finish (may be NULL)
+ * runs once config_load has applied every source: it may fill members of
+ * values that no row sets (decisions taken from the options), add
+ * warnings to *warnings, or refuse the configuration with -EINVAL and diag
+ * set (start-up then exits 2).  It never logs and never touches the
+ * filesystem. */
+struct config_option_set {
+        const struct config_option *options;
+        size_t n_options;
+        size_t size; /* of the backend's values struct */
+        int (*finish)(const struct devlet_config *cfg, void *values, char ***warnings,
+                      struct config_diag *diag);
+};
+
+/* The option sets device backends add, defined by the backend table
+ * (devices/registry.c) like config_backend_sections; NULL-terminated, at
+ * most CONFIG_BACKEND_OPTIONS_MAX.  A backend reads its values with
+ * config_backend_options(): never NULL for a set of the table (the block
+ * belongs to cfg; a backend only reads it, a test may set a value). */
+extern const struct config_option_set *const config_backend_option_sets[];
+void *config_backend_options(const struct devlet_config *cfg, const struct config_option_set *set);
+
 /* What --backends accepts: "auto", then every device backend's name in
  * start-up order; NULL-terminated.  Defined by the backend table
  * (devices/registry.c), the one place that names the families. */
 extern const char *const config_backend_choices[];
 
-/* The table, in --help order. */
-const struct config_option *config_options(size_t *n);
+/* Every option, in --help order: devlet's own table, then each backend's
+ * set in config_backend_option_sets order.  config_option_at returns NULL
+ * from config_option_count() on. */
+size_t config_option_count(void);
+const struct config_option *config_option_at(size_t i);
 
 /* Loads the configuration for a subcommand: defaults, then the config file
  * (from --config-file / CONFIG_FILE), then env vars, then flags from argv.

@@ -1,6 +1,6 @@
 /* The effective configuration as one JSON object, for the start-up log line
  * (NVIDIA's plugin prints its "Running with config" the same way): every
- * option of the table under its flag name, then the sections' shape
+ * option of the table, the backends' included, under its flag name, then the sections' shape
  * (sharing strategy and resources, resource patterns, host devices).
  * Pure: no logging, no I/O. */
 #include <jansson.h>
@@ -9,6 +9,7 @@
 
 #include "base/xalloc.h"
 #include "config/config.h"
+#include "config/options.h"
 
 static json_t *strv_json(char *const *v)
 {
@@ -20,7 +21,7 @@ static json_t *strv_json(char *const *v)
 
 static json_t *option_json(const struct devlet_config *cfg, const struct config_option *o)
 {
-        const void *field = (const char *)cfg + o->offset;
+        const void *field = config_option_value(cfg, o);
         switch (o->type) {
         case CONFIG_STRING:
                 return json_string(*(char *const *)field);
@@ -72,10 +73,10 @@ char *config_to_json(const struct devlet_config *cfg)
 {
         json_t *root = json_object();
         json_t *flags = json_object();
-        size_t n;
-        const struct config_option *opts = config_options(&n);
-        for (size_t i = 0; i < n; i++)
-                json_object_set_new(flags, opts[i].flag, option_json(cfg, &opts[i]));
+        const struct config_option *o;
+        for (size_t i = 0; (o = config_option_at(i)); i++) {
+                json_object_set_new(flags, o->flag, option_json(cfg, o));
+        }
         json_object_set_new(flags, "kubeletRegistration", json_boolean(!cfg->kubelet_disabled));
         json_object_set_new(root, "flags", flags);
         json_object_set_new(root, "sharing", sharing_json(&cfg->sharing));

@@ -3,7 +3,8 @@
  * parse, clear, where it lives in struct devlet_config) or a section a
  * device backend adds (config_backend_sections, kept on the heap).
  *
- * The tree comes from yaml.c.  `flags.*` keys map onto the option table
+ * The tree comes from yaml.c.  `flags.*` keys (and any other group of
+ * option keys, such as a backend's) map onto the option table
  * (options.c); each section's key is handed to its parser, in table order
  * (sharing after resources: it checks names against them); any other key
  * is a warning, never an error, so NVIDIA's own files stay loadable.
@@ -341,10 +342,8 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
                 const struct config_node *k = root->items[i], *v = root->items[i + 1];
                 if (strcmp(k->text, "version") == 0 || section_by_key(k->text))
                         continue;
-                if (strcmp(k->text, "flags") == 0)
-                        r = walk_section(&w, v, "flags");
-                else if (strcmp(k->text, "imex") == 0)
-                        r = walk_section(&w, v, "imex"); /* NVIDIA's IMEX channels */
+                if (config_key_is_section(k->text)) /* flags, or a backend's group */
+                        r = walk_section(&w, v, k->text);
                 else
                         config_node_warn_unknown(&w.warnings, file, k);
                 if (r < 0)

@@ -1,7 +1,8 @@
 /* Loading a config: defaults, the config file, environment variables and
  * the command line, in that order, so the later source wins; the command
  * line is parsed first, so a bad flag is reported before any file is read.
- * The option table is options.c's, the file's meaning file.c's.
+ * Backend option sets finish last, once every source is applied.  The
+ * option table is options.c's, the file's meaning file.c's.
  *
  * Never logs and never exits: every problem goes back as -EINVAL with a
  * diag that names the flag, env var or file position and what is allowed. */
@@ -21,16 +22,15 @@
 
 struct devlet_config *config_new_defaults(void)
 {
-        size_t n_options;
-        const struct config_option *options = config_options(&n_options);
         struct devlet_config *cfg = xcalloc(1, sizeof(*cfg));
-        for (size_t i = 0; i < n_options; i++) {
+        config_options_alloc(cfg);
+        const struct config_option *opt;
+        for (size_t i = 0; (opt = config_option_at(i)); i++) {
                 union config_value v = { 0 };
-                int r = config_value_parse(&options[i], options[i].default_value, options[i].flag,
-                                           &v, NULL);
+                int r = config_value_parse(opt, opt->default_value, opt->flag, &v, NULL);
                 if (r < 0)
                         abort(); /* a bad default in the table is a programming error */
-                config_value_store(cfg, &options[i], &v);
+                config_value_store(cfg, opt, &v);
         }
         cfg->hostdev.domain = xstrdup("devlet.io");
         cfg->health.recovery_quiet_ms = CONFIG_HEALTH_QUIET_DEFAULT_MS;
@@ -39,17 +39,9 @@ struct devlet_config *config_new_defaults(void)
 
 void config_free(struct devlet_config *cfg)
 {
-        size_t n_options;
-        const struct config_option *options = config_options(&n_options);
         if (!cfg)
                 return;
-        for (size_t i = 0; i < n_options; i++) {
-                void *field = (char *)cfg + options[i].offset;
-                if (options[i].type == CONFIG_STRING)
-                        free(*(char **)field);
-                else if (options[i].type == CONFIG_LIST)
-                        strv_free(*(char ***)field);
-        }
+        config_options_free(cfg);
         config_sections_clear(cfg);
         strv_free(cfg->warnings);
         free(cfg);
@@ -59,26 +51,13 @@ DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
 
 /* ---- command line ---- */
 
-static const struct config_option *find_long(const char *name, size_t len)
-{
-        size_t n_options;
-        const struct config_option *options = config_options(&n_options);
-        for (size_t i = 0; i < n_options; i++) {
-                const char *names[] = { options[i].flag, options[i].alias };
-                for (size_t j = 0; j < ARRAY_SIZE(names); j++)
-                        if (names[j] && strlen(names[j]) == len && strncmp(names[j], name, len) == 0)
-                                return &options[i];
-        }
-        return NULL;
-}
-
 static const struct config_option *find_short(char c)
 {
-        size_t n_options;
-        const struct config_option *options = config_options(&n_options);
-        for (size_t i = 0; i < n_options; i++)
-                if (options[i].short_flag && options[i].short_flag == c)
-                        return &options[i];
+        const struct config_option *o;
+        for (size_t i = 0; (o = config_option_at(i)); i++) {
+                if (o->short_flag && o->short_flag == c)
+                        return o;
+        }
         return NULL;
 }
 
@@ -110,12 +89,11 @@ static size_t edit_distance(const char *a, size_t la, const char *b)
 
 static int unknown_flag(const char *shown, const char *name, size_t len, struct config_diag *diag)
 {
-        size_t n_options;
-        const struct config_option *options = config_options(&n_options);
         const char *best = NULL;
         size_t best_d = 3;
-        for (size_t i = 0; i < n_options; i++) {
-                const char *names[] = { options[i].flag, options[i].alias };
+        const struct config_option *o;
+        for (size_t i = 0; (o = config_option_at(i)); i++) {
+                const char *names[] = { o->flag, o->alias };
                 for (size_t j = 0; j < ARRAY_SIZE(names); j++) {
                         if (!names[j])
                                 continue;
@@ -157,19 +135,20 @@ static int parse_args(int argc, char **argv, struct config_pending *s, int *firs
                         const char *name = a + 2;
                         const char *eq = strchr(name, '=');
                         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-                        opt = find_long(name, len);
+                        opt = config_option_by_flag(name, len);
                         if (!opt)
                                 return unknown_flag(a, name, len, diag);
                         snprintf(who, sizeof(who), "--%.*s", (int)len, name);
                         if (eq)
                                 value = eq + 1;
                 } else {
-                        /* AMD's tools take Go's -name form of their own flags
-                         * (-resource_naming_strategy=mixed): accepted for the
-                         * alias spellings only, so -mig-strategy still gets a hint */
+                        /* Go's single-dash form (-name=VALUE), as the vendors'
+                         * tools take it: accepted for the alias spellings only
+                         * (the vendors' own names), so -mig-strategy still gets
+                         * a hint */
                         const char *eq = strchr(a + 1, '=');
                         size_t len = eq ? (size_t)(eq - a - 1) : strlen(a + 1);
-                        opt = len > 1 ? find_long(a + 1, len) : NULL;
+                        opt = len > 1 ? config_option_by_flag(a + 1, len) : NULL;
                         if (opt && !(opt->alias && strlen(opt->alias) == len &&
                                      strncmp(opt->alias, a + 1, len) == 0))
                                 opt = NULL;
@@ -223,18 +202,17 @@ static const char *option_env(const struct config_option *opt, const char **name
 
 static int apply_env(struct devlet_config *cfg, struct config_diag *diag)
 {
-        size_t n_options;
-        const struct config_option *options = config_options(&n_options);
-        for (size_t i = 0; i < n_options; i++) {
+        const struct config_option *opt;
+        for (size_t i = 0; (opt = config_option_at(i)); i++) {
                 const char *name;
-                const char *text = option_env(&options[i], &name);
+                const char *text = option_env(opt, &name);
                 if (!text)
                         continue;
                 union config_value v = { 0 };
-                int r = config_value_parse(&options[i], text, name, &v, diag);
+                int r = config_value_parse(opt, text, name, &v, diag);
                 if (r < 0)
                         return r;
-                config_value_store(cfg, &options[i], &v);
+                config_value_store(cfg, opt, &v);
         }
         return 0;
 }
@@ -256,8 +234,6 @@ static int load_file(struct devlet_config *cfg, const char *path, struct config_
 int config_load(int argc, char **argv, struct devlet_config **out, struct config_diag *diag,
                 int *argi)
 {
-        size_t n_options;
-        const struct config_option *options = config_options(&n_options);
         struct config_diag scratch;
         if (!diag)
                 diag = &scratch;
@@ -274,7 +250,7 @@ int config_load(int argc, char **argv, struct devlet_config **out, struct config
 
         _cleanup_(config_freep) struct devlet_config *cfg = config_new_defaults();
 
-        const struct config_option *file_opt = &options[0];
+        const struct config_option *file_opt = config_option_by_flag("config-file", 11);
         const char *path = option_env(file_opt, NULL);
         for (size_t i = 0; i < flags.n; i++)
                 if (flags.items[i].opt == file_opt)
@@ -288,11 +264,20 @@ int config_load(int argc, char **argv, struct devlet_config **out, struct config
         r = apply_env(cfg, diag);
         if (r < 0)
                 return r;
+        const struct config_option *socket_opt = config_option_by_flag("kubelet-socket", 14);
         for (size_t i = 0; i < flags.n; i++)
-                if (flags.items[i].opt->offset == offsetof(struct devlet_config, kubelet_socket))
+                if (flags.items[i].opt == socket_opt)
                         cfg->kubelet_disabled = !flags.items[i].v.s[0];
         config_pending_store(&flags, cfg);
-        r = config_nvidia_finish(cfg, diag);
+
+        /* an empty --dev-root is the NVIDIA driver root, as NVIDIA's plugin
+         * has it; the other families look under "/" then */
+        cfg->dev_root_is_driver_root = !cfg->dev_root[0];
+        if (cfg->dev_root_is_driver_root) {
+                free(cfg->dev_root);
+                cfg->dev_root = xstrdup(cfg->driver_root);
+        }
+        r = config_options_finish(cfg, diag);
         if (r < 0)
                 return r;
 
@@ -308,4 +293,9 @@ int config_load(int argc, char **argv, struct devlet_config **out, struct config
                 *argi = first_arg;
         *out = TAKE_PTR(cfg);
         return 0;
+}
+
+const char *config_host_dev_root(const struct devlet_config *cfg)
+{
+        return cfg->dev_root_is_driver_root ? "/" : cfg->dev_root;
 }

@@ -1,6 +1,8 @@
 /* The option table: every option is one row of options[] (flag, short
- * flag, alias, env vars, config-file key, type, default, choices, help),
- * the typed values of a row, and the flags help.
+ * flag, alias, env vars, config-file key, type, default, choices, help)
+ * or of a set a device backend adds (config_backend_option_sets, whose
+ * values live in a block of the backend's own), the typed values of a
+ * row, and the flags help.
  *
  * A value goes through two steps: config_value_parse() turns text into a
  * typed value and checks it against the row, config_value_store() moves it
@@ -32,8 +34,6 @@ static const char *const device_list_strategy_choices[] = { "envvar", "volume-mo
 static const char *const device_id_strategy_choices[] = { "uuid", "index", NULL };
 static const char *const allocation_policy_choices[] = { "distributed", "packed", NULL };
 static const char *const hostname_label_choices[] = { "Hostname", "hostname", NULL };
-static const char *const discovery_strategy_choices[] = { "auto", "nvml", "tegra", "vfio", NULL };
-static const char *const naming_strategy_choices[] = { "single", "mixed", NULL };
 
 #define FIELD(f) offsetof(struct devlet_config, f)
 
@@ -242,30 +242,6 @@ static const struct config_option options[] = {
                 .help = "How shared (replicated) devices are picked: spread over GPUs, "
                         "or packed onto as few as possible",
         },
-        /* AMD's device plugin (the amd backend) */
-        {
-                .flag = "resource-naming-strategy",
-                .alias = "resource_naming_strategy",
-                .envs = { "RESOURCE_NAMING_STRATEGY" },
-                .key = "flags.amd.resourceNamingStrategy",
-                .type = CONFIG_STRING,
-                .default_value = "single",
-                .offset = FIELD(resource_naming_strategy),
-                .choices = naming_strategy_choices,
-                .help = "AMD GPUs: single serves amd.com/gpu; mixed serves partitions as "
-                        "amd.com/<compute>_<memory> (amd.com/cpx_nps4)",
-        },
-        {
-                .flag = "amd-health-interval",
-                .alias = "pulse",
-                .envs = { "DEVLET_AMD_HEALTH_INTERVAL" },
-                .key = "flags.amd.healthInterval",
-                .type = CONFIG_DURATION,
-                .default_value = "5s",
-                .offset = FIELD(amd_health_interval_ms),
-                .help = "How often AMD GPU health is polled from sysfs (0: never; --pulse is "
-                        "AMD's name, in seconds)",
-        },
         {
                 .flag = "cdi-spec-dir",
                 .envs = { "DEVLET_CDI_SPEC_DIR" },
@@ -408,34 +384,137 @@ static const struct config_option options[] = {
                 .help = "Delete the labels file when devlet stops (GFD's behaviour; by default "
                         "the labels stay across restarts)",
         },
-#include "config/options-nvidia.inc"
 };
 
-const struct config_option *config_options(size_t *n)
+/* ---- the rows: devlet's own, then the backends' ---- */
+
+size_t config_option_count(void)
 {
-        if (n)
-                *n = ARRAY_SIZE(options);
-        return options;
+        size_t n = ARRAY_SIZE(options);
+        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++)
+                n += config_backend_option_sets[j]->n_options;
+        return n;
+}
+
+const struct config_option *config_option_at(size_t i)
+{
+        if (i < ARRAY_SIZE(options))
+                return &options[i];
+        i -= ARRAY_SIZE(options);
+        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++) {
+                const struct config_option_set *set = config_backend_option_sets[j];
+                if (i < set->n_options)
+                        return &set->options[i];
+                i -= set->n_options;
+        }
+        return NULL;
+}
+
+/* The config_backend_option_sets index of the set holding opt; -1 for
+ * devlet's own rows. */
+static int option_set_index(const struct config_option *opt)
+{
+        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++) {
+                const struct config_option_set *set = config_backend_option_sets[j];
+                for (size_t k = 0; k < set->n_options; k++)
+                        if (&set->options[k] == opt)
+                                return (int)j;
+        }
+        return -1;
+}
+
+const void *config_option_value(const struct devlet_config *cfg, const struct config_option *opt)
+{
+        int j = option_set_index(opt);
+        const char *base = j < 0 ? (const char *)cfg : (const char *)cfg->backend_options[j];
+        return base + opt->offset;
+}
+
+static void *option_field(struct devlet_config *cfg, const struct config_option *opt)
+{
+        int j = option_set_index(opt);
+        char *base = j < 0 ? (char *)cfg : (char *)cfg->backend_options[j];
+        return base + opt->offset;
+}
+
+void *config_backend_options(const struct devlet_config *cfg, const struct config_option_set *set)
+{
+        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++)
+                if (config_backend_option_sets[j] == set)
+                        return cfg->backend_options[j];
+        return NULL;
+}
+
+void config_options_alloc(struct devlet_config *cfg)
+{
+        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++)
+                cfg->backend_options[j] = xcalloc(1, config_backend_option_sets[j]->size ?: 1);
+}
+
+void config_options_free(struct devlet_config *cfg)
+{
+        const struct config_option *opt;
+        for (size_t i = 0; (opt = config_option_at(i)); i++) {
+                int j = option_set_index(opt);
+                if (j >= 0 && !cfg->backend_options[j])
+                        continue;
+                void *field = option_field(cfg, opt);
+                if (opt->type == CONFIG_STRING)
+                        free(*(char **)field);
+                else if (opt->type == CONFIG_LIST)
+                        strv_free(*(char ***)field);
+        }
+        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX; j++)
+                free(TAKE_PTR(cfg->backend_options[j]));
+}
+
+int config_options_finish(struct devlet_config *cfg, struct config_diag *diag)
+{
+        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++) {
+                const struct config_option_set *set = config_backend_option_sets[j];
+                if (!set->finish)
+                        continue;
+                int r = set->finish(cfg, cfg->backend_options[j], &cfg->warnings, diag);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+const struct config_option *config_option_by_flag(const char *name, size_t len)
+{
+        const struct config_option *o;
+        for (size_t i = 0; (o = config_option_at(i)); i++) {
+                const char *names[] = { o->flag, o->alias };
+                for (size_t k = 0; k < ARRAY_SIZE(names); k++)
+                        if (names[k] && strlen(names[k]) == len && strncmp(names[k], name, len) == 0)
+                                return o;
+        }
+        return NULL;
 }
 
 const struct config_option *config_option_by_key(const char *key)
 {
-        for (size_t i = 0; i < ARRAY_SIZE(options); i++)
-                if ((options[i].key && strcmp(options[i].key, key) == 0) ||
-                    (options[i].key_alias && strcmp(options[i].key_alias, key) == 0))
-                        return &options[i];
+        const struct config_option *o;
+        for (size_t i = 0; (o = config_option_at(i)); i++) {
+                if ((o->key && strcmp(o->key, key) == 0) ||
+                    (o->key_alias && strcmp(o->key_alias, key) == 0))
+                        return o;
+        }
         return NULL;
 }
 
 bool config_key_is_section(const char *prefix)
 {
         size_t n = strlen(prefix);
-        for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+        const struct config_option *o;
+        for (size_t i = 0; (o = config_option_at(i)); i++) {
                 for (int k = 0; k < 2; k++) {
-                        const char *key = k ? options[i].key_alias : options[i].key;
+                        const char *key = k ? o->key_alias : o->key;
                         if (key && strncmp(key, prefix, n) == 0 && key[n] == '.')
                                 return true;
                 }
+        }
         return false;
 }
 
@@ -585,7 +664,7 @@ void config_value_clear(const struct config_option *opt, union config_value *v)
 void config_value_store(struct devlet_config *cfg, const struct config_option *opt,
                         union config_value *v)
 {
-        void *field = (char *)cfg + opt->offset;
+        void *field = option_field(cfg, opt);
         switch (opt->type) {
         case CONFIG_STRING:
                 free(*(char **)field);
@@ -669,8 +748,8 @@ static const char *metavar(const struct config_option *opt, char *buf, size_t si
 void config_print_help(FILE *f)
 {
         fputs("Options (a flag beats its env var, which beats the config file key):\n", f);
-        for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-                const struct config_option *o = &options[i];
+        const struct config_option *o;
+        for (size_t i = 0; (o = config_option_at(i)); i++) {
                 char mv[300];
                 fputs("\n  ", f);
                 if (o->short_flag)

@@ -1,11 +1,12 @@
 /* The option table's typed values (options.c): parsing text for a row,
- * storing a value into struct devlet_config, and finding rows by their
- * config-file key.  Used by the config file's walk (file.c) and the loader
+ * storing a value into struct devlet_config (or the backend values block
+ * that holds the row), and finding rows by flag or config-file key.  Used by the config file's walk (file.c) and the loader
  * (load.c). */
 #ifndef DEVLET_CONFIG_OPTIONS_H
 #define DEVLET_CONFIG_OPTIONS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config/walk.h"
@@ -34,18 +35,26 @@ void config_value_store(struct devlet_config *cfg, const struct config_option *o
                         union config_value *v);
 void config_value_clear(const struct config_option *opt, union config_value *v);
 
+/* Where opt's value lives in cfg: in cfg itself, or in the values of the
+ * backend option set holding the row. */
+const void *config_option_value(const struct devlet_config *cfg, const struct config_option *opt);
+
+/* Gives cfg a zeroed values block for every backend option set
+ * (config_new_defaults), frees every option's value and the blocks
+ * (config_free), and runs the sets' finish hooks in table order once every
+ * source is applied (config_load): 0, or the first hook's -EINVAL with
+ * diag set. */
+void config_options_alloc(struct devlet_config *cfg);
+void config_options_free(struct devlet_config *cfg);
+int config_options_finish(struct devlet_config *cfg, struct config_diag *diag);
+
+/* The option whose flag or alias is name[0..len), or NULL. */
+const struct config_option *config_option_by_flag(const char *name, size_t len);
 /* The option whose config-file key is key, or NULL. */
 const struct config_option *config_option_by_key(const char *key);
 /* Whether some option key lives under prefix ("flags.plugin"). */
 bool config_key_is_section(const char *prefix);
 
-
-/* Decides what NVIDIA v0.20's newer options mean once every source is
- * applied (options-nvidia.c): fills the derived fields, adds warnings for
- * what is accepted without effect; -EINVAL with diag for what devlet
- * refuses (tegra discovery, bad IMEX channel IDs, MPS without --mps-root or
- * with mig-strategy mixed). */
-int config_nvidia_finish(struct devlet_config *cfg, struct config_diag *diag);
 
 /* Values parsed from one source (the file, the command line) and not yet
  * stored, so that a source with an error changes nothing. */

@@ -207,6 +207,8 @@ struct dev_mps_daemon {
         unsigned max_clients;  /* the most clients one server takes on these GPUs */
         char *pipe_dir, *log_dir; /* CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY */
         char *marker;          /* the readiness marker the supervisor writes and touches */
+        char *shm_dir;         /* mounted as a tmpfs for the clients' /dev/shm (daemons
+                                * may share one) */
 };
 void dev_mps_daemons_free(struct dev_mps_daemon *v, size_t n);
 

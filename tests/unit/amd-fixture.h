@@ -44,8 +44,9 @@ AMD_FIXTURE_HELPER int amd_fixture_build(struct amd_fixture *f, const char *sys,
                 return r;
         if (!f->cfg)
                 f->cfg = config_new_defaults();
-        free(f->cfg->resource_naming_strategy);
-        f->cfg->resource_naming_strategy = xstrdup(strategy);
+        struct amd_options *opts = config_backend_options(f->cfg, &amd_config_options);
+        free(opts->resource_naming_strategy);
+        opts->resource_naming_strategy = xstrdup(strategy);
         f->ctx = (struct amd_ctx){ .inv = f->inv, .dev_root = xstrdup(""),
                                    .cdi_annotation_prefix = xstrdup("cdi.k8s.io/"),
                                    .topo = amd_topology_build(f->inv) };

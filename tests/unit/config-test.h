@@ -18,6 +18,16 @@
 
 #include "test-util.h"
 
+/* Every option, devlet's own and the backends', in --help order. */
+TEST_HELPER size_t config_options_all(const struct config_option **o, size_t max)
+{
+        size_t n = 0;
+        while (n < max && (o[n] = config_option_at(n)))
+                n++;
+        assert_int_equal(n, config_option_count());
+        return n;
+}
+
 /* ---- environment and temporary files ---- */
 
 static char tmp_paths[4][64];
@@ -25,11 +35,11 @@ static size_t n_tmp;
 
 TEST_HELPER void clear_env(void)
 {
-        size_t n;
-        const struct config_option *o = config_options(&n);
+        const struct config_option *o[256];
+        size_t n = config_options_all(o, ARRAY_SIZE(o));
         for (size_t i = 0; i < n; i++)
-                for (size_t j = 0; j < ARRAY_SIZE(o[i].envs) && o[i].envs[j]; j++)
-                        unsetenv(o[i].envs[j]);
+                for (size_t j = 0; j < ARRAY_SIZE(o[i]->envs) && o[i]->envs[j]; j++)
+                        unsetenv(o[i]->envs[j]);
 }
 
 TEST_HELPER int setup(void **state)

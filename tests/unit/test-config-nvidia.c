@@ -1,12 +1,14 @@
-/* NVIDIA v0.20's newer flags, env vars and config keys (options-nvidia.inc,
- * options-nvidia.c): accepted from every source, refused where devlet
- * cannot do them, warned about where they have no effect. */
+/* NVIDIA v0.20's newer flags, env vars and config keys (the NVIDIA
+ * family's option set, src/devices/nvidia/options.c): accepted from every
+ * source, refused where devlet cannot do them, warned about where they
+ * have no effect. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
 #include "config-test.h"
+#include "devices/nvidia/internal.h"
 
 static const char *write_tmp_s(const char *s)
 {
@@ -55,12 +57,12 @@ static void test_v020_keys_known(void **state)
                                          "  required: true\n");
         struct devlet_config *c = LOAD_OK("--config-file", path);
         assert_null(c->warnings);
-        assert_string_equal(c->mps_root, "/run/mps");
+        assert_string_equal(nvidia_options_get(c)->mps_root, "/run/mps");
         assert_string_equal(c->dev_root, "/dev-root");
-        assert_string_equal(c->device_discovery_strategy, "nvml");
+        assert_string_equal(nvidia_options_get(c)->device_discovery_strategy, "nvml");
         assert_string_equal(c->kubelet_socket, "/k/kubelet.sock");
-        assert_true(c->imex_channel0);
-        assert_true(c->imex_required);
+        assert_true(nvidia_options_get(c)->imex_channel0);
+        assert_true(nvidia_options_get(c)->imex_required);
         config_free(c);
 }
 
@@ -78,12 +80,12 @@ static void test_discovery_strategy(void **state)
 static void test_imex(void **state)
 {
         struct devlet_config *c = LOAD_OK("--imex-channel-ids", "0", "--imex-required");
-        assert_true(c->imex_channel0);
-        assert_true(c->imex_required);
+        assert_true(nvidia_options_get(c)->imex_channel0);
+        assert_true(nvidia_options_get(c)->imex_required);
         config_free(c);
         c = LOAD_OK();
-        assert_false(c->imex_channel0);
-        assert_strv(c->imex_channel_ids, (const char *const[]){ NULL });
+        assert_false(nvidia_options_get(c)->imex_channel0);
+        assert_strv(nvidia_options_get(c)->imex_channel_ids, (const char *const[]){ NULL });
         config_free(c);
         setenv("IMEX_CHANNEL_IDS", "0,1", 1);
         struct config_diag d = LOAD_ERR();
@@ -93,18 +95,18 @@ static void test_imex(void **state)
 static void test_cdi_flags(void **state)
 {
         struct devlet_config *c = LOAD_OK();
-        assert_true(c->cdi_hook_ldcache);
+        assert_true(nvidia_options_get(c)->cdi_hook_ldcache);
         config_free(c);
         c = LOAD_OK("--cdi-disable-hooks", "update-ldcache,bogus-hook", "--cdi-feature-flags",
                     "enable-explicit-driver-libraries,enable-coherent-annotations");
-        assert_false(c->cdi_hook_ldcache);
+        assert_false(nvidia_options_get(c)->cdi_hook_ldcache);
         assert_true(has_warning(c, "unknown hook \"bogus-hook\""));
         assert_true(has_warning(c, "\"enable-coherent-annotations\" has no effect"));
         assert_false(has_warning(c, "enable-explicit-driver-libraries"));
         config_free(c);
         setenv("CDI_DISABLE_HOOKS", "all", 1);
         c = LOAD_OK();
-        assert_false(c->cdi_hook_ldcache);
+        assert_false(nvidia_options_get(c)->cdi_hook_ldcache);
         config_free(c);
 }
 
@@ -126,7 +128,7 @@ static void test_node_feature_api(void **state)
         setenv("GFD_USE_NODE_FEATURE_API", "true", 1);
         struct devlet_config *c = LOAD_OK("--kubeconfig", "/k", "--node-name", "n1",
                                           "--namespace", "gpu", "--kube-api-qps", "7.5");
-        assert_true(c->use_node_feature_api);
+        assert_true(nvidia_options_get(c)->use_node_feature_api);
         assert_int_equal(strv_len(c->warnings), 1);
         assert_true(has_warning(c, "--use-node-feature-api"));
         assert_true(has_warning(c, "features.d/gfd"));
@@ -146,7 +148,7 @@ static void test_mps_checks(void **state)
         d = LOAD_ERR("--config-file", path, "--mps-root", "");
         assert_contains(d.message, "MPS requires --mps-root");
         struct devlet_config *c = LOAD_OK("--config-file", path);
-        assert_string_equal(c->mps_root, "/run/nvidia/mps");
+        assert_string_equal(nvidia_options_get(c)->mps_root, "/run/nvidia/mps");
         config_free(c);
 }
 

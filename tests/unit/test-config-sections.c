@@ -1,9 +1,12 @@
-/* A device backend's own config-file section, through the table config/
- * reads (config_backend_sections).  This binary stands in for the backend
- * table: it defines the two symbols devices/registry.c gives config/, with
- * a toy family "toy" whose section `toy: {slots: N, names: [...]}` is
+/* A device backend's own config-file section and command-line options,
+ * through the tables config/ reads (config_backend_sections,
+ * config_backend_option_sets).  This binary stands in for the backend
+ * table: it defines the three symbols devices/registry.c gives config/,
+ * with a toy family "toy" whose section `toy: {slots: N, names: [...]}` is
  * parsed with the typed walkers, kept on the heap, replaced by a later
- * file and freed with the config. */
+ * file and freed with the config, and whose options (--toy-mode,
+ * --toy-poll, --toy-tags) are loaded from flags, env vars and file keys
+ * like devlet's own, into a struct of the toy's, with a finish hook. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,8 +68,81 @@ static const struct config_section toy_section = {
         .clear = toy_clear,
 };
 
+/* ---- the toy's options ---- */
+
+struct toy_options {
+        char *mode;
+        int64_t poll_ms;
+        char **tags;
+        bool fast; /* derived by finish: mode fast */
+};
+
+static const char *const toy_modes[] = { "fast", "slow", NULL };
+
+static const struct config_option toy_rows[] = {
+        {
+                .flag = "toy-mode",
+                .alias = "toy_mode",
+                .envs = { "TOY_MODE" },
+                .key = "flags.toy.mode",
+                .type = CONFIG_STRING,
+                .default_value = "slow",
+                .offset = offsetof(struct toy_options, mode),
+                .choices = toy_modes,
+                .help = "How the toy runs",
+        },
+        {
+                .flag = "toy-poll",
+                .envs = { "TOY_POLL", "TOY_PULSE" },
+                .key = "flags.toy.poll",
+                .type = CONFIG_DURATION,
+                .default_value = "5s",
+                .offset = offsetof(struct toy_options, poll_ms),
+                .help = "How often the toy is polled",
+        },
+        {
+                .flag = "toy-tags",
+                .envs = { "TOY_TAGS" },
+                .key = "toyExtra.tags", /* a group of keys of its own, as NVIDIA's imex */
+                .type = CONFIG_LIST,
+                .default_value = "",
+                .offset = offsetof(struct toy_options, tags),
+                .help = "Tags of the toy",
+        },
+};
+
+static int toy_finish(const struct devlet_config *cfg, void *values, char ***warnings,
+                      struct config_diag *diag)
+{
+        struct toy_options *o = values;
+        o->fast = strcmp(o->mode, "fast") == 0;
+        if (o->fast && o->poll_ms == 0) {
+                snprintf(diag->message, sizeof(diag->message),
+                         "--toy-mode=fast needs --toy-poll above 0");
+                return -EINVAL;
+        }
+        if (strv_contains(o->tags, "old"))
+                *warnings = strv_push(*warnings, "--toy-tags: \"old\" is deprecated");
+        return 0;
+}
+
+static const struct config_option_set toy_options = {
+        .options = toy_rows,
+        .n_options = ARRAY_SIZE(toy_rows),
+        .size = sizeof(struct toy_options),
+        .finish = toy_finish,
+};
+
 const char *const config_backend_choices[] = { "auto", "toy", NULL };
 const struct config_section *const config_backend_sections[] = { &toy_section, NULL };
+const struct config_option_set *const config_backend_option_sets[] = { &toy_options, NULL };
+
+static const struct toy_options *toy_get(const struct devlet_config *cfg)
+{
+        const struct toy_options *o = config_backend_options(cfg, &toy_options);
+        assert_non_null(o);
+        return o;
+}
 
 static void test_backend_section(void **state)
 {
@@ -111,11 +187,102 @@ static void test_backend_section_errors(void **state)
         config_free(cfg);
 }
 
+static void test_backend_options(void **state)
+{
+        /* defaults */
+        struct devlet_config *cfg = LOAD_OK();
+        assert_string_equal(toy_get(cfg)->mode, "slow");
+        assert_int_equal(toy_get(cfg)->poll_ms, 5000);
+        assert_strv(toy_get(cfg)->tags, STRV(NULL));
+        assert_false(toy_get(cfg)->fast);
+        config_free(cfg);
+
+        /* file < env < flag, each source through the same row */
+        const char *yaml = "version: v1\n"
+                           "flags:\n"
+                           "  toy: {mode: fast, poll: 7s}\n"
+                           "toyExtra:\n"
+                           "  tags: [a, b]\n";
+        const char *path = write_tmp(yaml, strlen(yaml));
+        cfg = LOAD_OK("--config-file", path);
+        assert_string_equal(toy_get(cfg)->mode, "fast");
+        assert_true(toy_get(cfg)->fast); /* finish ran */
+        assert_int_equal(toy_get(cfg)->poll_ms, 7000);
+        assert_strv(toy_get(cfg)->tags, STRV("a", "b"));
+        assert_null(cfg->warnings);
+        config_free(cfg);
+
+        setenv("TOY_POLL", "2s", 1);
+        setenv("TOY_MODE", "slow", 1);
+        cfg = LOAD_OK("--config-file", path);
+        assert_string_equal(toy_get(cfg)->mode, "slow");
+        assert_int_equal(toy_get(cfg)->poll_ms, 2000);
+        config_free(cfg);
+
+        cfg = LOAD_OK("--config-file", path, "--toy-poll", "3s", "-toy_mode=fast",
+                      "--toy-tags=x,old");
+        assert_string_equal(toy_get(cfg)->mode, "fast");
+        assert_int_equal(toy_get(cfg)->poll_ms, 3000);
+        assert_strv(toy_get(cfg)->tags, STRV("x", "old"));
+        assert_strv(cfg->warnings, STRV("--toy-tags: \"old\" is deprecated"));
+
+        /* the effective-config dump holds the toy's options as devlet's own */
+        char *json = config_to_json(cfg);
+        assert_contains(json, "\"toy-mode\":\"fast\"");
+        assert_contains(json, "\"toy-poll\":3000");
+        assert_contains(json, "\"toy-tags\":[\"x\",\"old\"]");
+        free(json);
+        config_free(cfg);
+}
+
+static void test_backend_options_errors(void **state)
+{
+        /* choices, from a flag, an env var and a file key */
+        struct config_diag d = LOAD_ERR("--toy-mode", "medium");
+        assert_string_equal(d.message, "--toy-mode: invalid value \"medium\" (allowed: fast, slow)");
+        setenv("TOY_PULSE", "soon", 1);
+        d = LOAD_ERR();
+        assert_contains(d.message, "TOY_PULSE: invalid value \"soon\"");
+        unsetenv("TOY_PULSE");
+        d = parse_err("version: v1\nflags:\n  toy:\n    mode: medium\n");
+        assert_int_equal(d.line, 4);
+        assert_int_equal(d.column, 11);
+        assert_string_equal(d.message,
+                            "flags.toy.mode: invalid value \"medium\" (allowed: fast, slow)");
+
+        /* a typo gets the backend's flag as a hint */
+        d = LOAD_ERR("--toy-mod", "fast");
+        assert_string_equal(d.message, "unknown flag --toy-mod; did you mean --toy-mode?");
+
+        /* the finish hook refuses */
+        d = LOAD_ERR("--toy-mode=fast", "--toy-poll=0");
+        assert_string_equal(d.message, "--toy-mode=fast needs --toy-poll above 0");
+}
+
+static void test_backend_options_help(void **state)
+{
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        config_print_help(f);
+        fclose(f);
+        assert_contains(buf, "--toy-mode fast|slow  (also --toy_mode)\n      How the toy runs\n"
+                             "      env: TOY_MODE; key: flags.toy.mode; default: slow");
+        assert_contains(buf, "--toy-poll DURATION\n");
+        assert_contains(buf, "env: TOY_TAGS; key: toyExtra.tags; default: (none)");
+        /* after devlet's own options */
+        assert_true(strstr(buf, "--toy-mode") > strstr(buf, "--verbosity"));
+        free(buf);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_backend_section, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_backend_section_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_backend_options, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_backend_options_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_backend_options_help, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -825,15 +825,15 @@ static void test_options_bounds(void **state)
                   "flags.containerStateDirs: needs at least one value");
 
         /* the bounds are in the table */
-        size_t n;
-        const struct config_option *o = config_options(&n);
+        const struct config_option *o[256];
+        size_t n = config_options_all(o, ARRAY_SIZE(o));
         for (size_t i = 0; i < n; i++) {
-                if (strcmp(o[i].flag, "collect-interval") == 0)
-                        assert_true(o[i].min == 100 && o[i].max == 0);
-                if (strcmp(o[i].flag, "verbosity") == 0)
-                        assert_true(o[i].min == 0 && o[i].max == 10);
-                if (o[i].type != CONFIG_INT)
-                        assert_true(o[i].min == 0 && o[i].max == 0);
+                if (strcmp(o[i]->flag, "collect-interval") == 0)
+                        assert_true(o[i]->min == 100 && o[i]->max == 0);
+                if (strcmp(o[i]->flag, "verbosity") == 0)
+                        assert_true(o[i]->min == 0 && o[i]->max == 10);
+                if (o[i]->type != CONFIG_INT)
+                        assert_true(o[i]->min == 0 && o[i]->max == 0);
         }
 }
 

@@ -17,6 +17,7 @@
 #include "base/xalloc.h"
 #include "config/config.h"
 #include "config-test.h"
+#include "devices/amd/internal.h"
 
 /* ---- defaults and sources ---- */
 
@@ -214,8 +215,8 @@ static void test_unknown_flag(void **state)
 
         /* ... except AMD's own spellings, which AMD's tools take that way */
         struct devlet_config *c = LOAD_OK("-resource_naming_strategy=mixed", "-pulse", "2");
-        assert_string_equal(c->resource_naming_strategy, "mixed");
-        assert_int_equal(c->amd_health_interval_ms, 2000);
+        assert_string_equal(amd_options_get(c)->resource_naming_strategy, "mixed");
+        assert_int_equal(amd_options_get(c)->health_interval_ms, 2000);
         config_free(c);
 }
 
@@ -1096,12 +1097,12 @@ static void test_help(void **state)
         assert_contains(buf, "--pass-device-specs[=true|false]");
         assert_contains(buf, "env: CONFIG_FILE, GFD_CONFIG_FILE; default: (none)");
         /* table order */
-        size_t n;
-        const struct config_option *o = config_options(&n);
+        const struct config_option *o[256];
+        size_t n = config_options_all(o, ARRAY_SIZE(o));
         const char *prev = buf;
         for (size_t i = 0; i < n; i++) {
                 char flag[80];
-                snprintf(flag, sizeof(flag), "--%s", o[i].flag);
+                snprintf(flag, sizeof(flag), "--%s", o[i]->flag);
                 const char *at = strstr(prev, flag);
                 assert_non_null(at);
                 prev = at;
@@ -1111,17 +1112,17 @@ static void test_help(void **state)
 
 static void test_table(void **state)
 {
-        size_t n;
-        const struct config_option *o = config_options(&n);
+        const struct config_option *o[256];
+        size_t n = config_options_all(o, ARRAY_SIZE(o));
         assert_true(n >= 20);
         for (size_t i = 0; i < n; i++) {
-                assert_non_null(o[i].flag);
-                assert_non_null(o[i].help);
-                assert_non_null(o[i].default_value);
+                assert_non_null(o[i]->flag);
+                assert_non_null(o[i]->help);
+                assert_non_null(o[i]->default_value);
                 for (size_t j = 0; j < i; j++) {
-                        assert_string_not_equal(o[i].flag, o[j].flag);
-                        if (o[i].key && o[j].key)
-                                assert_string_not_equal(o[i].key, o[j].key);
+                        assert_string_not_equal(o[i]->flag, o[j]->flag);
+                        if (o[i]->key && o[j]->key)
+                                assert_string_not_equal(o[i]->key, o[j]->key);
                 }
         }
 }

@@ -749,8 +749,9 @@ static void test_allocate_replicas(void **state)
         cfg = cfg_yaml("version: v1\nsharing:\n  mps:\n    resources: [{name: gpu, replicas: 2}]\n");
         char root[PATH_MAX + 64];
         tmp_path(root, sizeof(root), "mps");
-        free(cfg->mps_root);
-        cfg->mps_root = xstrdup(root);
+        struct nvidia_options *opts = config_backend_options(cfg, &nvidia_config_options);
+        free(opts->mps_root);
+        opts->mps_root = xstrdup(root);
         b = backend_new(NULL, cfg);
         r = res_find(b, "nvidia.com/gpu");
         assert_int_equal(r->devices[0].health, DEV_UNHEALTHY);

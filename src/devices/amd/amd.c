@@ -187,10 +187,11 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                                          b->inv->n_gpus, sysfs),
                                out, err);
         b->loop = loop;
-        b->strategy = xstrdup(cfg->resource_naming_strategy ? cfg->resource_naming_strategy : "single");
+        const struct amd_options *opts = amd_options_get(cfg);
+        b->strategy = xstrdup(opts->resource_naming_strategy);
         b->policy.recovery = cfg->health.recovery_enabled;
         b->policy.quiet_ms = cfg->health.recovery_quiet_ms;
-        b->poll_ms = cfg->amd_health_interval_ms;
+        b->poll_ms = opts->health_interval_ms;
         char **warnings = NULL;
         b->policy.ignore = amd_health_ignore_parse(getenv("AMD_DISABLE_HEALTHCHECKS"), &warnings);
         for (size_t i = 0; warnings && warnings[i]; i++)

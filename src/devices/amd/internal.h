@@ -26,6 +26,16 @@
         "Partitions of different styles across GPUs in a node is not supported with single " \
         "strategy. Please start device plugin with mixed strategy"
 
+/* AMD's device plugin flags (options.c): a backend option set, listed by
+ * the backend table, whose values every config holds. */
+struct amd_options {
+        char *resource_naming_strategy; /* single|mixed */
+        int64_t health_interval_ms;     /* --amd-health-interval (AMD's --pulse); 0 = no polling */
+};
+extern const struct config_option_set amd_config_options;
+/* cfg's AMD options (never NULL for a config from config/). */
+const struct amd_options *amd_options_get(const struct devlet_config *cfg);
+
 /* Settings Allocate and GetPreferredAllocation use, copied from the config. */
 struct amd_ctx {
         const struct amd_inventory *inv;

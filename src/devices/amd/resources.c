@@ -90,8 +90,7 @@ static void device_add(struct builder *b, struct dev_resource *r, const struct u
 static int units_build(struct builder *b, char **err)
 {
         const struct amd_inventory *inv = b->inv;
-        bool mixed = b->cfg->resource_naming_strategy &&
-                     strcmp(b->cfg->resource_naming_strategy, "mixed") == 0;
+        bool mixed = strcmp(amd_options_get(b->cfg)->resource_naming_strategy, "mixed") == 0;
         char first[16] = "", t[16];
         bool heterogeneous = false;
         for (size_t i = 0; i < inv->n_gpus; i++) {

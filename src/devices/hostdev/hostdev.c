@@ -562,3 +562,7 @@ const struct dev_backend_ops hostdev_backend_ops = {
         .destroy = hostdev_destroy,
         .resources = hostdev_resources,
 };
+
+/* Host devices take no command-line options of their own (their config is
+ * the hostDevices section). */
+const struct config_option_set hostdev_config_options = { .options = NULL };

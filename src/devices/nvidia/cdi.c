@@ -23,6 +23,7 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 #include "devices/nvidia/cdi.h"
+#include "devices/nvidia/internal.h"
 #include "devices/nvidia/inventory.h"
 #include "devices/nvidia/nvidia.h"
 
@@ -421,7 +422,8 @@ void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *
                 .driver_root = cfg->driver_root,
                 .search_root = driver_search_root(cfg),
                 .dev_root = cfg->dev_root,
-                .hook_path = cfg->cdi_hook_ldcache ? cfg->nvidia_cdi_hook_path : NULL,
+                .hook_path = nvidia_options_get(cfg)->cdi_hook_ldcache ? cfg->nvidia_cdi_hook_path
+                                                                       : NULL,
         };
         struct cdi_spec *s = NULL;
         _cleanup_free_ char *err = NULL;
@@ -438,7 +440,7 @@ void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *
         } extras[] = { { cfg->gds_enabled, &nvidia_cdi_gds },
                        { cfg->mofed_enabled, &nvidia_cdi_mofed },
                        { cfg->gdrcopy_enabled, &nvidia_cdi_gdrcopy },
-                       { cfg->imex_channel0, &nvidia_cdi_imex } };
+                       { nvidia_options_get(cfg)->imex_channel0, &nvidia_cdi_imex } };
         const char *slash = strchr(o.kind, '/');
         for (size_t i = 0; i < ARRAY_SIZE(extras); i++) {
                 if (!extras[i].on)

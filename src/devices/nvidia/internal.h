@@ -27,6 +27,30 @@
 /* The volume-mounts strategy's directory of empty files named after IDs. */
 #define NVIDIA_DEVICE_LIST_ROOT "/var/run/nvidia-container-devices"
 
+/* NVIDIA v0.20's newer flags and GFD's Kubernetes-client flags
+ * (options.c): a backend option set, listed by the backend table, whose
+ * values every config holds; its finish hook fills the derived members. */
+struct nvidia_options {
+        char *mps_root;                  /* --mps-root, default /run/nvidia/mps */
+        char *device_discovery_strategy; /* auto|nvml (tegra and vfio are refused) */
+        char **imex_channel_ids;         /* --imex-channel-ids: empty or ["0"] */
+        bool imex_required;              /* --imex-required */
+        char **cdi_feature_flags;        /* --cdi-feature-flags (may be empty) */
+        char **cdi_disable_hooks;        /* --cdi-disable-hooks: hook names (may be empty) */
+        bool use_node_feature_api;       /* --use-node-feature-api: features.d file instead */
+        char *kubeconfig;                /* GFD's Kubernetes client: accepted, unused */
+        char *kube_api_qps;
+        char *kube_api_burst;
+        char *gfd_namespace;
+        char *node_name;
+        /* derived by the finish hook, not options */
+        bool imex_channel0;    /* IMEX channel 0 requested */
+        bool cdi_hook_ldcache; /* the update-ldcache hook is not disabled */
+};
+extern const struct config_option_set nvidia_config_options;
+/* cfg's NVIDIA options (never NULL for a config from config/). */
+const struct nvidia_options *nvidia_options_get(const struct devlet_config *cfg);
+
 /* Settings Allocate and GetPreferredAllocation use, copied from the config
  * at create.  Owned by the backend; resources point at it. */
 struct nvidia_ctx {

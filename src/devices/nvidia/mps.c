@@ -118,7 +118,9 @@ size_t nvidia_backend_mps_daemons(struct dev_backend *db, struct dev_mps_daemon 
                                                  .log_dir = nvidia_mps_path(b->ctx.mps_root,
                                                                             r->name, "log"),
                                                  .marker = nvidia_mps_path(b->ctx.mps_root, r->name,
-                                                                           NVIDIA_MPS_MARKER) };
+                                                                           NVIDIA_MPS_MARKER),
+                                                 .shm_dir = nvidia_mps_path(b->ctx.mps_root, NULL,
+                                                                            "shm") };
                 size_t *gpus = xcalloc(r->n_devices + 1, sizeof(*gpus));
                 size_t n_gpus = 0;
                 for (size_t k = 0; k < r->n_devices; k++) {

@@ -326,7 +326,7 @@ static void ctx_fill(struct nvidia_ctx *c, const struct nvidia_backend *b,
                                                                       : "cdi.k8s.io/");
         c->sharing = cfg->sharing.strategy;
         c->fail_requests_greater_than_one = cfg->sharing.fail_requests_greater_than_one;
-        c->mps_root = xstrdup(cfg->mps_root ? cfg->mps_root : "");
+        c->mps_root = xstrdup(nvidia_options_get(cfg)->mps_root);
         c->replica_policy = cfg->shared_devices_allocation_policy &&
                                     strcmp(cfg->shared_devices_allocation_policy, "packed") == 0
                                 ? ALLOC_REPLICAS_PACKED
@@ -385,7 +385,8 @@ static void mps_start(struct nvidia_backend *b)
  * required is left out when its node is missing. */
 static int imex_probe(struct nvidia_ctx *c, const struct devlet_config *cfg, char **err)
 {
-        if (!cfg->imex_channel0)
+        const struct nvidia_options *opts = nvidia_options_get(cfg);
+        if (!opts->imex_channel0)
                 return 0;
         _cleanup_free_ char *path = xasprintf("%s" NVIDIA_IMEX_CHANNEL0, c->dev_root);
         struct stat st;
@@ -393,7 +394,7 @@ static int imex_probe(struct nvidia_ctx *c, const struct devlet_config *cfg, cha
                 c->imex_channel0 = true;
                 return 0;
         }
-        if (cfg->imex_required) {
+        if (opts->imex_required) {
                 *err = xasprintf("IMEX channel 0 is required (--imex-required) but %s is "
                                  "missing: %s",
                                  path, strerror(errno));

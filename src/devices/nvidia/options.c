@@ -1,0 +1,254 @@
+/* NVIDIA device plugin v0.20's newer flags and GFD v0.20's Kubernetes-
+ * client flags, with their env vars and config-file keys, so that NVIDIA's
+ * DaemonSet args, Helm env and ConfigMaps load unchanged: a backend option
+ * set config/ loads like its own rows, whose values live in struct
+ * nvidia_options (nvidia_options_get()).  What they mean for devlet is
+ * decided by the set's finish hook once every source has been applied:
+ *
+ *   --device-discovery-strategy  auto and nvml are NVML; tegra and vfio are
+ *                       refused (devlet has neither discovery)
+ *   --imex-channel-ids  [] or [0], as NVIDIA checks; [0] adds channel0
+ *   --cdi-disable-hooks which hooks the CDI specs leave out
+ *   --cdi-feature-flags flags devlet's specs already satisfy are quiet,
+ *                       others get one warning each
+ *   MPS                 needs --mps-root and is refused with mig-strategy
+ *                       mixed, as NVIDIA's
+ *   --use-node-feature-api  one warning: the labels go to the features.d file
+ *
+ * Problems are -EINVAL with diag set (start-up exits 2); warnings join
+ * the config's.  Never logs, never touches the filesystem. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "config/tree.h"
+#include "devices/nvidia/internal.h"
+
+static const char *const discovery_strategy_choices[] = { "auto", "nvml", "tegra", "vfio", NULL };
+
+#define FIELD(f) offsetof(struct nvidia_options, f)
+
+static const struct config_option rows[] = {
+        {
+                .flag = "mps-root",
+                .envs = { "MPS_ROOT" },
+                .key = "flags.mpsRoot",
+                .type = CONFIG_STRING,
+                .default_value = "/run/nvidia/mps",
+                .offset = FIELD(mps_root),
+                .help = "Host directory of the MPS control daemons' pipe, log and shm directories "
+                        "(one subdirectory per MPS resource)",
+        },
+        {
+                .flag = "device-discovery-strategy",
+                .envs = { "DEVICE_DISCOVERY_STRATEGY" },
+                .key = "flags.deviceDiscoveryStrategy",
+                .type = CONFIG_STRING,
+                .default_value = "auto",
+                .offset = FIELD(device_discovery_strategy),
+                .choices = discovery_strategy_choices,
+                .help = "How GPUs are found: auto or nvml (both NVML; tegra and vfio are refused: "
+                        "devlet has no Tegra/CSV or VFIO discovery)",
+        },
+        {
+                .flag = "imex-channel-ids",
+                .envs = { "IMEX_CHANNEL_IDS" },
+                .key = "imex.channelIDs",
+                .type = CONFIG_LIST,
+                .default_value = "",
+                .offset = FIELD(imex_channel_ids),
+                .help = "IMEX channels given to every container that gets a GPU: empty or 0 "
+                        "(/dev/nvidia-caps-imex-channels/channel0)",
+        },
+        {
+                .flag = "imex-required",
+                .envs = { "IMEX_REQUIRED" },
+                .key = "imex.required",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(imex_required),
+                .help = "The IMEX channels must exist: start-up fails without them (false: a missing "
+                        "channel is left out)",
+        },
+        {
+                .flag = "cdi-feature-flags",
+                .envs = { "CDI_FEATURE_FLAGS" },
+                .key = "flags.plugin.cdiFeatureFlags",
+                .type = CONFIG_LIST,
+                .default_value = "",
+                .offset = FIELD(cdi_feature_flags),
+                .help = "nvidia-ctk's CDI feature flags, comma-separated (devlet's specs already list "
+                        "the driver's libraries explicitly and never use nvsandboxutils; others are "
+                        "warned about)",
+        },
+        {
+                .flag = "cdi-disable-hooks",
+                .envs = { "CDI_DISABLE_HOOKS" },
+                .key = "flags.plugin.cdiDisableHooks",
+                .type = CONFIG_LIST,
+                .default_value = "",
+                .offset = FIELD(cdi_disable_hooks),
+                .help = "CDI hooks left out of the specs devlet writes, comma-separated "
+                        "(update-ldcache, create-symlinks, enable-cuda-compat, chmod, or all)",
+        },
+        {
+                .flag = "use-node-feature-api",
+                .envs = { "GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API" },
+                .key = "flags.useNodeFeatureAPI",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(use_node_feature_api),
+                .help = "GFD's NodeFeature objects: accepted, but devlet writes the features.d file "
+                        "(--output-file) instead, with a warning",
+        },
+        {
+                .flag = "kubeconfig",
+                .envs = { "KUBECONFIG" },
+                .type = CONFIG_STRING,
+                .default_value = "",
+                .offset = FIELD(kubeconfig),
+                .help = "GFD's Kubernetes client (for the NodeFeature API): accepted, unused",
+        },
+        {
+                .flag = "kube-api-qps",
+                .envs = { "KUBE_API_QPS" },
+                .type = CONFIG_STRING,
+                .default_value = "5",
+                .offset = FIELD(kube_api_qps),
+                .help = "GFD's Kubernetes client: accepted, unused",
+        },
+        {
+                .flag = "kube-api-burst",
+                .envs = { "KUBE_API_BURST" },
+                .type = CONFIG_STRING,
+                .default_value = "10",
+                .offset = FIELD(kube_api_burst),
+                .help = "GFD's Kubernetes client: accepted, unused",
+        },
+        {
+                .flag = "namespace",
+                .envs = { "NAMESPACE" },
+                .type = CONFIG_STRING,
+                .default_value = "default",
+                .offset = FIELD(gfd_namespace),
+                .help = "GFD's namespace for NodeFeature objects: accepted, unused",
+        },
+        {
+                .flag = "node-name",
+                .type = CONFIG_STRING,
+                .default_value = "",
+                .offset = FIELD(node_name),
+                .help = "GFD's node name for NodeFeature objects: accepted, unused (the metrics read "
+                        "the NODE_NAME env var)",
+        },
+};
+
+static void warn(char ***warnings, char *msg)
+{
+        *warnings = strv_push(*warnings, msg);
+        free(msg);
+}
+
+static bool listed(const char *const *v, const char *s)
+{
+        for (size_t i = 0; v && v[i]; i++)
+                if (strcmp(v[i], s) == 0)
+                        return true;
+        return false;
+}
+
+static int check_imex(struct nvidia_options *o, struct config_diag *diag)
+{
+        char **ids = o->imex_channel_ids;
+        size_t n = strv_len(ids);
+        o->imex_channel0 = false;
+        if (n == 0)
+                return 0;
+        if (n == 1 && strcmp(ids[0], "0") == 0) {
+                o->imex_channel0 = true;
+                return 0;
+        }
+        char found[128] = "";
+        for (size_t i = 0; i < n; i++)
+                snprintf(found + strlen(found), sizeof(found) - strlen(found), "%s%.20s",
+                         i ? " " : "", ids[i]);
+        return config_diag_set(diag, NULL, 0, 0,
+                               "invalid IMEX channel IDs: channelIDs must be [] or [0]; found "
+                               "[%s]",
+                               found);
+}
+
+static void check_cdi(struct nvidia_options *o, char ***warnings)
+{
+        static const char *const hooks[] = { "update-ldcache", "create-symlinks",
+                                             "enable-cuda-compat", "chmod",
+                                             "disable-device-node-modification", "all", NULL };
+        /* satisfied by every spec devlet writes: the libraries are listed
+         * explicitly, and nvsandboxutils is never used */
+        static const char *const satisfied[] = { "enable-explicit-driver-libraries",
+                                                 "disable-nvsandbox-utils",
+                                                 "disable-nvsandboxutils", NULL };
+        char **dis = o->cdi_disable_hooks;
+        o->cdi_hook_ldcache = !strv_contains(dis, "update-ldcache") && !strv_contains(dis, "all");
+        for (size_t i = 0; dis && dis[i]; i++)
+                if (!listed(hooks, dis[i]))
+                        warn(warnings, xasprintf("--cdi-disable-hooks: unknown hook \"%s\" "
+                                                 "(devlet's CDI specs only ever hold "
+                                                 "update-ldcache)",
+                                                 dis[i]));
+        for (size_t i = 0; o->cdi_feature_flags && o->cdi_feature_flags[i]; i++)
+                if (!listed(satisfied, o->cdi_feature_flags[i]))
+                        warn(warnings, xasprintf("--cdi-feature-flags: \"%s\" has no effect "
+                                                 "on the CDI specs devlet writes (ignored)",
+                                                 o->cdi_feature_flags[i]));
+}
+
+static int finish(const struct devlet_config *cfg, void *values, char ***warnings,
+                  struct config_diag *diag)
+{
+        struct nvidia_options *o = values;
+        const char *dds = o->device_discovery_strategy;
+        if (strcmp(dds, "tegra") == 0 || strcmp(dds, "vfio") == 0)
+                return config_diag_set(diag, NULL, 0, 0,
+                                       "--device-discovery-strategy=%s is not supported: devlet "
+                                       "finds GPUs through NVML only (use auto or nvml)",
+                                       dds);
+        int r = check_imex(o, diag);
+        if (r < 0)
+                return r;
+        if (cfg->sharing.strategy == SHARING_MPS) {
+                if (strcmp(cfg->mig_strategy, "mixed") == 0)
+                        return config_diag_set(diag, NULL, 0, 0,
+                                               "using --mig-strategy=mixed is not supported "
+                                               "with MPS");
+                if (!o->mps_root[0])
+                        return config_diag_set(diag, NULL, 0, 0,
+                                               "using MPS requires --mps-root to be specified");
+        }
+        check_cdi(o, warnings);
+        if (o->use_node_feature_api)
+                warn(warnings, xasprintf("--use-node-feature-api: devlet does not write NFD "
+                                         "NodeFeature objects; the labels go to the features.d "
+                                         "file %s for NFD's local source (see "
+                                         "docs/MIGRATION.md)",
+                                         cfg->labels_output_file[0]
+                                                 ? cfg->labels_output_file
+                                                 : "/etc/kubernetes/node-feature-discovery/"
+                                                   "features.d/gfd"));
+        return 0;
+}
+
+const struct config_option_set nvidia_config_options = {
+        .options = rows,
+        .n_options = ARRAY_SIZE(rows),
+        .size = sizeof(struct nvidia_options),
+        .finish = finish,
+};
+
+const struct nvidia_options *nvidia_options_get(const struct devlet_config *cfg)
+{
+        return config_backend_options(cfg, &nvidia_config_options);
+}
