@@ -85,3 +85,28 @@ def test_nvml_library_path_that_is_a_fifo(dirs, build_dir):
     p = run_devlet(["list", "--backends", "nvidia"], timeout=15, env={"DEVLET_NVML_LIBRARY": fifo})
     assert p.returncode == 1, p.stderr
     assert f"{fifo}: not a regular file" in p.stderr, p.stderr
+
+
+def test_backend_option_checked_like_devlets_own(dirs, build_dir):
+    """A family's own option (AMD's, from src/devices/amd/) is a flag, an env
+    var and a config key like devlet's own: a bad value exits 2 naming its
+    source, a typo gets the flag as a hint, and the help lists it."""
+    allowed = '"bogus" (allowed: single, mixed)'
+    path = os.path.join(dirs.work, "config.yaml")
+    with open(path, "w") as f:
+        f.write("version: v1\nflags:\n  amd:\n    resourceNamingStrategy: bogus\n")
+    for args, env, want in (
+            (["--resource-naming-strategy", "bogus"], None,
+             "--resource-naming-strategy: invalid value " + allowed),
+            ([], {"RESOURCE_NAMING_STRATEGY": "bogus"},
+             "RESOURCE_NAMING_STRATEGY: invalid value " + allowed),
+            (["--config-file", path], None,
+             path + ":4:29: flags.amd.resourceNamingStrategy: invalid value " + allowed),
+            (["--resource-naming-stratgy=mixed"], None,
+             "did you mean --resource-naming-strategy?")):
+        p = run_devlet(["list", "--backends", "hostdev"] + args, timeout=15, env=env)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert want in p.stderr, p.stderr
+    p = run_devlet(["help", "flags"], timeout=15)
+    assert p.returncode == 0, p.stderr
+    assert "--amd-health-interval DURATION  (also --pulse)" in p.stdout, p.stdout

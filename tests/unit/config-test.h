@@ -28,6 +28,18 @@ TEST_HELPER size_t config_options_all(const struct config_option **o, size_t max
         return n;
 }
 
+/* `devlet help flags`' text (free() it). */
+TEST_HELPER char *help_text(void)
+{
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        assert_non_null(f);
+        config_print_help(f);
+        fclose(f);
+        return buf;
+}
+
 /* ---- environment and temporary files ---- */
 
 static char tmp_paths[4][64];

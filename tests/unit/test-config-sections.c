@@ -261,11 +261,7 @@ static void test_backend_options_errors(void **state)
 
 static void test_backend_options_help(void **state)
 {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        config_print_help(f);
-        fclose(f);
+        char *buf = help_text();
         assert_contains(buf, "--toy-mode fast|slow  (also --toy_mode)\n      How the toy runs\n"
                              "      env: TOY_MODE; key: flags.toy.mode; default: slow");
         assert_contains(buf, "--toy-poll DURATION\n");

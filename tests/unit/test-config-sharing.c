@@ -839,11 +839,7 @@ static void test_options_bounds(void **state)
 
 static void test_options_help(void **state)
 {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        config_print_help(f);
-        fclose(f);
+        char *buf = help_text();
         assert_contains(buf, "--shared-devices-allocation-policy distributed|packed");
         assert_contains(buf, "env: SHARED_DEVICES_ALLOCATION_POLICY; key: "
                              "flags.plugin.sharedDevicesAllocationPolicy; default: distributed");

@@ -1081,12 +1081,7 @@ static void test_load_file_errors(void **state)
 
 static void test_help(void **state)
 {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        assert_non_null(f);
-        config_print_help(f);
-        fclose(f);
+        char *buf = help_text();
         assert_contains(buf, "--mig-strategy none|single|mixed");
         assert_contains(buf, "env: MIG_STRATEGY, GFD_MIG_STRATEGY; key: flags.migStrategy; default: none");
         assert_contains(buf, "-v, --verbosity N  (also --v)");
