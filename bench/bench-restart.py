@@ -10,7 +10,10 @@ sockets included) and serves a new kubelet.sock.  For each restart:
   - kubelet start: the simulator's own share of that (grpcio creating and
     starting its server), which no plugin can beat,
   - after the kubelet listens: total minus kubelet start, i.e. from the new
-    kubelet.sock accepting connections to the last Register arriving,
+    kubelet.sock accepting connections to the last Register arriving, and
+    to the first (the simulator's Register handlers share one Python
+    interpreter: each dials back before answering, so later arrivals wait
+    for the GIL),
   - devlet's own: from devlet seeing the new kubelet.sock to its last
     Register call started (devlet's debug line `seen_to_sent_us`; "n/a" for
     a devlet that does not log it).
@@ -72,7 +75,7 @@ def measure(restarts):
         d.start()
         for r in resources:
             sim.wait_for_registration(r, timeout=WAIT)
-        total, kubelet_start = [], []
+        total, kubelet_start, first = [], [], []
         for _ in range(restarts):
             sim.stop()
             for name in os.listdir(plugins):
@@ -83,11 +86,12 @@ def measure(restarts):
             regs = [sim.wait_for_registration(r, generation=sim.generation, timeout=WAIT)
                     for r in resources]
             total.append(max(reg.time for reg in regs) - t0)
+            first.append(min(reg.time for reg in regs) - t0)
         own = [int(m.group(1)) / 1e6 for m in OWN.finditer(d.log_text())]
         if d.terminate() != 0:
             raise RuntimeError(f"devlet exited with code {d.returncode}\n{d.log_text()}")
         d = None
-        return total, kubelet_start, own
+        return total, kubelet_start, first, own
     finally:
         if d is not None:
             d.kill()
@@ -103,14 +107,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--restarts", type=int, default=60)
     a = ap.parse_args(argv)
-    total, kubelet_start, own = measure(max(a.restarts, 1))
+    total, kubelet_start, first, own = measure(max(a.restarts, 1))
     listening = [t - k for t, k in zip(total, kubelet_start)]
+    first_listening = [f - k for f, k in zip(first, kubelet_start)]
     rows = [
         ("kubelet restart -> 4 resources registered, p50", ms(total, 50), f"<= {TARGET_P50_MS:g} ms"),
         ("kubelet restart -> 4 resources registered, p99", ms(total, 99), f"<= {TARGET_P99_MS:g} ms"),
         ("  of which the kubelet simulator's start, p50", ms(kubelet_start, 50), ""),
         ("  after the kubelet listens -> 4 registered, p50", ms(listening, 50), ""),
         ("  after the kubelet listens -> 4 registered, p99", ms(listening, 99), ""),
+        ("  after the kubelet listens -> first Register arrives, p50", ms(first_listening, 50), ""),
         ("  devlet's own (socket seen -> Register sent), p50", ms(own, 50), ""),
         ("  devlet's own (socket seen -> Register sent), p99", ms(own, 99), ""),
     ]
