@@ -169,6 +169,8 @@ struct devlet_config {
         char **container_state_dirs;  /* where runtimes keep container state (OCI specs) */
         bool kubernetes_virtual_gpus; /* dcgm-exporter's per-pod series of shared devices */
         char *collectors_file;        /* dcgm-exporter's counters CSV: the families to export */
+        char **collectors;            /* the families that file selects (strv, loaded with the
+                                       * config); NULL: no file, export every family */
 
         /* feature-discovery labels (GFD's flags) */
         bool labels_oneshot;              /* --oneshot: `devlet labels` labels once and exits */
@@ -290,6 +292,15 @@ const struct config_option *config_option_at(size_t i);
  * filled for bad flags/values/files, -errno when the file cannot be read. */
 int config_load(int argc, char **argv, struct devlet_config **out, struct config_diag *diag,
                 int *argi);
+
+/* dcgm-exporter's counters CSV ("field, type, help" lines, '#' comments):
+ * *out is the strv of the families it selects (label rows select none).
+ * Returns 0, or -EINVAL with diag at the file and line; _load also -errno
+ * when the file cannot be read.  config_load() loads cfg->collectors_file
+ * into cfg->collectors. */
+int config_counters_parse(const char *text, const char *path, char ***out,
+                          struct config_diag *diag);
+int config_counters_load(const char *path, char ***out, struct config_diag *diag);
 
 /* Parses config-file content into cfg (which holds defaults already).
  * file names the source in diagnostics.  Exposed for tests and fuzzing.

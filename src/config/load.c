@@ -44,6 +44,7 @@ void config_free(struct devlet_config *cfg)
         config_options_free(cfg);
         config_sections_clear(cfg);
         strv_free(cfg->warnings);
+        strv_free(cfg->collectors);
         free(cfg);
 }
 
@@ -287,6 +288,12 @@ int config_load(int argc, char **argv, struct devlet_config **out, struct config
                         n--;
                 free(cfg->kubelet_socket);
                 cfg->kubelet_socket = xasprintf("%.*s/kubelet.sock", (int)n, cfg->plugin_directory);
+        }
+
+        if (cfg->collectors_file && cfg->collectors_file[0]) {
+                r = config_counters_load(cfg->collectors_file, &cfg->collectors, diag);
+                if (r < 0)
+                        return r;
         }
 
         if (argi)

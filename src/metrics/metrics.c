@@ -68,13 +68,6 @@ static struct collector *collector_for(const struct devlet_config *cfg, struct m
         _cleanup_free_ char *host = node_name();
         const struct dev_attr_hints *hints[MAX_HINTS];
         size_t n_hints = dev_attr_hints_all(hints, MAX_HINTS);
-        char **families = NULL;
-        if (cfg->collectors_file && *cfg->collectors_file) {
-                _cleanup_free_ char *err = NULL;
-                if (metrics_counters_load(cfg->collectors_file, &families, &err) < 0)
-                        log_error("metrics", "--collectors file ignored, every family is exported "
-                                             "error=\"%s\"", err);
-        }
         struct collector_opts o = {
                 .interval_ms = cfg->collect_interval_ms > 0 ? (uint64_t)cfg->collect_interval_ms : 30000,
                 .hostname_label = cfg->hostname_label,
@@ -85,11 +78,9 @@ static struct collector *collector_for(const struct devlet_config *cfg, struct m
                 .hints = hints,
                 .n_hints = n_hints < MAX_HINTS ? n_hints : MAX_HINTS,
                 .virtual_gpus = cfg->kubernetes_virtual_gpus,
-                .families = families,
+                .families = cfg->collectors,
         };
-        struct collector *c = collector_new(&o, store);
-        strv_free(families);
-        return c;
+        return collector_new(&o, store);
 }
 
 static void samplers_drop(struct dev_sampler **v, size_t n)

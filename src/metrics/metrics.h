@@ -76,13 +76,6 @@ bool metrics_settings_equal(const struct devlet_config *a, const struct devlet_c
 /* The port the endpoint listens on (useful with port 0). */
 uint16_t metrics_port(const struct metrics *m);
 
-/* dcgm-exporter's counters CSV ("field, type, help" lines, '#' comments):
- * *out is the strv of the families it selects (label rows select none).
- * Returns 0, or -EINVAL with *err "path:line: why" (heap); _load also
- * -errno when the file cannot be read. */
-int metrics_counters_parse(const char *text, const char *path, char ***out, char **err);
-int metrics_counters_load(const char *path, char ***out, char **err);
-
 /* `devlet metrics`: one collection with these samplers (pod-resources
  * included, when the socket answers) printed to out.  Returns 0, or 1
  * after printing why. */

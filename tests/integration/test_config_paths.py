@@ -110,3 +110,26 @@ def test_backend_option_checked_like_devlets_own(dirs, build_dir):
     p = run_devlet(["help", "flags"], timeout=15)
     assert p.returncode == 0, p.stderr
     assert "--amd-health-interval DURATION  (also --pulse)" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("kind", ["malformed", "fifo"])
+def test_collectors_file_is_config(dirs, build_dir, kind):
+    """dcgm-exporter's counters CSV (--collectors) is part of the config: a
+    malformed line exits 2 with its file and line, a FIFO exits 2 at once,
+    before anything is served."""
+    path = os.path.join(dirs.work, "counters.csv")
+    if kind == "fifo":
+        os.mkfifo(path)
+        want = f"{path}: cannot read"
+    else:
+        with open(path, "w") as f:
+            f.write("# DCGM FIELD, type, help\nDCGM_FI_DEV_SM_CLOCK, gauge, SM clock\n"
+                    "DCGM_FI_DEV_GPU_TEMP, summary, GPU temperature\n")
+        want = f'{path}:3:1: unknown type "summary"'
+    for args in (["run", "--collectors", path, "--plugin-directory", dirs.plugins,
+                  "--backends", "hostdev"],
+                 ["metrics", "--collectors", path]):
+        p = run_devlet(args, timeout=15)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert want in p.stderr, p.stderr
+    assert os.listdir(dirs.plugins) == []

@@ -362,24 +362,25 @@ static void test_virtual_gpus_and_selection(void **state)
 static void test_counters_csv(void **state)
 {
         char **names = NULL;
-        _cleanup_free_ char *err = NULL;
-        assert_int_equal(metrics_counters_parse("# Format\n# DCGM FIELD, type, help\n\n"
-                                                "DCGM_FI_DEV_SM_CLOCK,  gauge, SM clock frequency (in MHz).\n"
-                                                "DCGM_FI_DEV_DEC_UTIL ,     gauge, Decoder utilization (in %).\n"
-                                                "DCGM_FI_DRIVER_VERSION,        label, Driver Version\n"
-                                                "DCGM_FI_PROF_PCIE_TX_BYTES, gauge, The rate, with commas, of data.\n",
-                                                "c.csv", &names, &err),
+        struct config_diag diag = { 0 };
+        assert_int_equal(config_counters_parse("# Format\n# DCGM FIELD, type, help\n\n"
+                                               "DCGM_FI_DEV_SM_CLOCK,  gauge, SM clock frequency (in MHz).\n"
+                                               "DCGM_FI_DEV_DEC_UTIL ,     gauge, Decoder utilization (in %).\n"
+                                               "DCGM_FI_DRIVER_VERSION,        label, Driver Version\n"
+                                               "DCGM_FI_PROF_PCIE_TX_BYTES, gauge, The rate, with commas, of data.\n",
+                                               "c.csv", &names, &diag),
                          0);
         assert_string_equal(names[0], "DCGM_FI_DEV_SM_CLOCK");
         assert_string_equal(names[1], "DCGM_FI_DEV_DEC_UTIL");
         assert_string_equal(names[2], "DCGM_FI_PROF_PCIE_TX_BYTES");
         assert_null(names[3]);
         strv_free(names);
-        assert_int_equal(metrics_counters_parse("DCGM_FI_DEV_SM_CLOCK, gauge\n", "c.csv", &names, &err), -EINVAL);
-        assert_string_equal(err, "c.csv:1: want \"field, type, help\"");
-        free(TAKE_PTR(err));
-        assert_int_equal(metrics_counters_parse("\nX, summary, h\n", "c.csv", &names, &err), -EINVAL);
-        assert_string_equal(err, "c.csv:2: unknown type \"summary\" (gauge, counter, histogram or label)");
+        char buf[600];
+        assert_int_equal(config_counters_parse("DCGM_FI_DEV_SM_CLOCK, gauge\n", "c.csv", &names, &diag), -EINVAL);
+        assert_string_equal(config_diag_format(&diag, buf, sizeof(buf)), "c.csv:1:1: want \"field, type, help\"");
+        assert_int_equal(config_counters_parse("\nX, summary, h\n", "c.csv", &names, &diag), -EINVAL);
+        assert_string_equal(config_diag_format(&diag, buf, sizeof(buf)),
+                            "c.csv:2:1: unknown type \"summary\" (gauge, counter, histogram or label)");
 }
 
 static void test_thread_publishes(void **state)

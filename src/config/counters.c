@@ -1,13 +1,15 @@
 /* dcgm-exporter's counters CSV (`--collectors FILE`): which device
  * families to export, so an operator's existing file selects the same
- * families here.
+ * families here.  Part of the configuration: the loader reads it with the
+ * rest (config_load), so a broken file is a config error (exit 2 at
+ * start-up with file:line, the running config kept on reload).
  *
  * One family per line, "FIELD, type, help"; '#' starts a comment line,
  * blank lines are skipped.  The type is gauge, counter, histogram or label
  * (label rows name label fields, e.g. DCGM_FI_DRIVER_VERSION, and select
- * no family).  The file is read once (at most 1 MiB) on the loop when
- * metrics start; a malformed line is an error with its line number.  Pure
- * apart from that one read; never logs. */
+ * no family).  The file is read (at most 1 MiB, a regular file only) when
+ * the configuration loads; a malformed line is an error with its line
+ * number.  Pure apart from that one read; never logs. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -16,7 +18,8 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/xalloc.h"
-#include "metrics/metrics.h"
+#include "config/config.h"
+#include "config/tree.h"
 
 #define COUNTERS_MAX_BYTES (1024 * 1024)
 
@@ -40,7 +43,8 @@ static bool valid_name(const char *s)
         return true;
 }
 
-int metrics_counters_parse(const char *text, const char *path, char ***out, char **err)
+int config_counters_parse(const char *text, const char *path, char ***out,
+                          struct config_diag *diag)
 {
         _cleanup_free_ char *copy = xstrdup(text);
         char **names = NULL;
@@ -58,14 +62,14 @@ int metrics_counters_parse(const char *text, const char *path, char ***out, char
                 char *c1 = strchr(s, ',');
                 char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
                 if (!c1 || !c2) {
-                        *err = xasprintf("%s:%u: want \"field, type, help\"", path, line);
                         strv_free(names);
-                        return -EINVAL;
+                        return config_diag_set(diag, path, (int)line, 1,
+                                               "want \"field, type, help\"");
                 }
                 *c1 = *c2 = '\0';
                 char *field = trim(s), *type = trim(c1 + 1);
                 if (!valid_name(field)) {
-                        *err = xasprintf("%s:%u: invalid field name \"%s\"", path, line, field);
+                        config_diag_set(diag, path, (int)line, 1, "invalid field name \"%s\"", field);
                         strv_free(names);
                         return -EINVAL;
                 }
@@ -73,8 +77,9 @@ int metrics_counters_parse(const char *text, const char *path, char ***out, char
                         continue;
                 if (strcmp(type, "gauge") != 0 && strcmp(type, "counter") != 0 &&
                     strcmp(type, "histogram") != 0) {
-                        *err = xasprintf("%s:%u: unknown type \"%s\" (gauge, counter, histogram or label)",
-                                         path, line, type);
+                        config_diag_set(diag, path, (int)line, 1,
+                                        "unknown type \"%s\" (gauge, counter, histogram or label)",
+                                        type);
                         strv_free(names);
                         return -EINVAL;
                 }
@@ -87,13 +92,15 @@ int metrics_counters_parse(const char *text, const char *path, char ***out, char
         return 0;
 }
 
-int metrics_counters_load(const char *path, char ***out, char **err)
+int config_counters_load(const char *path, char ***out, struct config_diag *diag)
 {
         _cleanup_free_ char *text = NULL;
         int r = fs_read_file(path, COUNTERS_MAX_BYTES, &text, NULL);
+        if (r == -EFBIG)
+                return config_diag_set(diag, path, 0, 0, "larger than %d bytes", COUNTERS_MAX_BYTES);
         if (r < 0) {
-                *err = xasprintf("%s: %s", path, strerror(-r));
+                config_diag_set(diag, path, 0, 0, "cannot read: %s", fs_strerror(r));
                 return r;
         }
-        return metrics_counters_parse(text, path, out, err);
+        return config_counters_parse(text, path, out, diag);
 }
