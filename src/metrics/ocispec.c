@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "metrics/attrib.h"
@@ -281,38 +282,6 @@ void attr_specs_free(struct attr_specs *c)
         free(c);
 }
 
-/* Reads a regular file of at most max bytes without blocking on FIFOs. */
-static int read_spec(const char *path, char **out, size_t *len)
-{
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        struct stat fst;
-        if (fstat(fd, &fst) < 0)
-                return -errno;
-        if (!S_ISREG(fst.st_mode))
-                return -EBADF;
-        if (fst.st_size > (off_t)ATTR_SPEC_MAX_BYTES)
-                return -EFBIG;
-        size_t want = (size_t)fst.st_size, n = 0;
-        _cleanup_free_ char *buf = xmalloc(want + 1);
-        while (n < want) {
-                ssize_t r = read(fd, buf + n, want - n);
-                if (r < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (r == 0)
-                        break; /* shrank while we read: parse what is there */
-                n += (size_t)r;
-        }
-        buf[n] = '\0';
-        *out = TAKE_PTR(buf);
-        *len = n;
-        return 0;
-}
-
 static struct spec_entry *entry_find(struct attr_specs *c, const char *path)
 {
         for (size_t i = 0; i < c->n; i++)
@@ -346,10 +315,10 @@ static bool visit(struct attr_specs *c, const char *path, const char *id)
         attr_spec_free(TAKE_PTR(e->spec));
         _cleanup_free_ char *data = NULL;
         size_t len = 0;
-        int r = read_spec(path, &data, &len);
+        int r = fs_read_file(path, ATTR_SPEC_MAX_BYTES, &data, &len);
         c->parsed++;
         if (r < 0) {
-                log_debug("metrics", "OCI spec skipped path=%s error=\"%s\"", path, strerror(-r));
+                log_debug("metrics", "OCI spec skipped path=%s error=\"%s\"", path, fs_strerror(r));
                 return true;
         }
         _cleanup_free_ char *err = NULL;
