@@ -189,8 +189,9 @@ static void warn(struct amd_inventory *inv, const char *fmt, ...)
         inv->warnings = strv_push(inv->warnings, m);
 }
 
-/* glob(3) of a pattern built with fmt; glob's return value.  gl is
- * always safe to globfree. */
+/* glob(3) of a pattern built with fmt; glob's return value.  On failure gl
+ * holds nothing (the caller just returns); either way it is safe to
+ * globfree. */
 static int glob_fmt(glob_t *gl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int glob_fmt(glob_t *gl, const char *fmt, ...)
 {
@@ -199,7 +200,12 @@ static int glob_fmt(glob_t *gl, const char *fmt, ...)
         _cleanup_free_ char *pat = xvasprintf(fmt, ap);
         va_end(ap);
         memset(gl, 0, sizeof(*gl));
-        return glob(pat, 0, NULL, gl);
+        int r = glob(pat, 0, NULL, gl);
+        if (r != 0) { /* nothing to free for the caller on failure */
+                globfree(gl);
+                memset(gl, 0, sizeof(*gl));
+        }
+        return r;
 }
 
 static char *read_or_empty(const char *dir, const char *name)
@@ -287,11 +293,10 @@ static void find_hwmon(struct amd_gpu *g)
 
 static int read_gpus(struct amd_inventory *inv)
 {
-        _cleanup_free_ char *pat =
-                xasprintf("%s/module/amdgpu/drivers/pci:amdgpu/[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]:*",
-                          inv->sysfs_root);
         glob_t gl;
-        int r = glob(pat, 0, NULL, &gl);
+        int r = glob_fmt(&gl,
+                         "%s/module/amdgpu/drivers/pci:amdgpu/[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]:*",
+                         inv->sysfs_root);
         if (r == GLOB_NOMATCH)
                 return 0;
         if (r != 0)
@@ -351,10 +356,8 @@ static void read_kfd_nodes(struct loader *l)
 {
         struct amd_inventory *inv = l->inv;
         glob_t gl;
-        if (glob_fmt(&gl, "%s/class/kfd/kfd/topology/nodes/*", inv->sysfs_root) != 0) {
-                globfree(&gl);
+        if (glob_fmt(&gl, "%s/class/kfd/kfd/topology/nodes/*", inv->sysfs_root) != 0)
                 return;
-        }
         l->nodes = xcalloc(gl.gl_pathc ? gl.gl_pathc : 1, sizeof(*l->nodes));
         for (size_t i = 0; i < gl.gl_pathc && l->n_nodes < AMD_MAX_KFD_NODES; i++) {
                 const char *dir = gl.gl_pathv[i];
@@ -449,10 +452,8 @@ static void read_partitions(struct loader *l)
 {
         struct amd_inventory *inv = l->inv;
         glob_t gl;
-        if (glob_fmt(&gl, "%s/devices/platform/amdgpu_xcp_*", inv->sysfs_root) != 0) {
-                globfree(&gl);
+        if (glob_fmt(&gl, "%s/devices/platform/amdgpu_xcp_*", inv->sysfs_root) != 0)
                 return;
-        }
         qsort(gl.gl_pathv, gl.gl_pathc, sizeof(char *), xcp_cmp);
         for (size_t i = 0; i < gl.gl_pathc; i++) {
                 int card, render;
@@ -493,10 +494,8 @@ static void read_links_of(struct loader *l, size_t gi, const char *dir, const ch
         struct amd_inventory *inv = l->inv;
         size_t n = inv->n_gpus;
         glob_t gl;
-        if (glob_fmt(&gl, "%s/%s/*/properties", dir, kind) != 0) {
-                globfree(&gl);
+        if (glob_fmt(&gl, "%s/%s/*/properties", dir, kind) != 0)
                 return;
-        }
         for (size_t i = 0; i < gl.gl_pathc; i++) {
                 _cleanup_free_ char *t = NULL;
                 uint64_t type, to, weight;
