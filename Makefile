@@ -5,6 +5,11 @@
 #   make bench    print the benchmark table
 #   make fuzz     build the libFuzzer targets (clang); fuzz-long runs each for
 #                 FUZZ_LONG_TIME seconds
+#   make cluster  a one-node Kubernetes cluster on loopback (real kubelet, API
+#                 server, scheduler, containerd) with devlet installed from its
+#                 image on mock hardware; prints KUBECONFIG=... last.
+#                 `make cluster-down` removes it.  `make peers` only builds
+#                 (or finds in the cache) the pinned peers.
 #   make soak     long-running proofs (kubelet restarts, a million Allocates, a
 #                 reload storm, the attacks), bounded in time, one line each
 # Variables: BUILD (output dir), CC, SAN=1 (ASan+UBSan build).
@@ -58,6 +63,7 @@ TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 BENCH_SRC := $(wildcard bench/bench-*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
+.PHONY: cluster cluster-down peers e2e
 .PHONY: all check unit integration asan fuzz fuzz-smoke fuzz-long fuzz-merge soak demo bench clean deps \
 	deps-build py
 .DEFAULT_GOAL := all
@@ -123,8 +129,22 @@ unit: $(UNIT_BIN) $(MOCK_NVML)
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 unit all
 
-integration: all py
-	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+# the simulated-kubelet suite, then the end-to-end suite on a real cluster
+# (tests/e2e brings one up, or uses the one `make cluster` left running)
+integration: all py peers
+	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration tests/e2e
+
+e2e: all py peers
+	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e
+
+peers:
+	@scripts/peers.sh >/dev/null
+
+cluster: deps all peers
+	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) scripts/cluster.py up
+
+cluster-down:
+	$(PYTHON) scripts/cluster.py down
 
 FUZZ_SRC := $(wildcard fuzz/fuzz-*.c)
 FUZZ_BIN := $(patsubst fuzz/%.c,build-fuzz/%,$(FUZZ_SRC))

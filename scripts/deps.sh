@@ -8,7 +8,8 @@ set -eu
 build_pkgs="gcc make pkg-config libuv1-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
 libyaml-dev libjansson-dev"
 test_pkgs="clang libclang-rt-14-dev libcmocka-dev protobuf-compiler python3 python3-grpcio
-python3-protobuf python3-pytest python3-yaml buildah podman runc prometheus busybox-static"
+python3-protobuf python3-pytest python3-yaml buildah podman runc prometheus busybox-static
+containernetworking-plugins openssl"
 # kubectl (kustomize) and node/npm (manifest schema checks) may come from
 # other packages that conflict with Debian's; Debian's only when none is on PATH.
 command -v kubectl >/dev/null 2>&1 || test_pkgs="$test_pkgs kubernetes-client"

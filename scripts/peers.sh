@@ -1,0 +1,112 @@
+#!/bin/sh
+# Builds the real peers of devlet's end-to-end tests from the Go module proxy,
+# at the versions tests/cluster/versions.env pins, and caches them outside the
+# clone:
+#
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/devlet/peers/<name>-<version>/bin/...
+#
+# so only a fresh machine pays the build.  A peer's directory is complete once
+# its `.done` stamp exists; an interrupted build is redone from scratch.
+#
+#   scripts/peers.sh            build what is missing, then print one line per
+#                               peer: NAME=DIR (DIR holds bin/)
+#   scripts/peers.sh NAME...    only these (kubernetes etcd containerd helm)
+#   scripts/peers.sh --dir NAME print NAME's directory (built or not)
+#
+# Kubernetes cannot be `go install`ed (its go.mod replaces every staging
+# module with a path in its own tree), so each peer is built from a small
+# wrapper module made here: it requires the peer's module and, for
+# Kubernetes, replaces each k8s.io/<staging> with k8s.io/<staging>@v0.Y.Z.
+# Everything is static (CGO_ENABLED=0).
+set -eu
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+# shellcheck disable=SC1091
+. "$root/tests/cluster/versions.env"
+cache=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/devlet/peers
+command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null 2>&1 || { echo "peers: go not found (Go 1.25 or newer is needed to build the peers)" >&2; exit 1; }
+export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
+
+peer_version() {
+        case "$1" in
+        kubernetes) echo "$KUBERNETES_VERSION" ;;
+        etcd) echo "$ETCD_VERSION" ;;
+        containerd) echo "$CONTAINERD_VERSION" ;;
+        helm) echo "$HELM_VERSION" ;;
+        *) echo "peers: unknown peer $1 (kubernetes etcd containerd helm)" >&2; exit 2 ;;
+        esac
+}
+
+peer_dir() { echo "$cache/$1-$(peer_version "$1")"; }
+
+# wrapper DIR MODULE VERSION: a module that requires MODULE@VERSION
+wrapper() {
+        mkdir -p "$1"
+        printf 'module devlet.local/peers\n\ngo 1.25.0\n\nrequire %s %s\n' "$2" "$3" > "$1/go.mod"
+}
+
+build_kubernetes() {
+        v=$KUBERNETES_VERSION
+        minor=$(echo "$v" | cut -d. -f2)
+        gomod=$(cd "$1/src" && go mod download -json "k8s.io/kubernetes@$v" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
+        [ -f "$gomod" ] || { echo "peers: no go.mod for k8s.io/kubernetes@$v" >&2; exit 1; }
+        {
+                echo "godebug default=go1.$(sed -n 's/^go 1\.\([0-9]*\).*/\1/p' "$gomod")"
+                echo "replace ("
+                sed -n 's|^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*|\t\1 => \1 v0.'"${v#v1.}"'|p' "$gomod"
+                echo ")"
+        } >> "$1/src/go.mod"
+        ld="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1"
+        ld="$ld -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+        (cd "$1/src" && go build -trimpath -ldflags "$ld" -o "$1/bin/" \
+                k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+                k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl)
+}
+
+build_etcd() {
+        (cd "$1/src" && go build -trimpath -ldflags "-s -w" -o "$1/bin/etcd" go.etcd.io/etcd/server/v3 &&
+                go build -trimpath -ldflags "-s -w" -o "$1/bin/etcdctl" go.etcd.io/etcd/etcdctl/v3)
+}
+
+build_containerd() {
+        v=$CONTAINERD_VERSION
+        ld="-s -w -X github.com/containerd/containerd/v2/version.Version=$v"
+        (cd "$1/src" && go build -trimpath -tags "no_btrfs no_devmapper no_zfs" -ldflags "$ld" -o "$1/bin/" \
+                github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/ctr \
+                github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2)
+}
+
+build_helm() {
+        (cd "$1/src" && go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+                -o "$1/bin/helm" helm.sh/helm/v3/cmd/helm)
+}
+
+build() {
+        name=$1
+        dir=$(peer_dir "$name")
+        [ -f "$dir/.done" ] && return 0
+        v=$(peer_version "$name")
+        echo "peers: building $name $v into $dir" >&2
+        rm -rf "$dir"
+        case "$name" in
+        kubernetes) wrapper "$dir/src" k8s.io/kubernetes "$v" ;;
+        etcd) wrapper "$dir/src" go.etcd.io/etcd/server/v3 "$v"
+              echo "require go.etcd.io/etcd/etcdctl/v3 $v" >> "$dir/src/go.mod" ;;
+        containerd) wrapper "$dir/src" github.com/containerd/containerd/v2 "$v" ;;
+        helm) wrapper "$dir/src" helm.sh/helm/v3 "$v" ;;
+        esac
+        start=$(date +%s)
+        "build_$name" "$dir"
+        echo "peers: $name $v built in $(( $(date +%s) - start )) s" >&2
+        rm -rf "$dir/src"
+        touch "$dir/.done"
+}
+
+case "${1:-}" in
+--dir) peer_dir "${2:?usage: peers.sh --dir NAME}"; exit 0 ;;
+esac
+names=${*:-kubernetes etcd containerd helm}
+for n in $names; do build "$n"; done
+for n in $names; do echo "$n=$(peer_dir "$n")"; done

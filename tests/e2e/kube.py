@@ -1,0 +1,157 @@
+"""Helpers for talking to the local cluster (scripts/cluster.py): kubectl,
+pods, and waiting for what the cluster reports.  Used by the end-to-end
+tests (tests/e2e) and the real-kubelet benchmark (bench/bench-cluster.py)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+
+import cluster as cl  # noqa: E402
+
+WAIT = 120.0
+
+
+class Cluster:
+    """kubectl against the local cluster, and waiting for what it reports."""
+
+    node = cl.NODE
+    busybox = cl.BUSYBOX_IMAGE
+
+    def kubectl(self, *args, check=True, input=None, timeout=60):
+        r = subprocess.run([cl.kubectl_bin(), "--kubeconfig", cl.path("admin.kubeconfig"), *args],
+                           input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {r.stderr.strip()}")
+        return r
+
+    def get(self, *args):
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def apply(self, obj):
+        self.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+    def wait(self, what, check, timeout=WAIT, interval=0.25):
+        """Polls check() (the cluster's own answer) until it returns a true value."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                v = check()
+                if v:
+                    return v
+                last = v
+            except (AssertionError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
+                last = e
+            time.sleep(interval)
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+    def allocatable(self):
+        return self.get("node", self.node)["status"]["allocatable"]
+
+    def capacity(self):
+        return self.get("node", self.node)["status"]["capacity"]
+
+    def pod(self, name, resources, command, namespace="default"):
+        """Creates a busybox pod asking for resources (name -> count) and
+        running command (a shell line); returns its name."""
+        self.apply({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"devlet-e2e": "1"}},
+            "spec": {
+                "hostNetwork": True, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                "containers": [{
+                    "name": "main", "image": self.busybox, "imagePullPolicy": "Never",
+                    "command": ["/bin/sh", "-c", command],
+                    "resources": {"limits": {k: str(v) for k, v in resources.items()}},
+                }],
+            },
+        })
+        return name
+
+    def phase(self, name, namespace="default"):
+        return self.get("pod", "-n", namespace, name)["status"].get("phase")
+
+    def wait_phase(self, name, phases, namespace="default", timeout=WAIT):
+        return self.wait(f"pod {name} in {phases}",
+                         lambda: self.phase(name, namespace) in phases and self.phase(name, namespace),
+                         timeout=timeout)
+
+    def logs(self, name, namespace="default"):
+        return self.kubectl("logs", "-n", namespace, name).stdout
+
+    def run_pod(self, name, resources, command, timeout=WAIT):
+        """A pod that runs command to completion; returns its output."""
+        self.pod(name, resources, command)
+        phase = self.wait_phase(name, ("Succeeded", "Failed"), timeout=timeout)
+        out = self.logs(name)
+        assert phase == "Succeeded", f"pod {name} {phase}: {out}"
+        return out
+
+    def delete_pods(self, *names, namespace="default"):
+        if names:
+            self.kubectl("delete", "pod", "-n", namespace, "--wait=true", "--grace-period=0", "--force",
+                         *names, check=False, timeout=120)
+
+    def events(self, name, namespace="default"):
+        ev = self.get("events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")
+        return [(e.get("reason"), e.get("message", "")) for e in ev["items"]]
+
+    def devlet_pod(self):
+        pods = self.get("pods", "-n", "devlet", "-l", "app.kubernetes.io/name=devlet")["items"]
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        assert len(live) == 1, [p["metadata"]["name"] for p in pods]
+        return live[0]
+
+    def devlet_ready(self):
+        p = self.devlet_pod()
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+
+    def set_config(self, text):
+        """Replaces devlet's config file through its ConfigMap, as an operator does."""
+        self.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "devlet-config", "namespace": "devlet"},
+                    "data": {"config.yaml": text}})
+
+
+def unique(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def devlet_host_pid(cluster):
+    """The host PID of devlet's process in its pod (hostPID is not needed:
+    the container's process is a host process with devlet's binary)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                cg = f.read()
+            comm = open(f"/proc/{pid}/comm").read().strip()
+        except OSError:
+            continue
+        if comm == "devlet" and "/kubepods" in cg:
+            found.append(int(pid))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def kubelet_restart(cluster):
+    """Stops the kubelet and starts it again with the same arguments, as a
+    node's service manager does; returns the time its registration socket
+    appeared."""
+    with open(cl.path("kubelet.pid")) as f:
+        pid = int(f.read())
+    args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[:-1]
+    os.killpg(pid, signal.SIGTERM)
+    cluster.wait("the kubelet to exit", lambda: not os.path.exists(f"/proc/{pid}"), timeout=30)
+    sock = "/var/lib/kubelet/device-plugins/kubelet.sock"
+    cl.start("kubelet", [a.decode() for a in args])
+    cluster.wait("the kubelet's socket", lambda: os.path.exists(sock), timeout=60, interval=0.01)
+    return time.time()

@@ -1,0 +1,276 @@
+"""devlet on a real node: the kubelet, API server, scheduler and containerd
+built from their sources (scripts/peers.sh), devlet installed from its image
+with `kubectl apply -k` (scripts/cluster.py), on mock hardware: the mock
+NVML's 8 H100s, a fake MI300X sysfs tree in CPX mode (64 partitions) and
+/dev/fuse shared by two containers.
+
+Each test asserts what the cluster reports (the Node's capacity and
+allocatable, pod phases and the scheduler's events, what a container prints,
+the kubelet's pod-resources through devlet's metrics), never devlet's word.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from kube import REPO, cl, devlet_host_pid, kubelet_restart, unique
+
+H100 = os.path.join(REPO, "tests", "mock-nvml", "profiles", f"{cl.NVML_PROFILE}.yaml")
+
+
+def gpu_uuids():
+    with open(H100) as f:
+        return [d["uuid"] for d in yaml.safe_load(f)["devices"]]
+
+
+def amd_manifest():
+    with open(cl.path("mock", "amd.json")) as f:
+        return json.load(f)
+
+
+def metrics():
+    with urllib.request.urlopen("http://127.0.0.1:9400/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+class Watch:
+    """Samples the Node's capacity and allocatable in the background (the API
+    server's answer, every 100 ms) so a test can assert a value never
+    dropped: low_cap and low_alloc hold each resource's lowest value seen."""
+
+    def __init__(self, cluster, resources):
+        self.cluster, self.resources = cluster, resources
+        self.low_cap, self.low_alloc = {}, {}
+        self.samples = 0
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self.loop, daemon=True)
+
+    def loop(self):
+        while not self.stop.is_set():
+            try:
+                st = self.cluster.get("node", self.cluster.node)["status"]
+            except (AssertionError, ValueError, subprocess.TimeoutExpired):
+                continue
+            self.samples += 1
+            for r in self.resources:
+                for low, now in ((self.low_cap, st["capacity"]), (self.low_alloc, st["allocatable"])):
+                    v = int(now.get(r, "0"))
+                    low[r] = min(low.get(r, v), v)
+            self.stop.wait(0.1)
+
+    def __enter__(self):
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.t.join()
+
+
+def test_node_shows_every_resource(cluster):
+    cap = cluster.capacity()
+    alloc = cluster.allocatable()
+    for r, n in (("nvidia.com/gpu", "8"), ("devlet.io/fuse", "2"), ("amd.com/gpu", "64")):
+        assert cap.get(r) == n, (r, cap)
+        assert alloc.get(r) == n, (r, alloc)
+
+
+def test_host_device_usable_in_container(cluster, pods):
+    fuse = os.stat("/dev/fuse").st_rdev
+    out = cluster.run_pod(pods.append(unique("fuse")) or pods[-1], {"devlet.io/fuse": 1},
+                          "stat -c '%t:%T' /dev/fuse && exec 3<>/dev/fuse && echo opened")
+    assert out.split() == [f"{os.major(fuse):x}:{os.minor(fuse):x}", "opened"]
+
+
+def test_count_sharing_two_fit_third_pending(cluster, pods):
+    a, b, c = unique("share-a"), unique("share-b"), unique("share-c")
+    pods += [a, b, c]
+    for p in (a, b):
+        cluster.pod(p, {"devlet.io/fuse": 1}, "test -c /dev/fuse && sleep 3600")
+    for p in (a, b):
+        cluster.wait_phase(p, ("Running",))
+    cluster.pod(c, {"devlet.io/fuse": 1}, "sleep 3600")
+    ev = cluster.wait("the scheduler's reason for the third pod",
+                      lambda: [m for r, m in cluster.events(c) if r == "FailedScheduling"])
+    assert "Insufficient devlet.io/fuse" in ev[0]
+    assert cluster.phase(c) == "Pending"
+    cluster.delete_pods(a)
+    cluster.wait_phase(c, ("Running",))
+
+
+def test_gpus_by_envvar(cluster, pods):
+    out = cluster.run_pod(pods.append(unique("gpu-env")) or pods[-1], {"nvidia.com/gpu": 2},
+                          "echo $NVIDIA_VISIBLE_DEVICES")
+    got = out.strip().split(",")
+    assert len(got) == 2 and set(got) <= set(gpu_uuids()), out
+
+
+def test_amd_partition_devices_in_container(cluster, pods):
+    out = cluster.run_pod(pods.append(unique("amd")) or pods[-1], {"amd.com/gpu": 1},
+                          "stat -c '%n %t' /dev/kfd /dev/dri/renderD*")
+    lines = out.split()
+    assert lines[0:2] == ["/dev/kfd", "eb"], out  # KFD's major, 235
+    renders = [n for n in lines[::2] if n.startswith("/dev/dri/renderD")]
+    assert len(renders) == 1, out
+
+
+def test_preferred_allocation_used_by_kubelet(cluster, pods):
+    """A pod takes 3 partitions; a second asks for 8.  The kubelet alone
+    would fill the first GPU's other 5 and spill; devlet's preferred
+    allocation gives one whole free GPU, and the kubelet uses it."""
+    gpu_of = {}
+    for g in amd_manifest()["gpus"]:
+        for part in g["partitions"]:
+            gpu_of[f"/dev/dri/renderD{part['render']}"] = g["bdf"]
+    first, second = unique("pref-a"), unique("pref-b")
+    pods += [first, second]
+    cluster.pod(first, {"amd.com/gpu": 3}, "ls /dev/dri/ && sleep 3600")
+    cluster.wait_phase(first, ("Running",))
+    out = cluster.run_pod(second, {"amd.com/gpu": 8}, "ls -1 /dev/dri/")
+    renders = [f"/dev/dri/{n}" for n in out.split() if n.startswith("renderD")]
+    assert len(renders) == 8, out
+    assert len({gpu_of[r] for r in renders}) == 1, renders
+
+
+def test_metrics_attributed_by_real_pod_resources(cluster, pods):
+    name = unique("gpu-metrics")
+    pods.append(name)
+    cluster.pod(name, {"nvidia.com/gpu": 1}, "echo $NVIDIA_VISIBLE_DEVICES; sleep 3600")
+    cluster.wait_phase(name, ("Running",))
+    gpu = cluster.wait("the container's output", lambda: cluster.logs(name).strip())
+
+    def attributed():
+        for line in metrics().splitlines():
+            if line.startswith("DCGM_FI_DEV_GPU_TEMP{") and f'UUID="{gpu}"' in line:
+                return (f'pod="{name}"' in line and 'namespace="default"' in line
+                        and 'container="main"' in line and line)
+        return None
+
+    assert cluster.wait("the GPU's series to carry the pod", attributed)
+
+
+def test_kubelet_restart(cluster, pods, record_property):
+    name = unique("keeps-gpu")
+    pods.append(name)
+    cluster.pod(name, {"nvidia.com/gpu": 1, "devlet.io/fuse": 1},
+                "echo $NVIDIA_VISIBLE_DEVICES; while test -c /dev/fuse; do sleep 1; done; echo lost")
+    cluster.wait_phase(name, ("Running",))
+    before = cluster.logs(name)
+    pod_uid = cluster.get("pod", name)["metadata"]["uid"]
+    log_before = cluster.kubectl("logs", "-n", "devlet", cluster.devlet_pod()["metadata"]["name"]).stdout
+    n_registered = log_before.count("registered resource=")
+    with Watch(cluster, ["nvidia.com/gpu", "devlet.io/fuse", "amd.com/gpu"]) as w:
+        sock_at = kubelet_restart(cluster)
+        cluster.wait("devlet to register again", lambda: cluster.kubectl(
+            "logs", "-n", "devlet", cluster.devlet_pod()["metadata"]["name"]).stdout.count(
+            "registered resource=") >= 2 * n_registered)
+        cluster.wait("the node Ready again", cl.node_ready)
+        cluster.wait("every GPU allocatable again", lambda: cluster.allocatable().get("nvidia.com/gpu") == "8")
+    assert w.samples > 0
+    # the Node's capacity, as the API server reports it, never dropped
+    assert w.low_cap == {"nvidia.com/gpu": 8, "devlet.io/fuse": 2, "amd.com/gpu": 64}, w.low_cap
+    assert cluster.phase(name) == "Running"
+    assert cluster.get("pod", name)["metadata"]["uid"] == pod_uid
+    assert cluster.logs(name) == before  # no "lost": the container kept /dev/fuse
+    record_property("kubelet_socket_to_register_s", time.time() - sock_at)
+
+
+def test_devlet_killed_then_back(cluster):
+    pid = devlet_host_pid(cluster)
+    restarts = cluster.devlet_pod()["status"]["containerStatuses"][0]["restartCount"]
+    os.kill(pid, signal.SIGKILL)
+    # the kubelet notices the plugin's stream end: the GPUs are no longer allocatable
+    cluster.wait("allocatable to drop", lambda: cluster.allocatable().get("nvidia.com/gpu") == "0",
+                 interval=0.05)
+    cluster.wait("the DaemonSet's container to restart", lambda: cluster.devlet_pod()["status"][
+        "containerStatuses"][0]["restartCount"] > restarts, timeout=180)
+    cluster.wait("allocatable back", lambda: cluster.allocatable().get("nvidia.com/gpu") == "8", timeout=180)
+    assert cluster.allocatable().get("amd.com/gpu") == "64"
+
+
+def append_event(event):
+    """Appends an event to the mock NVML's log (the file devlet's pod reads
+    through its hostPath), atomically, as the mock's README asks."""
+    p = cl.path("mock", "nvml.yaml")
+    with open(p) as f:
+        doc = yaml.safe_load(f)
+    doc.setdefault("events", []).append(event)
+    tmp = p + ".new"
+    with open(tmp, "w") as f:
+        yaml.safe_dump(doc, f)
+    os.rename(tmp, p)
+
+
+RECOVERY_CONFIG = cl.CONFIG + """health:
+  recovery:
+    enabled: true
+    quietPeriod: 5s
+"""
+
+
+def test_gpu_unhealthy_then_recovers(cluster):
+    cluster.set_config(RECOVERY_CONFIG)
+    try:
+        # the reload is seen once the kubelet has written the new ConfigMap
+        # into the pod; no allocatable change is expected from it
+        name = cluster.devlet_pod()["metadata"]["name"]
+        cluster.wait("devlet to reload the config", lambda: "quietPeriod" not in "" and cluster.kubectl(
+            "logs", "-n", "devlet", name).stdout.count("config reloaded") >= 1, timeout=120)
+        append_event({"device": 3, "type": "xid", "xid": 79})
+        cluster.wait("allocatable to drop by one", lambda: cluster.allocatable().get("nvidia.com/gpu") == "7",
+                     interval=0.05)
+        cluster.wait("the GPU back after the quiet period",
+                     lambda: cluster.allocatable().get("nvidia.com/gpu") == "8", timeout=60)
+    finally:
+        cluster.set_config(cl.CONFIG)
+
+
+def test_cdi_strategy_through_containerd(cluster, pods):
+    """With a CDI device-list strategy the kubelet hands containerd CDI names,
+    and containerd injects the device nodes from devlet's spec."""
+    cluster.set_config(cl.CONFIG.replace("migStrategy: none", "migStrategy: none\n  plugin:\n"
+                                         "    deviceListStrategy: [cdi-cri]"))
+    try:
+        name = cluster.devlet_pod()["metadata"]["name"]
+        cluster.wait("devlet to reload the config", lambda: "deviceListStrategy" in "cdi-cri" or cluster.kubectl(
+            "logs", "-n", "devlet", name).stdout.count("config reloaded") >= 1, timeout=120)
+        cluster.wait("the GPUs registered again", lambda: cluster.allocatable().get("nvidia.com/gpu") == "8")
+        out = cluster.run_pod(pods.append(unique("gpu-cdi")) or pods[-1], {"nvidia.com/gpu": 1},
+                              "stat -c '%n %t' /dev/nvidia[0-9]* /dev/nvidiactl; echo env=$NVIDIA_VISIBLE_DEVICES")
+        lines = out.splitlines()
+        assert len([x for x in lines if re.match(r"/dev/nvidia\d+ c3$", x)]) == 1, out
+        assert "/dev/nvidiactl c3" in lines, out
+    finally:
+        cluster.set_config(cl.CONFIG)
+
+
+def test_rollout_to_a_new_image(cluster, pods):
+    name = unique("rollout")
+    pods.append(name)
+    cluster.pod(name, {"nvidia.com/gpu": 1, "devlet.io/fuse": 1},
+                "while test -c /dev/fuse; do sleep 1; done; echo lost")
+    cluster.wait_phase(name, ("Running",))
+    old = cluster.devlet_pod()["metadata"]["name"]
+    cl.ctr(["images", "tag", "--force", cl.DEVLET_IMAGE, "localhost/devlet:e2e-rollout"],
+           stdout=subprocess.DEVNULL)
+    with Watch(cluster, ["nvidia.com/gpu", "amd.com/gpu"]) as w:
+        cluster.kubectl("-n", "devlet", "set", "image", "ds/devlet", "devlet=localhost/devlet:e2e-rollout")
+        cluster.kubectl("-n", "devlet", "rollout", "status", "ds/devlet", "--timeout=180s", timeout=200)
+        cluster.wait("the new pod to serve", lambda: cluster.devlet_pod()["metadata"]["name"] != old
+                     and cluster.devlet_ready() and cluster.allocatable().get("nvidia.com/gpu") == "8")
+    try:
+        assert cluster.phase(name) == "Running" and "lost" not in cluster.logs(name)
+        assert w.samples > 0
+        assert w.low_cap == {"nvidia.com/gpu": 8, "amd.com/gpu": 64}, w.low_cap
+        print(f"lowest allocatable during the rollout: {w.low_alloc}")
+    finally:
+        cluster.kubectl("-n", "devlet", "set", "image", "ds/devlet", f"devlet={cl.DEVLET_IMAGE}")
+        cluster.kubectl("-n", "devlet", "rollout", "status", "ds/devlet", "--timeout=180s", timeout=200)
