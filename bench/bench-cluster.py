@@ -39,8 +39,7 @@ from kube import Cluster, cl, devlet_host_pid, kubelet_restart, unique  # noqa: 
 def log_times(cluster, since_lines):
     """Timestamps (epoch seconds) of devlet's `registered` lines after the
     first since_lines lines of its log."""
-    name = cluster.devlet_pod()["metadata"]["name"]
-    lines = cluster.kubectl("logs", "-n", "devlet", name).stdout.splitlines()
+    lines = cluster.devlet_log().splitlines()
     out = []
     for line in lines[since_lines:]:
         m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z .*registered resource=", line)
@@ -51,9 +50,7 @@ def log_times(cluster, since_lines):
 
 
 def bench_restarts(cluster, n):
-    name = cluster.devlet_pod()["metadata"]["name"]
-    nres = len(set(re.findall(r"registered resource=(\S+)",
-                              cluster.kubectl("logs", "-n", "devlet", name).stdout)))
+    nres = len(set(re.findall(r"registered resource=(\S+)", cluster.devlet_log())))
     took = []
     for _ in range(n):
         _, seen = log_times(cluster, 0)

@@ -163,6 +163,26 @@ def record_host_state():
         json.dump({"created": created, "cdi": cdi}, f)
 
 
+def root_propagation():
+    """The optional fields of /'s line in mountinfo ("shared:N", ...)."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == "/":
+                return fields[6:fields.index("-")]
+    return []
+
+
+def share_root():
+    """A node's / is a shared mount (systemd makes it one); the DaemonSets'
+    HostToContainer mounts of /, /run/containerd and /var/run/cdi need it.
+    A private / (some sandboxes) is made shared, and private again by down."""
+    if any(f.startswith(("shared:", "master:")) for f in root_propagation()):
+        return
+    open(path("root-made-shared"), "w").close()
+    run(["mount", "--make-shared", "/"])
+
+
 # ---------------------------------------------------------------- certificates
 
 def openssl(*args):
@@ -452,9 +472,9 @@ def push(ref, tar, tags):
     """Imports ref into containerd's k8s.io namespace (through a docker
     archive) under every name in tags."""
     run(["buildah", "push", "--quiet", ref, f"docker-archive:{tar}:{tags[0]}"], stdout=subprocess.DEVNULL)
-    ctr(["images", "import", tar], stdout=subprocess.DEVNULL)
+    ctr(["images", "import", tar], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     for t in tags[1:]:
-        ctr(["images", "tag", "--force", tags[0], t], stdout=subprocess.DEVNULL)
+        ctr(["images", "tag", "--force", tags[0], t], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def ctr(args, **kw):
@@ -482,8 +502,6 @@ def make_mock_hardware():
     node("nvidiactl", 195, 255)
     node("nvidia-uvm", 510, 0)
     node("nvidia-uvm-tools", 510, 1)
-    fuse = os.stat("/dev/fuse").st_rdev
-    node("fuse", os.major(fuse), os.minor(fuse))
     sys.path.insert(0, os.path.join(REPO, "tests", "mock-amd"))
     import gen_sysfs  # noqa: E402 - the fake tree's generator lives with the tests
     import yaml
@@ -538,6 +556,8 @@ spec:
       dnsPolicy: ClusterFirstWithHostNet
       containers:
       - name: devlet
+        # /dev is the host's, read-only: the termination log goes elsewhere
+        terminationMessagePath: /termination-log
         env:
         - {{name: DEVLET_NVML_LIBRARY, value: {mock}/lib/libnvidia-ml.so.1}}
         - {{name: MOCK_NVML_CONFIG, value: {mock}/nvml.yaml}}
@@ -545,9 +565,14 @@ spec:
         - {{name: NVIDIA_DEV_ROOT, value: {mock}}}
         volumeMounts:
         - {{name: mock-hardware, mountPath: {mock}, readOnly: true}}
+        # host devices are looked for at their own paths, as in the
+        # host-devices-only overlay
+        - {{name: host-dev, mountPath: /dev, readOnly: true}}
       volumes:
       - name: mock-hardware
         hostPath: {{path: {mock}, type: Directory}}
+      - name: host-dev
+        hostPath: {{path: /dev, type: Directory}}
 """)
     with open(os.path.join(d, "config.yaml"), "w") as f:
         f.write("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: devlet-config\ndata:\n  config.yaml: |\n")
@@ -572,7 +597,7 @@ def allocatable():
 
 # ---------------------------------------------------------------- up / down
 
-def up(overlay, with_devlet):
+def up(overlay, with_devlet, keep=False):
     preflight()
     t0 = time.monotonic()
     record_host_state()
@@ -582,6 +607,7 @@ def up(overlay, with_devlet):
             json.dump(bins, f)
         log(f"peers ready ({time.monotonic() - t0:.0f} s)")
         run(["make", "-s", "-C", REPO, f"BUILD={BUILD}", "all"], stdout=subprocess.DEVNULL)
+        share_root()
         make_pki()
         start_etcd(bins)
         start_control_plane(bins)
@@ -599,6 +625,9 @@ def up(overlay, with_devlet):
         if isinstance(e, subprocess.CalledProcessError) and e.stderr:
             msg += ": " + (e.stderr if isinstance(e.stderr, str) else e.stderr.decode(errors="replace")).strip()
         log(f"error: {msg}")
+        if keep:
+            log(f"left running as it is (--keep); logs in {path('logs')}")
+            return 1
         log("stopping what was started (logs kept in /tmp/devlet-cluster-logs)")
         shutil.rmtree("/tmp/devlet-cluster-logs", ignore_errors=True)
         shutil.copytree(path("logs"), "/tmp/devlet-cluster-logs", dirs_exist_ok=True)
@@ -702,6 +731,8 @@ def down():
             os.unlink(d)
         else:
             shutil.rmtree(d, ignore_errors=True)
+    if os.path.exists(path("root-made-shared")):
+        subprocess.run(["mount", "--make-private", "/"], check=False)
     shutil.rmtree(STATE, ignore_errors=True)
     log("stopped; every file and mount it made is removed")
     return 0
@@ -726,12 +757,13 @@ def main():
     u = sub.add_parser("up")
     u.add_argument("--overlay", default=os.environ.get("OVERLAY", "all-in-one"))
     u.add_argument("--no-devlet", action="store_true", help="the cluster alone")
+    u.add_argument("--keep", action="store_true", help="on an error, leave what runs for a look")
     sub.add_parser("down")
     sub.add_parser("status")
     a = ap.parse_args()
     try:
         if a.cmd == "up":
-            return up(a.overlay, not a.no_devlet)
+            return up(a.overlay, not a.no_devlet, a.keep)
         if a.cmd == "down":
             return down()
         return status()

@@ -84,8 +84,33 @@ class Cluster:
                          lambda: self.phase(name, namespace) in phases and self.phase(name, namespace),
                          timeout=timeout)
 
-    def logs(self, name, namespace="default"):
-        return self.kubectl("logs", "-n", namespace, name).stdout
+    def logs(self, name, namespace="default", container=None, all_restarts=False):
+        """What the pod's container printed, from the kubelet's own log files
+        (/var/log/pods, CRI format).  `kubectl logs` cannot work here: the
+        API server reaches a kubelet through the Node's address, and a
+        kubelet never reports a loopback one."""
+        pod = self.get("pod", "-n", namespace, name)
+        container = container or pod["spec"]["containers"][0]["name"]
+        d = f"/var/log/pods/{namespace}_{name}_{pod['metadata']['uid']}/{container}"
+        try:
+            files = sorted((f for f in os.listdir(d) if f.endswith(".log")), key=lambda f: int(f.split(".")[0]))
+        except FileNotFoundError:
+            return ""
+        out, line = [], []
+        for f in files if all_restarts else files[-1:]:
+            with open(os.path.join(d, f), errors="replace") as fh:
+                for raw in fh:
+                    parts = raw.rstrip("\n").split(" ", 3)
+                    if len(parts) < 3:
+                        continue
+                    line.append(parts[3] if len(parts) == 4 else "")
+                    if parts[2] == "F":
+                        out.append("".join(line))
+                        line = []
+        return "".join(x + "\n" for x in out)
+
+    def devlet_log(self, all_restarts=False):
+        return self.logs(self.devlet_pod()["metadata"]["name"], "devlet", "devlet", all_restarts)
 
     def run_pod(self, name, resources, command, timeout=WAIT):
         """A pod that runs command to completion; returns its output."""
