@@ -2,12 +2,14 @@
  * server.c for the connections that carry them).
  *
  * A call is attached to its stream with nghttp2_session_set_stream_user_data;
- * its request is deframed as DATA arrives and the handler runs once the
- * request stream has ended with exactly one message.  Responses are HEADERS,
- * then DATA pulled by a data provider from the call's queue
- * (NGHTTP2_ERR_DEFERRED while empty), then trailers; errors before any
- * output use Trailers-Only.  grpc_call_send_latest keeps, per stream, only
- * the message being sent and the latest one, shared between streams.
+ * every field and frame of its request passes h2-request.c's HTTP/2 checks
+ * (nghttp2's own are off) before anything here acts on it; the request is
+ * deframed as DATA arrives and the handler runs once the request stream has
+ * ended with exactly one message.  Responses are HEADERS, then DATA pulled
+ * by a data provider from the call's queue (NGHTTP2_ERR_DEFERRED while
+ * empty), then trailers; errors before any output use Trailers-Only.
+ * grpc_call_send_latest keeps, per stream, only the message being sent and
+ * the latest one, shared between streams.
  *
  * Lifetimes: a call is freed in the stream-close callback, except that a call
  * its handler still holds gets on_cancel first, or, without on_cancel, is
@@ -469,6 +471,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         struct grpc_call *call = xcalloc(1, sizeof(*call));
         call->conn = c;
         call->stream_id = frame->hd.stream_id;
+        h2_request_init(&call->h2);
         grpc_deframer_init(&call->deframer, GRPC_MAX_MESSAGE);
         if (!c->calls && c->io.has_socket && c->got_settings)
                 uv_timer_stop(&c->timer); /* no longer idle */
@@ -489,7 +492,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         struct grpc_conn *c = ud;
         if (c->closing)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
-        if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        if (frame->hd.type != NGHTTP2_HEADERS)
                 return 0;
         struct grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (!call)
@@ -497,6 +500,11 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         call->header_bytes += namelen + valuelen + 32;
         if (call->header_bytes > SERVER_HEADER_BYTES_CAP)
                 return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        int r = h2_request_on_header(session, frame, &call->h2, name, namelen, value, valuelen);
+        if (r != 0)
+                return r == H2_REQUEST_DROP ? 0 : r;
+        if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+                return 0; /* trailers: nothing in them for us */
 
         if (h2_eq(name, namelen, ":method")) {
                 call->is_post = h2_eq(value, valuelen, "POST");
@@ -557,6 +565,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         struct grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (!call)
                 return 0;
+        if (!h2_request_on_frame_recv(session, frame, &call->h2)) {
+                call->rejected = true; /* reset: PROTOCOL_ERROR */
+                return 0;
+        }
         if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
                 call_check_request_headers(call);
         if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
@@ -571,7 +583,11 @@ static int on_data_chunk_recv(nghttp2_session *session, uint8_t flags, int32_t s
         if (c->closing)
                 return NGHTTP2_ERR_CALLBACK_FAILURE;
         struct grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
-        if (call && !call->rejected)
+        if (!call)
+                return 0;
+        if (!h2_request_on_data_chunk(session, stream_id, &call->h2, len))
+                call->rejected = true; /* reset: PROTOCOL_ERROR */
+        else if (!call->rejected)
                 call_feed(call, data, len);
         return 0;
 }

@@ -13,6 +13,7 @@
 
 #include "grpc/grpc.h"
 #include "grpc/h2.h"
+#include "grpc/h2-request.h"
 
 /* Defaults of struct grpc_server_limits (see grpc.h). */
 #define SERVER_MAX_CONNS 128
@@ -82,6 +83,7 @@ struct grpc_call {
         struct grpc_conn *conn; /* NULL once detached from a closed stream */
         struct grpc_call *prev, *next;
         int32_t stream_id;
+        struct h2_request h2; /* HTTP/2's rules for the request (h2-request.h) */
         const struct grpc_method *method;
         char *bad_path; /* an unknown :path, for the error message */
         char *encoding; /* grpc-encoding other than identity */

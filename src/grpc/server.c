@@ -31,7 +31,7 @@
 
 static int conn_session_new(struct grpc_conn *c, nghttp2_session_callbacks *cbs)
 {
-        int r = nghttp2_session_server_new(&c->session, cbs, c);
+        int r = h2_request_session_new(&c->session, cbs, c);
         if (r != 0)
                 return -ENOMEM;
         nghttp2_settings_entry iv[] = {

@@ -80,8 +80,8 @@ def kubelet_factory(request, dirs):
     """Makes simulators (not started); each is stopped on teardown."""
     sims = []
 
-    def make(plugin_dir=None, kubelet_socket=None):
-        sim = KubeletSim(plugin_dir or dirs.plugins, kubelet_socket)
+    def make(plugin_dir=None, kubelet_socket=None, old_authority=False):
+        sim = KubeletSim(plugin_dir or dirs.plugins, kubelet_socket, old_authority=old_authority)
         sims.append(sim)
         _track(request, "_sims", sim)
         return sim

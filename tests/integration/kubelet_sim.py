@@ -84,11 +84,15 @@ def valid_extended_resource_name(name: str) -> bool:
 
 
 class PluginClient:
-    """The kubelet's view of one plugin socket: unary calls and ListAndWatch."""
+    """The kubelet's view of one plugin socket: unary calls and ListAndWatch.
+    authority: the :authority its requests carry; None is grpcio's own
+    (localhost), as kubelets from v1.26 send."""
 
-    def __init__(self, socket_path: str):
+    def __init__(self, socket_path: str, authority: Optional[str] = None):
         self.socket_path = os.path.abspath(socket_path)
-        self.channel = grpc.insecure_channel(unix_target(socket_path), options=CHANNEL_OPTIONS)
+        self.authority = authority
+        opts = CHANNEL_OPTIONS + ([("grpc.default_authority", authority)] if authority else [])
+        self.channel = grpc.insecure_channel(unix_target(socket_path), options=opts)
         ch = self.channel
         self._options = ch.unary_unary(
             "/v1beta1.DevicePlugin/GetDevicePluginOptions",
@@ -195,7 +199,7 @@ class Endpoint:
         self.sim = sim
         self.resource = resource
         self.generation = generation
-        self.client = PluginClient(socket_path)
+        self.client = PluginClient(socket_path, socket_path if sim.old_authority else None)
         self.options = None
         self.snapshots: List[Snapshot] = []
         self.stream_done = False
@@ -261,8 +265,13 @@ class Registration:
 
 
 class KubeletSim:
-    def __init__(self, plugin_dir: str, kubelet_socket: Optional[str] = None, workers: int = 16):
+    """old_authority: dial plugins as kubelets before v1.26 do, with the
+    socket's path as :authority (grpc-go's default for a bare path target)."""
+
+    def __init__(self, plugin_dir: str, kubelet_socket: Optional[str] = None, workers: int = 16,
+                 old_authority: bool = False):
         self.plugin_dir = os.path.abspath(plugin_dir)
+        self.old_authority = old_authority
         self.socket_path = os.path.abspath(kubelet_socket or os.path.join(plugin_dir, KUBELET_SOCKET))
         self.workers = workers
         self.cond = threading.Condition()

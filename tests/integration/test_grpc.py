@@ -97,9 +97,11 @@ class CServer:
 class Echo:
     """Typed helpers over one grpcio channel to the test server."""
 
-    def __init__(self, path, own_connection=False):
+    def __init__(self, path, own_connection=False, authority=None):
         # grpcio shares connections between channels unless told otherwise
         opts = OPTS + [("grpc.use_local_subchannel_pool", 1)] if own_connection else OPTS
+        if authority:
+            opts = opts + [("grpc.default_authority", authority)]
         self.channel = grpc.insecure_channel("unix:" + path, options=opts)
 
     def unary(self, method, req, timeout=10):
@@ -354,6 +356,65 @@ def test_garbage_peers_do_not_disturb_others(server, echo):
     silent.close()
     half.close()
     wait_until(lambda: echo.stats()["connections"] == base, what="idle connections closed")
+
+
+def test_any_authority_is_accepted(server, echo):
+    """Kubelets before v1.26 send the socket's path as :authority, which is
+    not URI authority syntax (nghttp2 refuses it by default); grpc-go
+    servers ignore :authority, and so does ours."""
+    srv, _ = server
+    for authority in (srv.path, "unix:" + srv.path, "x y"):
+        other = Echo(srv.path, own_connection=True, authority=authority)
+        try:
+            assert other.unary("/test.Echo/Unary", b"hi") == b"hi"
+            req = bytes([3]) + b"s"
+            assert list(other.stream("/test.Echo/Stream", req)) == [req] * 3
+        finally:
+            other.close()
+
+
+def test_other_header_rules_still_reset_the_stream(server, echo):
+    """Every HTTP/2 rule on request headers but :authority's syntax still
+    holds (RFC 9113 §8.1.1, §8.2, §8.3): a malformed request gets
+    RST_STREAM PROTOCOL_ERROR and nothing else, and the connection goes on
+    serving the well-formed one after it."""
+    srv, _ = server
+    good = [(":method", "POST"), (":scheme", "http"), (":path", "/test.Echo/Unary"),
+            (":authority", srv.path), ("content-type", "application/grpc"), ("te", "trailers")]
+    bad = [
+        good + [("connection", "close")],                    # connection-specific
+        good + [("transfer-encoding", "chunked")],
+        good[:4] + [("Content-Type", "application/grpc")],    # upper case in a name
+        good[:4] + [("content-type", "application/grpc\x01")],  # control character
+        good[:4] + [("content type", "application/grpc")],    # not a token
+        good[:3] + good[4:] + [good[3]],                      # pseudo after regular
+        good[:4] + [good[2]] + good[4:],                      # :path twice
+        good[:4] + [(":protocol", "x")] + good[4:],           # unknown to a server
+        good[:5] + [("te", "gzip")],
+        [good[0]] + good[2:],                                 # no :scheme
+        good[:2] + [(":path", "test.Echo/Unary")] + good[3:],  # not absolute
+        good[:3] + [(":authority", "a\x01b")] + good[4:],     # not a field value
+        good + [("content-length", "99")],                    # not what DATA carries
+    ]
+    body = b"\0\0\0\0\2ok"
+    s = raw_connect(srv.path)
+    wire = PREFACE + SETTINGS
+    for i, headers in enumerate(bad + [good]):
+        wire += frame(1, 4, 2 * i + 1, hpack(headers)) + frame(0, 1, 2 * i + 1, body)
+    s.sendall(wire)
+    good_id = 2 * len(bad) + 1
+    frames = read_frames_until(s, lambda fs: any(f[0] == 1 and f[1] & 1 and f[2] == good_id
+                                                 for f in fs))
+    s.close()
+    by_stream = {}
+    for ftype, flags, stream, payload in frames:
+        by_stream.setdefault(stream, []).append((ftype, payload))
+    for i, headers in enumerate(bad):
+        got = by_stream.get(2 * i + 1)
+        assert got and got[0] == (3, struct.pack(">I", 1)), (headers, got)
+        assert all(t == 3 for t, _ in got), (headers, got)
+    assert (0, body) in by_stream[good_id], by_stream[good_id]
+    assert echo.unary("/test.Echo/Unary", b"after") == b"after"
 
 
 def flood_without_reading(path, n, size):

@@ -76,8 +76,8 @@ def std(dirs, kubelet, devlet):
 
 
 @contextlib.contextmanager
-def plugin_client(path):
-    c = PluginClient(path)
+def plugin_client(path, authority=None):
+    c = PluginClient(path, authority)
     try:
         yield c
     finally:
@@ -208,6 +208,40 @@ def test_prestart_container(std):
     for r in (FUSE, SERIAL):
         resp = std.sim.prestart(r, std.sim.endpoint(r).latest.ids()[:1])
         assert resp == pb.PreStartContainerResponse()
+
+
+# ------------------------------------------------------------ old kubelets
+
+def test_kubelet_that_sends_the_socket_path_as_authority(dirs, kubelet_factory, devlet):
+    """Kubelets before v1.26 dial a plugin with its socket's path as
+    :authority (/var/lib/kubelet/device-plugins/devlet-devlet.io_fuse.sock),
+    which nghttp2's default checks refuse: each stream was reset, so the
+    node showed no devices while devlet logged "registered".  Every call
+    must be answered: the dial-back inside Register, ListAndWatch, Allocate
+    and GetPreferredAllocation."""
+    sim = kubelet_factory(old_authority=True)
+    sim.start()
+    d = devlet(std_config(dirs))
+    path = d.socket_path(FUSE)
+    for r in STD:
+        reg = sim.wait_for_registration(r)
+        assert reg.dialed_options == reg.options
+    assert sim.client(FUSE).authority == path
+    sim.wait_for_snapshot(FUSE, lambda s: sorted(s.ids()) == sorted(FUSE_IDS))
+    fuse = spec(f"{dirs.dev}/fuse", f"{dirs.dev}/fuse")
+    assert list(sim.allocate(FUSE, [["fuse-0"]]).container_responses[0].devices) == [fuse]
+    got = sim.preferred(FUSE, FUSE_IDS, ["fuse-7"], 2)
+    assert len(set(got)) == 2 and "fuse-7" in got
+
+    # the same on a connection of its own, each call checked by itself
+    with plugin_client(path, authority=path) as c:
+        law = c.list_and_watch()
+        assert sorted(dev.ID for dev in next(law).devices) == sorted(FUSE_IDS)
+        law.cancel()
+        assert list(c.allocate([["fuse-1"]]).container_responses[0].devices) == [fuse]
+        assert sorted(c.preferred(FUSE_IDS, ["fuse-3"], 1)) == ["fuse-3"]
+        assert c.prestart(["fuse-1"]) == pb.PreStartContainerResponse()
+    assert not sim.endpoint(FUSE).stream_done, sim.events
 
 
 # ------------------------------------------------------------ hot-plug
