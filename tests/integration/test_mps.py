@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from devlet_harness import DEVLET_BIN, devlet_env, wait_until, write_config
+from devlet_harness import DEVLET_BIN, SANITIZER_ERRORS, devlet_env, wait_until, write_config
 from mock_gpus import GPU
 
 QUIET = {"DP_DISABLE_HEALTHCHECKS": "all"}
@@ -229,10 +229,14 @@ class Sidecar:
 
 @pytest.fixture
 def sidecars():
+    """Makes Sidecars; on teardown each is stopped and its log checked for a
+    sanitizer report."""
     made = []
     yield lambda *a, **kw: made.append(Sidecar(*a, **kw)) or made[-1]
     for sc in made:
         sc.stop()
+    reports = [sc.log() for sc in made if sc.proc and any(m in sc.log() for m in SANITIZER_ERRORS)]
+    assert not reports, reports
 
 
 def alive(pid):
