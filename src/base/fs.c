@@ -118,10 +118,13 @@ static int link_target(int dfd, const char *name, unsigned flags, char **target)
                 return -ELOOP;
         if (fstat(dfd, &dir) < 0)
                 return -errno;
+        /* only root (or we) could have made it, and nobody else can swap
+         * it while we read it: the directory is not writable by others,
+         * or sticky (as /tmp: only an entry's owner may replace it) */
         uid_t me = geteuid();
         bool trusted = (st.st_uid == 0 || st.st_uid == me) &&
                        (dir.st_uid == 0 || dir.st_uid == me) &&
-                       !(dir.st_mode & (S_IWGRP | S_IWOTH));
+                       (!(dir.st_mode & (S_IWGRP | S_IWOTH)) || (dir.st_mode & S_ISVTX));
         if (!trusted)
                 return -ELOOP;
         _cleanup_free_ char *buf = xmalloc(PATH_MAX);

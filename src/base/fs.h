@@ -37,8 +37,8 @@ enum {
  * O_PATH descriptor of it.  A symlink on the way is followed only if nobody
  * but root or our own user could have put it there (the link and the
  * directory holding it are theirs, and that directory is not writable by
- * group or others, as /var/run -> /run), and never with FS_NO_SYMLINKS; its
- * target is walked the same way.  With FS_CREATE a missing component is
+ * group or others, as /var/run -> /run, or is sticky, as /tmp), and never
+ * with FS_NO_SYMLINKS; its target is walked the same way.  With FS_CREATE a missing component is
  * created (mode, less the umask) and opened the same way, so a link raced
  * into its place is refused.  Returns the fd, -ELOOP for a symlink refused
  * (or more than 40 followed), -ENOTDIR for a component that is not a

@@ -89,17 +89,18 @@ def test_cdi_spec_never_written_through_a_planted_link(dirs):
 
 def test_devlet_run_refuses_a_planted_directory_link(dirs, kubelet, devlet):
     """The labels file and the CDI spec directory below a directory anyone
-    may write (mode 1777), where someone made the directory devlet would
-    create a link to another: devlet logs the refusal, keeps serving, and
-    writes nothing into the link's target."""
+    may write (mode 1777, as /tmp), where a user (nobody) made the directory
+    devlet would create a link to another: devlet logs the refusal, keeps
+    serving, and writes nothing into the link's target."""
     cfg = config(dirs)
     shared = os.path.join(dirs.run, "shared")
     target = os.path.join(dirs.run, "target")
     os.mkdir(shared)
     os.chmod(shared, 0o1777)
     os.mkdir(target)
-    os.symlink(target, os.path.join(shared, "features.d"))
-    os.symlink(target, os.path.join(shared, "cdi"))
+    for name in ("features.d", "cdi"):
+        os.symlink(target, os.path.join(shared, name))
+        os.lchown(os.path.join(shared, name), 65534, 65534)
     with open(cfg) as f:
         d = devlet(f.read(), args=["--backends", "hostdev", "--device-list-strategy", "envvar,cdi-cri"],
                    env={"GFD_OUTPUT_FILE": os.path.join(shared, "features.d", "gfd"),

@@ -190,7 +190,7 @@ static void test_planted_directory_link_refused(void **state)
         char shared[128], target[128], link[160], path[192], list[256];
         snprintf(shared, sizeof(shared), "%s/shared", dir);
         assert_int_equal(mkdir(shared, 0755), 0);
-        assert_int_equal(chmod(shared, 01777), 0);
+        assert_int_equal(chmod(shared, 0777), 0);
         snprintf(target, sizeof(target), "%s/target", dir);
         assert_int_equal(mkdir(target, 0755), 0);
         snprintf(link, sizeof(link), "%s/features.d", shared);
@@ -238,6 +238,14 @@ static void test_trusted_link_followed_unless_no_symlinks(void **state)
         read_text(path, buf, sizeof(buf));
         assert_string_equal(buf, "yes");
         close(bfd);
+
+        /* our link in a sticky directory (as /tmp): nobody else may replace it */
+        assert_int_equal(chmod(base, 01777), 0);
+        snprintf(path, sizeof(path), "%s/sub/sticky", alias);
+        assert_int_equal(fs_write_atomic(path, "ok", 2, 0644), 0);
+        /* but not without the sticky bit */
+        assert_int_equal(chmod(base, 0777), 0);
+        assert_int_equal(fs_write_atomic(path, "no", 2, 0644), -ELOOP);
 }
 
 /* Missing directories are created (0755), and a FIFO where a directory
