@@ -12,15 +12,31 @@
  * neutral types).  Their shm directory (<mps-root>/shm) is mounted as a
  * tmpfs for the clients' /dev/shm.
  *
- * A plain loop, one second a turn: the markers are touched (a marker that
- * stops being touched is stale, so a killed sidecar does not leave resources
- * served); every other turn each daemon answers a control query, and one that
- * does not is restarted.  SIGTERM or SIGINT quits every daemon and removes
- * the markers.  The control program is run with a bounded wait: a wedged one
- * is killed.  DEVLET_MPS_SHM=dir keeps shm a plain directory (for tests
- * without the right to mount). */
+ * A plain loop, one second a turn, around poll(2) on a signalfd (SIGTERM,
+ * SIGINT, SIGCHLD): the markers are touched (a marker that stops being
+ * touched is stale, so a killed sidecar does not leave resources served);
+ * every other turn each daemon answers a control query, and one that does
+ * not is restarted.  SIGTERM or SIGINT quits every daemon and removes the
+ * markers, all within STOP_BUDGET_MS of the signal.
+ *
+ * It is often PID 1 of its container, and it is a subreaper anyway, so the
+ * daemons the control program forks become its children when that program
+ * exits: every SIGCHLD reaps whatever has exited (waitpid(-1)), so a dead
+ * daemon never lingers as a zombie that still looks alive.  Each control
+ * program runs in a process group of its own and with a deadline: past it,
+ * or on a stop signal, the whole group is killed (a daemon it started
+ * included), and nothing here ever waits without a deadline.  It is done
+ * when the program exits, not when its stdout closes (a daemon may keep it
+ * open).
+ *
+ * Below --mps-root no symlink is followed: directories are opened one
+ * component at a time with O_NOFOLLOW (fs_open_dir), the marker is written
+ * with fs_write_atomic_at, and shm is unmounted and mounted through
+ * /proc/self/fd of the directory so checked.  DEVLET_MPS_SHM=dir keeps shm a
+ * plain directory (for tests without the right to mount). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -29,6 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -46,11 +64,20 @@ extern char **environ;
 
 #define CONTROL_BIN "nvidia-cuda-mps-control"
 #define CONTROL_TIMEOUT_MS 10000
+#define STOP_BUDGET_MS 1500 /* from SIGTERM to exit, every quit included */
+#define KILL_WAIT_MS 500    /* a killed group's leader to exit; then the reaper has it */
+#define TURN_MS 1000
 #define HEALTH_EVERY_TURNS 2
+#define OUTPUT_MAX 4096
+#define SHM_UNMOUNT_MAX 16
 
 struct mps_daemon {
         struct dev_mps_daemon spec;
-        const char *pipe_dir, *log_dir, *marker; /* the spec's */
+        int root_fd; /* O_PATH of spec.root */
+        /* below the root, where no symlink is followed */
+        const char *pipe_rel, *log_rel, *shm_rel;
+        char *marker_dir; /* the marker's directory (heap) */
+        const char *marker_name;
         bool ready;
 };
 
@@ -58,7 +85,68 @@ struct mps_sup {
         const char *bin;
         struct mps_daemon *d;
         size_t n;
+        int sigfd;        /* SIGTERM, SIGINT, SIGCHLD */
+        int stop_signal;  /* the SIGTERM or SIGINT received, 0 before */
+        int64_t stop_at;  /* its time + STOP_BUDGET_MS */
+        bool stopping;    /* quitting the daemons: control calls end by stop_at */
+        pid_t client;     /* the control program running, 0 when none */
+        bool client_exited;
+        int client_status;
 };
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reaps every child that has exited: the control program (its status is
+ * kept) and whatever else became ours (daemons the control program forked,
+ * any orphan when we are PID 1). */
+static void reap(struct mps_sup *s)
+{
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                if (pid == s->client) {
+                        s->client_exited = true;
+                        s->client_status = status;
+                } else {
+                        log_debug("mps", "reaped pid=%d status=0x%x", (int)pid, status);
+                }
+        }
+}
+
+static void take_signals(struct mps_sup *s)
+{
+        struct signalfd_siginfo si;
+        while (read(s->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                int sig = (int)si.ssi_signo;
+                if (sig == SIGCHLD || s->stop_signal)
+                        continue;
+                s->stop_signal = sig;
+                s->stop_at = now_ms() + STOP_BUDGET_MS;
+                log_info("mps", "stopping signal=%s", strsignal(sig));
+        }
+        reap(s);
+}
+
+/* Waits until deadline (monotonic ms) at most for a signal or for fd (-1:
+ * none) to be readable, and handles the signals.  Returns whether fd is
+ * readable (or closed). */
+static bool wait_events(struct mps_sup *s, int64_t deadline, int fd)
+{
+        struct pollfd p[2] = { { .fd = s->sigfd, .events = POLLIN }, { .fd = fd, .events = POLLIN } };
+        int64_t left = deadline - now_ms();
+        left = left < 0 ? 0 : left > INT_MAX ? INT_MAX : left;
+        int r = poll(p, fd >= 0 ? 2 : 1, (int)left);
+        if (r <= 0)
+                return false;
+        if (p[0].revents)
+                take_signals(s);
+        return fd >= 0 && p[1].revents;
+}
 
 /* The control program under the driver root (its mount in this container
  * first), then on PATH. */
@@ -91,22 +179,47 @@ static char *find_control(const struct devlet_config *cfg)
         return NULL;
 }
 
-/* Runs the control program with args, input on its stdin (may be NULL),
- * the daemon's environment; its stdout goes to *out (may be NULL).
- * Returns its exit status, or -errno (-ETIMEDOUT: killed after
- * CONTROL_TIMEOUT_MS). */
-static int control_run(const struct mps_sup *s, const struct mps_daemon *d, const char *arg,
-                       const char *input, char **out)
+/* Reads what the non-blocking fd holds now (at most 64 KiB a call), keeping
+ * the first OUTPUT_MAX - 1 bytes in buf.  Returns true at end of file. */
+static bool drain(int fd, char *buf, size_t *len)
 {
-        _cleanup_free_ char *e_pipe = xasprintf("CUDA_MPS_PIPE_DIRECTORY=%s", d->pipe_dir);
-        _cleanup_free_ char *e_log = xasprintf("CUDA_MPS_LOG_DIRECTORY=%s", d->log_dir);
+        for (size_t total = 0; total < 65536;) {
+                char scratch[512];
+                bool keep = *len < OUTPUT_MAX - 1;
+                ssize_t got = read(fd, keep ? buf + *len : scratch,
+                                   keep ? OUTPUT_MAX - 1 - *len : sizeof(scratch));
+                if (got == 0)
+                        return true;
+                if (got < 0)
+                        return errno != EINTR && errno != EAGAIN;
+                if (keep)
+                        *len += (size_t)got;
+                total += (size_t)got;
+        }
+        return false;
+}
+
+/* Runs the control program with arg (may be NULL) and input on its stdin
+ * (may be NULL), the daemon's environment, in a process group of its own,
+ * until it exits.  Its stdout (the first OUTPUT_MAX - 1 bytes; read while it
+ * runs and, once it has exited, what is left without waiting for the end:
+ * a daemon it started may hold the pipe) goes to *out (may be NULL).  At
+ * deadline, or on a stop signal unless we are stopping (then stop_at is the
+ * deadline too), the whole group is killed.  Returns its exit status
+ * (128 + the signal that killed it), -ETIMEDOUT, -EINTR (a stop signal),
+ * or -errno. */
+static int control_run(struct mps_sup *s, const struct mps_daemon *d, const char *arg,
+                       const char *input, int64_t deadline, char **out)
+{
+        _cleanup_free_ char *e_pipe = xasprintf("CUDA_MPS_PIPE_DIRECTORY=%s", d->spec.pipe_dir);
+        _cleanup_free_ char *e_log = xasprintf("CUDA_MPS_LOG_DIRECTORY=%s", d->spec.log_dir);
         _cleanup_free_ char *e_vis = xasprintf("CUDA_VISIBLE_DEVICES=%s", d->spec.visible_devices);
         const char *p = getenv("PATH");
         _cleanup_free_ char *e_path = xasprintf("PATH=%s", p ? p : "/usr/bin:/bin");
         char *envp[] = { e_pipe, e_log, e_vis, e_path, NULL };
         char *argv[] = { (char *)(uintptr_t)s->bin, (char *)(uintptr_t)arg, NULL };
-        if (!arg)
-                argv[1] = NULL;
+        if (s->stopping && deadline > s->stop_at)
+                deadline = s->stop_at;
         int in[2], outp[2];
         if (pipe2(in, O_CLOEXEC) < 0)
                 return -errno;
@@ -115,12 +228,32 @@ static int control_run(const struct mps_sup *s, const struct mps_daemon *d, cons
                 close(in[0]), close(in[1]);
                 return e;
         }
+        /* ours never block: a program that does not read its stdin or keeps
+         * writing cannot hold us */
+        fcntl(in[1], F_SETFL, O_NONBLOCK);
+        fcntl(outp[0], F_SETFL, O_NONBLOCK);
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_adddup2(&fa, in[0], 0);
         posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
+        /* its own process group, our blocked and ignored signals undone */
+        posix_spawnattr_t attr;
+        posix_spawnattr_init(&attr);
+        sigset_t none, dfl;
+        sigemptyset(&none);
+        sigemptyset(&dfl);
+        sigaddset(&dfl, SIGTERM);
+        sigaddset(&dfl, SIGINT);
+        sigaddset(&dfl, SIGCHLD);
+        sigaddset(&dfl, SIGPIPE);
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                                POSIX_SPAWN_SETSIGDEF);
+        posix_spawnattr_setpgroup(&attr, 0);
+        posix_spawnattr_setsigmask(&attr, &none);
+        posix_spawnattr_setsigdefault(&attr, &dfl);
         pid_t pid;
-        int r = posix_spawn(&pid, s->bin, &fa, NULL, argv, envp);
+        int r = posix_spawn(&pid, s->bin, &fa, &attr, argv, envp);
+        posix_spawnattr_destroy(&attr);
         posix_spawn_file_actions_destroy(&fa);
         close(in[0]);
         close(outp[1]);
@@ -129,54 +262,70 @@ static int control_run(const struct mps_sup *s, const struct mps_daemon *d, cons
                 close(outp[0]);
                 return -r;
         }
+        s->client = pid;
+        s->client_exited = false;
         if (input) {
                 /* the command is short: one write into an empty pipe */
                 ssize_t w = write(in[1], input, strlen(input));
                 (void)w;
         }
         close(in[1]);
-        char buf[4096];
+        char buf[OUTPUT_MAX];
         size_t len = 0;
-        int64_t waited = 0;
-        bool timed_out = false;
+        bool eof = false;
+        r = 0;
         for (;;) {
-                struct pollfd pfd = { .fd = outp[0], .events = POLLIN };
-                int pr = poll(&pfd, 1, 100);
-                if (pr > 0) {
-                        ssize_t got = read(outp[0], buf + len, sizeof(buf) - 1 - len);
-                        if (got <= 0)
-                                break;
-                        len += (size_t)got;
-                        if (len == sizeof(buf) - 1)
-                                break;
-                } else if (pr == 0 && (waited += 100) >= CONTROL_TIMEOUT_MS) {
-                        timed_out = true;
+                if (!eof)
+                        eof = drain(outp[0], buf, &len);
+                if (s->client_exited)
+                        break;
+                if (s->stop_signal && !s->stopping) {
+                        r = -EINTR;
                         break;
                 }
+                if (now_ms() >= deadline) {
+                        r = -ETIMEDOUT;
+                        break;
+                }
+                wait_events(s, deadline, eof ? -1 : outp[0]);
         }
+        if (r < 0) {
+                /* the program and whatever it started in its group */
+                kill(-pid, SIGKILL);
+                int64_t until = now_ms() + KILL_WAIT_MS;
+                while (!s->client_exited && now_ms() < until)
+                        wait_events(s, until, -1);
+                if (!s->client_exited)
+                        log_debug("mps", "control program not gone yet after SIGKILL pid=%d",
+                                  (int)pid);
+        }
+        s->client = 0; /* not reaped yet: the next reap() takes it */
         close(outp[0]);
+        if (r < 0)
+                return r;
         buf[len] = '\0';
-        int status = 0;
-        if (timed_out)
-                kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-                ;
-        if (timed_out)
-                return -ETIMEDOUT;
         if (out)
                 *out = xstrdup(buf);
+        int status = s->client_status;
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static int control_cmd(const struct mps_sup *s, const struct mps_daemon *d, const char *cmd)
+static int control_cmd(struct mps_sup *s, const struct mps_daemon *d, const char *cmd,
+                       int64_t deadline)
 {
         _cleanup_free_ char *out = NULL;
-        int r = control_run(s, d, NULL, cmd, &out);
+        int r = control_run(s, d, NULL, cmd, deadline, &out);
         if (r != 0)
                 log_debug("mps", "control command failed resource=%s command=\"%s\" status=%d "
                                  "output=\"%s\"",
                           d->spec.resource, cmd, r, out ? out : "");
         return r;
+}
+
+/* The marker's directory, below the root without a symlink (O_PATH). */
+static int marker_dir(const struct mps_daemon *d, unsigned flags)
+{
+        return fs_open_dir(d->root_fd, d->marker_dir, flags | FS_NO_SYMLINKS, 0755);
 }
 
 static void marker_write(const struct mps_daemon *d)
@@ -185,128 +334,225 @@ static void marker_write(const struct mps_daemon *d)
                                               "active_thread_percentage=%u\n",
                                               d->spec.resource, d->spec.visible_devices,
                                               d->spec.thread_percentage);
-        int r = fs_write_atomic(d->marker, text, strlen(text), 0644);
+        _cleanup_close_ int dfd = marker_dir(d, FS_CREATE);
+        int r = dfd < 0 ? dfd
+                        : fs_write_atomic_at(dfd, d->marker_name, text, strlen(text), 0644,
+                                             FS_NO_SYMLINKS);
         if (r < 0)
                 log_error("mps", "cannot write the readiness marker file=%s error=\"%s\"",
-                          d->marker, strerror(-r));
+                          d->spec.marker, strerror(-r));
 }
 
-static int daemon_start(const struct mps_sup *s, struct mps_daemon *d)
+static void marker_remove(const struct mps_daemon *d)
 {
-        unlink(d->marker);
+        _cleanup_close_ int dfd = marker_dir(d, 0);
+        if (dfd >= 0)
+                unlinkat(dfd, d->marker_name, 0);
+}
+
+static void marker_touch(const struct mps_daemon *d)
+{
+        _cleanup_close_ int dfd = marker_dir(d, 0);
+        if (dfd < 0 || utimensat(dfd, d->marker_name, NULL, AT_SYMLINK_NOFOLLOW) < 0)
+                log_debug("mps", "cannot touch file=%s error=\"%s\"", d->spec.marker,
+                          strerror(dfd < 0 ? -dfd : errno));
+}
+
+/* mkdir -p below the root, no symlink followed. */
+static int mkdir_below(const struct mps_daemon *d, const char *rel)
+{
+        int fd = fs_open_dir(d->root_fd, rel, FS_CREATE | FS_NO_SYMLINKS, 0755);
+        if (fd < 0)
+                return fd;
+        close(fd);
+        return 0;
+}
+
+static int daemon_start(struct mps_sup *s, struct mps_daemon *d)
+{
+        marker_remove(d);
         d->ready = false;
-        int r = fs_mkdir_p(d->pipe_dir, 0755);
+        int r = mkdir_below(d, d->pipe_rel);
         if (r == 0)
-                r = fs_mkdir_p(d->log_dir, 0755);
+                r = mkdir_below(d, d->log_rel);
         if (r < 0) {
                 log_error("mps", "cannot create the MPS directories resource=%s error=\"%s\"",
                           d->spec.resource, strerror(-r));
                 return r;
         }
-        r = control_run(s, d, "-d", NULL, NULL);
+        r = control_run(s, d, "-d", NULL, now_ms() + CONTROL_TIMEOUT_MS, NULL);
+        if (r == -EINTR)
+                return r;
         if (r != 0) {
-                log_error("mps", "MPS control daemon did not start resource=%s status=%d",
-                          d->spec.resource, r);
+                log_error("mps", "MPS control daemon did not start resource=%s status=%d%s",
+                          d->spec.resource, r, r == -ETIMEDOUT ? " (timed out, killed)" : "");
                 return -EIO;
         }
-        for (size_t i = 0; d->spec.setup && d->spec.setup[i]; i++)
-                if (control_cmd(s, d, d->spec.setup[i]) != 0) {
+        for (size_t i = 0; d->spec.setup && d->spec.setup[i]; i++) {
+                r = control_cmd(s, d, d->spec.setup[i], now_ms() + CONTROL_TIMEOUT_MS);
+                if (r == -EINTR)
+                        return r;
+                if (r != 0) {
                         log_error("mps", "MPS control daemon refused its limits resource=%s "
                                          "command=\"%s\"",
                                   d->spec.resource, d->spec.setup[i]);
                         return -EIO;
                 }
+        }
         marker_write(d);
         d->ready = true;
         log_info("mps", "MPS control daemon ready resource=%s gpus=%s "
                         "active_thread_percentage=%u pipe=%s",
                  d->spec.resource, d->spec.visible_devices, d->spec.thread_percentage,
-                 d->pipe_dir);
+                 d->spec.pipe_dir);
         return 0;
 }
 
-/* tmpfs at shm (the daemons' shm_dir, <mps-root>/shm) for the clients'
- * /dev/shm, as NVIDIA's mount-shm: a stale mount is detached first. */
-static int shm_prepare(const char *shm)
+/* tmpfs at the daemon's shm_dir (<mps-root>/shm) for the clients' /dev/shm,
+ * as NVIDIA's mount-shm: stale mounts are detached first.  The directory is
+ * opened without following a symlink below the root, and both the unmount
+ * and the mount go through /proc/self/fd, so they act on that directory and
+ * never on where a link would lead. */
+static int shm_prepare(const struct mps_daemon *d)
 {
+        const char *shm = d->spec.shm_dir;
         const char *mode = getenv("DEVLET_MPS_SHM");
-        if (mode && strcmp(mode, "dir") == 0) {
-                log_info("mps", "shm is a plain directory (DEVLET_MPS_SHM=dir) path=%s", shm);
-                return fs_mkdir_p(shm, 0755);
+        bool plain = mode && strcmp(mode, "dir") == 0;
+        _cleanup_close_ int fd = fs_open_dir(d->root_fd, d->shm_rel, FS_CREATE | FS_NO_SYMLINKS,
+                                             0755);
+        char at[64];
+        for (unsigned i = 0; fd >= 0 && !plain; i++) {
+                snprintf(at, sizeof(at), "/proc/self/fd/%d", fd);
+                /* nothing (more) mounted there: EINVAL */
+                if (i == SHM_UNMOUNT_MAX || umount2(at, MNT_DETACH) < 0)
+                        break;
+                close(fd);
+                fd = fs_open_dir(d->root_fd, d->shm_rel, FS_NO_SYMLINKS, 0755);
         }
-        umount2(shm, MNT_DETACH); /* nothing mounted there: EINVAL, fine */
-        int r = fs_mkdir_p(shm, 0755);
-        if (r < 0)
-                return r;
-        if (mount("shm", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RELATIME,
+        if (fd < 0) {
+                log_error("mps", "refusing the MPS shm directory path=%s error=\"%s\"%s", shm,
+                          strerror(-fd), fd == -ELOOP ? " (a symlink below --mps-root)" : "");
+                return fd;
+        }
+        if (plain) {
+                log_info("mps", "shm is a plain directory (DEVLET_MPS_SHM=dir) path=%s", shm);
+                return 0;
+        }
+        if (mount("shm", at, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RELATIME,
                   "size=65536k") < 0) {
-                r = -errno;
+                int r = -errno;
                 log_error("mps", "cannot mount the MPS shm tmpfs path=%s error=\"%s\" (the "
                                  "container needs CAP_SYS_ADMIN and Bidirectional propagation)",
-                          shm, strerror(errno));
+                          shm, strerror(-r));
                 return r;
         }
         return 0;
-}
-
-static void touch(const char *path)
-{
-        if (utimensat(AT_FDCWD, path, NULL, 0) < 0 && errno != ENOENT)
-                log_debug("mps", "cannot touch file=%s error=\"%s\"", path, strerror(errno));
 }
 
 static void supervise(struct mps_sup *s)
 {
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGTERM);
-        sigaddset(&set, SIGINT);
         for (unsigned turn = 1;; turn++) {
-                struct timespec tick = { .tv_sec = 1 };
-                int sig = sigtimedwait(&set, NULL, &tick);
-                if (sig == SIGTERM || sig == SIGINT) {
-                        log_info("mps", "stopping signal=%s", strsignal(sig));
-                        return;
-                }
-                for (size_t i = 0; i < s->n; i++) {
+                int64_t next = now_ms() + TURN_MS;
+                while (!s->stop_signal && now_ms() < next)
+                        wait_events(s, next, -1);
+                for (size_t i = 0; i < s->n && !s->stop_signal; i++) {
                         struct mps_daemon *d = &s->d[i];
                         bool check = !d->ready || turn % HEALTH_EVERY_TURNS == 0;
                         if (d->ready && check &&
-                            control_cmd(s, d, "get_default_active_thread_percentage") != 0) {
+                            control_cmd(s, d, "get_default_active_thread_percentage",
+                                        now_ms() + CONTROL_TIMEOUT_MS) != 0 &&
+                            !s->stop_signal) {
                                 log_warn("mps", "MPS control daemon not answering, restarting "
                                                 "resource=%s",
                                          d->spec.resource);
-                                unlink(d->marker);
+                                marker_remove(d);
                                 d->ready = false;
                         }
-                        if (!d->ready && check)
+                        if (!d->ready && check && !s->stop_signal)
                                 daemon_start(s, d);
                         if (d->ready)
-                                touch(d->marker);
+                                marker_touch(d);
                 }
+                if (s->stop_signal)
+                        return;
         }
 }
 
+/* Removes the markers and quits the daemons, by stop_at. */
 static void stop_all(struct mps_sup *s)
 {
+        s->stopping = true;
+        for (size_t i = 0; i < s->n; i++)
+                marker_remove(&s->d[i]);
         for (size_t i = 0; i < s->n; i++) {
                 struct mps_daemon *d = &s->d[i];
-                unlink(d->marker);
-                if (control_cmd(s, d, "quit") == 0)
+                if (now_ms() >= s->stop_at) {
+                        log_warn("mps", "no time left to quit the MPS control daemon resource=%s",
+                                 d->spec.resource);
+                        continue;
+                }
+                if (control_cmd(s, d, "quit", s->stop_at) == 0)
                         log_info("mps", "MPS control daemon stopped resource=%s", d->spec.resource);
         }
+        reap(s);
 }
 
-static int idle_until_signal(void)
+static int idle_until_signal(struct mps_sup *s)
 {
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGTERM);
-        sigaddset(&set, SIGINT);
-        int sig;
-        while (sigwait(&set, &sig) != 0)
-                ;
+        while (!s->stop_signal)
+                wait_events(s, now_ms() + TURN_MS, -1);
         return 0;
+}
+
+/* path below root (both as the backend spelled them), or NULL. */
+static const char *below(const char *root, const char *path)
+{
+        size_t n = strlen(root);
+        while (n > 1 && root[n - 1] == '/')
+                n--;
+        if (strncmp(path, root, n) != 0 || (path[n] != '/' && root[n - 1] != '/'))
+                return NULL;
+        path += n;
+        while (*path == '/')
+                path++;
+        return *path ? path : NULL;
+}
+
+/* Opens the daemon's root (created when missing; a link only root could
+ * have made is followed there, as /var/run) and finds its paths below it. */
+static int daemon_init(struct mps_daemon *d, const struct dev_mps_daemon *spec)
+{
+        d->spec = *spec;
+        d->root_fd = -1;
+        d->pipe_rel = below(spec->root, spec->pipe_dir);
+        d->log_rel = below(spec->root, spec->log_dir);
+        d->shm_rel = below(spec->root, spec->shm_dir);
+        const char *marker = below(spec->root, spec->marker);
+        if (!d->pipe_rel || !d->log_rel || !d->shm_rel || !marker) {
+                log_error("mps", "MPS paths not below the MPS root root=%s resource=%s",
+                          spec->root, spec->resource);
+                return -EINVAL;
+        }
+        const char *slash = strrchr(marker, '/');
+        d->marker_dir = slash ? xstrndup(marker, (size_t)(slash - marker)) : xstrdup(".");
+        d->marker_name = slash ? slash + 1 : marker;
+        d->root_fd = fs_open_dir(AT_FDCWD, spec->root, FS_CREATE, 0755);
+        if (d->root_fd < 0) {
+                log_error("mps", "cannot open the MPS root path=%s error=\"%s\"", spec->root,
+                          strerror(-d->root_fd));
+                return d->root_fd;
+        }
+        return 0;
+}
+
+static void sup_free(struct mps_sup *s)
+{
+        for (size_t i = 0; i < s->n; i++) {
+                if (s->d[i].root_fd >= 0)
+                        close(s->d[i].root_fd);
+                free(s->d[i].marker_dir);
+        }
+        free(s->d);
 }
 
 DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
@@ -339,16 +585,28 @@ int cmd_mps(int argc, char **argv)
         if (r)
                 return r;
         log_set_verbosity((int)cfg->verbosity);
+        /* the daemons the control program forks are ours to reap when it
+         * exits, PID 1 or not */
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+                log_debug("mps", "cannot become a subreaper error=\"%s\"", strerror(errno));
         sigset_t set;
         sigemptyset(&set);
         sigaddset(&set, SIGTERM);
         sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGCHLD);
         sigprocmask(SIG_BLOCK, &set, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        _cleanup_close_ int sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (sigfd < 0) {
+                log_error("mps", "cannot create a signalfd error=\"%s\"", strerror(errno));
+                return 1;
+        }
+        struct mps_sup s = { .sigfd = sigfd };
 
         if (cfg->sharing.strategy != SHARING_MPS) {
                 log_info("mps", "sharing strategy is not MPS: no control daemon to run, idle "
                                 "until stopped");
-                return idle_until_signal();
+                return idle_until_signal(&s);
         }
         struct mps_specs specs = { 0 };
         r = cmd_each_backend("mps-control-daemon", cfg, collect_specs, &specs);
@@ -376,29 +634,28 @@ int cmd_mps(int argc, char **argv)
                 dev_mps_daemons_free(specs.v, n);
                 return 1;
         }
+        s.bin = bin;
+        s.d = xcalloc(n, sizeof(*s.d));
         for (size_t i = 0; i < n; i++) {
+                s.n++;
+                r = daemon_init(&s.d[i], &specs.v[i]);
                 bool seen = false;
                 for (size_t j = 0; j < i; j++)
                         seen |= strcmp(specs.v[j].shm_dir, specs.v[i].shm_dir) == 0;
-                if (!seen && shm_prepare(specs.v[i].shm_dir) < 0) {
+                if (r == 0 && !seen)
+                        r = shm_prepare(&s.d[i]);
+                if (r < 0) {
+                        sup_free(&s);
                         dev_mps_daemons_free(specs.v, n);
                         return 1;
                 }
         }
-        struct mps_sup s = { .bin = bin, .n = n,
-                             .d = xcalloc(n ? n : 1, sizeof(*s.d)) };
-        for (size_t i = 0; i < n; i++) {
-                struct mps_daemon *d = &s.d[i];
-                d->spec = specs.v[i];
-                d->pipe_dir = d->spec.pipe_dir;
-                d->log_dir = d->spec.log_dir;
-                d->marker = d->spec.marker;
-                daemon_start(&s, d);
-        }
+        for (size_t i = 0; i < n && !s.stop_signal; i++)
+                daemon_start(&s, &s.d[i]);
         log_info("mps", "supervising control=%s daemons=%zu shm=%s", bin, n, specs.v[0].shm_dir);
         supervise(&s);
         stop_all(&s);
-        free(s.d);
+        sup_free(&s);
         dev_mps_daemons_free(specs.v, n);
         return 0;
 }

@@ -12,7 +12,11 @@
  * load leaves the running one in place.  A kubelet restart is only a
  * re-registration (the kubelet manager's): no reload, no rescan, no
  * rewrite of labels or CDI specs, no metrics restart.  SIGTERM/SIGINT
- * remove our sockets and exit 0.
+ * remove our sockets and exit 0, within SHUTDOWN_DEADLINE_MS whatever a
+ * worker thread is doing: a watchdog armed at the signal ends the process
+ * (after logging) if stopping the modules or finishing their closes waits
+ * on a thread that does not come back (a write stuck in the thread pool, a
+ * sampler stuck in a device library).
  * The loop thread owns every module's state; nothing here blocks it apart
  * from the backends' initial scans. */
 #include "daemon.h"
@@ -21,11 +25,13 @@
 #include <libgen.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/pool.h"
+#include "base/watchdog.h"
 #include "base/xalloc.h"
 #include "cdi/generate.h"
 #include "devices/device.h"
@@ -63,6 +69,7 @@ struct daemon {
         uv_signal_t sig_hup, sig_term, sig_int;
         int exit_code;
         int stopping;
+        struct watchdog *shutdown_deadline; /* armed once stopping */
 
         /* config file watch */
         uv_fs_event_t cfg_watch;
@@ -72,6 +79,7 @@ struct daemon {
 };
 
 #define CONFIG_MAX_BYTES (1u << 20)
+#define SHUTDOWN_DEADLINE_MS 1500 /* from SIGTERM to exit, whatever a thread does */
 #define CONFIG_DEBOUNCE_MS 100
 
 /* Destroys the backends; their handles finish closing on the loop. */
@@ -183,13 +191,37 @@ static void outputs_stop(struct daemon *d)
                 dev_resource_unwatch(d->devs.resources[i], on_devices_changed, d);
 }
 
-/* Stops every module; the loop must run afterwards to finish the closes. */
+/* Stops every module; the loop must run afterwards to finish the closes.
+ * The kubelet sockets go first: they are removed at once, and the other
+ * modules may wait on a thread (metrics joins its collector), which the
+ * shutdown deadline may cut short. */
 static void modules_stop(struct daemon *d)
 {
+        kubelet_manager_free(TAKE_PTR(d->kubelet));
         metrics_stop(TAKE_PTR(d->metrics));
         outputs_stop(d);
-        kubelet_manager_free(TAKE_PTR(d->kubelet));
         devset_stop(&d->devs);
+}
+
+/* On the watchdog's thread: the loop thread is still waiting on a thread
+ * (or a module) that does not return.  Exit without it; nothing that runs
+ * at exit (libuv's pool joins its threads there) may wait on it either. */
+static void on_shutdown_deadline(void *ud)
+{
+        (void)ud;
+        log_error("daemon", "shutdown did not finish within %u ms, exiting without waiting "
+                            "for a stuck worker",
+                  SHUTDOWN_DEADLINE_MS);
+        _exit(0);
+}
+
+static void shutdown_deadline_arm(struct daemon *d)
+{
+        if (d->shutdown_deadline)
+                return;
+        int r = watchdog_arm(SHUTDOWN_DEADLINE_MS, on_shutdown_deadline, d, &d->shutdown_deadline);
+        if (r < 0)
+                log_warn("daemon", "no shutdown deadline error=\"%s\"", strerror(-r));
 }
 
 static void on_kubelet_restart(void *ud);
@@ -440,6 +472,7 @@ static void on_signal(uv_signal_t *h, int signum)
         }
         d->stopping = 1;
         log_info("daemon", "shutting down signal=%s", strsignal(signum));
+        shutdown_deadline_arm(d);
         modules_stop(d);
         uv_timer_stop(&d->cfg_debounce);
         if (d->cfg_watching)
@@ -518,6 +551,7 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         for (size_t i = 0; i < ARRAY_SIZE(signums); i++)
                 sigaddset(&block, signums[i]);
         sigprocmask(SIG_BLOCK, &block, NULL);
+        shutdown_deadline_arm(&d);
         modules_stop(&d);
         close_own(&d);
         uv_run(&d.loop, UV_RUN_DEFAULT);
@@ -528,6 +562,7 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
                 log_warn("daemon", "event loop not empty at exit error=\"%s\"", uv_strerror(r));
         config_free(d.cfg);
         free(d.cfg_content);
+        watchdog_disarm(TAKE_PTR(d.shutdown_deadline));
         log_info("daemon", "stopped");
         return d.exit_code;
 }

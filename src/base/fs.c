@@ -1,18 +1,34 @@
-/* Bounded reads and atomic writes.
+/* Bounded reads, directories opened without following links, and the one
+ * atomic writer.
  *
  * Every read opens with O_NONBLOCK and checks with fstat that the path is a
  * regular file before reading: a path a user or a ConfigMap controls can be
  * swapped for a FIFO, whose blocking open or read would freeze the caller's
  * loop.  sysfs and /proc attributes are regular files, so readers of those
- * are covered too. */
+ * are covered too.
+ *
+ * devlet runs as root and writes into directories others may share (the CDI
+ * spec directory, NFD's features.d, --mps-root), so a writer must never let
+ * a name planted there redirect it: directories are walked one component at
+ * a time with O_NOFOLLOW (a symlink only root could have made, such as
+ * /var/run, is the one kind followed), and files are born under a random
+ * name with O_CREAT|O_EXCL|O_NOFOLLOW, which refuses whatever already exists
+ * (a link, a FIFO whose open would block) instead of opening it, and are
+ * renamed into place. */
 #include "base/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
@@ -85,45 +101,187 @@ int fs_read_line(const char *path, char *buf, size_t size)
         return 0;
 }
 
-int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
+#define FS_MAX_LINKS 40
+#define FS_TEMP_TRIES 100
+
+/* dfd's entry name is not a directory: the target of a symlink we may
+ * follow into *target, -ELOOP for one we may not, -ENOTDIR for anything
+ * else. */
+static int link_target(int dfd, const char *name, unsigned flags, char **target)
 {
-        _cleanup_free_ char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
-        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-        if (fd < 0)
+        struct stat st, dir;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
-        const char *p = data;
+        if (!S_ISLNK(st.st_mode))
+                return -ENOTDIR;
+        if (flags & FS_NO_SYMLINKS)
+                return -ELOOP;
+        if (fstat(dfd, &dir) < 0)
+                return -errno;
+        /* only root (or we) could have made it, and nobody else can swap
+         * it while we read it: the directory is not writable by others,
+         * or sticky (as /tmp: only an entry's owner may replace it) */
+        uid_t me = geteuid();
+        bool trusted = (st.st_uid == 0 || st.st_uid == me) &&
+                       (dir.st_uid == 0 || dir.st_uid == me) &&
+                       (!(dir.st_mode & (S_IWGRP | S_IWOTH)) || (dir.st_mode & S_ISVTX));
+        if (!trusted)
+                return -ELOOP;
+        _cleanup_free_ char *buf = xmalloc(PATH_MAX);
+        ssize_t n = readlinkat(dfd, name, buf, PATH_MAX - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = '\0';
+        *target = TAKE_PTR(buf);
+        return 0;
+}
+
+/* The next component of *p (NUL-terminated in place), *p moved past it;
+ * NULL when none is left. */
+static char *next_component(char **p)
+{
+        char *s = *p;
+        while (*s == '/')
+                s++;
+        if (!*s)
+                return NULL;
+        char *end = strchrnul(s, '/');
+        *p = *end ? end + 1 : end;
+        *end = '\0';
+        return s;
+}
+
+int fs_open_dir(int dirfd, const char *path, unsigned flags, mode_t mode)
+{
+        if (!path[0])
+                return -ENOENT;
+        _cleanup_close_ int dfd = openat(path[0] == '/' ? AT_FDCWD : dirfd,
+                                         path[0] == '/' ? "/" : ".",
+                                         O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return -errno;
+        _cleanup_free_ char *todo = xstrdup(path);
+        char *p = todo;
+        unsigned links = 0;
+        for (char *name; (name = next_component(&p));) {
+                if (strcmp(name, ".") == 0)
+                        continue;
+                int fd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0 && errno == ENOENT && (flags & FS_CREATE)) {
+                        if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
+                                return -errno;
+                        fd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                }
+                if (fd >= 0) {
+                        close(dfd);
+                        dfd = fd;
+                        continue;
+                }
+                if (errno != ENOTDIR && errno != ELOOP)
+                        return -errno;
+                _cleanup_free_ char *target = NULL;
+                int r = link_target(dfd, name, flags, &target);
+                if (r < 0)
+                        return r;
+                if (++links > FS_MAX_LINKS)
+                        return -ELOOP;
+                if (target[0] == '/') {
+                        fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                        if (fd < 0)
+                                return -errno;
+                        close(dfd);
+                        dfd = fd;
+                }
+                /* the link's target, then what followed the link */
+                char *rest = xasprintf("%s/%s", target, p);
+                free(todo);
+                todo = p = rest;
+        }
+        return TAKE_FD(dfd);
+}
+
+int fs_mkdir_p(const char *path, mode_t mode)
+{
+        int fd = fs_open_dir(AT_FDCWD, path, FS_CREATE, mode);
+        if (fd < 0)
+                return fd;
+        close(fd);
+        return 0;
+}
+
+/* A fresh temporary name for base: ".<base>.<12 characters>". */
+static void temp_name(char *out, size_t size, const char *base)
+{
+        static atomic_uint_fast64_t counter;
+        static const char chars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+        uint64_t v;
+        if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+                /* entropy not ready (early boot): unpredictable enough to
+                 * make a collision rare, and O_EXCL makes one harmless */
+                struct timespec ts;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                v = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^
+                    (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+        }
+        char rnd[13];
+        for (size_t i = 0; i < 12; i++) {
+                rnd[i] = chars[v % 36];
+                v /= 36; /* 36^12 < 2^64: twelve digits of one random value */
+        }
+        rnd[12] = '\0';
+        /* a long base is cut so the name stays within NAME_MAX */
+        snprintf(out, size, ".%.*s.%s", NAME_MAX - 15, base, rnd);
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
         while (len > 0) {
                 ssize_t w = write(fd, p, len);
                 if (w < 0) {
                         if (errno == EINTR)
                                 continue;
-                        int r = -errno;
-                        unlink(tmp);
-                        return r;
+                        return -errno;
                 }
                 p += w;
                 len -= (size_t)w;
         }
-        if (fchmod(fd, mode) < 0 || fsync(fd) < 0 || rename(tmp, path) < 0) {
-                int r = -errno;
-                unlink(tmp);
-                return r;
-        }
         return 0;
 }
 
-int fs_mkdir_p(const char *path, mode_t mode)
+int fs_write_atomic_at(int dirfd, const char *path, const void *data, size_t len, mode_t mode,
+                       unsigned flags)
 {
-        _cleanup_free_ char *p = xstrdup(path);
-        for (char *s = p + 1; *s; s++) {
-                if (*s != '/')
-                        continue;
-                *s = '\0';
-                if (mkdir(p, mode) < 0 && errno != EEXIST)
+        const char *slash = strrchr(path, '/');
+        const char *base = slash ? slash + 1 : path;
+        if (!base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+                return -EISDIR;
+        _cleanup_free_ char *dir = slash ? xstrndup(path, slash == path ? 1 : (size_t)(slash - path))
+                                         : xstrdup(".");
+        _cleanup_close_ int dfd = fs_open_dir(dirfd, dir, flags, 0755);
+        if (dfd < 0)
+                return dfd;
+        char tmp[NAME_MAX + 1];
+        _cleanup_close_ int fd = -1;
+        for (unsigned tries = 0; fd < 0; tries++) {
+                temp_name(tmp, sizeof(tmp), base);
+                fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
+                            0600);
+                if (fd < 0 && (errno != EEXIST || tries + 1 == FS_TEMP_TRIES))
                         return -errno;
-                *s = '/';
         }
-        if (mkdir(p, mode) < 0 && errno != EEXIST)
-                return -errno;
-        return 0;
+        int r = write_all(fd, data, len);
+        if (r == 0 && fchmod(fd, mode) < 0)
+                r = -errno;
+        if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r == 0 && renameat(dfd, tmp, dfd, base) < 0)
+                r = -errno;
+        if (r < 0)
+                unlinkat(dfd, tmp, 0);
+        return r;
+}
+
+int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+        return fs_write_atomic_at(AT_FDCWD, path, data, len, mode, FS_CREATE);
 }

@@ -1,4 +1,5 @@
-/* File helpers: bounded reads and atomic writes.  Knows nothing of devlet. */
+/* File helpers: bounded reads, directories opened without following
+ * links, atomic writes.  Knows nothing of devlet. */
 #ifndef DEVLET_BASE_FS_H
 #define DEVLET_BASE_FS_H
 
@@ -24,11 +25,42 @@ int fs_read_file(const char *path, size_t max, char **out, size_t *len);
  * trailing whitespace. */
 int fs_read_line(const char *path, char *buf, size_t size);
 
-/* Writes data to path through a temporary file in the same directory and
- * rename(2), so readers see the old or the new content, never a mix. */
-int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
+/* How fs_open_dir() and fs_write_atomic_at() treat the directories on the
+ * way. */
+enum {
+        FS_CREATE = 1 << 0,      /* create a missing directory */
+        FS_NO_SYMLINKS = 1 << 1, /* refuse every symlink, even one only root could have made */
+};
 
-/* mkdir -p. */
+/* Opens the directory path (relative paths from dirfd, which may be
+ * AT_FDCWD) one component at a time, each with O_NOFOLLOW, and returns an
+ * O_PATH descriptor of it.  A symlink on the way is followed only if nobody
+ * but root or our own user could have put it there (the link and the
+ * directory holding it are theirs, and that directory is not writable by
+ * group or others, as /var/run -> /run, or is sticky, as /tmp), and never
+ * with FS_NO_SYMLINKS; its target is walked the same way.  With FS_CREATE a missing component is
+ * created (mode, less the umask) and opened the same way, so a link raced
+ * into its place is refused.  Returns the fd, -ELOOP for a symlink refused
+ * (or more than 40 followed), -ENOTDIR for a component that is not a
+ * directory, or -errno. */
+int fs_open_dir(int dirfd, const char *path, unsigned flags, mode_t mode);
+
+/* mkdir -p through fs_open_dir(AT_FDCWD, path, FS_CREATE, mode). */
 int fs_mkdir_p(const char *path, mode_t mode);
+
+/* The one way devlet writes a file.  path's directory is opened with
+ * fs_open_dir (dirfd, flags; missing directories made 0755 with FS_CREATE);
+ * data goes into a new file there with a random name (".<name>.XXXXXXXXXXXX",
+ * created O_CREAT|O_EXCL|O_NOFOLLOW: never a link, a FIFO or anything that
+ * was there before), which gets mode (fchmod on the descriptor), is fsynced
+ * and renamed over path, so readers see the old or the new content, never a
+ * mix, and a symlink at path is replaced, not followed.  Returns 0,
+ * fs_open_dir's errors, -EISDIR when path names no file, or -errno; on
+ * failure the temporary file is gone and path is as it was. */
+int fs_write_atomic_at(int dirfd, const char *path, const void *data, size_t len, mode_t mode,
+                       unsigned flags);
+
+/* fs_write_atomic_at(AT_FDCWD, path, data, len, mode, FS_CREATE). */
+int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
 
 #endif

@@ -9,7 +9,8 @@
  * would fail the whole spec.
  *
  * Every render validates first: an invalid spec is never rendered, and so
- * never written.  Writing is atomic (temporary file + rename), mode 0644. */
+ * never written.  Writing is fs_write_atomic's (a new file under a random
+ * name, renamed into place; never through a planted link), mode 0644. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,11 +287,6 @@ int cdi_spec_write(const struct cdi_spec *s, const char *dir, enum cdi_format fo
         int r = cdi_spec_render(s, format, &data, &len, err);
         if (r < 0)
                 return r;
-        r = fs_mkdir_p(dir, 0755);
-        if (r < 0) {
-                *err = xasprintf("cannot create %s: %s", dir, strerror(-r));
-                return r;
-        }
         _cleanup_free_ char *name = cdi_spec_file_name(s, format);
         _cleanup_free_ char *file = xasprintf("%s/%s", dir, name);
         r = fs_write_atomic(file, data, len, 0644);

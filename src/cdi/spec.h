@@ -18,7 +18,7 @@ int cdi_spec_render(const struct cdi_spec *s, enum cdi_format format, char **out
 char *cdi_spec_file_name(const struct cdi_spec *s, enum cdi_format format);
 
 /* Renders a valid spec and writes it to dir/<cdi_spec_file_name> atomically
- * (temporary file + rename), mode 0644, creating dir.  The path written goes
+ * (fs_write_atomic: never through a planted link), mode 0644, creating dir.  The path written goes
  * to *path (heap) when path is not NULL.  Returns 0, -EINVAL with *err for an
  * invalid spec (nothing is written), or -errno with *err. */
 int cdi_spec_write(const struct cdi_spec *s, const char *dir, enum cdi_format format, char **path,

@@ -44,7 +44,7 @@ struct cdi_writer {
 
 /* One file to replace: rendered on the loop, written off it. */
 struct cdi_file {
-        char *dir, *path, *data, *kind;
+        char *path, *data, *kind;
         size_t len, n_devices;
         int result;
 };
@@ -118,8 +118,7 @@ static size_t prepare(struct cdi_writer *w, struct cdi_file **out, int *first)
                 const struct written *f = file_slot(w, path);
                 if (f->data && strcmp(f->data, data) == 0)
                         continue;
-                files[n++] = (struct cdi_file){ .dir = xstrdup(w->cfg->cdi_spec_dir),
-                                                .path = TAKE_PTR(path), .data = TAKE_PTR(data),
+                files[n++] = (struct cdi_file){ .path = TAKE_PTR(path), .data = TAKE_PTR(data),
                                                 .kind = xstrdup(s->kind), .len = len,
                                                 .n_devices = s->n_devices };
         }
@@ -128,11 +127,11 @@ static size_t prepare(struct cdi_writer *w, struct cdi_file **out, int *first)
         return n;
 }
 
+/* fs_write_atomic creates --cdi-spec-dir when it is missing, checking each
+ * directory it walks or creates. */
 static void write_one(struct cdi_file *f)
 {
-        f->result = fs_mkdir_p(f->dir, 0755);
-        if (f->result >= 0)
-                f->result = fs_write_atomic(f->path, f->data, f->len, 0644);
+        f->result = fs_write_atomic(f->path, f->data, f->len, 0644);
 }
 
 /* Logs a file's outcome and remembers what was written; frees the file. */
@@ -149,7 +148,6 @@ static void commit(struct cdi_writer *w, struct cdi_file *f, int *first)
                 free(slot->data);
                 slot->data = TAKE_PTR(f->data);
         }
-        free(f->dir);
         free(f->path);
         free(f->data);
         free(f->kind);

@@ -454,6 +454,7 @@ void dev_report(enum dev_report_level level, const char *backend, const char *fm
 void dev_mps_daemons_free(struct dev_mps_daemon *v, size_t n)
 {
         for (size_t i = 0; i < n; i++) {
+                free(v[i].root);
                 free(v[i].resource);
                 free(v[i].visible_devices);
                 strv_free(v[i].setup);

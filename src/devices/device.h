@@ -197,8 +197,11 @@ void dev_report(enum dev_report_level level, const char *backend, const char *fm
 /* ---- MPS control daemons beside devlet ---- */
 
 /* One control daemon for a resource shared by MPS: where it lives under
- * --mps-root (the backend's layout) and what it is told once started. */
+ * --mps-root (the backend's layout) and what it is told once started.  The
+ * directories, marker and shm are below root, where the supervisor follows
+ * no symlink. */
 struct dev_mps_daemon {
+        char *root;            /* --mps-root */
         char *resource;        /* "nvidia.com/gpu" */
         char *visible_devices; /* CUDA_VISIBLE_DEVICES: the resource's GPUs, by UUID */
         unsigned thread_percentage;

@@ -14,7 +14,6 @@
  * errors are logged once per distinct error and the next tick tries again;
  * the labeler never stops devlet. */
 #include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,16 +66,10 @@ const char *labels_output_path(const struct devlet_config *cfg)
         return strcmp(p, "-") == 0 ? NULL : p;
 }
 
+/* fs_write_atomic creates the file's directory when it is missing. */
 static int write_data(const char *path, const char *data, size_t len, char **err)
 {
-        _cleanup_free_ char *copy = xstrdup(path);
-        const char *dir = dirname(copy);
-        int r = fs_mkdir_p(dir, 0755);
-        if (r < 0) {
-                *err = xasprintf("cannot create %s: %s", dir, strerror(-r));
-                return r;
-        }
-        r = fs_write_atomic(path, data, len, 0644);
+        int r = fs_write_atomic(path, data, len, 0644);
         if (r < 0)
                 *err = xasprintf("cannot write %s: %s", path, strerror(-r));
         return r;

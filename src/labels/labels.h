@@ -65,8 +65,8 @@ struct labeler;
 const char *labels_output_path(const struct devlet_config *cfg);
 
 /* Writes s as "key=value" lines to path (NULL: standard output), replacing
- * the file atomically (temporary file + rename, mode 0644) and creating its
- * directory.  Returns 0, or -errno with *err (heap). */
+ * the file atomically (fs_write_atomic: never through a planted link, mode
+ * 0644) and creating its directory.  Returns 0, or -errno with *err (heap). */
 int labels_write_file(const char *path, const struct dev_labels *s, char **err);
 
 /* Writes the labels of backends to labels_output_path(cfg) now, then every

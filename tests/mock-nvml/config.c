@@ -346,6 +346,7 @@ static int parse_gpu(struct parser *p, yaml_node_t *m, size_t idx, size_t n_gpus
             "pcieThroughputKBps",
             "gpm",
             "temperatureC",
+            "temperatureStallMs",
             "memoryTemperatureC",
             "powerMilliwatts",
             "powerLimitMilliwatts",
@@ -520,7 +521,8 @@ static int parse_gpu(struct parser *p, yaml_node_t *m, size_t idx, size_t n_gpus
             yw_opt_u64(p, m, ctx, "enforcedPowerLimitMilliwatts", 10000000, &g->enforced_limit) <
                 0 ||
             yw_opt_u64(p, m, ctx, "energyMillijoules", ~0ULL, &g->energy) < 0 ||
-            yw_uint_or(p, m, ctx, "pcieReplayCounter", 0xffffffffULL, 0, &g->replay) < 0)
+            yw_uint_or(p, m, ctx, "pcieReplayCounter", 0xffffffffULL, 0, &g->replay) < 0 ||
+            yw_uint_or(p, m, ctx, "temperatureStallMs", 3600000, 0, &g->temperature_stall_ms) < 0)
                 goto out;
         if (!g->enforced_limit.set)
                 g->enforced_limit = g->power_limit;

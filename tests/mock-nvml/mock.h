@@ -123,6 +123,7 @@ struct mock_gpu {
         struct mock_opt temp, mem_temp, power, power_limit, enforced_limit, energy;
         struct mock_opt clocks[MOCK_CLK_N], max_clocks[MOCK_CLK_N];
         unsigned long long replay;
+        unsigned long long temperature_stall_ms; /* nvmlDeviceGetTemperature hangs this long */
         bool has_remap;
         unsigned remap_cor, remap_unc;
         bool remap_pending, remap_failure;

@@ -8,8 +8,10 @@
  * utilisation is not supported either on a GPU in MIG mode, as with NVML.
  * A value the configuration leaves out reads as NVML_ERROR_NOT_SUPPORTED, so
  * tests can model GPUs without a sensor. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "mock.h"
 
@@ -292,10 +294,30 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device,
         return codec_util(g, &g->util_dec, utilization, samplingPeriodUs);
 }
 
+/* temperatureStallMs: how long the call hangs before it answers. */
+static unsigned long long temperature_stall_ms(nvmlDevice_t device)
+{
+        MOCK_LOCKED();
+        struct nvmlDevice_st *d;
+        if (mock_device_gpu(device, &d) != NVML_SUCCESS)
+                return 0;
+        return d->gpu->temperature_stall_ms;
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
                                                   nvmlTemperatureSensors_t sensorType,
                                                   unsigned int *temp)
 {
+        /* a driver call that hangs: outside the lock, so the other calls
+         * (and other threads) go on */
+        unsigned long long stall = temperature_stall_ms(device);
+        if (stall) {
+                fprintf(stderr, "mock-nvml: nvmlDeviceGetTemperature stalls for %llu ms\n", stall);
+                struct timespec ts = { .tv_sec = (time_t)(stall / 1000),
+                                       .tv_nsec = (long)(stall % 1000) * 1000000L };
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                        ;
+        }
         GPU_CALL(device);
         if (sensorType != NVML_TEMPERATURE_GPU)
                 return NVML_ERROR_INVALID_ARGUMENT;

@@ -1,6 +1,10 @@
 /* Unit tests for src/base/fs.c: reads never block and refuse what is not a
  * regular file (a FIFO with no writer, a directory, a socket), with the
- * errors callers turn into messages. */
+ * errors callers turn into messages; the atomic writer never follows a
+ * planted link nor opens a planted FIFO, and directories on the way are
+ * walked without following links anyone but root could have made.  The
+ * whole file runs under alarm(): a blocking open fails it instead of
+ * hanging. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -13,6 +17,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -81,12 +87,223 @@ static void test_directory_and_socket(void **state)
         assert_int_equal(fs_read_file(missing, 100, &data, NULL), -ENOENT);
 }
 
+static void read_text(const char *path, char *buf, size_t size)
+{
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        assert_true(fd >= 0);
+        ssize_t n = read(fd, buf, size - 1);
+        assert_true(n >= 0);
+        buf[n] = '\0';
+        close(fd);
+}
+
+static void write_text(const char *path, const char *text, mode_t mode)
+{
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+        assert_int_equal(fchmod(fd, mode), 0);
+        close(fd);
+}
+
+/* Entries of d (not . and ..), sorted by name into one string "a b c". */
+static void entries(const char *d, char *out, size_t size)
+{
+        struct dirent **list = NULL;
+        int n = scandir(d, &list, NULL, alphasort);
+        assert_true(n >= 0);
+        out[0] = '\0';
+        for (int i = 0; i < n; i++) {
+                if (strcmp(list[i]->d_name, ".") && strcmp(list[i]->d_name, "..")) {
+                        if (out[0])
+                                strncat(out, " ", size - strlen(out) - 1);
+                        strncat(out, list[i]->d_name, size - strlen(out) - 1);
+                }
+                free(list[i]);
+        }
+        free(list);
+}
+
+/* The name the writer used to take, <path>.tmp.<pid>, is a link to a file
+ * of someone else's: it stays as it was, content and mode. */
+static void test_write_never_follows_a_planted_link(void **state)
+{
+        char sub[128], path[160], planted[192], victim[128], buf[64], list[512];
+        snprintf(sub, sizeof(sub), "%s/link", dir);
+        assert_int_equal(mkdir(sub, 0755), 0);
+        snprintf(victim, sizeof(victim), "%s/victim", dir);
+        write_text(victim, "secret\n", 0600);
+        snprintf(path, sizeof(path), "%s/labels", sub);
+        snprintf(planted, sizeof(planted), "%s.tmp.%ld", path, (long)getpid());
+        assert_int_equal(symlink(victim, planted), 0);
+
+        assert_int_equal(fs_write_atomic(path, "a=b\n", 4, 0644), 0);
+        read_text(victim, buf, sizeof(buf));
+        assert_string_equal(buf, "secret\n");
+        struct stat st;
+        assert_int_equal(stat(victim, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+        read_text(path, buf, sizeof(buf));
+        assert_string_equal(buf, "a=b\n");
+        assert_int_equal(lstat(path, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+        assert_int_equal(st.st_mode & 07777, 0644);
+        /* the planted link is untouched and no temporary file is left */
+        entries(sub, list, sizeof(list));
+        char want[256];
+        snprintf(want, sizeof(want), "labels labels.tmp.%ld", (long)getpid());
+        assert_string_equal(list, want);
+
+        /* a link at the path itself is replaced, not written through */
+        unlink(planted);
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(symlink(victim, path), 0);
+        assert_int_equal(fs_write_atomic(path, "c=d\n", 4, 0644), 0);
+        read_text(victim, buf, sizeof(buf));
+        assert_string_equal(buf, "secret\n");
+        assert_int_equal(lstat(path, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+}
+
+/* A FIFO at the old temporary name: the writer neither opens nor waits on
+ * it (a blocking open would wait for a reader for ever: alarm() ends it). */
+static void test_write_never_opens_a_planted_fifo(void **state)
+{
+        char sub[128], path[160], planted[192], buf[64];
+        snprintf(sub, sizeof(sub), "%s/fifo-dir", dir);
+        assert_int_equal(mkdir(sub, 0755), 0);
+        snprintf(path, sizeof(path), "%s/spec.yaml", sub);
+        snprintf(planted, sizeof(planted), "%s.tmp.%ld", path, (long)getpid());
+        assert_int_equal(mkfifo(planted, 0600), 0);
+        assert_int_equal(fs_write_atomic(path, "x: 1\n", 5, 0644), 0);
+        read_text(path, buf, sizeof(buf));
+        assert_string_equal(buf, "x: 1\n");
+        struct stat st;
+        assert_int_equal(lstat(planted, &st), 0);
+        assert_true(S_ISFIFO(st.st_mode));
+}
+
+/* A directory others may write holds a link where the writer would create
+ * a directory: refused, nothing lands in the link's target. */
+static void test_planted_directory_link_refused(void **state)
+{
+        char shared[128], target[128], link[160], path[192], list[256];
+        snprintf(shared, sizeof(shared), "%s/shared", dir);
+        assert_int_equal(mkdir(shared, 0755), 0);
+        assert_int_equal(chmod(shared, 0777), 0);
+        snprintf(target, sizeof(target), "%s/target", dir);
+        assert_int_equal(mkdir(target, 0755), 0);
+        snprintf(link, sizeof(link), "%s/features.d", shared);
+        assert_int_equal(symlink(target, link), 0);
+
+        snprintf(path, sizeof(path), "%s/gfd", link);
+        assert_int_equal(fs_write_atomic(path, "a=b\n", 4, 0644), -ELOOP);
+        snprintf(path, sizeof(path), "%s/more/dirs", link);
+        assert_int_equal(fs_mkdir_p(path, 0755), -ELOOP);
+        entries(target, list, sizeof(list));
+        assert_string_equal(list, "");
+        /* a link that is only a file's name at the end is no directory */
+        snprintf(path, sizeof(path), "%s/file", dir);
+        write_text(path, "x", 0644);
+        snprintf(path, sizeof(path), "%s/file/gfd", dir);
+        assert_int_equal(fs_write_atomic(path, "a=b\n", 4, 0644), -ENOTDIR);
+}
+
+/* A link only root (or we) could have made, in a directory nobody else may
+ * write, is followed (/var/run -> /run); FS_NO_SYMLINKS refuses it too. */
+static void test_trusted_link_followed_unless_no_symlinks(void **state)
+{
+        char base[128], real[160], alias[160], path[192], buf[16];
+        snprintf(base, sizeof(base), "%s/trusted", dir);
+        assert_int_equal(mkdir(base, 0755), 0);
+        assert_int_equal(chmod(base, 0755), 0);
+        snprintf(real, sizeof(real), "%s/real", base);
+        assert_int_equal(mkdir(real, 0755), 0);
+        snprintf(alias, sizeof(alias), "%s/alias", base);
+        assert_int_equal(symlink("real", alias), 0);
+        snprintf(path, sizeof(path), "%s/sub/file", alias);
+        assert_int_equal(fs_write_atomic(path, "ok", 2, 0644), 0);
+        snprintf(path, sizeof(path), "%s/sub/file", real);
+        read_text(path, buf, sizeof(buf));
+        assert_string_equal(buf, "ok");
+
+        int bfd = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        assert_true(bfd >= 0);
+        assert_int_equal(fs_write_atomic_at(bfd, "alias/sub/file", "no", 2, 0644, FS_NO_SYMLINKS),
+                         -ELOOP);
+        assert_int_equal(fs_open_dir(bfd, "alias", FS_NO_SYMLINKS, 0755), -ELOOP);
+        assert_int_equal(fs_write_atomic_at(bfd, "real/sub/file", "yes", 3, 0644,
+                                            FS_CREATE | FS_NO_SYMLINKS),
+                         0);
+        read_text(path, buf, sizeof(buf));
+        assert_string_equal(buf, "yes");
+        close(bfd);
+
+        /* our link in a sticky directory (as /tmp): nobody else may replace it */
+        assert_int_equal(chmod(base, 01777), 0);
+        snprintf(path, sizeof(path), "%s/sub/sticky", alias);
+        assert_int_equal(fs_write_atomic(path, "ok", 2, 0644), 0);
+        /* but not without the sticky bit */
+        assert_int_equal(chmod(base, 0777), 0);
+        assert_int_equal(fs_write_atomic(path, "no", 2, 0644), -ELOOP);
+}
+
+/* Missing directories are created (0755), and a FIFO where a directory
+ * should be is refused without blocking. */
+static void test_directories_created_and_checked(void **state)
+{
+        char path[192], buf[16];
+        mode_t old = umask(022);
+        snprintf(path, sizeof(path), "%s/a/b/c/file", dir);
+        assert_int_equal(fs_write_atomic(path, "1", 1, 0640), 0);
+        umask(old);
+        read_text(path, buf, sizeof(buf));
+        assert_string_equal(buf, "1");
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/a/b", dir);
+        assert_int_equal(lstat(path, &st), 0);
+        assert_true(S_ISDIR(st.st_mode));
+        assert_int_equal(st.st_mode & 07777, 0755);
+        snprintf(path, sizeof(path), "%s/a/b/c/file", dir);
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0640);
+
+        snprintf(path, sizeof(path), "%s/pipe", dir);
+        assert_int_equal(mkfifo(path, 0600), 0);
+        snprintf(path, sizeof(path), "%s/pipe/file", dir);
+        assert_int_equal(fs_write_atomic(path, "1", 1, 0644), -ENOTDIR);
+        assert_int_equal(fs_mkdir_p(path, 0755), -ENOTDIR);
+        assert_int_equal(fs_write_atomic(dir, "1", 1, 0644) < 0, 1); /* a directory */
+        snprintf(path, sizeof(path), "%s/a/", dir);
+        assert_int_equal(fs_write_atomic(path, "1", 1, 0644), -EISDIR);
+}
+
+/* A failed rename leaves no temporary file behind. */
+static void test_failure_leaves_nothing(void **state)
+{
+        char sub[128], path[160], list[256];
+        snprintf(sub, sizeof(sub), "%s/fail", dir);
+        assert_int_equal(mkdir(sub, 0755), 0);
+        snprintf(path, sizeof(path), "%s/taken", sub);
+        assert_int_equal(mkdir(path, 0755), 0);
+        assert_true(fs_write_atomic(path, "1", 1, 0644) < 0); /* a directory is there */
+        entries(sub, list, sizeof(list));
+        assert_string_equal(list, "taken");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_regular_file),
                 cmocka_unit_test(test_fifo_never_blocks),
                 cmocka_unit_test(test_directory_and_socket),
+                cmocka_unit_test(test_write_never_follows_a_planted_link),
+                cmocka_unit_test(test_write_never_opens_a_planted_fifo),
+                cmocka_unit_test(test_planted_directory_link_refused),
+                cmocka_unit_test(test_trusted_link_followed_unless_no_symlinks),
+                cmocka_unit_test(test_directories_created_and_checked),
+                cmocka_unit_test(test_failure_leaves_nothing),
         };
+        alarm(20); /* a writer that blocks fails the run (SIGALRM) */
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -781,6 +781,7 @@ static void test_allocate_replicas(void **state)
         snprintf(want, sizeof(want), "%s/nvidia.com/gpu/log", root);
         assert_string_equal(md[0].log_dir, want);
         assert_string_equal(md[0].marker, marker);
+        assert_string_equal(md[0].root, root);
         dev_mps_daemons_free(md, 1);
         assert_int_equal(alloc(r, &a, &err, 2, V100_3 "::1", V100_0 "::0"), -EINVAL);
         assert_contains(err, "maximum request size for shared resources is 1");

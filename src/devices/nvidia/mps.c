@@ -108,7 +108,8 @@ size_t nvidia_backend_mps_daemons(struct dev_backend *db, struct dev_mps_daemon 
                         continue;
                 v = xrealloc(v, (n + 1) * sizeof(*v));
                 struct dev_mps_daemon *m = &v[n++];
-                *m = (struct dev_mps_daemon){ .resource = xstrdup(r->name),
+                *m = (struct dev_mps_daemon){ .root = xstrdup(b->ctx.mps_root),
+                                                 .resource = xstrdup(r->name),
                                                  .visible_devices = xstrdup(""),
                                                  .setup = xcalloc(1, sizeof(char *)),
                                                  .replicas = nr->replicas,
