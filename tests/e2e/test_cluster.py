@@ -287,3 +287,41 @@ def test_rollout_to_a_new_image(cluster, pods):
     finally:
         cluster.kubectl("-n", "devlet", "set", "image", "ds/devlet", f"devlet={cl.DEVLET_IMAGE}")
         cluster.kubectl("-n", "devlet", "rollout", "status", "ds/devlet", "--timeout=180s", timeout=200)
+
+
+def use_gpus(profile):
+    """Puts another mock-NVML profile in place (the node's GPUs change, as
+    after a MIG reconfiguration by the GPU operator)."""
+    tmp = cl.path("mock", "nvml.yaml.new")
+    shutil.copy(os.path.join(REPO, "tests", "mock-nvml", "profiles", profile), tmp)
+    os.rename(tmp, cl.path("mock", "nvml.yaml"))
+
+
+def test_mig_mixed_resources_on_the_node(cluster, pods):
+    """An A100 node with 4 GPUs in MIG mode: with migStrategy mixed every MIG
+    profile is a resource of its own, with as many devices as the GPUs hold,
+    and a pod asking for one gets that MIG device."""
+    profile = os.path.join(REPO, "tests", "mock-nvml", "profiles", "a100-mig-mixed.yaml")
+    with open(profile) as f:
+        devices = yaml.safe_load(f)["devices"]
+    want = {}
+    for d in devices:
+        for m in d.get("mig", []):
+            want[f"nvidia.com/mig-{m['profile']}"] = want.get(f"nvidia.com/mig-{m['profile']}", 0) + 1
+    mig_uuids = {m["uuid"] for d in devices for m in d.get("mig", []) if m["profile"] == "1g.10gb"}
+    use_gpus("a100-mig-mixed.yaml")
+    try:
+        reconfigure(cluster, cl.CONFIG.replace("migStrategy: none", "migStrategy: mixed"))
+
+        def served():
+            a = cluster.allocatable()
+            return a.get("nvidia.com/gpu") == "4" and all(a.get(r) == str(n) for r, n in want.items()) and a
+        alloc = cluster.wait("the MIG resources on the Node", served)
+        assert want["nvidia.com/mig-1g.10gb"] == 9, want
+        out = cluster.run_pod(pods.append(unique("mig")) or pods[-1], {"nvidia.com/mig-1g.10gb": 1},
+                              "echo $NVIDIA_VISIBLE_DEVICES")
+        assert out.strip() in mig_uuids, (out, alloc)
+    finally:
+        use_gpus(f"{cl.NVML_PROFILE}.yaml")
+        reconfigure(cluster, cl.CONFIG)
+        cluster.wait("the H100s back", lambda: cluster.allocatable().get("nvidia.com/gpu") == "8")
