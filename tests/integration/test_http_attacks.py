@@ -132,3 +132,26 @@ def test_ready_means_registered(dirs, kubelet_factory, devlet):
     kubelet.wait_for_registration(FUSE)
     wait_until(lambda: get(port, "/ready")[0] == 200, 10, "/ready to turn 200")
     assert get(port, "/health")[:2] == (200, "ok")
+
+
+def test_ready_with_registration_disabled(dirs, devlet):
+    """--kubelet-socket "" serves the sockets and never registers: ready
+    then means serving metrics (it stayed 503 for ever)."""
+    d = devlet(fuse_config(dirs), args=["--metrics-address", "127.0.0.1:0", "--kubelet-socket", ""])
+    port = metrics_port(d)
+    wait_until(lambda: get(port, "/ready")[0] == 200, 5, "/ready to turn 200")
+    assert get(port, "/health")[:2] == (200, "ok")
+
+
+def test_ready_with_more_than_64_resources(dirs, kubelet, devlet):
+    """Readiness is judged over every resource, not the first 64 (a fixed
+    array made /ready 503 for ever past 64)."""
+    n = 70
+    make_node(f"{dirs.dev}/fuse")
+    d = devlet(hostdev_config([{"name": f"r{i:02}", "groups": [{"paths": [{"path": f"{dirs.dev}/fuse"}]}]}
+                               for i in range(n)], domain="devlet.io"),
+               args=["--metrics-address", "127.0.0.1:0"])
+    port = metrics_port(d)
+    for i in range(n):
+        kubelet.wait_for_registration(f"devlet.io/r{i:02}")
+    wait_until(lambda: get(port, "/ready")[0] == 200, 5, "/ready to turn 200")
