@@ -64,7 +64,11 @@
  * long, so that unread request bytes do not turn our close into a reset
  * that could destroy the response on its way */
 #define HTTP_LINGER_MS 2000
-#define HTTP_BACKLOG 511
+/* the kernel caps it at net.core.somaxconn (4096 by default since 5.4):
+ * under connection churn a short accept queue drops SYNs, which costs a
+ * probe a one-second retransmission; libuv accepts until EAGAIN on each
+ * readiness */
+#define HTTP_BACKLOG 4096
 
 enum conn_state {
         CONN_IDLE,    /* keep-alive, nothing of the next request yet */
@@ -592,6 +596,8 @@ int metrics_http_start(const char *address, struct metrics_store *store,
                                                 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                 : ((struct sockaddr_in *)&ss)->sin_port);
                 r = -pthread_create(&h->thread, NULL, http_thread, h);
+                if (r == 0)
+                        pthread_setname_np(h->thread, "devlet-http"); /* top -H, /proc/<pid>/task */
         }
         if (r < 0) {
                 *err = r == UV_EADDRNOTAVAIL && *host

@@ -5,17 +5,22 @@ connections from the prober's own address; a request must arrive whole
 within a fixed deadline however it trickles in; pipelined requests each get
 their answer, 500 of them too (past the 8 KiB request buffer); request
 smuggling shapes (RFC 9112's) get a 400 and a close, never a second answer;
-/ready tells readiness (every resource registered, however many; or
+a burst of connections waits in the accept queue instead of losing its
+SYNs; /ready tells readiness (every resource registered, however many; or
 serving, without registration) apart from liveness (/health).  Latency
 figures are `make soak`'s, not asserted here."""
 
+import os
+import selectors
+import signal
 import socket
 import time
 
 import pytest
 
 from devlet_harness import hostdev_config, make_node, wait_until
-from http_attack import SlowClients, get
+from h2_attack import raise_fd_limit
+from http_attack import SlowClients, get, loopback_source
 
 FUSE = "devlet.io/fuse"
 
@@ -205,6 +210,42 @@ def test_malformed_request_lines_are_refused(served, line):
         s.close()
     ((status, headers, _),) = split_responses(data, ["GET"])
     assert status == 400 and headers["Connection"] == "close"
+
+
+def test_a_burst_of_connections_waits_in_the_accept_queue(served):
+    """1,500 connections arriving while devlet cannot accept (stopped) all
+    finish their handshake: the accept queue holds them (a backlog of 511
+    dropped the SYNs past it, and each such client waited a second for its
+    retransmission); once devlet runs again, /health is answered."""
+    d, port = served
+    n = raise_fd_limit(1500)
+    assert n == 1500, "the fd limit is too low for the test"
+    socks, connected = [], 0
+    sel = selectors.DefaultSelector()
+    os.kill(d.pid, signal.SIGSTOP)
+    try:
+        for i in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.setblocking(False)
+            s.bind((loopback_source(i // 8), 0))
+            s.connect_ex(("127.0.0.1", port))
+            sel.register(s, selectors.EVENT_WRITE)
+        # a dropped SYN is sent again after 1 s: wait for handshakes until just before
+        deadline = time.monotonic() + 0.9
+        while connected < n and (left := deadline - time.monotonic()) > 0:
+            for key, _ in sel.select(left):
+                sel.unregister(key.fileobj)
+                connected += key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+    finally:
+        os.kill(d.pid, signal.SIGCONT)
+        sel.close()
+    try:
+        assert connected == n
+        assert get(port, "/health", source="127.0.9.9", timeout=5)[:2] == (200, "ok")
+    finally:
+        for s in socks:
+            s.close()
 
 
 def test_ready_means_registered(dirs, kubelet_factory, devlet):
