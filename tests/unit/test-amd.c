@@ -503,6 +503,74 @@ static void test_health(void **state)
         amd_inventory_free(inv);
 }
 
+/* What the health threads handed the loop (test_health_threads). */
+struct thread_results {
+        size_t got, n;
+        bool why[8];
+        bool ue_known[8];
+};
+
+static void on_thread_result(void *ud, size_t gpu, struct amd_health_obs *obs)
+{
+        struct thread_results *r = ud;
+        assert_true(gpu < r->n);
+        r->why[gpu] = obs->why != NULL;
+        r->ue_known[gpu] = obs->ue_known;
+        r->got++;
+}
+
+static void run_until(uv_loop_t *loop, const size_t *got, size_t want)
+{
+        for (int i = 0; i < 5000 && *got < want; i++) {
+                uv_run(loop, UV_RUN_NOWAIT);
+                usleep(1000);
+        }
+        assert_int_equal(*got, want);
+}
+
+/* The reads off the loop: one result per GPU per kick, through the async
+ * handle; a GPU whose read has not finished is not kicked again, and is
+ * stalled past AMD_HEALTH_STALL_MS; stop never waits. */
+static void test_health_threads(void **state)
+{
+        _cleanup_free_ char *sys = tree("mi210-pair");
+        struct amd_inventory *inv = load(sys);
+        uv_loop_t loop;
+        assert_int_equal(uv_loop_init(&loop), 0);
+        struct thread_results r = { .n = inv->n_gpus };
+        struct amd_health_threads *t = amd_health_threads_start(&loop, inv, 0, on_thread_result, &r);
+        assert_non_null(t);
+        bool stalled[4];
+        amd_health_threads_kick(t, 0, stalled);
+        run_until(&loop, &r.got, 4);
+        for (size_t i = 0; i < 4; i++) {
+                assert_false(r.why[i]);
+                assert_false(stalled[i]);
+        }
+
+        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", inv->gpus[3].sysfs_dir);
+        assert_int_equal(system(cmd), 0);
+        amd_health_threads_kick(t, 100, stalled);
+        run_until(&loop, &r.got, 8);
+        assert_true(r.why[3]);
+        assert_false(r.why[0]);
+
+        /* kicked twice without the loop draining: the first read is done, so
+         * nothing counts as stalled however late the second kick is */
+        amd_health_threads_kick(t, 200, stalled);
+        run_until(&loop, &r.got, 12);
+        amd_health_threads_kick(t, 200 + AMD_HEALTH_STALL_MS, stalled);
+        for (size_t i = 0; i < 4; i++)
+                assert_false(stalled[i]);
+        amd_health_threads_stop(t);
+        /* what was in flight never reaches the callback after stop */
+        size_t at_stop = r.got;
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(r.got, at_stop);
+        assert_int_equal(uv_loop_close(&loop), 0);
+        amd_inventory_free(inv);
+}
+
 static void test_health_ignore(void **state)
 {
         char **warnings = NULL;
@@ -705,6 +773,7 @@ int main(void)
                 T(test_preferred),
                 T(test_health),
                 T(test_health_ignore),
+                T(test_health_threads),
                 T(test_labels),
                 T(test_sample),
                 T(test_sampler),
