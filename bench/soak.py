@@ -15,7 +15,7 @@ status is 1 if devlet died, stopped answering or a step failed):
   churn      connection churn from 250 loopback addresses for S seconds
              (one GET /health per connection, as fast as two processes
              go): connections/s, /health p50/p99/max and answered/asked,
-             SYNs the kernel dropped, the HTTP thread's CPU
+             SYNs the kernel dropped, the HTTP thread's CPU and devlet's
   fifo       the config file swapped for a FIFO, SIGHUP: reload refused in,
              Allocate p99 meanwhile, SIGTERM to exit
   streams    12 connections x 1,000 zero-window ListAndWatch streams (and 12
@@ -258,6 +258,7 @@ def soak_churn(seconds=20, every=0.1):
         port = node.metrics_port()
         raise_fd_limit(4096)
         drops0, cpu0 = listen_drops(), thread_cpu_seconds(node.d.pid, "devlet-http")
+        all0 = thread_cpu_seconds(node.d.pid)
         churn = Churn(port, procs=2, n_sources=250, inflight=600)
         lat, good, asked = [], 0, 0
         t0 = time.monotonic()
@@ -275,11 +276,12 @@ def soak_churn(seconds=20, every=0.1):
             answered = churn.close()
         wall = time.monotonic() - t0
         cpu = thread_cpu_seconds(node.d.pid, "devlet-http") - cpu0
+        cpu_all = thread_cpu_seconds(node.d.pid) - all0
         drops = listen_drops() - drops0
         print(f"churn: {answered / wall:.0f} connections/s from 250 loopback addresses for "
               f"{wall:.0f} s: /health {good}/{asked} answered, p50 {ms(pct(lat, 50))} p99 "
               f"{ms(pct(lat, 99))} max {ms(max(lat))}; SYNs dropped {drops}; HTTP thread "
-              f"{100 * cpu / wall:.0f}% of a core")
+              f"{100 * cpu / wall:.0f}% of a core (devlet {100 * cpu_all / wall:.0f}%)")
         return good == asked
     finally:
         node.close()

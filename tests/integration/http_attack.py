@@ -203,14 +203,14 @@ def listen_drops():
     return stats.get("ListenDrops", 0)
 
 
-def thread_cpu_seconds(pid, name):
-    """CPU seconds (user + system) of pid's threads called name."""
+def thread_cpu_seconds(pid, name=None):
+    """CPU seconds (user + system) of pid's threads called name (None: all)."""
     import glob
     total = 0
     for comm in glob.glob(f"/proc/{pid}/task/*/comm"):
         try:
             with open(comm) as f:
-                if f.read().strip() != name:
+                if name is not None and f.read().strip() != name:
                     continue
             with open(comm[:-4] + "stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
