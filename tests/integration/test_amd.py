@@ -27,7 +27,7 @@ import uuid
 import pytest
 import yaml
 
-from devlet_harness import hostdev_config, make_node, run_devlet
+from devlet_harness import hostdev_config, make_node, run_devlet, wait_until
 from fuse_stall import StalledFile
 from http_attack import get
 
@@ -257,7 +257,8 @@ def test_stalled_sysfs_read_fails_its_gpu_and_delays_nothing(kubelet, devlet, am
             snap = kubelet.wait_for_snapshot(GPU, lambda s: s.health("0000:22:00.0") == "Unhealthy",
                                              timeout=10)
             took = time.monotonic() - t0
-            stop.wait(0.5)  # the probes go on past the verdict
+            seen = len(probes["health"])  # the probes go on past the verdict
+            wait_until(lambda: len(probes["health"]) >= seen + 5 or failures, 10, "probes after it")
         finally:
             stop.set()
             prober.join(5)

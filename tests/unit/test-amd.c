@@ -519,12 +519,24 @@ static void on_thread_result(void *ud, size_t gpu, struct amd_health_obs *obs)
         r->got++;
 }
 
+static void on_deadline(uv_timer_t *t)
+{
+        *(bool *)t->data = true;
+}
+
+/* Runs the loop (each turn waits for an event) until want results came, or
+ * 10 s passed. */
 static void run_until(uv_loop_t *loop, const size_t *got, size_t want)
 {
-        for (int i = 0; i < 5000 && *got < want; i++) {
-                uv_run(loop, UV_RUN_NOWAIT);
-                usleep(1000);
-        }
+        bool late = false;
+        uv_timer_t deadline;
+        uv_timer_init(loop, &deadline);
+        deadline.data = &late;
+        uv_timer_start(&deadline, on_deadline, 10000, 0);
+        while (*got < want && !late)
+                uv_run(loop, UV_RUN_ONCE);
+        uv_close((uv_handle_t *)&deadline, NULL);
+        uv_run(loop, UV_RUN_NOWAIT);
         assert_int_equal(*got, want);
 }
 
