@@ -12,13 +12,18 @@ status is 1 if devlet died, stopped answering or a step failed):
              RSS and fds before/after
   http       1,000 slow connections from many loopback addresses (127/8):
              /health p50/p99/max and answered/asked
+  churn      connection churn from 250 loopback addresses for S seconds
+             (one GET /health per connection, as fast as two processes
+             go): connections/s, /health p50/p99/max and answered/asked,
+             SYNs the kernel dropped, the HTTP thread's CPU and devlet's
   fifo       the config file swapped for a FIFO, SIGHUP: reload refused in,
              Allocate p99 meanwhile, SIGTERM to exit
   streams    12 connections x 1,000 zero-window ListAndWatch streams (and 12
              x 100), 20 snapshots: RSS before/peak/after close
   idle       1,100 idle HTTP/2 connections: a new client's Allocate, RSS
 
-Usage: soak.py [--restarts N] [--allocates N] [--reload-seconds S] [--only NAME,...]
+Usage: soak.py [--restarts N] [--allocates N] [--reload-seconds S] [--churn-seconds S]
+               [--only NAME,...]
 """
 
 import argparse
@@ -39,7 +44,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 from devlet_harness import Devlet, hostdev_config, make_node, wait_until  # noqa: E402
 from h2_attack import (DATA, HEADERS, PREFACE, RST_STREAM, SETTINGS, frame, grpc_request,  # noqa: E402
                        handshake, open_streams, raise_fd_limit, read_frame, vm_rss_kib, fd_count)
-from http_attack import SlowClients, get  # noqa: E402
+from http_attack import Churn, SlowClients, get, listen_drops, thread_cpu_seconds  # noqa: E402
 from kubelet_sim import KubeletSim, PluginClient, pb  # noqa: E402
 from mock_gpus import GPU, MockNode  # noqa: E402
 
@@ -247,6 +252,41 @@ def soak_http(n=1000, probes=50):
         node.close()
 
 
+def soak_churn(seconds=20, every=0.1):
+    node = Node()
+    try:
+        port = node.metrics_port()
+        raise_fd_limit(4096)
+        drops0, cpu0 = listen_drops(), thread_cpu_seconds(node.d.pid, "devlet-http")
+        all0 = thread_cpu_seconds(node.d.pid)
+        churn = Churn(port, procs=2, n_sources=250, inflight=600)
+        lat, good, asked = [], 0, 0
+        t0 = time.monotonic()
+        try:
+            while time.monotonic() - t0 < seconds:
+                asked += 1
+                try:
+                    status, body, secs = get(port, "/health", timeout=3)
+                    good += status == 200 and body == "ok"
+                    lat.append(secs)
+                except OSError:
+                    lat.append(3.0)
+                time.sleep(every)
+        finally:
+            answered = churn.close()
+        wall = time.monotonic() - t0
+        cpu = thread_cpu_seconds(node.d.pid, "devlet-http") - cpu0
+        cpu_all = thread_cpu_seconds(node.d.pid) - all0
+        drops = listen_drops() - drops0
+        print(f"churn: {answered / wall:.0f} connections/s from 250 loopback addresses for "
+              f"{wall:.0f} s: /health {good}/{asked} answered, p50 {ms(pct(lat, 50))} p99 "
+              f"{ms(pct(lat, 99))} max {ms(max(lat))}; SYNs dropped {drops}; HTTP thread "
+              f"{100 * cpu / wall:.0f}% of a core (devlet {100 * cpu_all / wall:.0f}%)")
+        return good == asked
+    finally:
+        node.close()
+
+
 def soak_fifo():
     node = Node()
     try:
@@ -333,6 +373,7 @@ def main(argv=None):
     ap.add_argument("--restarts", type=int, default=1000)
     ap.add_argument("--allocates", type=int, default=1_000_000)
     ap.add_argument("--reload-seconds", type=int, default=20)
+    ap.add_argument("--churn-seconds", type=int, default=20)
     ap.add_argument("--only", default="")
     a = ap.parse_args(argv)
     steps = {
@@ -340,6 +381,7 @@ def main(argv=None):
         "allocate": lambda: soak_allocate(a.allocates, 600),
         "reload": lambda: soak_reload(a.reload_seconds),
         "http": soak_http,
+        "churn": lambda: soak_churn(a.churn_seconds),
         "fifo": soak_fifo,
         "streams": soak_streams,
         "idle": soak_idle,

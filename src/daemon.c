@@ -258,6 +258,12 @@ static size_t metrics_resources(void *ud, struct metrics_resource *out, size_t m
         return n;
 }
 
+static bool metrics_registering(void *ud)
+{
+        struct daemon *d = ud;
+        return !d->cfg->kubelet_disabled;
+}
+
 static uint64_t metrics_kubelet_restarts(void *ud)
 {
         struct daemon *d = ud;
@@ -303,6 +309,7 @@ static void metrics_restart(struct daemon *d)
         const struct metrics_sources src = {
                 .ud = d,
                 .resources = metrics_resources,
+                .registering = metrics_registering,
                 .kubelet_restarts = metrics_kubelet_restarts,
                 .events = metrics_events,
                 .samplers = metrics_samplers,

@@ -6,7 +6,11 @@
  * response is ready at once and is written straight from the published text
  * by one uv_write, without a copy.  While a response is being written the
  * connection is not read: pipelined requests wait in its buffer and are
- * answered in order once the previous response is out.
+ * answered in order once the previous response is out, and a read never
+ * takes more than the buffer has room for, so what does not fit waits in
+ * the socket (back-pressure) instead of being dropped.  Request heads are
+ * parsed strictly (http-request.c, RFC 9112): anything that could frame a
+ * body, or be framed differently by another parser, is a 400 and a close.
  *
  * The port is reachable from every pod, so nothing a client does may keep a
  * slot, and /health must always get one:
@@ -29,6 +33,7 @@
  * Never touches devlet's loop or NVML; never logs above debug (the caller
  * logs start-up failures). */
 #include "metrics/http.h"
+#include "metrics/http-request.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -38,7 +43,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -60,7 +64,11 @@
  * long, so that unread request bytes do not turn our close into a reset
  * that could destroy the response on its way */
 #define HTTP_LINGER_MS 2000
-#define HTTP_BACKLOG 511
+/* the kernel caps it at net.core.somaxconn (4096 by default since 5.4):
+ * under connection churn a short accept queue drops SYNs, which costs a
+ * probe a one-second retransmission; libuv accepts until EAGAIN on each
+ * readiness */
+#define HTTP_BACKLOG 4096
 
 enum conn_state {
         CONN_IDLE,    /* keep-alive, nothing of the next request yet */
@@ -398,134 +406,33 @@ static void route(struct http_conn *c, bool head_only, const char *path, size_t 
 
 /* ---- requests ---- */
 
-/* Case-insensitive: does the comma-separated value hold token? */
-static bool has_token(const char *v, size_t len, const char *token)
-{
-        size_t tl = strlen(token);
-        for (size_t i = 0; i < len;) {
-                while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-                        i++;
-                size_t s = i;
-                while (i < len && v[i] != ',')
-                        i++;
-                size_t e = i;
-                while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t' || v[e - 1] == '\r'))
-                        e--;
-                if (e - s == tl && strncasecmp(v + s, token, tl) == 0)
-                        return true;
-        }
-        return false;
-}
-
-/* Handles one whole request of n bytes (headers included) at c->buf. */
-static void handle_request(struct http_conn *c, const char *req, size_t n)
-{
-        const char *end = req + n;
-        const char *eol = memchr(req, '\n', n);
-        const char *sp1 = memchr(req, ' ', (size_t)(eol - req));
-        const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
-        c->keep_alive = false;
-        if (!sp1 || !sp2) {
-                respond_text(c, 400, false, "bad request line\n");
-                return;
-        }
-        size_t vlen = (size_t)(eol - sp2 - 1);
-        if (vlen && sp2[vlen] == '\r')
-                vlen--;
-        bool v11 = vlen == 8 && memcmp(sp2 + 1, "HTTP/1.1", 8) == 0;
-        bool v10 = vlen == 8 && memcmp(sp2 + 1, "HTTP/1.0", 8) == 0;
-        if (!v10 && !v11) {
-                respond_text(c, 400, false, "HTTP/1.0 or HTTP/1.1 only\n");
-                return;
-        }
-        bool keep = v11, body = false;
-        for (const char *line = eol + 1; line < end;) {
-                const char *le = memchr(line, '\n', (size_t)(end - line));
-                if (!le)
-                        le = end;
-                const char *colon = memchr(line, ':', (size_t)(le - line));
-                if (colon) {
-                        size_t nl = (size_t)(colon - line);
-                        const char *v = colon + 1;
-                        size_t vl = (size_t)(le - v);
-#define NAME(lit) (nl == sizeof(lit) - 1 && strncasecmp(line, lit, nl) == 0)
-                        if (NAME("Connection")) {
-                                if (has_token(v, vl, "close"))
-                                        keep = false;
-                                else if (has_token(v, vl, "keep-alive"))
-                                        keep = true;
-                        } else if (NAME("Transfer-Encoding")) {
-                                body = true;
-                        } else if (NAME("Content-Length")) {
-                                for (size_t i = 0; i < vl; i++)
-                                        if (v[i] >= '1' && v[i] <= '9')
-                                                body = true;
-                        }
-#undef NAME
-                }
-                line = le + 1;
-        }
-        size_t mlen = (size_t)(sp1 - req);
-        bool get = mlen == 3 && memcmp(req, "GET", 3) == 0;
-        bool head = mlen == 4 && memcmp(req, "HEAD", 4) == 0;
-        /* bodies are never read: after one, where the next request starts
-         * is unknown, so such a connection closes */
-        c->keep_alive = keep && !body;
-        if (!get && !head) {
-                respond_text(c, 405, false, "method not allowed\n");
-                return;
-        }
-        if (body) {
-                respond_text(c, 400, head, "request bodies are not accepted\n");
-                return;
-        }
-        const char *path = sp1 + 1;
-        size_t plen = (size_t)(sp2 - path);
-        const char *q = memchr(path, '?', plen);
-        if (q)
-                plen = (size_t)(q - path);
-        route(c, head, path, plen);
-}
-
-/* Answers the first request in the buffer if it is whole. */
+/* Answers the first request in the buffer if its head is whole (parsed by
+ * http-request.c). */
 static void conn_handle_buffered(struct http_conn *c)
 {
-        size_t skip = 0; /* blank lines before a request are ignored (RFC 9112 2.2) */
-        while (skip < c->len && (c->buf[skip] == '\r' || c->buf[skip] == '\n'))
-                skip++;
-        if (skip) {
-                memmove(c->buf, c->buf + skip, c->len - skip);
-                c->len -= skip;
-        }
-        if (c->len == 0)
+        struct http_request req;
+        size_t n = http_request_parse(c->buf, c->len, HTTP_REQUEST_MAX, &req);
+        if (!n)
                 return;
-        /* the header block ends at an empty line (CRLF CRLF, or bare LFs) */
-        size_t end = 0;
-        for (size_t i = 0; i + 1 < c->len && !end; i++) {
-                if (c->buf[i] != '\n')
-                        continue;
-                if (c->buf[i + 1] == '\n')
-                        end = i + 2;
-                else if (c->buf[i + 1] == '\r' && i + 2 < c->len && c->buf[i + 2] == '\n')
-                        end = i + 3;
-        }
-        if (!end) {
-                if (c->len >= HTTP_REQUEST_MAX) {
-                        c->keep_alive = false;
-                        respond_text(c, 431, false, "request too large\n");
-                }
-                return;
-        }
-        _cleanup_free_ char *req = xstrndup(c->buf, end);
-        memmove(c->buf, c->buf + end, c->len - end);
-        c->len -= end;
-        handle_request(c, req, end);
+        c->keep_alive = req.keep_alive;
+        if (req.status)
+                respond_text(c, req.status, req.head, req.why);
+        else
+                route(c, req.head, req.path, req.path_len); /* path points into c->buf */
+        memmove(c->buf, c->buf + n, c->len - n);
+        c->len -= n;
 }
 
+/* Reads never take more than the request buffer has room for: the rest
+ * stays in the socket (back-pressure), so pipelined requests wait for
+ * their turn instead of being dropped.  While lingering, bytes are read to
+ * be dropped. */
 static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
         static _Thread_local char rbuf[HTTP_REQUEST_MAX];
-        *buf = uv_buf_init(rbuf, sizeof(rbuf));
+        const struct http_conn *c = handle->data;
+        size_t room = c->state == CONN_LINGER ? sizeof(rbuf) : HTTP_REQUEST_MAX - c->len;
+        *buf = uv_buf_init(rbuf, (unsigned)room);
 }
 
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -538,9 +445,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
                         conn_close(c); /* EOF or error; while lingering, bytes are dropped */
                 return;
         }
-        size_t n = (size_t)nread;
-        if (c->len + n > HTTP_REQUEST_MAX)
-                n = HTTP_REQUEST_MAX - c->len; /* the rest would not fit anyway */
+        size_t n = (size_t)nread; /* at most the room left (conn_alloc) */
         if (c->len + n > c->cap) {
                 c->cap = c->len + n < 512 ? 512 : HTTP_REQUEST_MAX;
                 c->buf = xrealloc(c->buf, c->cap);
@@ -691,6 +596,8 @@ int metrics_http_start(const char *address, struct metrics_store *store,
                                                 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                 : ((struct sockaddr_in *)&ss)->sin_port);
                 r = -pthread_create(&h->thread, NULL, http_thread, h);
+                if (r == 0)
+                        pthread_setname_np(h->thread, "devlet-http"); /* top -H, /proc/<pid>/task */
         }
         if (r < 0) {
                 *err = r == UV_EADDRNOTAVAIL && *host

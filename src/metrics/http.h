@@ -5,7 +5,8 @@
  *                 (Content-Type: text/plain; version=0.0.4; charset=utf-8)
  *   GET /health   200 "ok" while the loop's heartbeat is fresh, else 503
  *   GET /ready    200 "ok" while also every resource is registered with the
- *                 kubelet (metrics_store_ready), else 503
+ *                 kubelet, or registration is off (metrics_store_ready),
+ *                 else 503
  *   other paths   404;  methods other than GET and HEAD: 405
  *
  * A request only sends published text: it never samples, never reads

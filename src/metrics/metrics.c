@@ -275,22 +275,28 @@ static void on_tick(uv_timer_t *t)
         metrics_store_publish(m->store, METRICS_SLOT_DEVLET, text, len);
 }
 
-/* Ready: every resource served is registered with the kubelet. */
-static bool all_registered(struct metrics *m)
+/* Ready: serving metrics (this runs) and, when devlet registers with the
+ * kubelet, every resource served registered, however many there are. */
+static bool ready(struct metrics *m)
 {
-        struct metrics_resource res[64];
-        size_t n = m->src.resources ? m->src.resources(m->src.ud, res, ARRAY_SIZE(res)) : 0;
-        for (size_t i = 0; i < n && i < ARRAY_SIZE(res); i++)
+        if (m->src.registering && !m->src.registering(m->src.ud))
+                return true;
+        if (!m->src.resources)
+                return true;
+        size_t n = m->src.resources(m->src.ud, NULL, 0);
+        _cleanup_free_ struct metrics_resource *res = xcalloc(n + 1, sizeof(*res));
+        n = m->src.resources(m->src.ud, res, n);
+        for (size_t i = 0; i < n; i++)
                 if (!res[i].registered)
                         return false;
-        return n <= ARRAY_SIZE(res);
+        return true;
 }
 
 static void on_beat(uv_timer_t *t)
 {
         struct metrics *m = t->data;
         metrics_store_heartbeat(m->store);
-        metrics_store_set_ready(m->store, all_registered(m));
+        metrics_store_set_ready(m->store, ready(m));
 }
 
 static uv_timer_t *timer_new(struct metrics *m)

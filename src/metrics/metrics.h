@@ -45,6 +45,10 @@ struct metrics_sources {
         void *ud;
         /* The resources served now; fills at most max, returns how many there are. */
         size_t (*resources)(void *ud, struct metrics_resource *out, size_t max);
+        /* Whether resources register with the kubelet (false with
+         * --kubelet-socket ""): without registration, ready means serving
+         * metrics.  NULL: they do. */
+        bool (*registering)(void *ud);
         /* Kubelet restarts seen since devlet started. */
         uint64_t (*kubelet_restarts)(void *ud);
         /* The backends' event counters; fills at most max, returns how many there are. */

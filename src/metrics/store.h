@@ -61,8 +61,8 @@ uint64_t metrics_store_generation(struct metrics_store *s, enum metrics_slot slo
 void metrics_store_heartbeat(struct metrics_store *s);
 int metrics_store_healthy(struct metrics_store *s, uint64_t max_age_ms);
 
-/* Readiness, for /ready: every resource is registered with the kubelet.
- * The loop sets it; false until it first does. */
+/* Readiness, for /ready: every resource is registered with the kubelet
+ * (or registration is off, --kubelet-socket "").  The loop sets it; false until it first does. */
 void metrics_store_set_ready(struct metrics_store *s, bool ready);
 bool metrics_store_ready(struct metrics_store *s);
 

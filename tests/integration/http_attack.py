@@ -1,8 +1,11 @@
-"""Slow HTTP clients for the metrics port's attack tests and `make soak`:
-connections from many loopback addresses (127.0.0.0/8 only) that send a
-request a byte at a time and never finish it, and a prober that measures
-how long /health takes meanwhile."""
+"""HTTP attackers for the metrics port's attack tests and `make soak`:
+slow clients from many loopback addresses (127.0.0.0/8 only) that send a
+request a byte at a time and never finish it, connection churn (one short
+request per connection, as fast as it goes), the kernel's accept-queue
+drops and a thread's CPU time, and a prober that measures how long /health
+takes meanwhile."""
 
+import os
 import socket
 import threading
 import time
@@ -95,3 +98,123 @@ def get(port, path, source="127.0.0.1", timeout=2.0, host="127.0.0.1"):
     head, _, body = data.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.") else 0
     return status, body.decode(errors="replace"), time.monotonic() - t0
+
+
+def _churn_worker(port, first, n_sources, inflight, stop, counts, slot, host):
+    """One process of Churn: `inflight` connections at a time, each from the
+    next source, asking /health with Connection: close and read to EOF;
+    a finished one is replaced at once.  counts[slot] = answered."""
+    import errno
+    import selectors
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(10)  # the attackers share the CPUs with devlet and the prober, not the other way round
+    req = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    sel = selectors.DefaultSelector()
+    i, done = 0, 0
+
+    def open_one():
+        nonlocal i
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.bind((loopback_source(first + i % n_sources), 0))
+            i += 1
+            err = s.connect_ex((host, port))
+            if err not in (0, errno.EINPROGRESS):
+                raise OSError(err, "connect")
+        except OSError:
+            s.close()
+            return
+        sel.register(s, selectors.EVENT_WRITE, [time.monotonic(), False])
+
+    for _ in range(inflight):
+        open_one()
+    while not stop.is_set():
+        now = time.monotonic()
+        for key, events in sel.select(0.05):
+            s, st = key.fileobj, key.data
+            finished = False
+            try:
+                if not st[1]:
+                    if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                        raise OSError("connect failed")
+                    s.send(req)
+                    st[1] = True
+                    sel.modify(s, selectors.EVENT_READ, st)
+                    continue
+                if not s.recv(4096):
+                    done += 1
+                    finished = True
+            except OSError:
+                finished = True
+            if finished:
+                sel.unregister(s)
+                s.close()
+                open_one()
+        for key in list(sel.get_map().values()):
+            if now - key.data[0] > 3.0:  # stuck: count it as lost, replace it
+                sel.unregister(key.fileobj)
+                key.fileobj.close()
+                open_one()
+        counts[slot] = done
+    for key in list(sel.get_map().values()):
+        key.fileobj.close()
+    counts[slot] = done
+
+
+class Churn:
+    """Connection churn: `procs` processes, each keeping `inflight`
+    connections open from n_sources loopback addresses (from
+    loopback_source(first)), one GET /health each, replaced as soon as
+    answered: as fast as they go.  answered() counts the responses read."""
+
+    def __init__(self, port, procs=2, n_sources=250, inflight=64, first=1000, host="127.0.0.1"):
+        import multiprocessing as mp
+        ctx = mp.get_context("fork")
+        self.stop = ctx.Event()
+        self.counts = ctx.Array("q", procs, lock=False)
+        self.procs = [ctx.Process(target=_churn_worker, daemon=True,
+                                  args=(port, first + k * (n_sources // procs), n_sources // procs,
+                                        inflight, self.stop, self.counts, k, host))
+                      for k in range(procs)]
+        for p in self.procs:
+            p.start()
+
+    def answered(self):
+        return sum(self.counts)
+
+    def close(self):
+        self.stop.set()
+        for p in self.procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        return self.answered()
+
+
+def listen_drops():
+    """The kernel's TcpExt ListenDrops: SYNs and handshakes dropped by
+    listeners (full accept queues included), in this network namespace."""
+    with open("/proc/net/netstat") as f:
+        lines = [line.split() for line in f if line.startswith("TcpExt:")]
+    stats = dict(zip(lines[0][1:], map(int, lines[1][1:])))
+    return stats.get("ListenDrops", 0)
+
+
+def thread_cpu_seconds(pid, name=None):
+    """CPU seconds (user + system) of pid's threads called name (None: all)."""
+    import glob
+    total = 0
+    for comm in glob.glob(f"/proc/{pid}/task/*/comm"):
+        try:
+            with open(comm) as f:
+                if name is not None and f.read().strip() != name:
+                    continue
+            with open(comm[:-4] + "stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            continue
+    return total / os.sysconf("SC_CLK_TCK")

@@ -7,7 +7,8 @@ mixed partition styles in AMD's words), AMD's device IDs and NUMA nodes in
 ListAndWatch, Allocate (/dev/kfd, card, render node; CDI names with a CDI
 strategy), XGMI-aware preferred allocation (the MI210 bridge pair, 16 of 64
 CPX partitions kept on two GPUs), sharing by time-slicing, health (RAS
-uncorrectable errors rising, a KFD node vanishing, recovery), nodes without
+uncorrectable errors rising, a KFD node vanishing, recovery, a sysfs read
+that stalls: the loop never waits for it), nodes without
 amdgpu or without KFD, `devlet list` and the podman run of a container with
 `--device amd.com/gpu=<id>` from the generated CDI spec."""
 
@@ -19,12 +20,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import uuid
 
 import pytest
 import yaml
 
-from devlet_harness import run_devlet
+from devlet_harness import hostdev_config, make_node, run_devlet, wait_until
+from fuse_stall import StalledFile
+from http_attack import get
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "mock-amd"))
@@ -204,6 +209,68 @@ def test_kfd_node_vanishing_is_unhealthy_without_recovery(kubelet, devlet, amd):
     with pytest.raises(grpc.RpcError) as e:
         kubelet.allocate(GPU, [["0000:22:00.0"]])
     assert "unhealthy" in e.value.details()
+
+
+def test_stalled_sysfs_read_fails_its_gpu_and_delays_nothing(kubelet, devlet, amd, dirs):
+    """A GPU in reset blocks sysfs reads for tens of seconds: GPU 1's
+    gpu_busy_percent becomes a file whose reads never return (FUSE).  The
+    reads run off the loop, so Allocate on another resource and /health keep
+    answering at once, and GPU 1 goes unhealthy after the stall bound (2 s);
+    GPU 0 stays healthy.  (Read on the loop, the stall froze Allocate and
+    /health with it.)"""
+    n = amd("mi210-pair")
+    make_node(f"{dirs.dev}/fuse")
+    cfg = hostdev_config([{"name": "fuse", "groups": [{"count": 2, "paths": [
+        {"path": f"{dirs.dev}/fuse"}]}]}], domain="devlet.io")
+    busy = os.path.join(n.gpu_dir(1), "gpu_busy_percent")
+    stall = StalledFile(busy, "3\n")
+    try:
+        d = start(devlet, kubelet, n, *FAST, "--backends", "amd,hostdev", "--metrics-address",
+                  "127.0.0.1:0", resources=(GPU, "devlet.io/fuse"), config=cfg)
+        port = int(d.wait_log(r"serving metrics address=\S+ port=(\d+)").group(1))
+        probes = {"allocate": [], "health": []}
+        failures = []
+        stop = threading.Event()
+
+        def probe():
+            while not stop.is_set():
+                t0 = time.monotonic()
+                try:
+                    kubelet.allocate("devlet.io/fuse", [["fuse-0"]], timeout=1.5)
+                    probes["allocate"].append(time.monotonic() - t0)
+                except Exception as e:  # noqa: BLE001 - a timeout is the finding
+                    failures.append(f"Allocate: {e}")
+                try:
+                    status, body, secs = get(port, "/health", timeout=1.5)
+                    probes["health"].append(secs)
+                    if status != 200:
+                        failures.append(f"/health {status} {body}")
+                except OSError as e:
+                    failures.append(f"/health: {e}")
+                stop.wait(0.05)
+
+        prober = threading.Thread(target=probe, daemon=True)
+        t0 = time.monotonic()
+        stall.hold()
+        prober.start()
+        try:
+            snap = kubelet.wait_for_snapshot(GPU, lambda s: s.health("0000:22:00.0") == "Unhealthy",
+                                             timeout=10)
+            took = time.monotonic() - t0
+            seen = len(probes["health"])  # the probes go on past the verdict
+            wait_until(lambda: len(probes["health"]) >= seen + 5 or failures, 10, "probes after it")
+        finally:
+            stop.set()
+            prober.join(5)
+        assert snap.health("0000:0c:00.0") == "Healthy"
+        assert stall.reads_held >= 1
+        assert 1.9 <= took < 6, took
+        d.wait_log(r"GPU unhealthy gpu=1 pci=0000:22:00.0 reason=\"sysfs reads stalled")
+        assert failures == []
+        assert len(probes["allocate"]) >= 10 and max(probes["allocate"]) < 1.0, probes
+        assert len(probes["health"]) >= 10 and max(probes["health"]) < 1.0, probes
+    finally:
+        stall.close()  # the stuck read fails and its thread ends
 
 
 # ------------------------------------------------------------ nodes without AMD GPUs

@@ -189,6 +189,93 @@ static void test_inventory_garbage(void **state)
         amd_inventory_free(inv);
 }
 
+static void write_fmt(const char *text, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void write_fmt(const char *text, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *path = xvasprintf(fmt, ap);
+        va_end(ap);
+        write_file(path, text);
+}
+
+static void mkdir_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void mkdir_fmt(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *path = xvasprintf(fmt, ap);
+        va_end(ap);
+        assert_int_equal(mkdir(path, 0755), 0);
+}
+
+/* More than 2,048 KFD nodes: every GPU keeps its own nodes (the cap used to
+ * keep the first 2,048 in glob's alphabetical order, losing "9" to
+ * "1000"), a node that names another's render minor later in KFD's order
+ * does not replace it, and the per-GPU partition cap is warned with the
+ * count dropped. */
+static void test_inventory_many_kfd_nodes(void **state)
+{
+        _cleanup_free_ char *sys = tree("mi300x-8x-cpx");
+        struct amd_inventory *inv = load(sys);
+        int kfd_node[8][8];
+        for (size_t i = 0; i < 8; i++)
+                for (size_t k = 0; k < 8; k++)
+                        kfd_node[i][k] = inv->gpus[i].parts[k].kfd_node;
+        unsigned long long uid0 = (unsigned long long)inv->gpus[0].unique_id_num;
+        assert_null(inv->warnings);
+        amd_inventory_free(inv);
+
+        _cleanup_free_ char *nodes = xasprintf("%s/class/kfd/kfd/topology/nodes", sys);
+        size_t unnamed = 0, twice = 0;
+        for (int i = 100; i < 2300; i++) {
+                mkdir_fmt("%s/%d", nodes, i);
+                _cleanup_free_ char *props =
+                        i % 3 == 0 ? xstrdup("cpu_cores_count 4\nsimd_count 0\ndrm_render_minor 0\n")
+                        : i % 3 == 1 ? xasprintf("simd_count 4\ndrm_render_minor %d\n", 20000 + i)
+                                     : xasprintf("simd_count 4\ndrm_render_minor %d\nunique_id 1\n",
+                                                 128 + i % 64);
+                unnamed += i % 3 == 1;
+                twice += i % 3 == 2;
+                write_fmt(props, "%s/%d/properties", nodes, i);
+        }
+        /* 70 more partitions of GPU 0 (it has 8): 64 are kept */
+        for (int j = 0; j < 70; j++) {
+                mkdir_fmt("%s/devices/platform/amdgpu_xcp_%d", sys, 1000 + j);
+                mkdir_fmt("%s/devices/platform/amdgpu_xcp_%d/drm", sys, 1000 + j);
+                mkdir_fmt("%s/devices/platform/amdgpu_xcp_%d/drm/renderD%d", sys, 1000 + j, 6000 + j);
+                mkdir_fmt("%s/%d", nodes, 3000 + j);
+                _cleanup_free_ char *props = xasprintf(
+                        "simd_count 4\ndrm_render_minor %d\nunique_id %llu\n", 6000 + j, uid0);
+                write_fmt(props, "%s/%d/properties", nodes, 3000 + j);
+        }
+
+        inv = load(sys);
+        assert_int_equal(inv->n_gpus, 8);
+        for (size_t i = 0; i < 8; i++) {
+                assert_null(inv->gpus[i].problem);
+                assert_int_equal(inv->gpus[i].n_parts, i == 0 ? 64 : 8);
+                for (size_t k = 0; k < 8; k++)
+                        assert_int_equal(inv->gpus[i].parts[k].kfd_node, kfd_node[i][k]);
+        }
+        assert_int_equal(inv->gpus[0].unique_id_num, uid0);
+        assert_string_equal(inv->gpus[0].parts[63].id, "amdgpu_xcp_1055");
+        _cleanup_free_ char *all = xstrdup("");
+        for (size_t i = 0; inv->warnings && inv->warnings[i]; i++) {
+                char *more = xasprintf("%s%s\n", all, inv->warnings[i]);
+                free(all);
+                all = more;
+        }
+        _cleanup_free_ char *w1 = xasprintf("%zu KFD GPU nodes name a render node amdgpu's sysfs "
+                                            "does not; ignored", unnamed);
+        _cleanup_free_ char *w2 = xasprintf("%zu KFD GPU nodes name a render node an earlier node "
+                                            "has; ignored", twice);
+        assert_contains(all, w1);
+        assert_contains(all, w2);
+        assert_contains(all, "0000:0c:00.0: 14 partitions past the first 64 ignored");
+        amd_inventory_free(inv);
+}
+
 /* ---- resources and allocation ---- */
 
 static int fixture_build(struct amd_fixture *f, const char *profile, const char *strategy, char **err)
@@ -416,6 +503,86 @@ static void test_health(void **state)
         amd_inventory_free(inv);
 }
 
+/* What the health threads handed the loop (test_health_threads). */
+struct thread_results {
+        size_t got, n;
+        bool why[8];
+        bool ue_known[8];
+};
+
+static void on_thread_result(void *ud, size_t gpu, struct amd_health_obs *obs)
+{
+        struct thread_results *r = ud;
+        assert_true(gpu < r->n);
+        r->why[gpu] = obs->why != NULL;
+        r->ue_known[gpu] = obs->ue_known;
+        r->got++;
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+        *(bool *)t->data = true;
+}
+
+/* Runs the loop (each turn waits for an event) until want results came, or
+ * 10 s passed. */
+static void run_until(uv_loop_t *loop, const size_t *got, size_t want)
+{
+        bool late = false;
+        uv_timer_t deadline;
+        uv_timer_init(loop, &deadline);
+        deadline.data = &late;
+        uv_timer_start(&deadline, on_deadline, 10000, 0);
+        while (*got < want && !late)
+                uv_run(loop, UV_RUN_ONCE);
+        uv_close((uv_handle_t *)&deadline, NULL);
+        uv_run(loop, UV_RUN_NOWAIT);
+        assert_int_equal(*got, want);
+}
+
+/* The reads off the loop: one result per GPU per kick, through the async
+ * handle; a GPU whose read has not finished is not kicked again, and is
+ * stalled past AMD_HEALTH_STALL_MS; stop never waits. */
+static void test_health_threads(void **state)
+{
+        _cleanup_free_ char *sys = tree("mi210-pair");
+        struct amd_inventory *inv = load(sys);
+        uv_loop_t loop;
+        assert_int_equal(uv_loop_init(&loop), 0);
+        struct thread_results r = { .n = inv->n_gpus };
+        struct amd_health_threads *t = amd_health_threads_start(&loop, inv, 0, on_thread_result, &r);
+        assert_non_null(t);
+        bool stalled[4];
+        amd_health_threads_kick(t, 0, stalled);
+        run_until(&loop, &r.got, 4);
+        for (size_t i = 0; i < 4; i++) {
+                assert_false(r.why[i]);
+                assert_false(stalled[i]);
+        }
+
+        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", inv->gpus[3].sysfs_dir);
+        assert_int_equal(system(cmd), 0);
+        amd_health_threads_kick(t, 100, stalled);
+        run_until(&loop, &r.got, 8);
+        assert_true(r.why[3]);
+        assert_false(r.why[0]);
+
+        /* kicked twice without the loop draining: the first read is done, so
+         * nothing counts as stalled however late the second kick is */
+        amd_health_threads_kick(t, 200, stalled);
+        run_until(&loop, &r.got, 12);
+        amd_health_threads_kick(t, 200 + AMD_HEALTH_STALL_MS, stalled);
+        for (size_t i = 0; i < 4; i++)
+                assert_false(stalled[i]);
+        amd_health_threads_stop(t);
+        /* what was in flight never reaches the callback after stop */
+        size_t at_stop = r.got;
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(r.got, at_stop);
+        assert_int_equal(uv_loop_close(&loop), 0);
+        amd_inventory_free(inv);
+}
+
 static void test_health_ignore(void **state)
 {
         char **warnings = NULL;
@@ -611,12 +778,14 @@ int main(void)
                 T(test_inventory_cpx),
                 T(test_inventory_mi210_and_no_kfd),
                 T(test_inventory_garbage),
+                T(test_inventory_many_kfd_nodes),
                 T(test_naming),
                 T(test_sharing),
                 T(test_allocate),
                 T(test_preferred),
                 T(test_health),
                 T(test_health_ignore),
+                T(test_health_threads),
                 T(test_labels),
                 T(test_sample),
                 T(test_sampler),

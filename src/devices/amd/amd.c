@@ -26,7 +26,11 @@
  * Node labels are AMD's labeller's (labels.c); CDI specs are the generic
  * ones, one per resource, whose kinds and names are what Allocate gives.
  * What the operator must see goes to dev_report(), never the log.
- * Runs on the loop thread; sysfs reads are small and bounded. */
+ * Runs on the loop thread, but reads no device file there after the
+ * inventory: the health poll's reads run on a thread per GPU
+ * (health-thread.c) and come back as results the loop judges; a read
+ * stalled past AMD_HEALTH_STALL_MS fails its GPU, and nothing else waits
+ * for it.  Without a loop (one-shot commands) the poll runs inline. */
 #include "devices/amd/amd.h"
 
 #include <errno.h>
@@ -74,35 +78,77 @@ static void health_sync(struct amd_backend *b, bool notify)
         }
 }
 
+static void report_change(const struct amd_backend *b, size_t i)
+{
+        const struct amd_gpu *g = &b->inv->gpus[i];
+        if (b->watch[i].bad)
+                dev_report(DEV_REPORT_WARN, "amd", "GPU unhealthy gpu=%zu pci=%s reason=\"%s\"", i,
+                           g->bdf, b->watch[i].reason);
+        else
+                dev_report(DEV_REPORT_INFO, "amd", "GPU healthy again gpu=%zu pci=%s", i, g->bdf);
+}
+
+/* One-shot (no loop): every GPU observed and judged inline. */
 static void poll_once(struct amd_backend *b, bool notify)
 {
         const struct amd_inventory *inv = b->inv;
-        _cleanup_free_ bool *was = xcalloc(inv->n_gpus + 1, sizeof(bool));
-        for (size_t i = 0; i < inv->n_gpus; i++)
-                was[i] = b->watch[i].bad;
-        if (amd_health_poll(inv, b->watch, &b->policy, now_ms(b)) == 0)
-                return;
+        bool any = false;
         for (size_t i = 0; i < inv->n_gpus; i++) {
-                if (was[i] == b->watch[i].bad)
-                        continue;
-                if (b->watch[i].bad)
-                        dev_report(DEV_REPORT_WARN, "amd", "GPU unhealthy gpu=%zu pci=%s reason=\"%s\"", i,
-                                 inv->gpus[i].bdf, b->watch[i].reason);
-                else
-                        dev_report(DEV_REPORT_INFO, "amd", "GPU healthy again gpu=%zu pci=%s", i, inv->gpus[i].bdf);
+                struct amd_health_obs obs;
+                amd_health_observe(inv, i, b->policy.ignore, &obs);
+                if (amd_health_apply(&b->watch[i], &obs, &b->policy, now_ms(b))) {
+                        report_change(b, i);
+                        any = true;
+                }
         }
-        health_sync(b, notify);
+        if (any)
+                health_sync(b, notify);
 }
 
+/* A health thread's observation of gpu, on the loop. */
+static void on_health_result(void *ud, size_t gpu, struct amd_health_obs *obs)
+{
+        struct amd_backend *b = ud;
+        if (amd_health_apply(&b->watch[gpu], obs, &b->policy, now_ms(b))) {
+                report_change(b, gpu);
+                health_sync(b, true);
+        }
+}
+
+/* The poll timer: new reads for the GPUs whose last one finished; a GPU
+ * whose read has stalled fails now, and at each poll while it lasts. */
 static void on_poll(uv_timer_t *t)
 {
-        poll_once(t->data, true);
+        struct amd_backend *b = t->data;
+        if (!b->threads) {
+                poll_once(b, true);
+                return;
+        }
+        _cleanup_free_ bool *stalled = xcalloc(b->inv->n_gpus + 1, sizeof(bool));
+        amd_health_threads_kick(b->threads, now_ms(b), stalled);
+        bool any = false;
+        for (size_t i = 0; i < b->inv->n_gpus; i++) {
+                if (!stalled[i])
+                        continue;
+                struct amd_health_obs obs = {
+                        .why = xasprintf("sysfs reads stalled for more than %d ms: in reset "
+                                         "or wedged",
+                                         AMD_HEALTH_STALL_MS),
+                };
+                if (amd_health_apply(&b->watch[i], &obs, &b->policy, now_ms(b))) {
+                        report_change(b, i);
+                        any = true;
+                }
+        }
+        if (any)
+                health_sync(b, true);
 }
 
 static void backend_free(struct amd_backend *b)
 {
         if (!b)
                 return;
+        amd_health_threads_stop(b->threads);
         amd_layout_release(&b->layout);
         for (size_t i = 0; b->inv && b->watch && i < b->inv->n_gpus; i++)
                 free(b->watch[i].reason);
@@ -218,8 +264,21 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
         }
         b->sampler = amd_sampler_new(b->inv);
         b->watch = xcalloc(b->inv->n_gpus + 1, sizeof(*b->watch));
-        amd_health_baseline(b->inv, b->watch);
-        poll_once(b, false);
+        if (loop && b->poll_ms > 0)
+                b->threads = amd_health_threads_start(loop, b->inv, b->policy.ignore,
+                                                      on_health_result, b);
+        if (b->threads) {
+                /* what needs no read now; the first reads set the RAS baselines */
+                for (size_t i = 0; i < b->inv->n_gpus; i++) {
+                        const char *problem = b->inv->gpus[i].problem;
+                        struct amd_health_obs obs = { .why = problem ? xstrdup(problem) : NULL };
+                        amd_health_apply(&b->watch[i], &obs, &b->policy, now_ms(b));
+                }
+                health_sync(b, false);
+        } else {
+                amd_health_baseline(b->inv, b->watch);
+                poll_once(b, false);
+        }
         size_t parts = 0;
         for (size_t i = 0; i < b->inv->n_gpus; i++)
                 parts += b->inv->gpus[i].n_parts > 1 ? b->inv->gpus[i].n_parts : 0;
@@ -234,7 +293,9 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
         if (loop && b->poll_ms > 0) {
                 uv_timer_init(loop, &b->timer);
                 b->timer.data = b;
-                uv_timer_start(&b->timer, on_poll, (uint64_t)b->poll_ms, (uint64_t)b->poll_ms);
+                /* with threads, the first reads start at once */
+                uv_timer_start(&b->timer, on_poll, b->threads ? 0 : (uint64_t)b->poll_ms,
+                               (uint64_t)b->poll_ms);
                 b->timer_on = true;
         }
         *out = (struct dev_backend *)TAKE_PTR(b);
@@ -251,6 +312,7 @@ static void amd_destroy(struct dev_backend *db)
         struct amd_backend *b = (struct amd_backend *)db;
         if (!b)
                 return;
+        amd_health_threads_stop(TAKE_PTR(b->threads)); /* no result after this */
         if (b->timer_on) {
                 uv_timer_stop(&b->timer);
                 uv_close((uv_handle_t *)&b->timer, on_timer_closed);

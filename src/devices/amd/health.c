@@ -1,5 +1,7 @@
-/* AMD GPU health from sysfs, one poll at a time (amd.c runs it on a loop
- * timer: a poll is a few dozen small reads, no thread needed).
+/* AMD GPU health from sysfs, in two halves: amd_health_observe reads one
+ * GPU's files (on its health thread, health-thread.c: a read of a GPU in
+ * reset can block), amd_health_apply judges what was read against the
+ * GPU's state (on the loop).
  *
  * A GPU fails a poll when
  *   - its PCI device is gone from amdgpu's sysfs, or one of its DRM render
@@ -16,7 +18,8 @@
  * Failing sets `since`; without recovery a failed GPU stays failed, with
  * recovery it is healthy again once quiet_ms passed without a failure.
  * Partitions follow their GPU (amd.c applies a GPU's state to every device
- * of it).  Pure with respect to the device model; never logs. */
+ * of it; it also fails a GPU whose reads stalled).  Pure with respect to
+ * the device model; never logs. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -90,21 +93,28 @@ unsigned amd_health_ignore_parse(const char *s, char ***warnings)
         return mask;
 }
 
-/* Why g fails this poll (heap), or NULL. */
-static char *check(const struct amd_inventory *inv, const struct amd_gpu *g, struct amd_gpu_watch *w,
-                   unsigned ignore)
+void amd_health_observe(const struct amd_inventory *inv, size_t gpu, unsigned ignore,
+                        struct amd_health_obs *out)
 {
-        if (g->problem)
-                return xstrdup(g->problem);
-        if (!(ignore & AMD_HEALTH_GONE) && !exists(g->sysfs_dir))
-                return xstrdup("GPU gone from amdgpu's sysfs");
+        const struct amd_gpu *g = &inv->gpus[gpu];
+        *out = (struct amd_health_obs){ 0 };
+        if (g->problem) {
+                out->why = xstrdup(g->problem);
+                return;
+        }
+        if (!(ignore & AMD_HEALTH_GONE) && !exists(g->sysfs_dir)) {
+                out->why = xstrdup("GPU gone from amdgpu's sysfs");
+                return;
+        }
         for (size_t k = 0; k < g->n_parts; k++) {
                 const struct amd_part *p = &g->parts[k];
                 if (p->render >= 0 && !(ignore & AMD_HEALTH_GONE)) {
                         _cleanup_free_ char *dir = part_render_dir(inv, g, p);
-                        if (!exists(dir))
-                                return xasprintf("render node renderD%d of %s gone", p->render,
-                                                 p->id);
+                        if (!exists(dir)) {
+                                out->why = xasprintf("render node renderD%d of %s gone", p->render,
+                                                     p->id);
+                                return;
+                        }
                 }
                 if (inv->kfd && p->kfd_node >= 0 && !(ignore & AMD_HEALTH_KFD)) {
                         _cleanup_free_ char *pp = xasprintf(
@@ -114,28 +124,51 @@ static char *check(const struct amd_inventory *inv, const struct amd_gpu *g, str
                         uint64_t minor = 0;
                         if (amd_read_text(pp, &t) < 0 ||
                             amd_kfd_property(t, "drm_render_minor", &minor) < 0 ||
-                            minor != (uint64_t)p->render)
-                                return xasprintf("KFD topology node %d of %s gone", p->kfd_node,
-                                                 p->id);
+                            minor != (uint64_t)p->render) {
+                                out->why = xasprintf("KFD topology node %d of %s gone",
+                                                     p->kfd_node, p->id);
+                                return;
+                        }
                 }
         }
-        uint64_t ue;
-        if (ras_ue_total(g, &ue) == 0) {
-                bool rose = w->ue_known && ue > w->ue_total;
-                uint64_t before = w->ue_total;
-                w->ue_total = ue;
-                w->ue_known = true;
-                if (rose && !(ignore & AMD_HEALTH_RAS))
-                        return xasprintf("uncorrectable RAS errors rose from %" PRIu64 " to %" PRIu64,
-                                         before, ue);
-        }
+        out->ue_known = ras_ue_total(g, &out->ue_total) == 0;
         _cleanup_free_ char *busy = xasprintf("%s/gpu_busy_percent", g->sysfs_dir);
         _cleanup_free_ char *t = NULL;
         int r = amd_read_text(busy, &t);
-        if (r < 0 && r != -ENOENT && !(ignore & AMD_HEALTH_UNRESPONSIVE))
-                return xasprintf("not answering (gpu_busy_percent: %s): in reset or wedged",
-                                 strerror(-r));
-        return NULL;
+        out->busy_err = r < 0 && r != -ENOENT ? -r : 0;
+}
+
+bool amd_health_apply(struct amd_gpu_watch *w, struct amd_health_obs *obs,
+                      const struct amd_health_policy *p, int64_t now_ms)
+{
+        char *why = TAKE_PTR(obs->why);
+        if (!why && obs->ue_known) {
+                bool rose = w->ue_known && obs->ue_total > w->ue_total;
+                uint64_t before = w->ue_total;
+                w->ue_total = obs->ue_total;
+                w->ue_known = true;
+                if (rose && !(p->ignore & AMD_HEALTH_RAS))
+                        why = xasprintf("uncorrectable RAS errors rose from %" PRIu64 " to %" PRIu64,
+                                        before, obs->ue_total);
+        }
+        if (!why && obs->busy_err && !(p->ignore & AMD_HEALTH_UNRESPONSIVE))
+                why = xasprintf("not answering (gpu_busy_percent: %s): in reset or wedged",
+                                strerror(obs->busy_err));
+        if (why) {
+                bool changed = !w->bad;
+                w->bad = true;
+                w->since = now_ms;
+                free(w->reason);
+                w->reason = why;
+                return changed;
+        }
+        if (w->bad && p->recovery && now_ms - w->since >= p->quiet_ms) {
+                w->bad = false;
+                free(w->reason);
+                w->reason = NULL;
+                return true;
+        }
+        return false;
 }
 
 void amd_health_baseline(const struct amd_inventory *inv, struct amd_gpu_watch *w)
@@ -154,23 +187,9 @@ size_t amd_health_poll(const struct amd_inventory *inv, struct amd_gpu_watch *w,
 {
         size_t changed = 0;
         for (size_t i = 0; i < inv->n_gpus; i++) {
-                struct amd_gpu_watch *gw = &w[i];
-                char *why = check(inv, &inv->gpus[i], gw, p->ignore);
-                if (why) {
-                        if (!gw->bad || strcmp(gw->reason, why) != 0)
-                                changed += !gw->bad;
-                        gw->bad = true;
-                        gw->since = now_ms;
-                        free(gw->reason);
-                        gw->reason = why;
-                        continue;
-                }
-                if (gw->bad && p->recovery && now_ms - gw->since >= p->quiet_ms) {
-                        gw->bad = false;
-                        free(gw->reason);
-                        gw->reason = NULL;
-                        changed++;
-                }
+                struct amd_health_obs obs;
+                amd_health_observe(inv, i, p->ignore, &obs);
+                changed += amd_health_apply(&w[i], &obs, p, now_ms);
         }
         return changed;
 }

@@ -111,18 +111,63 @@ struct amd_health_policy {
  * switch for every check) is honoured by the caller. */
 unsigned amd_health_ignore_parse(const char *s, char ***warnings);
 
-/* Polls every GPU once: the PCI device and its DRM nodes present, the KFD
- * nodes of its partitions present (when KFD is), uncorrectable RAS counts
- * not rising, the device answering (gpu_busy_percent readable: amdgpu
- * refuses sysfs reads during a reset).  Fills reasons into w (n_gpus
- * entries) and returns how many GPUs changed state.  With recovery, a GPU
- * comes back after quiet_ms without a new failure; without, bad is sticky.
- * A GPU with a problem found at start-up always fails.  now_ms is the
- * caller's clock. */
+/* What one look at a GPU's sysfs found: the reads, apart from judging. */
+struct amd_health_obs {
+        char *why;         /* heap: a problem found at start-up, the GPU or one of its
+                            * render or KFD nodes gone; NULL when none */
+        bool ue_known;     /* its RAS counts were read (why NULL only) */
+        uint64_t ue_total; /* uncorrectable RAS errors, summed over blocks */
+        int busy_err;      /* errno reading gpu_busy_percent (not ENOENT); 0 read */
+};
+
+/* Reads gpu's sysfs: the PCI device and its DRM nodes present, the KFD
+ * nodes of its partitions present (when KFD is), its RAS counts, whether
+ * it answers (gpu_busy_percent readable: amdgpu refuses sysfs reads during
+ * a reset).  Kinds in ignore are not read.  Any thread; may block as long
+ * as a sysfs read does (health-thread.c runs it off the loop). */
+void amd_health_observe(const struct amd_inventory *inv, size_t gpu, unsigned ignore,
+                        struct amd_health_obs *out);
+/* Judges obs (taking its why) into w at now_ms (the caller's clock): a
+ * failure, uncorrectable RAS counts that rose, a GPU not answering (unless
+ * ignored) make it bad with a reason and the time; with recovery, a bad
+ * GPU comes back after quiet_ms without a new failure; without, bad is
+ * sticky.  Returns whether bad changed. */
+bool amd_health_apply(struct amd_gpu_watch *w, struct amd_health_obs *obs,
+                      const struct amd_health_policy *p, int64_t now_ms);
+/* Observes and judges every GPU once (one-shot commands and tests);
+ * returns how many changed state. */
 size_t amd_health_poll(const struct amd_inventory *inv, struct amd_gpu_watch *w,
                        const struct amd_health_policy *p, int64_t now_ms);
 /* First poll: records RAS baselines without judging them. */
 void amd_health_baseline(const struct amd_inventory *inv, struct amd_gpu_watch *w);
+
+/* ---- off-loop health reads (health-thread.c) ---- */
+
+/* A read of a GPU's sysfs that takes this long has stalled (a GPU in
+ * reset can block reads for tens of seconds): the GPU is judged failing
+ * at the first poll past it, and at every poll while it lasts. */
+#define AMD_HEALTH_STALL_MS 2000
+
+struct amd_health_threads;
+
+/* One finished observation, handed to the loop. */
+typedef void (*amd_health_result_fn)(void *ud, size_t gpu, struct amd_health_obs *obs);
+
+/* Starts one thread per GPU of inv (holding a reference to it) that
+ * observes its GPU whenever kicked; results reach on_result on the loop
+ * (through one mutex-protected slot per GPU and a uv_async).  Returns NULL
+ * when a thread cannot be started (the caller polls on the loop then). */
+struct amd_health_threads *amd_health_threads_start(uv_loop_t *loop, struct amd_inventory *inv,
+                                                    unsigned ignore,
+                                                    amd_health_result_fn on_result, void *ud);
+/* On the loop: asks every GPU whose previous read has finished for a new
+ * one; sets stalled[i] (n_gpus entries) for each GPU whose read began at
+ * least AMD_HEALTH_STALL_MS before now_ms and has not finished. */
+void amd_health_threads_kick(struct amd_health_threads *t, int64_t now_ms, bool *stalled);
+/* On the loop; never waits: the threads end when their current read
+ * does (one stuck in the kernel ends with the process), and no result
+ * reaches on_result after this.  NULL is fine. */
+void amd_health_threads_stop(struct amd_health_threads *t);
 
 /* ---- labels (labels.c) ---- */
 
@@ -188,6 +233,7 @@ struct amd_backend {
         int64_t poll_ms;
         uv_timer_t timer;
         bool timer_on;
+        struct amd_health_threads *threads; /* the sysfs reads, off the loop */
         struct dev_sampler *sampler;
 };
 

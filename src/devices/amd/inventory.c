@@ -37,9 +37,14 @@
 #include "base/xalloc.h"
 
 #define AMD_TEXT_MAX 4096
-/* More is a broken tree, not a node. */
+/* More is a broken tree, not a node.  A cap keeps the first by number
+ * (PCI address for GPUs, partition or node number), never glob's
+ * alphabetical order ("10" before "9"), and is warned with the count
+ * dropped. */
 #define AMD_MAX_GPUS 256
-#define AMD_MAX_KFD_NODES 2048
+#define AMD_MAX_PARTS_PER_GPU 64 /* MI300X: 8 (CPX) */
+/* KFD nodes read, and amdgpu_xcp_* devices listed: every GPU's partitions */
+#define AMD_MAX_KFD_NODES (AMD_MAX_GPUS * AMD_MAX_PARTS_PER_GPU)
 
 /* ---- parsing ---- */
 
@@ -173,10 +178,20 @@ struct kfd_node {
         int gpu;  /* index into inv->gpus; -1 none yet */
 };
 
+/* A directory named by a number: a KFD node, an amdgpu_xcp_* device. */
+struct numbered {
+        unsigned long n;
+        const char *path; /* into a glob_t */
+        int card, render; /* amdgpu_xcp_*: its DRM minors; -1 none */
+};
+
 struct loader {
         struct amd_inventory *inv;
-        struct kfd_node *nodes;
+        struct kfd_node *nodes; /* one per render minor amdgpu's sysfs names, at most */
         size_t n_nodes;
+        glob_t xcp_glob;
+        struct numbered *xcp; /* amdgpu_xcp_* in number order */
+        size_t n_xcp;
 };
 
 static void warn(struct amd_inventory *inv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -342,7 +357,8 @@ static int read_gpus(struct amd_inventory *inv)
                 inv->n_gpus++;
         }
         if (gl.gl_pathc > AMD_MAX_GPUS)
-                warn(inv, "more than %d amdgpu devices; the rest are ignored", AMD_MAX_GPUS);
+                warn(inv, "%zu amdgpu devices past the first %d (by PCI address) ignored",
+                     gl.gl_pathc - AMD_MAX_GPUS, AMD_MAX_GPUS);
         globfree(&gl);
         return 0;
 }
@@ -352,20 +368,85 @@ static void node_free(struct kfd_node *k)
         free(k->dir);
 }
 
+static int numbered_cmp(const void *a, const void *b)
+{
+        unsigned long x = ((const struct numbered *)a)->n, y = ((const struct numbered *)b)->n;
+        return x < y ? -1 : x > y;
+}
+
+/* The entries of gl whose name ends in a number after prefix (the part
+ * after the last '/'), sorted by it: heap, *n of them. */
+static struct numbered *by_number(const glob_t *gl, const char *prefix, size_t *n)
+{
+        struct numbered *v = xcalloc(gl->gl_pathc + 1, sizeof(*v));
+        size_t k = 0, plen = strlen(prefix);
+        for (size_t i = 0; i < gl->gl_pathc; i++) {
+                const char *base = strrchr(gl->gl_pathv[i], '/') + 1;
+                if (strncmp(base, prefix, plen) != 0 || !isdigit((unsigned char)base[plen]))
+                        continue;
+                char *end;
+                errno = 0;
+                unsigned long id = strtoul(base + plen, &end, 10);
+                if (*end || errno || id > INT32_MAX)
+                        continue;
+                v[k++] = (struct numbered){ .n = id, .path = gl->gl_pathv[i], .card = -1, .render = -1 };
+        }
+        qsort(v, k, sizeof(*v), numbered_cmp);
+        *n = k;
+        return v;
+}
+
+/* amdgpu's further partitions (amdgpu_xcp_*), with their render minors. */
+static void list_xcp(struct loader *l)
+{
+        if (glob_fmt(&l->xcp_glob, "%s/devices/platform/amdgpu_xcp_*", l->inv->sysfs_root) != 0)
+                return;
+        l->xcp = by_number(&l->xcp_glob, "amdgpu_xcp_", &l->n_xcp);
+        if (l->n_xcp > AMD_MAX_KFD_NODES) {
+                warn(l->inv, "%zu amdgpu_xcp_* devices past the first %d ignored",
+                     l->n_xcp - AMD_MAX_KFD_NODES, AMD_MAX_KFD_NODES);
+                l->n_xcp = AMD_MAX_KFD_NODES;
+        }
+        for (size_t i = 0; i < l->n_xcp; i++)
+                drm_minors(l->xcp[i].path, &l->xcp[i].card, &l->xcp[i].render);
+}
+
+static struct kfd_node *node_by_render(struct loader *l, int render);
+
+/* Whether amdgpu's sysfs names render (a GPU's own node, a partition's):
+ * only KFD nodes of those are kept, so nodes of nothing devlet serves
+ * cannot crowd out the GPUs' own. */
+static bool render_named(const struct loader *l, uint64_t render)
+{
+        for (size_t i = 0; i < l->inv->n_gpus; i++)
+                if (l->inv->gpus[i].parts[0].render >= 0 &&
+                    (uint64_t)l->inv->gpus[i].parts[0].render == render)
+                        return true;
+        for (size_t i = 0; i < l->n_xcp; i++)
+                if (l->xcp[i].render >= 0 && (uint64_t)l->xcp[i].render == render)
+                        return true;
+        return false;
+}
+
+/* KFD's GPU nodes, in node order (the kernel's: GPUs first found, first
+ * numbered), one per render minor amdgpu's sysfs names. */
 static void read_kfd_nodes(struct loader *l)
 {
         struct amd_inventory *inv = l->inv;
         glob_t gl;
         if (glob_fmt(&gl, "%s/class/kfd/kfd/topology/nodes/*", inv->sysfs_root) != 0)
                 return;
-        l->nodes = xcalloc(gl.gl_pathc ? gl.gl_pathc : 1, sizeof(*l->nodes));
-        for (size_t i = 0; i < gl.gl_pathc && l->n_nodes < AMD_MAX_KFD_NODES; i++) {
-                const char *dir = gl.gl_pathv[i];
-                const char *base = strrchr(dir, '/') + 1;
-                char *end;
-                long id = strtol(base, &end, 10);
-                if (*end || id < 0)
-                        continue;
+        size_t n = 0, unnamed = 0, twice = 0;
+        _cleanup_free_ struct numbered *dirs = by_number(&gl, "", &n);
+        l->nodes = xcalloc(inv->n_gpus + l->n_xcp + 1, sizeof(*l->nodes));
+        for (size_t i = 0; i < n; i++) {
+                if (i == AMD_MAX_KFD_NODES) {
+                        warn(inv, "%zu KFD nodes past the first %d (by number) not read",
+                             n - AMD_MAX_KFD_NODES, AMD_MAX_KFD_NODES);
+                        break;
+                }
+                const char *dir = dirs[i].path;
+                long id = (long)dirs[i].n;
                 _cleanup_free_ char *pp = xasprintf("%s/properties", dir);
                 _cleanup_free_ char *props = NULL;
                 if (amd_read_text(pp, &props) < 0) {
@@ -384,6 +465,14 @@ static void read_kfd_nodes(struct loader *l)
                 }
                 if (k.simd_count == 0 || k.render == 0)
                         continue; /* a CPU node */
+                if (k.render > INT32_MAX || !render_named(l, k.render)) {
+                        unnamed++;
+                        continue;
+                }
+                if (node_by_render(l, (int)k.render)) {
+                        twice++;
+                        continue;
+                }
                 amd_kfd_property(props, "location_id", &k.location);
                 amd_kfd_property(props, "domain", &k.domain);
                 amd_kfd_property(props, "unique_id", &k.unique_id);
@@ -400,6 +489,11 @@ static void read_kfd_nodes(struct loader *l)
                 k.dir = xstrdup(dir);
                 l->nodes[l->n_nodes++] = k;
         }
+        if (unnamed)
+                warn(inv, "%zu KFD GPU nodes name a render node amdgpu's sysfs does not; ignored",
+                     unnamed);
+        if (twice)
+                warn(inv, "%zu KFD GPU nodes name a render node an earlier node has; ignored", twice);
         globfree(&gl);
 }
 
@@ -436,49 +530,44 @@ static int gpu_of_node(struct loader *l, const struct kfd_node *k)
         return -1;
 }
 
-static unsigned xcp_number(const char *path)
-{
-        const char *s = strrchr(path, '_');
-        return s ? (unsigned)strtoul(s + 1, NULL, 10) : 0;
-}
-
-static int xcp_cmp(const void *a, const void *b)
-{
-        unsigned x = xcp_number(*(char *const *)a), y = xcp_number(*(char *const *)b);
-        return x < y ? -1 : x > y;
-}
-
+/* The partitions past each GPU's own node: amdgpu_xcp_* devices, in
+ * number order, whose render minor has a KFD node; at most
+ * AMD_MAX_PARTS_PER_GPU per GPU. */
 static void read_partitions(struct loader *l)
 {
         struct amd_inventory *inv = l->inv;
-        glob_t gl;
-        if (glob_fmt(&gl, "%s/devices/platform/amdgpu_xcp_*", inv->sysfs_root) != 0)
-                return;
-        qsort(gl.gl_pathv, gl.gl_pathc, sizeof(char *), xcp_cmp);
-        for (size_t i = 0; i < gl.gl_pathc; i++) {
-                int card, render;
-                drm_minors(gl.gl_pathv[i], &card, &render);
+        _cleanup_free_ size_t *dropped = xcalloc(inv->n_gpus + 1, sizeof(*dropped));
+        for (size_t i = 0; i < l->n_xcp; i++) {
+                const char *path = l->xcp[i].path;
+                int render = l->xcp[i].render;
                 struct kfd_node *k = node_by_render(l, render);
                 if (!k)
                         continue; /* not a partition in the current mode */
                 int gi = gpu_of_node(l, k);
                 if (gi < 0) {
                         warn(inv, "%s: KFD node %d matches no amdgpu PCI device; ignored",
-                             strrchr(gl.gl_pathv[i], '/') + 1, k->id);
+                             strrchr(path, '/') + 1, k->id);
                         continue;
                 }
                 struct amd_gpu *g = &inv->gpus[gi];
+                if (g->n_parts >= AMD_MAX_PARTS_PER_GPU) {
+                        dropped[gi]++;
+                        continue;
+                }
                 g->parts = xrealloc(g->parts, (g->n_parts + 1) * sizeof(*g->parts));
                 struct amd_part *p = &g->parts[g->n_parts];
-                *p = (struct amd_part){ .id = xstrdup(strrchr(gl.gl_pathv[i], '/') + 1),
+                *p = (struct amd_part){ .id = xstrdup(strrchr(path, '/') + 1),
                                         .index = (unsigned)g->n_parts,
-                                        .card = card,
+                                        .card = l->xcp[i].card,
                                         .render = render };
                 part_fill(p, k);
                 k->gpu = gi;
                 g->n_parts++;
         }
-        globfree(&gl);
+        for (size_t i = 0; i < inv->n_gpus; i++)
+                if (dropped[i])
+                        warn(inv, "%s: %zu partitions past the first %d ignored", inv->gpus[i].bdf,
+                             dropped[i], AMD_MAX_PARTS_PER_GPU);
 }
 
 static int node_gpu(struct loader *l, uint64_t id)
@@ -563,6 +652,7 @@ static void read_kfd(struct loader *l)
                 inv->kfd_major = ma;
                 inv->kfd_minor = mi;
         }
+        list_xcp(l);
         read_kfd_nodes(l);
         for (size_t i = 0; i < inv->n_gpus; i++) {
                 struct amd_gpu *g = &inv->gpus[i];
@@ -610,6 +700,8 @@ int amd_inventory_load(const char *sysfs_root, struct amd_inventory **out, char 
         for (size_t i = 0; i < l.n_nodes; i++)
                 node_free(&l.nodes[i]);
         free(l.nodes);
+        free(l.xcp);
+        globfree(&l.xcp_glob);
         *out = inv;
         return 0;
 }
