@@ -104,12 +104,18 @@ def peers():
 
 def peer_version(name):
     """The version tests/cluster/versions.env pins for a peer."""
-    key = f"{name.upper()}_VERSION="
+    key = f"{name.upper().replace('-', '_')}_VERSION="
     with open(os.path.join(REPO, "tests", "cluster", "versions.env")) as f:
         for line in f:
             if line.startswith(key):
                 return line[len(key):].strip()
     return "unknown"
+
+
+def peers_dir(name):
+    """Where scripts/peers.sh keeps a peer (built or not)."""
+    return run([os.path.join(REPO, "scripts", "peers.sh"), "--dir", name], stdout=subprocess.PIPE,
+               text=True).stdout.strip()
 
 
 def peer_bins():

@@ -10,7 +10,8 @@
 #
 #   scripts/peers.sh            build what is missing, then print one line per
 #                               peer: NAME=DIR (DIR holds bin/)
-#   scripts/peers.sh NAME...    only these (kubernetes etcd containerd helm)
+#   scripts/peers.sh NAME...    only these (kubernetes etcd containerd helm
+#                               kubelet-old)
 #   scripts/peers.sh --dir NAME print NAME's directory (built or not)
 #
 # Kubernetes cannot be `go install`ed (its go.mod replaces every staging
@@ -35,7 +36,8 @@ peer_version() {
         etcd) echo "$ETCD_VERSION" ;;
         containerd) echo "$CONTAINERD_VERSION" ;;
         helm) echo "$HELM_VERSION" ;;
-        *) echo "peers: unknown peer $1 (kubernetes etcd containerd helm)" >&2; exit 2 ;;
+        kubelet-old) echo "$KUBELET_OLD_VERSION" ;;
+        *) echo "peers: unknown peer $1 (kubernetes etcd containerd helm kubelet-old)" >&2; exit 2 ;;
         esac
 }
 
@@ -47,22 +49,37 @@ wrapper() {
         printf 'module devlet.local/peers\n\ngo 1.25.0\n\nrequire %s %s\n' "$2" "$3" > "$1/go.mod"
 }
 
-build_kubernetes() {
-        v=$KUBERNETES_VERSION
+# k8s_build DIR VERSION PACKAGE...: Kubernetes' commands from a wrapper module
+k8s_build() {
+        dir=$1 v=$2
+        shift 2
         minor=$(echo "$v" | cut -d. -f2)
-        gomod=$(cd "$1/src" && go mod download -json "k8s.io/kubernetes@$v" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
+        gomod=$(cd "$dir/src" && go mod download -json "k8s.io/kubernetes@$v" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
         [ -f "$gomod" ] || { echo "peers: no go.mod for k8s.io/kubernetes@$v" >&2; exit 1; }
+        gominor=$(sed -n 's/^go 1\.\([0-9]*\).*/\1/p' "$gomod")
         {
-                echo "godebug default=go1.$(sed -n 's/^go 1\.\([0-9]*\).*/\1/p' "$gomod")"
+                # the GODEBUG defaults its own release was tested with
+                # (go.mod's godebug line knows go1.21 and later)
+                [ "$gominor" -lt 21 ] || echo "godebug default=go1.$gominor"
                 echo "replace ("
                 sed -n 's|^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*|\t\1 => \1 v0.'"${v#v1.}"'|p' "$gomod"
                 echo ")"
-        } >> "$1/src/go.mod"
+        } >> "$dir/src/go.mod"
         ld="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1"
         ld="$ld -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
-        (cd "$1/src" && go build -trimpath -ldflags "$ld" -o "$1/bin/" \
-                k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-                k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl)
+        (cd "$dir/src" && go build -trimpath -ldflags "$ld" -o "$dir/bin/" "$@")
+}
+
+build_kubernetes() {
+        k8s_build "$1" "$KUBERNETES_VERSION" k8s.io/kubernetes/cmd/kube-apiserver \
+                k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+                k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl
+}
+
+# a kubelet from before v1.26, which sends the plugin socket's path as
+# :authority (tests/e2e/test_old_kubelet.py)
+build_kubelet_old() {
+        k8s_build "$1" "$KUBELET_OLD_VERSION" k8s.io/kubernetes/cmd/kubelet
 }
 
 build_etcd() {
@@ -91,14 +108,14 @@ build() {
         echo "peers: building $name $v into $dir" >&2
         rm -rf "$dir"
         case "$name" in
-        kubernetes) wrapper "$dir/src" k8s.io/kubernetes "$v" ;;
+        kubernetes|kubelet-old) wrapper "$dir/src" k8s.io/kubernetes "$v" ;;
         etcd) wrapper "$dir/src" go.etcd.io/etcd/server/v3 "$v"
               echo "require go.etcd.io/etcd/etcdctl/v3 $v" >> "$dir/src/go.mod" ;;
         containerd) wrapper "$dir/src" github.com/containerd/containerd/v2 "$v" ;;
         helm) wrapper "$dir/src" helm.sh/helm/v3 "$v" ;;
         esac
         start=$(date +%s)
-        "build_$name" "$dir"
+        "build_$(echo "$name" | tr - _)" "$dir"
         echo "peers: $name $v built in $(( $(date +%s) - start )) s" >&2
         rm -rf "$dir/src"
         touch "$dir/.done"
@@ -107,6 +124,6 @@ build() {
 case "${1:-}" in
 --dir) peer_dir "${2:?usage: peers.sh --dir NAME}"; exit 0 ;;
 esac
-names=${*:-kubernetes etcd containerd helm}
+names=${*:-kubernetes etcd containerd helm kubelet-old}
 for n in $names; do build "$n"; done
 for n in $names; do echo "$n=$(peer_dir "$n")"; done

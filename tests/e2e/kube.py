@@ -150,6 +150,20 @@ def unique(prefix):
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
+def process_gone(pid):
+    """True once pid has exited: reaped here when it is this process's child
+    (a kubelet a test started), or gone or a zombie otherwise."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def devlet_host_pid(cluster):
     """The host PID of devlet's process in its pod (hostPID is not needed:
     the container's process is a host process with devlet's binary)."""
@@ -175,7 +189,7 @@ def kubelet_restart(cluster):
         pid = int(f.read())
     args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[:-1]
     os.killpg(pid, signal.SIGTERM)
-    cluster.wait("the kubelet to exit", lambda: not os.path.exists(f"/proc/{pid}"), timeout=30)
+    cluster.wait("the kubelet to exit", lambda: process_gone(pid), timeout=30)
     sock = "/var/lib/kubelet/device-plugins/kubelet.sock"
     cl.start("kubelet", [a.decode() for a in args])
     cluster.wait("the kubelet's socket", lambda: os.path.exists(sock), timeout=60, interval=0.01)

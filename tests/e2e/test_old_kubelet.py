@@ -1,0 +1,72 @@
+"""A kubelet from before v1.26 (tests/cluster/versions.env: KUBELET_OLD_VERSION)
+in place of the current one, on the same node, API server and containerd.
+Such kubelets send the plugin socket's path as the HTTP/2 `:authority`;
+nghttp2 rejects a `/` there by default, and a devlet that let it would
+register and then see every ListAndWatch reset: the Node would show 0
+devices.  Here the old kubelet's own Node status must show every device,
+and a pod must get its devices through it.  Runs last (the file name sorts
+after test_cluster*), and puts the current kubelet back."""
+
+import os
+import signal
+
+import pytest
+
+from kube import cl, process_gone, unique
+
+
+def kubelet_args():
+    with open(cl.path("kubelet.pid")) as f:
+        pid = int(f.read())
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return pid, [a.decode() for a in f.read().split(b"\0")[:-1]]
+
+
+def stop(cluster, pid):
+    os.killpg(pid, signal.SIGTERM)
+    cluster.wait("the kubelet to exit", lambda: process_gone(pid), timeout=30)
+
+
+def kubelet_version(cluster):
+    return cluster.get("node", cluster.node)["status"]["nodeInfo"]["kubeletVersion"]
+
+
+@pytest.fixture
+def old_kubelet(cluster):
+    old_bin = os.path.join(cl.peers_dir("kubelet-old"), "bin", "kubelet")
+    pid, args = kubelet_args()
+    # the same configuration less what v1.25 does not know: the runtime
+    # endpoint was a flag then, and cgroup v1 was not yet refused
+    with open(cl.path("kubelet.yaml")) as f:
+        conf = [line for line in f if not line.startswith(("containerRuntimeEndpoint:", "failCgroupV1:"))]
+    with open(cl.path("kubelet-old.yaml"), "w") as f:
+        f.writelines(conf)
+    old_args = [old_bin, "--container-runtime-endpoint", f"unix://{cl.CONTAINERD_SOCK}"]
+    it = iter(args[1:])
+    for a in it:
+        value = next(it)
+        old_args += [a, cl.path("kubelet-old.yaml") if a == "--config" else value]
+    stop(cluster, pid)
+    cl.start("kubelet", old_args)
+    try:
+        yield cluster.wait("the old kubelet's Node status", lambda: (lambda v: v.startswith("v1.25") and v)(
+            kubelet_version(cluster)))
+    finally:
+        with open(cl.path("kubelet.pid")) as f:
+            stop(cluster, int(f.read()))
+        cl.start("kubelet", args)
+        cluster.wait("the current kubelet back", lambda: kubelet_version(cluster) == cl.peer_version("kubernetes")
+                     and cl.node_ready() and cluster.allocatable().get("nvidia.com/gpu") == "8")
+
+
+def test_old_kubelet_gets_every_device(cluster, old_kubelet, pods):
+    assert old_kubelet == cl.peer_version("kubelet-old")
+    cluster.wait("the old kubelet to report devlet's devices", lambda: all(
+        cluster.allocatable().get(r) == n for r, n in
+        (("nvidia.com/gpu", "8"), ("amd.com/gpu", "64"), ("devlet.io/fuse", "2"))))
+    out = cluster.run_pod(pods.append(unique("old-kubelet")) or pods[-1], {"nvidia.com/gpu": 1, "devlet.io/fuse": 1},
+                          "echo $NVIDIA_VISIBLE_DEVICES; test -c /dev/fuse && echo fuse")
+    lines = out.split()
+    assert lines[0].startswith("GPU-") and lines[1] == "fuse", out
+    # the kubelet that ran it is the old one
+    assert kubelet_version(cluster) == old_kubelet
