@@ -32,8 +32,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 
-from conftest import cluster_running  # noqa: E402
-from kube import Cluster, cl, devlet_host_pid, kubelet_restart, unique  # noqa: E402
+from kube import Cluster, cl, cluster_running, devlet_host_pid, kubelet_restart, unique  # noqa: E402
 
 
 def log_times(cluster, since_lines):

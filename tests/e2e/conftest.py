@@ -7,21 +7,13 @@ then used as it is and left running.  Every assertion reads what the cluster
 reports: kubectl, the kubelet's pod-resources socket, what a container sees.
 """
 
-import os
 import subprocess
 import sys
 import time
 
 import pytest
 
-from kube import Cluster, cl
-
-
-def cluster_running():
-    if not os.path.isdir(cl.STATE):
-        return False
-    out = subprocess.run([sys.executable, cl.__file__, "status"], text=True, stdout=subprocess.PIPE).stdout
-    return all("running" in line for line in out.splitlines())
+from kube import Cluster, cl, cluster_running
 
 
 UP_FAILED = []  # a failed start is not retried for every test

@@ -146,6 +146,13 @@ class Cluster:
                     "data": {"config.yaml": text}})
 
 
+def cluster_running():
+    if not os.path.isdir(cl.STATE):
+        return False
+    out = subprocess.run([sys.executable, cl.__file__, "status"], text=True, stdout=subprocess.PIPE).stdout
+    return all("running" in line for line in out.splitlines())
+
+
 def unique(prefix):
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
@@ -183,14 +190,24 @@ def devlet_host_pid(cluster):
 
 def kubelet_restart(cluster):
     """Stops the kubelet and starts it again with the same arguments, as a
-    node's service manager does; returns the time its registration socket
-    appeared."""
+    node's service manager does; returns when its new registration socket
+    was created (the socket's ctime, epoch seconds)."""
     with open(cl.path("kubelet.pid")) as f:
         pid = int(f.read())
-    args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[:-1]
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        args = [a.decode() for a in f.read().split(b"\0")[:-1]]
+    sock = "/var/lib/kubelet/device-plugins/kubelet.sock"
+
+    def ino():  # the inode number alone may be reused at once
+        try:
+            st = os.stat(sock)
+            return st.st_ino, st.st_ctime_ns
+        except FileNotFoundError:
+            return None
+    old = ino()
     os.killpg(pid, signal.SIGTERM)
     cluster.wait("the kubelet to exit", lambda: process_gone(pid), timeout=30)
-    sock = "/var/lib/kubelet/device-plugins/kubelet.sock"
-    cl.start("kubelet", [a.decode() for a in args])
-    cluster.wait("the kubelet's socket", lambda: os.path.exists(sock), timeout=60, interval=0.01)
-    return time.time()
+    cl.start("kubelet", args)
+    # the old socket file outlives the old kubelet: wait for the new one
+    cluster.wait("the kubelet's new socket", lambda: ino() not in (None, old), timeout=60, interval=0.01)
+    return os.stat(sock).st_ctime
