@@ -225,6 +225,18 @@ def soak_reload(seconds):
         node.close()
 
 
+def probe_health(port, timeout, lat):
+    """One GET /health: appends its latency to lat (the timeout when it
+    failed) and returns whether devlet answered 200 ok."""
+    try:
+        status, body, secs = get(port, "/health", timeout=timeout)
+    except OSError:
+        lat.append(float(timeout))
+        return False
+    lat.append(secs)
+    return status == 200 and body == "ok"
+
+
 def soak_http(n=1000, probes=50):
     node = Node()
     try:
@@ -234,12 +246,7 @@ def soak_http(n=1000, probes=50):
         try:
             time.sleep(1)
             for i in range(probes):
-                try:
-                    status, body, secs = get(port, "/health", timeout=2)
-                    good += status == 200 and body == "ok"
-                    lat.append(secs)
-                except OSError:
-                    lat.append(2.0)
+                good += probe_health(port, 2, lat)
                 time.sleep(0.02)
             rss = vm_rss_kib(node.d.pid)
         finally:
@@ -265,12 +272,7 @@ def soak_churn(seconds=20, every=0.1):
         try:
             while time.monotonic() - t0 < seconds:
                 asked += 1
-                try:
-                    status, body, secs = get(port, "/health", timeout=3)
-                    good += status == 200 and body == "ok"
-                    lat.append(secs)
-                except OSError:
-                    lat.append(3.0)
+                good += probe_health(port, 3, lat)
                 time.sleep(every)
         finally:
             answered = churn.close()
