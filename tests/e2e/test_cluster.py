@@ -19,7 +19,6 @@ import threading
 import time
 import urllib.request
 
-import pytest
 import yaml
 
 from kube import REPO, cl, devlet_host_pid, kubelet_restart, unique
