@@ -262,6 +262,7 @@ def start(name, args, env=None):
     logf.close()
     with open(path(f"{name}.pid"), "w") as f:
         f.write(str(proc.pid))
+    proc.log = path("logs", f"{name}.log")
     return proc
 
 
@@ -270,7 +271,7 @@ def wait_for(what, check, proc=None, timeout=120.0):
     last = None
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise ClusterError(f"{what}: exited with {proc.returncode}; see {proc_log(proc)}")
+            raise ClusterError(f"{what}: exited with {proc.returncode}; see {proc.log}")
         try:
             if check():
                 return
@@ -280,17 +281,6 @@ def wait_for(what, check, proc=None, timeout=120.0):
     raise ClusterError(f"{what}: not ready after {timeout:.0f} s ({last or 'no answer'})")
 
 
-def proc_log(proc):
-    for name in COMPONENTS:
-        try:
-            with open(path(f"{name}.pid")) as f:
-                if int(f.read()) == proc.pid:
-                    return path("logs", f"{name}.log")
-        except OSError:
-            pass
-    return path("logs")
-
-
 def https_ok(url):
     ctx = ssl.create_default_context(cafile=path("pki", "ca.crt"))
     ctx.load_cert_chain(path("pki", "admin.crt"), path("pki", "admin.key"))
@@ -298,10 +288,9 @@ def https_ok(url):
         return r.status == 200
 
 
-def kubectl(*args, check=True, capture=True, timeout=60):
+def kubectl(*args, check=True, timeout=60):
     return run([kubectl_bin(), "--kubeconfig", path("admin.kubeconfig"), *args], check=check,
-               stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None,
-               text=True, timeout=timeout)
+               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
 
 
 # ---------------------------------------------------------------- components
@@ -334,7 +323,7 @@ def start_control_plane(bins):
         "--allow-privileged=true", "--endpoint-reconciler-type", "none", "--profiling=false",
         "--v", "1"])
     wait_for("kube-apiserver", lambda: https_ok("https://127.0.0.1:6443/readyz"), p)
-    cm = start("kube-controller-manager", [
+    start("kube-controller-manager", [
         os.path.join(k, "kube-controller-manager"), "--kubeconfig", path("controller-manager.kubeconfig"),
         "--authentication-kubeconfig", path("controller-manager.kubeconfig"),
         "--authorization-kubeconfig", path("controller-manager.kubeconfig"),
@@ -342,12 +331,11 @@ def start_control_plane(bins):
         "--service-account-private-key-file", f"{pki}/sa.key", "--root-ca-file", f"{pki}/ca.crt",
         "--cluster-signing-cert-file", f"{pki}/ca.crt", "--cluster-signing-key-file", f"{pki}/ca.key",
         "--service-cluster-ip-range", SERVICE_CIDR, "--v", "1"])
-    sc = start("kube-scheduler", [
+    start("kube-scheduler", [
         os.path.join(k, "kube-scheduler"), "--kubeconfig", path("scheduler.kubeconfig"),
         "--authentication-kubeconfig", path("scheduler.kubeconfig"),
         "--authorization-kubeconfig", path("scheduler.kubeconfig"),
         "--bind-address", "127.0.0.1", "--leader-elect=false", "--v", "1"])
-    return cm, sc
 
 
 def start_containerd(bins):

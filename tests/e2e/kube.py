@@ -188,14 +188,22 @@ def devlet_host_pid(cluster):
     return found[0]
 
 
-def kubelet_restart(cluster):
-    """Stops the kubelet and starts it again with the same arguments, as a
-    node's service manager does; returns when its new registration socket
-    was created (the socket's ctime, epoch seconds)."""
+def kubelet_stop(cluster):
+    """Stops the running kubelet (SIGTERM, as a service manager does) and
+    returns the command line it ran with."""
     with open(cl.path("kubelet.pid")) as f:
         pid = int(f.read())
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         args = [a.decode() for a in f.read().split(b"\0")[:-1]]
+    os.killpg(pid, signal.SIGTERM)
+    cluster.wait("the kubelet to exit", lambda: process_gone(pid), timeout=30)
+    return args
+
+
+def kubelet_restart(cluster):
+    """Stops the kubelet and starts it again with the same arguments, as a
+    node's service manager does; returns when its new registration socket
+    was created (the socket's ctime, epoch seconds)."""
     sock = "/var/lib/kubelet/device-plugins/kubelet.sock"
 
     def ino():  # the inode number alone may be reused at once
@@ -205,9 +213,7 @@ def kubelet_restart(cluster):
         except FileNotFoundError:
             return None
     old = ino()
-    os.killpg(pid, signal.SIGTERM)
-    cluster.wait("the kubelet to exit", lambda: process_gone(pid), timeout=30)
-    cl.start("kubelet", args)
+    cl.start("kubelet", kubelet_stop(cluster))
     # the old socket file outlives the old kubelet: wait for the new one
     cluster.wait("the kubelet's new socket", lambda: ino() not in (None, old), timeout=60, interval=0.01)
     return os.stat(sock).st_ctime

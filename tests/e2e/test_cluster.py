@@ -195,11 +195,13 @@ def test_devlet_killed_then_back(cluster):
     assert cluster.allocatable().get("amd.com/gpu") == "64"
 
 
-def restore_gpus():
-    """The mock NVML's file as `make cluster` wrote it: no events logged, so
-    a devlet started later (the next test's) sees no old XID."""
+def use_gpus(profile):
+    """Puts a mock-NVML profile in place, atomically: the node's GPUs change
+    (as after a MIG reconfiguration by the GPU operator), or go back to what
+    `make cluster` wrote, with no events logged, so a devlet started later
+    (the next test's) sees no old XID."""
     tmp = cl.path("mock", "nvml.yaml.new")
-    shutil.copy(H100, tmp)
+    shutil.copy(os.path.join(REPO, "tests", "mock-nvml", "profiles", profile), tmp)
     os.rename(tmp, cl.path("mock", "nvml.yaml"))
 
 
@@ -244,7 +246,7 @@ def test_gpu_unhealthy_then_recovers(cluster):
         cluster.wait("the GPU back after the quiet period",
                      lambda: cluster.allocatable().get("nvidia.com/gpu") == "8", timeout=60)
     finally:
-        restore_gpus()
+        use_gpus(f"{cl.NVML_PROFILE}.yaml")
         reconfigure(cluster, cl.CONFIG)
 
 
@@ -286,14 +288,6 @@ def test_rollout_to_a_new_image(cluster, pods):
     finally:
         cluster.kubectl("-n", "devlet", "set", "image", "ds/devlet", f"devlet={cl.DEVLET_IMAGE}")
         cluster.kubectl("-n", "devlet", "rollout", "status", "ds/devlet", "--timeout=180s", timeout=200)
-
-
-def use_gpus(profile):
-    """Puts another mock-NVML profile in place (the node's GPUs change, as
-    after a MIG reconfiguration by the GPU operator)."""
-    tmp = cl.path("mock", "nvml.yaml.new")
-    shutil.copy(os.path.join(REPO, "tests", "mock-nvml", "profiles", profile), tmp)
-    os.rename(tmp, cl.path("mock", "nvml.yaml"))
 
 
 def test_mig_mixed_resources_on_the_node(cluster, pods):

@@ -8,23 +8,10 @@ and a pod must get its devices through it.  Runs last (the file name sorts
 after test_cluster*), and puts the current kubelet back."""
 
 import os
-import signal
 
 import pytest
 
-from kube import cl, process_gone, unique
-
-
-def kubelet_args():
-    with open(cl.path("kubelet.pid")) as f:
-        pid = int(f.read())
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return pid, [a.decode() for a in f.read().split(b"\0")[:-1]]
-
-
-def stop(cluster, pid):
-    os.killpg(pid, signal.SIGTERM)
-    cluster.wait("the kubelet to exit", lambda: process_gone(pid), timeout=30)
+from kube import cl, kubelet_stop, unique
 
 
 def kubelet_version(cluster):
@@ -34,7 +21,7 @@ def kubelet_version(cluster):
 @pytest.fixture
 def old_kubelet(cluster):
     old_bin = os.path.join(cl.peers_dir("kubelet-old"), "bin", "kubelet")
-    pid, args = kubelet_args()
+    args = kubelet_stop(cluster)
     # the same configuration less what v1.25 does not know: the runtime
     # endpoint was a flag then, and cgroup v1 was not yet refused
     with open(cl.path("kubelet.yaml")) as f:
@@ -46,14 +33,12 @@ def old_kubelet(cluster):
     for a in it:
         value = next(it)
         old_args += [a, cl.path("kubelet-old.yaml") if a == "--config" else value]
-    stop(cluster, pid)
     cl.start("kubelet", old_args)
     try:
         yield cluster.wait("the old kubelet's Node status", lambda: (lambda v: v.startswith("v1.25") and v)(
             kubelet_version(cluster)))
     finally:
-        with open(cl.path("kubelet.pid")) as f:
-            stop(cluster, int(f.read()))
+        kubelet_stop(cluster)
         cl.start("kubelet", args)
         cluster.wait("the current kubelet back", lambda: kubelet_version(cluster) == cl.peer_version("kubernetes")
                      and cl.node_ready() and cluster.allocatable().get("nvidia.com/gpu") == "8")
