@@ -192,6 +192,9 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
                 return;
         }
         p->stats.snapshots++;
+        /* from here the kubelet can admit pods asking for this resource */
+        log_info("kubelet", "watched resource=%s devices=%zu healthy=%zu", p->res->name,
+                 p->res->n_devices, dev_resource_healthy(p->res));
         struct law_stream *s = xcalloc(1, sizeof(*s));
         s->call = call;
         s->p = p;

@@ -117,7 +117,10 @@ class Cluster:
         self.pod(name, resources, command)
         phase = self.wait_phase(name, ("Succeeded", "Failed"), timeout=timeout)
         out = self.logs(name)
-        assert phase == "Succeeded", f"pod {name} {phase}: {out}"
+        if phase != "Succeeded":
+            st = self.get("pod", name)["status"]
+            raise AssertionError(f"pod {name} {phase} ({st.get('reason')}: {st.get('message')}), "
+                                 f"events {self.events(name)}, output: {out!r}")
         return out
 
     def delete_pods(self, *names, namespace="default"):
@@ -188,16 +191,39 @@ def devlet_host_pid(cluster):
     return found[0]
 
 
-def kubelet_stop(cluster):
-    """Stops the running kubelet (SIGTERM, as a service manager does) and
-    returns the command line it ran with."""
+def kubelet_args():
+    """The running kubelet's PID and command line."""
     with open(cl.path("kubelet.pid")) as f:
         pid = int(f.read())
     with open(f"/proc/{pid}/cmdline", "rb") as f:
-        args = [a.decode() for a in f.read().split(b"\0")[:-1]]
+        return pid, [a.decode() for a in f.read().split(b"\0")[:-1]]
+
+
+def kubelet_stop(cluster):
+    """Stops the running kubelet (SIGTERM, as a service manager does) and
+    returns the command line it ran with."""
+    pid, args = kubelet_args()
     os.killpg(pid, signal.SIGTERM)
     cluster.wait("the kubelet to exit", lambda: process_gone(pid), timeout=30)
     return args
+
+
+def kubelet_swap(cluster, args, version, resources):
+    """Stops the running kubelet and starts args, a kubelet of another
+    version.  That kubelet restarts devlet's container (a container's hash
+    differs between kubelet versions), and until the new devlet has
+    registered, a pod admitted on the Node's stale allocatable fails
+    (UnexpectedAdmissionError).  Returns once the new kubelet reports
+    version, has restarted devlet, and watches every one of resources."""
+    restarts = cluster.devlet_pod()["status"]["containerStatuses"][0]["restartCount"]
+    kubelet_stop(cluster)
+    cl.start("kubelet", args)
+    cluster.wait(f"kubelet {version} in the Node's status", lambda: cluster.get("node", cluster.node)[
+        "status"]["nodeInfo"]["kubeletVersion"] == version)
+    cluster.wait("the new kubelet to restart devlet's container", lambda: cluster.devlet_pod()["status"][
+        "containerStatuses"][0]["restartCount"] > restarts and cluster.devlet_ready())
+    cluster.wait("the new kubelet to watch every resource of devlet's", lambda: {
+        r for r in resources if f"watched resource={r} " in cluster.devlet_log()} == set(resources))
 
 
 def kubelet_restart(cluster):

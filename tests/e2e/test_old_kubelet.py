@@ -11,7 +11,9 @@ import os
 
 import pytest
 
-from kube import cl, kubelet_stop, unique
+from kube import cl, kubelet_args, kubelet_swap, unique
+
+DEVICES = {"nvidia.com/gpu": "8", "amd.com/gpu": "64", "devlet.io/fuse": "2"}
 
 
 def kubelet_version(cluster):
@@ -21,7 +23,7 @@ def kubelet_version(cluster):
 @pytest.fixture
 def old_kubelet(cluster):
     old_bin = os.path.join(cl.peers_dir("kubelet-old"), "bin", "kubelet")
-    args = kubelet_stop(cluster)
+    args = kubelet_args()[1]
     # the same configuration less what v1.25 does not know: the runtime
     # endpoint was a flag then, and cgroup v1 was not yet refused
     with open(cl.path("kubelet.yaml")) as f:
@@ -33,22 +35,19 @@ def old_kubelet(cluster):
     for a in it:
         value = next(it)
         old_args += [a, cl.path("kubelet-old.yaml") if a == "--config" else value]
-    cl.start("kubelet", old_args)
+    kubelet_swap(cluster, old_args, cl.peer_version("kubelet-old"), DEVICES)
     try:
-        yield cluster.wait("the old kubelet's Node status", lambda: (lambda v: v.startswith("v1.25") and v)(
-            kubelet_version(cluster)))
+        yield kubelet_version(cluster)
     finally:
-        kubelet_stop(cluster)
-        cl.start("kubelet", args)
-        cluster.wait("the current kubelet back", lambda: kubelet_version(cluster) == cl.peer_version("kubernetes")
-                     and cl.node_ready() and cluster.allocatable().get("nvidia.com/gpu") == "8")
+        kubelet_swap(cluster, args, cl.peer_version("kubernetes"), DEVICES)
+        cluster.wait("the current kubelet's Node Ready with every device", lambda: cl.node_ready() and all(
+            cluster.allocatable().get(r) == n for r, n in DEVICES.items()))
 
 
 def test_old_kubelet_gets_every_device(cluster, old_kubelet, pods):
     assert old_kubelet == cl.peer_version("kubelet-old")
     cluster.wait("the old kubelet to report devlet's devices", lambda: all(
-        cluster.allocatable().get(r) == n for r, n in
-        (("nvidia.com/gpu", "8"), ("amd.com/gpu", "64"), ("devlet.io/fuse", "2"))))
+        cluster.allocatable().get(r) == n for r, n in DEVICES.items()))
     out = cluster.run_pod(pods.append(unique("old-kubelet")) or pods[-1], {"nvidia.com/gpu": 1, "devlet.io/fuse": 1},
                           "echo $NVIDIA_VISIBLE_DEVICES; test -c /dev/fuse && echo fuse")
     lines = out.split()
