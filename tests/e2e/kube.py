@@ -191,6 +191,16 @@ def devlet_host_pid(cluster):
     return found[0]
 
 
+# what the test overlay serves (cluster.py): resource -> count on the Node
+DEVICES = {"nvidia.com/gpu": "8", "amd.com/gpu": "64", "devlet.io/fuse": "2"}
+
+
+def kubelet_log_count(text, resource):
+    """How many lines of the kubelet's log hold text and name resource."""
+    with open(cl.path("logs", "kubelet.log"), errors="replace") as f:
+        return sum(1 for line in f if text in line and f'resource="{resource}"' in line)
+
+
 def kubelet_args():
     """The running kubelet's PID and command line."""
     with open(cl.path("kubelet.pid")) as f:

@@ -21,7 +21,7 @@ import urllib.request
 
 import yaml
 
-from kube import REPO, cl, devlet_host_pid, kubelet_restart, unique
+from kube import DEVICES, REPO, cl, devlet_host_pid, kubelet_log_count, kubelet_restart, unique
 
 H100 = os.path.join(REPO, "tests", "mock-nvml", "profiles", f"{cl.NVML_PROFILE}.yaml")
 
@@ -78,7 +78,7 @@ class Watch:
 def test_node_shows_every_resource(cluster):
     cap = cluster.capacity()
     alloc = cluster.allocatable()
-    for r, n in (("nvidia.com/gpu", "8"), ("devlet.io/fuse", "2"), ("amd.com/gpu", "64")):
+    for r, n in DEVICES.items():
         assert cap.get(r) == n, (r, cap)
         assert alloc.get(r) == n, (r, alloc)
 
@@ -175,7 +175,7 @@ def test_kubelet_restart(cluster, pods, record_property):
         cluster.wait("every GPU allocatable again", lambda: cluster.allocatable().get("nvidia.com/gpu") == "8")
     assert w.samples > 0
     # the Node's capacity, as the API server reports it, never dropped
-    assert w.low_cap == {"nvidia.com/gpu": 8, "devlet.io/fuse": 2, "amd.com/gpu": 64}, w.low_cap
+    assert w.low_cap == {r: int(n) for r, n in DEVICES.items()}, w.low_cap
     assert cluster.phase(name) == "Running"
     assert cluster.get("pod", name)["metadata"]["uid"] == pod_uid
     assert cluster.logs(name) == before  # no "lost": the container kept /dev/fuse
@@ -185,14 +185,19 @@ def test_kubelet_restart(cluster, pods, record_property):
 def test_devlet_killed_then_back(cluster):
     pid = devlet_host_pid(cluster)
     restarts = cluster.devlet_pod()["status"]["containerStatuses"][0]["restartCount"]
+    ended = "\"ListAndWatch ended unexpectedly for device plugin\""
+    before = {r: kubelet_log_count(ended, r) for r in DEVICES}
     os.kill(pid, signal.SIGKILL)
-    # the kubelet notices the plugin's stream end: the GPUs are no longer allocatable
-    cluster.wait("allocatable to drop", lambda: cluster.allocatable().get("nvidia.com/gpu") == "0",
-                 interval=0.05)
+    # the kubelet notices each plugin's stream end (the Node's allocatable
+    # shows it only when a status update falls before devlet is back)
+    cluster.wait("the kubelet to see every stream end", lambda: all(
+        kubelet_log_count(ended, r) > n for r, n in before.items()))
     cluster.wait("the DaemonSet's container to restart", lambda: cluster.devlet_pod()["status"][
-        "containerStatuses"][0]["restartCount"] > restarts, timeout=180)
-    cluster.wait("allocatable back", lambda: cluster.allocatable().get("nvidia.com/gpu") == "8", timeout=180)
-    assert cluster.allocatable().get("amd.com/gpu") == "64"
+        "containerStatuses"][0]["restartCount"] > restarts and cluster.devlet_ready(), timeout=180)
+    cluster.wait("the kubelet to watch every resource of the new devlet's", lambda: all(
+        f"watched resource={r} " in cluster.devlet_log() for r in DEVICES))
+    cluster.wait("allocatable back", lambda: all(cluster.allocatable().get(r) == n for r, n in DEVICES.items()),
+                 timeout=180)
 
 
 def use_gpus(profile):

@@ -11,9 +11,7 @@ import os
 
 import pytest
 
-from kube import cl, kubelet_args, kubelet_swap, unique
-
-DEVICES = {"nvidia.com/gpu": "8", "amd.com/gpu": "64", "devlet.io/fuse": "2"}
+from kube import DEVICES, cl, kubelet_args, kubelet_swap, unique
 
 
 def kubelet_version(cluster):
