@@ -332,26 +332,11 @@ int grpc_call_reply_pb(struct grpc_call *call, const ProtobufCMessage *msg)
         return grpc_call_reply(call, buf, len);
 }
 
-int grpc_call_send_pb(struct grpc_call *call, const ProtobufCMessage *msg)
-{
-        size_t len = protobuf_c_message_get_packed_size(msg);
-        if (len > GRPC_MAX_MESSAGE)
-                return -EMSGSIZE;
-        _cleanup_free_ uint8_t *buf = xmalloc(len);
-        protobuf_c_message_pack(msg, buf);
-        return grpc_call_send(call, buf, len);
-}
-
 void grpc_call_on_cancel(struct grpc_call *call, void (*fn)(struct grpc_call *call, void *ud),
                          void *ud)
 {
         call->on_cancel = fn;
         call->cancel_ud = ud;
-}
-
-const char *grpc_call_method(const struct grpc_call *call)
-{
-        return call->method ? call->method->path : "";
 }
 
 /* ---- request input (nghttp2 callbacks) ---- */

@@ -303,11 +303,6 @@ void kubelet_manager_free(struct kubelet_manager *m)
         free(m);
 }
 
-uint64_t kubelet_manager_restarts_seen(const struct kubelet_manager *m)
-{
-        return m->restarts_seen;
-}
-
 struct plugin_server *kubelet_manager_server(const struct kubelet_manager *m, size_t i)
 {
         return i < m->n_servers ? m->servers[i] : NULL;

@@ -656,16 +656,6 @@ void plugin_server_free(struct plugin_server *p)
         free(p);
 }
 
-const char *plugin_server_endpoint(const struct plugin_server *p)
-{
-        return p->endpoint;
-}
-
-const char *plugin_server_socket(const struct plugin_server *p)
-{
-        return p->socket_path;
-}
-
 const struct plugin_stats *plugin_server_stats(const struct plugin_server *p)
 {
         return &p->stats;

@@ -375,11 +375,6 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         return 0;
 }
 
-uint16_t metrics_port(const struct metrics *m)
-{
-        return metrics_http_port(m->http);
-}
-
 void metrics_stop(struct metrics *m)
 {
         if (!m)
