@@ -55,13 +55,7 @@ void grpc_msg_unref(struct grpc_msg *m)
 void call_unlink(struct grpc_call *call)
 {
         struct grpc_conn *c = call->conn;
-        if (call->prev)
-                call->prev->next = call->next;
-        else
-                c->calls = call->next;
-        if (call->next)
-                call->next->prev = call->prev;
-        call->prev = call->next = NULL;
+        DLIST_REMOVE(c->calls, call);
         c->n_calls--;
         c->server->n_calls--;
         if (!c->calls)
@@ -460,10 +454,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         grpc_deframer_init(&call->deframer, GRPC_MAX_MESSAGE);
         if (!c->calls && c->io.has_socket && c->got_settings)
                 uv_timer_stop(&c->timer); /* no longer idle */
-        call->next = c->calls;
-        if (c->calls)
-                c->calls->prev = call;
-        c->calls = call;
+        DLIST_PREPEND(c->calls, call);
         c->n_calls++;
         s->n_calls++;
         nghttp2_session_set_stream_user_data(session, call->stream_id, call);

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "base/cleanup.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "deviceplugin.pb-c.h"
@@ -36,7 +37,7 @@
 struct law_stream {
         struct grpc_call *call;
         struct plugin_server *p;
-        struct law_stream *prev, *next;
+        DLIST_FIELDS(struct law_stream);
 };
 
 /* One Register attempt.  Outlives the server if it is freed mid-call: the
@@ -142,12 +143,7 @@ static int snapshot_pack(struct dev_resource *r, uint8_t **out, size_t *len)
 static void law_unlink(struct law_stream *s)
 {
         struct plugin_server *p = s->p;
-        if (s->prev)
-                s->prev->next = s->next;
-        else
-                p->streams = s->next;
-        if (s->next)
-                s->next->prev = s->prev;
+        DLIST_REMOVE(p->streams, s);
         free(s);
 }
 
@@ -198,10 +194,7 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
         struct law_stream *s = xcalloc(1, sizeof(*s));
         s->call = call;
         s->p = p;
-        s->next = p->streams;
-        if (p->streams)
-                p->streams->prev = s;
-        p->streams = s;
+        DLIST_PREPEND(p->streams, s);
         grpc_call_on_cancel(call, on_law_cancel, s);
 }
 

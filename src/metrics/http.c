@@ -49,6 +49,7 @@
 #include <uv.h>
 
 #include "base/cleanup.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 
@@ -82,7 +83,7 @@ struct http_conn {
         uv_tcp_t tcp; /* first: handle callbacks cast back */
         uv_timer_t timer;
         struct metrics_http *h;
-        struct http_conn *prev, *next;
+        DLIST_FIELDS(struct http_conn);
         enum conn_state state;
         uint64_t since;    /* loop time the state began */
         uint64_t accepted; /* loop time of the accept */
@@ -165,12 +166,7 @@ static void conn_close(struct http_conn *c)
                 return;
         c->state = CONN_CLOSING;
         struct metrics_http *h = c->h;
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                h->conns = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
+        DLIST_REMOVE(h->conns, c);
         h->n_conns--;
         uv_close((uv_handle_t *)&c->tcp, conn_on_closed);
         uv_close((uv_handle_t *)&c->timer, conn_on_closed);
@@ -486,10 +482,7 @@ static void on_connection(uv_stream_t *listener, int status)
         if (h->n_conns >= h->max_conns)
                 evict_one(h, NULL, h->n_conns >= 2 * h->max_conns);
         c->accepted = uv_now(&h->loop);
-        c->next = h->conns;
-        if (h->conns)
-                h->conns->prev = c;
-        h->conns = c;
+        DLIST_PREPEND(h->conns, c);
         h->n_conns++;
         uv_tcp_nodelay(&c->tcp, 1);
         conn_set_state(c, CONN_READING, HTTP_REQUEST_MS);
