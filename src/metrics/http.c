@@ -556,14 +556,13 @@ static int bind_listener(struct metrics_http *h, const char *host, uint16_t port
 }
 
 int metrics_http_start(const char *address, struct metrics_store *store,
-                       uint64_t health_max_age_ms, struct metrics_http **out, char **err)
+                       uint64_t health_max_age_ms, struct metrics_http **out, struct diag *diag)
 {
         _cleanup_free_ char *host = NULL;
         uint16_t port;
-        if (metrics_http_parse_address(address, &host, &port) < 0) {
-                *err = xasprintf("invalid metrics address \"%s\": want [host]:port", address);
-                return -EINVAL;
-        }
+        if (metrics_http_parse_address(address, &host, &port) < 0)
+                return diag_set(diag, -EINVAL, "invalid metrics address \"%s\": want [host]:port",
+                                address);
         struct metrics_http *h = xcalloc(1, sizeof(*h));
         h->store = store;
         h->health_max_age_ms = health_max_age_ms;
@@ -571,8 +570,7 @@ int metrics_http_start(const char *address, struct metrics_store *store,
         int r = uv_loop_init(&h->loop);
         if (r < 0) {
                 free(h);
-                *err = xasprintf("cannot create the HTTP loop: %s", uv_strerror(r));
-                return r;
+                return diag_set(diag, r, "cannot create the HTTP loop: %s", uv_strerror(r));
         }
         uv_tcp_init(&h->loop, &h->listener);
         h->listener.data = h;
@@ -593,9 +591,10 @@ int metrics_http_start(const char *address, struct metrics_store *store,
                         pthread_setname_np(h->thread, "devlet-http"); /* top -H, /proc/<pid>/task */
         }
         if (r < 0) {
-                *err = r == UV_EADDRNOTAVAIL && *host
-                               ? xasprintf("cannot resolve metrics address \"%s\"", address)
-                               : xasprintf("cannot listen on %s: %s", address, uv_strerror(r));
+                if (r == UV_EADDRNOTAVAIL && *host)
+                        diag_set(diag, r, "cannot resolve metrics address \"%s\"", address);
+                else
+                        diag_set(diag, r, "cannot listen on %s: %s", address, uv_strerror(r));
                 uv_close((uv_handle_t *)&h->listener, NULL);
                 uv_close((uv_handle_t *)&h->stop, NULL);
                 uv_run(&h->loop, UV_RUN_DEFAULT);

@@ -142,20 +142,17 @@ void attr_podres_cancel(struct attr_podres_client *c)
 }
 
 int attr_podres_list_sync(const char *socket_path, uint64_t timeout_ms, struct attr_podres **out,
-                          char **err)
+                          struct diag *diag)
 {
         _cleanup_free_ uint8_t *reply = NULL;
         _cleanup_free_ char *message = NULL;
         size_t len = 0;
         int status = grpc_client_unary_sync(socket_path, LIST_METHOD, NULL, 0, timeout_ms, &reply,
                                             &len, &message);
-        if (status != GRPC_STATUS_OK) {
-                *err = xasprintf("%s: %s", grpc_status_name(status), message ? message : "");
-                return -EIO;
-        }
-        if (attr_podres_unpack(reply, len, out) < 0) {
-                *err = xstrdup("malformed ListPodResourcesResponse");
-                return -EBADMSG;
-        }
+        if (status != GRPC_STATUS_OK)
+                return diag_set(diag, -EIO, "%s: %s", grpc_status_name(status),
+                                message ? message : "");
+        if (attr_podres_unpack(reply, len, out) < 0)
+                return diag_set(diag, -EBADMSG, "malformed ListPodResourcesResponse");
         return 0;
 }
