@@ -339,8 +339,8 @@ static void marker_write(const struct mps_daemon *d)
                         : fs_write_atomic_at(dfd, d->marker_name, text, strlen(text), 0644,
                                              FS_NO_SYMLINKS);
         if (r < 0)
-                log_error("mps", "cannot write the readiness marker file=%s error=\"%s\"",
-                          d->spec.marker, strerror(-r));
+                log_error_errno(r, "mps", "cannot write the readiness marker file=%s",
+                                d->spec.marker);
 }
 
 static void marker_remove(const struct mps_daemon *d)
@@ -375,11 +375,9 @@ static int daemon_start(struct mps_sup *s, struct mps_daemon *d)
         int r = mkdir_below(d, d->pipe_rel);
         if (r == 0)
                 r = mkdir_below(d, d->log_rel);
-        if (r < 0) {
-                log_error("mps", "cannot create the MPS directories resource=%s error=\"%s\"",
-                          d->spec.resource, strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_error_errno(r, "mps", "cannot create the MPS directories resource=%s",
+                                       d->spec.resource);
         r = control_run(s, d, "-d", NULL, now_ms() + CONTROL_TIMEOUT_MS, NULL);
         if (r == -EINTR)
                 return r;
@@ -598,7 +596,7 @@ int cmd_mps(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         _cleanup_close_ int sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
         if (sigfd < 0) {
-                log_error("mps", "cannot create a signalfd error=\"%s\"", strerror(errno));
+                log_error_errno(-errno, "mps", "cannot create a signalfd");
                 return 1;
         }
         struct mps_sup s = { .sigfd = sigfd };

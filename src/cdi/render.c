@@ -263,7 +263,7 @@ int cdi_spec_render(const struct cdi_spec *s, enum cdi_format format, char **out
                 return r;
         json_auto_t *root = spec_json(s);
         if (format == CDI_FORMAT_JSON) {
-                char *text = json_dumps(root, JSON_INDENT(2));
+                _cleanup_free_ char *text = json_dumps(root, JSON_INDENT(2));
                 if (!text)
                         abort(); /* jansson fails only for lack of memory here */
                 size_t n = strlen(text);
@@ -271,7 +271,6 @@ int cdi_spec_render(const struct cdi_spec *s, enum cdi_format format, char **out
                 memcpy(buf, text, n);
                 buf[n] = '\n';
                 buf[n + 1] = '\0';
-                free(text);
                 *out = buf;
                 *len = n + 1;
                 return 0;

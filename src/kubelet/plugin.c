@@ -461,10 +461,8 @@ int plugin_server_ensure_socket(struct plugin_server *p)
         grpc_server_free(TAKE_PTR(p->grpc));
         p->registered = 0;
         int r = socket_open(p);
-        if (r < 0) {
-                log_error("kubelet", "cannot serve socket=%s error=\"%s\"", p->socket_path, strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_error_errno(r, "kubelet", "cannot serve socket=%s", p->socket_path);
         log_info("kubelet", "socket re-created resource=%s socket=%s", p->res->name, p->socket_path);
         return 1;
 }
@@ -552,8 +550,7 @@ static void register_send(struct plugin_server *p)
                 p->reg = NULL;
                 free(a);
                 p->stats.registration_errors++;
-                log_warn("kubelet", "registration failed resource=%s error=\"%s\"", p->res->name,
-                         strerror(-r));
+                log_warn_errno(r, "kubelet", "registration failed resource=%s", p->res->name);
                 register_schedule_retry(p);
                 return;
         }

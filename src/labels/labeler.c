@@ -108,8 +108,7 @@ static void remove_file(const struct labeler *l)
         if (!l->remove_on_exit || !l->path)
                 return;
         if (unlink(l->path) < 0 && errno != ENOENT)
-                log_warn("labels", "cannot remove the labels file file=%s error=\"%s\"", l->path,
-                         strerror(errno));
+                log_warn_errno(-errno, "labels", "cannot remove the labels file file=%s", l->path);
         else
                 log_info("labels", "labels file removed file=%s", l->path);
 }

@@ -142,13 +142,12 @@ static void parse_env(struct attr_spec *s, json_t *process, const struct dev_att
                 }
                 if (!value)
                         continue;
-                char **refs = attr_visible_devices(value, NULL);
+                _cleanup_strv_free_ char **refs = attr_visible_devices(value, NULL);
                 for (size_t k = 0; refs && refs[k]; k++) {
                         if (strcmp(refs[k], "all") == 0 && !s->privileged)
                                 continue;
                         add_ref(s, refs[k], h);
                 }
-                strv_free(refs);
         }
 }
 
