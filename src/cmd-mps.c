@@ -161,20 +161,19 @@ static char *find_control(const struct devlet_config *cfg)
                         size_t n = strlen(roots[r]);
                         while (n > 0 && roots[r][n - 1] == '/')
                                 n--;
-                        char *p = xasprintf("%.*s/%s/%s", (int)n, roots[r], dirs[i], CONTROL_BIN);
+                        _cleanup_free_ char *p =
+                                xasprintf("%.*s/%s/%s", (int)n, roots[r], dirs[i], CONTROL_BIN);
                         if (access(p, X_OK) == 0)
-                                return p;
-                        free(p);
+                                return TAKE_PTR(p);
                 }
         }
         const char *path = getenv("PATH");
         _cleanup_free_ char *copy = xstrdup(path ? path : "/usr/bin:/bin");
         char *save = NULL;
         for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-                char *p = xasprintf("%s/%s", dir, CONTROL_BIN);
+                _cleanup_free_ char *p = xasprintf("%s/%s", dir, CONTROL_BIN);
                 if (access(p, X_OK) == 0)
-                        return p;
-                free(p);
+                        return TAKE_PTR(p);
         }
         return NULL;
 }
@@ -564,16 +563,13 @@ struct mps_specs {
 static void collect_specs(const struct dev_backend_ops *ops, struct dev_backend *b, void *ud)
 {
         struct mps_specs *acc = ud;
-        struct dev_mps_daemon *v = NULL;
+        _cleanup_free_ struct dev_mps_daemon *v = NULL;
         size_t n = ops->mps_daemons ? ops->mps_daemons(b, &v) : 0;
-        if (!n) {
-                free(v);
+        if (!n)
                 return;
-        }
         acc->v = xrealloc(acc->v, (acc->n + n) * sizeof(*acc->v));
         memcpy(acc->v + acc->n, v, n * sizeof(*v));
         acc->n += n;
-        free(v);
 }
 
 int cmd_mps(int argc, char **argv)

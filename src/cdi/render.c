@@ -203,7 +203,7 @@ static int emit_json(yaml_emitter_t *em, json_t *j)
 
 static int render_yaml(json_t *root, char **out, size_t *len)
 {
-        char *buf = NULL;
+        _cleanup_free_ char *buf = NULL;
         size_t size = 0;
         FILE *f = open_memstream(&buf, &size);
         if (!f)
@@ -234,11 +234,9 @@ static int render_yaml(json_t *root, char **out, size_t *len)
                 r = -EIO;
         yaml_emitter_delete(&em);
         fclose(f);
-        if (r < 0) {
-                free(buf);
+        if (r < 0)
                 return r;
-        }
-        *out = buf;
+        *out = TAKE_PTR(buf);
         *len = size;
         return 0;
 }

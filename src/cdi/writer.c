@@ -159,13 +159,12 @@ static void commit(struct cdi_writer *w, struct cdi_file *f, int *first)
 int cdi_writer_write(struct cdi_writer *w)
 {
         int first = 0;
-        struct cdi_file *files = NULL;
+        _cleanup_free_ struct cdi_file *files = NULL;
         size_t n = prepare(w, &files, &first);
         for (size_t i = 0; i < n; i++) {
                 write_one(&files[i]);
                 commit(w, &files[i], &first);
         }
-        free(files);
         return first;
 }
 

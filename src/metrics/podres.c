@@ -121,18 +121,18 @@ static void on_done(int status, const char *message, void *ud)
 int attr_podres_list(uv_loop_t *loop, const char *socket_path, uint64_t timeout_ms,
                      attr_podres_fn fn, void *ud, struct attr_podres_client **out)
 {
-        struct attr_podres_client *c = xcalloc(1, sizeof(*c));
+        _cleanup_free_ struct attr_podres_client *c = xcalloc(1, sizeof(*c));
         c->fn = fn;
         c->ud = ud;
         /* ListPodResourcesRequest has no fields: its encoding is empty */
         int r = grpc_client_call_start(loop, socket_path, LIST_METHOD, NULL, 0, timeout_ms, on_msg,
                                        on_done, c, &c->call);
-        if (r < 0) {
-                free(c);
+        if (r < 0)
                 return r;
-        }
+        /* the call owns c now: on_done frees it */
+        struct attr_podres_client *started = TAKE_PTR(c);
         if (out)
-                *out = c;
+                *out = started;
         return 0;
 }
 
