@@ -582,7 +582,7 @@ int cmd_mps(int argc, char **argv)
         /* the daemons the control program forks are ours to reap when it
          * exits, PID 1 or not */
         if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-                log_debug("mps", "cannot become a subreaper error=\"%s\"", strerror(errno));
+                log_debug_errno(-errno, "mps", "cannot become a subreaper");
         sigset_t set;
         sigemptyset(&set);
         sigaddset(&set, SIGTERM);

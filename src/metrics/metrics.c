@@ -357,7 +357,7 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         metrics_store_publish(m->store, METRICS_SLOT_DEVLET, text, len);
         r = collector_start(m->collector);
         if (r < 0) {
-                log_error("metrics", "cannot start the collector thread error=\"%s\"", strerror(-r));
+                log_error_errno(r, "metrics", "cannot start the collector thread");
                 metrics_http_stop(m->http);
                 collector_free(m->collector);
                 samplers_drop(m->samplers, m->n_samplers);
