@@ -51,18 +51,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t len = 0;
         int valid = cdi_spec_validate(s, &err) == 0;
         free(err);
-        err = NULL;
         for (int fmt = 0; fmt < 2; fmt++) {
                 enum cdi_format format = fmt ? CDI_FORMAT_JSON : CDI_FORMAT_YAML;
-                int r = cdi_spec_render(s, format, &out, &len, &err);
+                struct diag diag = { 0 };
+                int r = cdi_spec_render(s, format, &out, &len, &diag);
                 if ((r == 0) != valid) {
                         fprintf(stderr, "validate: %d, render: %d (%s)\n", valid, r,
-                                err ? err : "");
+                                diag.message);
                         abort();
                 }
                 free(out);
-                free(err);
-                out = err = NULL;
+                out = NULL;
         }
         if (valid) {
                 (void)cdi_spec_min_version(s);

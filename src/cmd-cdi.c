@@ -132,9 +132,12 @@ static int generate(int argc, char **argv)
                 rc = 1;
         } else if (a.output_dir) {
                 for (size_t i = 0; i < specs.n; i++) {
-                        _cleanup_free_ char *err = NULL, *path = NULL;
-                        if (cdi_spec_write(specs.specs[i], a.output_dir, format, &path, &err) < 0) {
-                                fprintf(stderr, "devlet cdi generate: %s\n", err);
+                        _cleanup_free_ char *path = NULL;
+                        struct diag diag = { 0 };
+                        char buf[DIAG_FORMAT_MAX];
+                        if (cdi_spec_write(specs.specs[i], a.output_dir, format, &path, &diag) < 0) {
+                                fprintf(stderr, "devlet cdi generate: %s\n",
+                                        diag_format(&diag, buf, sizeof(buf)));
                                 rc = 1;
                         } else {
                                 fprintf(stderr, "devlet cdi generate: wrote %s\n", path);
@@ -149,11 +152,14 @@ static int generate(int argc, char **argv)
                 rc = 1;
         } else {
                 for (size_t i = 0; i < specs.n && rc == 0; i++) {
-                        _cleanup_free_ char *data = NULL, *err = NULL;
+                        _cleanup_free_ char *data = NULL;
+                        struct diag diag = { 0 };
+                        char buf[DIAG_FORMAT_MAX];
                         size_t len = 0;
-                        r = cdi_spec_render(specs.specs[i], format, &data, &len, &err);
+                        r = cdi_spec_render(specs.specs[i], format, &data, &len, &diag);
                         if (r < 0) {
-                                fprintf(stderr, "devlet cdi generate: %s\n", err);
+                                fprintf(stderr, "devlet cdi generate: %s\n",
+                                        diag_format(&diag, buf, sizeof(buf)));
                                 rc = 1;
                         } else if (strcmp(a.output, "-") == 0) {
                                 fwrite(data, 1, len, stdout);

@@ -66,19 +66,19 @@ static void backends_destroy(struct labels_cmd *c)
 static int oneshot(struct labels_cmd *c)
 {
         struct dev_labels set = { 0 };
-        char **warnings = NULL;
+        _cleanup_strv_free_ char **warnings = NULL;
         labels_collect(c->cfg, c->backends, c->n, &set, &warnings);
         for (size_t i = 0; warnings && warnings[i]; i++)
                 fprintf(stderr, "devlet labels: warning: %s\n", warnings[i]);
-        strv_free(warnings);
         /* no file named: print */
         const char *file = c->cfg->labels_output_file;
         const char *path = file[0] && strcmp(file, "-") != 0 ? file : NULL;
-        _cleanup_free_ char *err = NULL;
-        int r = labels_write_file(path, &set, &err);
+        struct diag diag = { 0 };
+        int r = labels_write_file(path, &set, &diag);
         dev_labels_release(&set);
         if (r < 0) {
-                fprintf(stderr, "devlet labels: %s\n", err);
+                char buf[DIAG_FORMAT_MAX];
+                fprintf(stderr, "devlet labels: %s\n", diag_format(&diag, buf, sizeof(buf)));
                 return 1;
         }
         return 0;

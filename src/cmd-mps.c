@@ -161,20 +161,19 @@ static char *find_control(const struct devlet_config *cfg)
                         size_t n = strlen(roots[r]);
                         while (n > 0 && roots[r][n - 1] == '/')
                                 n--;
-                        char *p = xasprintf("%.*s/%s/%s", (int)n, roots[r], dirs[i], CONTROL_BIN);
+                        _cleanup_free_ char *p =
+                                xasprintf("%.*s/%s/%s", (int)n, roots[r], dirs[i], CONTROL_BIN);
                         if (access(p, X_OK) == 0)
-                                return p;
-                        free(p);
+                                return TAKE_PTR(p);
                 }
         }
         const char *path = getenv("PATH");
         _cleanup_free_ char *copy = xstrdup(path ? path : "/usr/bin:/bin");
         char *save = NULL;
         for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-                char *p = xasprintf("%s/%s", dir, CONTROL_BIN);
+                _cleanup_free_ char *p = xasprintf("%s/%s", dir, CONTROL_BIN);
                 if (access(p, X_OK) == 0)
-                        return p;
-                free(p);
+                        return TAKE_PTR(p);
         }
         return NULL;
 }
@@ -339,8 +338,8 @@ static void marker_write(const struct mps_daemon *d)
                         : fs_write_atomic_at(dfd, d->marker_name, text, strlen(text), 0644,
                                              FS_NO_SYMLINKS);
         if (r < 0)
-                log_error("mps", "cannot write the readiness marker file=%s error=\"%s\"",
-                          d->spec.marker, strerror(-r));
+                log_error_errno(r, "mps", "cannot write the readiness marker file=%s",
+                                d->spec.marker);
 }
 
 static void marker_remove(const struct mps_daemon *d)
@@ -375,11 +374,9 @@ static int daemon_start(struct mps_sup *s, struct mps_daemon *d)
         int r = mkdir_below(d, d->pipe_rel);
         if (r == 0)
                 r = mkdir_below(d, d->log_rel);
-        if (r < 0) {
-                log_error("mps", "cannot create the MPS directories resource=%s error=\"%s\"",
-                          d->spec.resource, strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_error_errno(r, "mps", "cannot create the MPS directories resource=%s",
+                                       d->spec.resource);
         r = control_run(s, d, "-d", NULL, now_ms() + CONTROL_TIMEOUT_MS, NULL);
         if (r == -EINTR)
                 return r;
@@ -566,16 +563,13 @@ struct mps_specs {
 static void collect_specs(const struct dev_backend_ops *ops, struct dev_backend *b, void *ud)
 {
         struct mps_specs *acc = ud;
-        struct dev_mps_daemon *v = NULL;
+        _cleanup_free_ struct dev_mps_daemon *v = NULL;
         size_t n = ops->mps_daemons ? ops->mps_daemons(b, &v) : 0;
-        if (!n) {
-                free(v);
+        if (!n)
                 return;
-        }
         acc->v = xrealloc(acc->v, (acc->n + n) * sizeof(*acc->v));
         memcpy(acc->v + acc->n, v, n * sizeof(*v));
         acc->n += n;
-        free(v);
 }
 
 int cmd_mps(int argc, char **argv)
@@ -588,7 +582,7 @@ int cmd_mps(int argc, char **argv)
         /* the daemons the control program forks are ours to reap when it
          * exits, PID 1 or not */
         if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-                log_debug("mps", "cannot become a subreaper error=\"%s\"", strerror(errno));
+                log_debug_errno(-errno, "mps", "cannot become a subreaper");
         sigset_t set;
         sigemptyset(&set);
         sigaddset(&set, SIGTERM);
@@ -598,7 +592,7 @@ int cmd_mps(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         _cleanup_close_ int sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
         if (sigfd < 0) {
-                log_error("mps", "cannot create a signalfd error=\"%s\"", strerror(errno));
+                log_error_errno(-errno, "mps", "cannot create a signalfd");
                 return 1;
         }
         struct mps_sup s = { .sigfd = sigfd };

@@ -259,7 +259,7 @@ int cmd_probe(int argc, char **argv)
 
         /* first snapshot */
         struct first_msg f = { 0 };
-        char **healthy = NULL;
+        _cleanup_strv_free_ char **healthy = NULL;
         if (first_snapshot(&p, &f) < 0) {
                 rc = fail_status("ListAndWatch", f.status, f.message);
         } else {
@@ -290,7 +290,7 @@ int cmd_probe(int argc, char **argv)
 
         if (rc == 0 && allocate) {
                 size_t n;
-                char **ids = split_ids(allocate, &n);
+                _cleanup_strv_free_ char **ids = split_ids(allocate, &n);
                 V1beta1__ContainerAllocateRequest creq;
                 v1beta1__container_allocate_request__init(&creq);
                 creq.n_devices_ids = n;
@@ -315,7 +315,6 @@ int cmd_probe(int argc, char **argv)
                         if (a)
                                 v1beta1__allocate_response__free_unpacked(a, NULL);
                 }
-                strv_free(ids);
         }
 
         if (rc == 0 && preferred >= 0) {
@@ -348,7 +347,6 @@ int cmd_probe(int argc, char **argv)
                                 v1beta1__preferred_allocation_response__free_unpacked(a, NULL);
                 }
         }
-        strv_free(healthy);
 
         json_dumpf(root, stdout, JSON_INDENT(2));
         putchar('\n');

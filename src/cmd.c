@@ -12,11 +12,11 @@
 
 int cmd_load_config(int argc, char **argv, struct devlet_config **out, int *argi)
 {
-        struct config_diag diag = { 0 };
+        struct diag diag = { 0 };
         int r = config_load(argc, argv, out, &diag, argi);
         if (r < 0) {
-                char buf[1024];
-                fprintf(stderr, "devlet %s: %s\n", argv[0], config_diag_format(&diag, buf, sizeof(buf)));
+                char buf[DIAG_FORMAT_MAX];
+                fprintf(stderr, "devlet %s: %s\n", argv[0], diag_format(&diag, buf, sizeof(buf)));
                 return EXIT_USAGE; /* whatever the cause: the file, a flag or a value */
         }
         /* `run` logs its warnings itself, with the rest of its log */

@@ -221,7 +221,7 @@ static void shutdown_deadline_arm(struct daemon *d)
                 return;
         int r = watchdog_arm(SHUTDOWN_DEADLINE_MS, on_shutdown_deadline, d, &d->shutdown_deadline);
         if (r < 0)
-                log_warn("daemon", "no shutdown deadline error=\"%s\"", strerror(-r));
+                log_warn_errno(r, "daemon", "no shutdown deadline");
 }
 
 static void on_kubelet_restart(void *ud);

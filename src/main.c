@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cleanup.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "cmd.h"
@@ -86,13 +87,11 @@ int main(int argc, char **argv)
         if (cmd[0] == '-' && strcmp(cmd, "--version") != 0 && strcmp(cmd, "--help") != 0 &&
             strcmp(cmd, "-h") != 0) {
                 static char run_name[] = "run";
-                char **run_argv = xcalloc((size_t)argc + 1, sizeof(char *));
+                _cleanup_free_ char **run_argv = xcalloc((size_t)argc + 1, sizeof(char *));
                 run_argv[0] = run_name;
                 for (int i = 1; i < argc; i++)
                         run_argv[i] = argv[i];
-                int rc = cmd_run(argc, run_argv);
-                free(run_argv);
-                return rc;
+                return cmd_run(argc, run_argv);
         }
         if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
                 printf("devlet %s\n", DEVLET_VERSION);

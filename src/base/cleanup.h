@@ -1,8 +1,10 @@
 /* Scope-bound cleanup for heap pointers and file descriptors.
  *
- * Every owned pointer or fd in devlet is declared with one of these attributes;
- * ownership is handed on with TAKE_PTR / TAKE_FD, which clear the local so the
- * cleanup becomes a no-op.  Knows nothing of devlet. */
+ * Every locally owned pointer or fd in devlet is declared with one of these
+ * attributes (string vectors: _cleanup_strv_free_, in xalloc.h; a type with a
+ * free function of its own: DEFINE_CLEANUP_FUNC); ownership is handed on with
+ * TAKE_PTR / TAKE_FD, which clear the local so the cleanup becomes a no-op.
+ * Knows nothing of devlet. */
 #ifndef DEVLET_BASE_CLEANUP_H
 #define DEVLET_BASE_CLEANUP_H
 

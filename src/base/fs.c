@@ -36,17 +36,15 @@
 
 int fs_open_regular(const char *path)
 {
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (fd < 0)
                 return -errno;
         struct stat st;
         int r = fstat(fd, &st) < 0 ? -errno : S_ISREG(st.st_mode) ? 0
                                             : S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-        if (r < 0) {
-                close(fd);
+        if (r < 0)
                 return r;
-        }
-        return fd;
+        return TAKE_FD(fd);
 }
 
 const char *fs_strerror(int r)

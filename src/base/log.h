@@ -8,6 +8,8 @@
 #ifndef DEVLET_BASE_LOG_H
 #define DEVLET_BASE_LOG_H
 
+#include <string.h>
+
 enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3, LOG_TRACE = 4 };
 
 /* Verbosity: 0 prints error+warn+info; each -v step adds a level. */
@@ -38,5 +40,25 @@ void log_emit_once(enum log_level level, const char *component, const char *fmt,
                 if (log_enabled(LOG_TRACE))                                    \
                         log_emit(LOG_TRACE, comp, __VA_ARGS__);                \
         } while (0)
+
+/* Log with ` error="<strerror(-r)>"` appended and evaluate to r (a -errno),
+ * so that the caller that decides logs and returns in one line:
+ *   return log_error_errno(r, "kubelet", "cannot serve socket=%s", path); */
+#define log_errno(level, r, comp, fmt, ...)                                    \
+        ({                                                                     \
+                int log_r_ = (r);                                              \
+                log_emit(level, comp, fmt " error=\"%s\"", ##__VA_ARGS__,      \
+                         strerror(log_r_ < 0 ? -log_r_ : log_r_));             \
+                log_r_;                                                        \
+        })
+#define log_error_errno(r, comp, ...) log_errno(LOG_ERROR, r, comp, __VA_ARGS__)
+#define log_warn_errno(r, comp, ...) log_errno(LOG_WARN, r, comp, __VA_ARGS__)
+#define log_debug_errno(r, comp, ...)                                          \
+        ({                                                                     \
+                int log_d_ = (r);                                              \
+                if (log_enabled(LOG_DEBUG))                                    \
+                        log_errno(LOG_DEBUG, log_d_, comp, __VA_ARGS__);       \
+                log_d_;                                                        \
+        })
 
 #endif

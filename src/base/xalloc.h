@@ -10,6 +10,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#include "base/cleanup.h"
+
 void *xmalloc(size_t n);
 void *xcalloc(size_t nmemb, size_t size);
 void *xrealloc(void *p, size_t n);
@@ -24,6 +26,8 @@ char *xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0
 char **strv_push(char **v, const char *s);
 size_t strv_len(char *const *v);
 void strv_free(char **v);
+static inline void strv_freep(char ***v) { strv_free(*v); }
+#define _cleanup_strv_free_ _cleanup_(strv_freep)
 int strv_contains(char *const *v, const char *s);
 /* Whether a and b hold the same strings in the same order (NULL is empty). */
 int strv_equal(char *const *a, char *const *b);

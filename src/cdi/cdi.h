@@ -24,9 +24,9 @@
  *   - a mount: a bind mount ("rbind", plus "ro" when read-only).
  * IDs CDI does not accept as device names are left out and, when skipped is
  * not NULL, appended to *skipped (a strv, created when NULL).  Returns 0 and
- * *out (a valid spec), or -EINVAL with *err when the resource name is not a
- * valid CDI kind or no device is left. */
+ * *out (a valid spec), or -EINVAL with diag set ("resource <name>: ...") when
+ * the resource name is not a valid CDI kind or no device is left. */
 int cdi_spec_from_resource(const struct dev_resource *r, struct cdi_spec **out, char ***skipped,
-                           char **err);
+                           struct diag *diag);
 
 #endif

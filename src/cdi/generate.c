@@ -19,17 +19,18 @@ static void add_generic(struct cdi_spec_list *l, struct dev_resource *const *res
 {
         for (size_t i = 0; i < n; i++) {
                 struct cdi_spec *s = NULL;
-                char **skipped = NULL;
-                _cleanup_free_ char *err = NULL;
-                int r = cdi_spec_from_resource(res[i], &s, &skipped, &err);
+                _cleanup_strv_free_ char **skipped = NULL;
+                struct diag diag = { 0 };
+                int r = cdi_spec_from_resource(res[i], &s, &skipped, &diag);
                 for (size_t k = 0; skipped && skipped[k]; k++)
                         cdi_spec_list_warn(l, xasprintf("resource %s: device ID \"%s\" left out "
                                                         "of the CDI spec (not a valid CDI device "
                                                         "name, or nothing to give a container)",
                                                         res[i]->name, skipped[k]));
-                strv_free(skipped);
                 if (r < 0) {
-                        cdi_spec_list_warn(l, xasprintf("no CDI spec: %s", err));
+                        char buf[DIAG_FORMAT_MAX];
+                        cdi_spec_list_warn(l, xasprintf("no CDI spec: %s",
+                                                        diag_format(&diag, buf, sizeof(buf))));
                         continue;
                 }
                 cdi_spec_list_push(l, s);

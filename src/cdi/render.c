@@ -203,7 +203,7 @@ static int emit_json(yaml_emitter_t *em, json_t *j)
 
 static int render_yaml(json_t *root, char **out, size_t *len)
 {
-        char *buf = NULL;
+        _cleanup_free_ char *buf = NULL;
         size_t size = 0;
         FILE *f = open_memstream(&buf, &size);
         if (!f)
@@ -234,26 +234,34 @@ static int render_yaml(json_t *root, char **out, size_t *len)
                 r = -EIO;
         yaml_emitter_delete(&em);
         fclose(f);
-        if (r < 0) {
-                free(buf);
+        if (r < 0)
                 return r;
-        }
-        *out = buf;
+        *out = TAKE_PTR(buf);
         *len = size;
         return 0;
 }
 
 /* ---- public ---- */
 
-int cdi_spec_render(const struct cdi_spec *s, enum cdi_format format, char **out, size_t *len,
-                    char **err)
+int cdi_spec_check(const struct cdi_spec *s, struct diag *diag)
 {
-        int r = cdi_spec_validate(s, err);
+        /* cdi_spec_validate (devices/) still reports with a heap string */
+        _cleanup_free_ char *why = NULL;
+        int r = cdi_spec_validate(s, &why);
+        if (r < 0)
+                return diag_set(diag, r, "%s", why ? why : "invalid spec");
+        return 0;
+}
+
+int cdi_spec_render(const struct cdi_spec *s, enum cdi_format format, char **out, size_t *len,
+                    struct diag *diag)
+{
+        int r = cdi_spec_check(s, diag);
         if (r < 0)
                 return r;
         json_auto_t *root = spec_json(s);
         if (format == CDI_FORMAT_JSON) {
-                char *text = json_dumps(root, JSON_INDENT(2));
+                _cleanup_free_ char *text = json_dumps(root, JSON_INDENT(2));
                 if (!text)
                         abort(); /* jansson fails only for lack of memory here */
                 size_t n = strlen(text);
@@ -261,15 +269,14 @@ int cdi_spec_render(const struct cdi_spec *s, enum cdi_format format, char **out
                 memcpy(buf, text, n);
                 buf[n] = '\n';
                 buf[n + 1] = '\0';
-                free(text);
                 *out = buf;
                 *len = n + 1;
                 return 0;
         }
         r = render_yaml(root, out, len);
         if (r < 0)
-                *err = xasprintf("kind %s: the YAML emitter failed", s->kind);
-        return r;
+                return diag_set(diag, r, "kind %s: the YAML emitter failed", s->kind);
+        return 0;
 }
 
 char *cdi_spec_file_name(const struct cdi_spec *s, enum cdi_format format)
@@ -280,20 +287,18 @@ char *cdi_spec_file_name(const struct cdi_spec *s, enum cdi_format format)
 }
 
 int cdi_spec_write(const struct cdi_spec *s, const char *dir, enum cdi_format format, char **path,
-                   char **err)
+                   struct diag *diag)
 {
         _cleanup_free_ char *data = NULL;
         size_t len = 0;
-        int r = cdi_spec_render(s, format, &data, &len, err);
+        int r = cdi_spec_render(s, format, &data, &len, diag);
         if (r < 0)
                 return r;
         _cleanup_free_ char *name = cdi_spec_file_name(s, format);
         _cleanup_free_ char *file = xasprintf("%s/%s", dir, name);
         r = fs_write_atomic(file, data, len, 0644);
-        if (r < 0) {
-                *err = xasprintf("cannot write %s: %s", file, strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return diag_set(diag, r, "cannot write %s: %s", file, strerror(-r));
         if (path)
                 *path = TAKE_PTR(file);
         return 0;

@@ -36,16 +36,17 @@ static void add_node(struct cdi_edits *e, const struct dev_node *n)
         c->minor = minor(st.st_rdev);
 }
 
+DEFINE_CLEANUP_FUNC(struct cdi_spec, cdi_spec_free)
+
 int cdi_spec_from_resource(const struct dev_resource *r, struct cdi_spec **out, char ***skipped,
-                           char **err)
+                           struct diag *diag)
 {
-        if (!cdi_valid_kind(r->name)) {
-                *err = xasprintf("resource %s: not a valid CDI kind (the name after the '/' must "
-                                 "start with a letter)",
-                                 r->name);
-                return -EINVAL;
-        }
-        struct cdi_spec *s = cdi_spec_new(r->name);
+        if (!cdi_valid_kind(r->name))
+                return diag_set(diag, -EINVAL,
+                                "resource %s: not a valid CDI kind (the name after the '/' must "
+                                "start with a letter)",
+                                r->name);
+        _cleanup_(cdi_spec_freep) struct cdi_spec *s = cdi_spec_new(r->name);
         for (size_t i = 0; i < r->n_devices; i++) {
                 const struct dev_device *d = &r->devices[i];
                 if (!cdi_valid_device_name(d->id) || (d->n_nodes == 0 && d->n_mounts == 0)) {
@@ -63,14 +64,9 @@ int cdi_spec_from_resource(const struct dev_resource *r, struct cdi_spec **out, 
                                             d->mounts[k].container_path, NULL,
                                             d->mounts[k].read_only ? bind_ro : bind_rw);
         }
-        int rc = cdi_spec_validate(s, err);
-        if (rc < 0) {
-                char *why = *err;
-                *err = xasprintf("resource %s: %s", r->name, why);
-                free(why);
-                cdi_spec_free(s);
-                return rc;
-        }
-        *out = s;
+        int rc = cdi_spec_check(s, diag);
+        if (rc < 0)
+                return diag_prefix(diag, rc, "resource %s", r->name);
+        *out = TAKE_PTR(s);
         return 0;
 }

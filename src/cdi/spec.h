@@ -4,24 +4,29 @@
 #ifndef DEVLET_CDI_SPEC_H
 #define DEVLET_CDI_SPEC_H
 
+#include "base/diag.h"
 #include "devices/cdi-spec.h"
 
 enum cdi_format { CDI_FORMAT_YAML, CDI_FORMAT_JSON };
 
+/* cdi_spec_validate with its reason in diag.  Returns 0 or -EINVAL. */
+int cdi_spec_check(const struct cdi_spec *s, struct diag *diag);
+
 /* Renders a valid spec: a heap buffer in *out (NUL-terminated, length in
- * *len).  Returns 0, or -EINVAL with *err for an invalid spec. */
+ * *len).  Returns 0, or -EINVAL with diag set for an invalid spec. */
 int cdi_spec_render(const struct cdi_spec *s, enum cdi_format format, char **out, size_t *len,
-                    char **err);
+                    struct diag *diag);
 
 /* "<vendor>-<class>.yaml" or ".json", the name the CDI library gives a
  * vendor's spec file (GenerateSpecName).  The kind must be valid. */
 char *cdi_spec_file_name(const struct cdi_spec *s, enum cdi_format format);
 
 /* Renders a valid spec and writes it to dir/<cdi_spec_file_name> atomically
- * (fs_write_atomic: never through a planted link), mode 0644, creating dir.  The path written goes
- * to *path (heap) when path is not NULL.  Returns 0, -EINVAL with *err for an
- * invalid spec (nothing is written), or -errno with *err. */
+ * (fs_write_atomic: never through a planted link), mode 0644, creating dir.
+ * The path written goes to *path (heap) when path is not NULL.  Returns 0,
+ * -EINVAL with diag set for an invalid spec (nothing is written), or -errno
+ * with diag set. */
 int cdi_spec_write(const struct cdi_spec *s, const char *dir, enum cdi_format format, char **path,
-                   char **err);
+                   struct diag *diag);
 
 #endif

@@ -105,11 +105,14 @@ static size_t prepare(struct cdi_writer *w, struct cdi_file **out, int *first)
         size_t n = 0;
         for (size_t i = 0; i < specs.n; i++) {
                 const struct cdi_spec *s = specs.specs[i];
-                _cleanup_free_ char *data = NULL, *err = NULL;
+                _cleanup_free_ char *data = NULL;
+                struct diag diag = { 0 };
                 size_t len = 0;
-                int r = cdi_spec_render(s, CDI_FORMAT_YAML, &data, &len, &err);
+                int r = cdi_spec_render(s, CDI_FORMAT_YAML, &data, &len, &diag);
                 if (r < 0) {
-                        log_error("cdi", "spec not written kind=%s error=\"%s\"", s->kind, err);
+                        char buf[DIAG_FORMAT_MAX];
+                        log_error("cdi", "spec not written kind=%s error=\"%s\"", s->kind,
+                                  diag_format(&diag, buf, sizeof(buf)));
                         *first = *first ? *first : r;
                         continue;
                 }
@@ -156,13 +159,12 @@ static void commit(struct cdi_writer *w, struct cdi_file *f, int *first)
 int cdi_writer_write(struct cdi_writer *w)
 {
         int first = 0;
-        struct cdi_file *files = NULL;
+        _cleanup_free_ struct cdi_file *files = NULL;
         size_t n = prepare(w, &files, &first);
         for (size_t i = 0; i < n; i++) {
                 write_one(&files[i]);
                 commit(w, &files[i], &first);
         }
-        free(files);
         return first;
 }
 

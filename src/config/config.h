@@ -14,14 +14,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Where a config problem is, for "file:line:column: message". line and column
- * are 1-based; 0 when the problem has no position (a flag or env var). */
-struct config_diag {
-        char file[256];
-        int line;
-        int column;
-        char message[512];
-};
+#include "base/diag.h"
+
+/* Where a config problem is, for "file:line:column: message": base's
+ * struct diag (base/diag.h) under its old name, until config/ says diag. */
+#define config_diag diag
 
 /* Formats "file:line:column: message" (or just the message) into buf. */
 const char *config_diag_format(const struct config_diag *d, char *buf, size_t size);

@@ -55,13 +55,7 @@ void grpc_msg_unref(struct grpc_msg *m)
 void call_unlink(struct grpc_call *call)
 {
         struct grpc_conn *c = call->conn;
-        if (call->prev)
-                call->prev->next = call->next;
-        else
-                c->calls = call->next;
-        if (call->next)
-                call->next->prev = call->prev;
-        call->prev = call->next = NULL;
+        DLIST_REMOVE(c->calls, call);
         c->n_calls--;
         c->server->n_calls--;
         if (!c->calls)
@@ -332,26 +326,11 @@ int grpc_call_reply_pb(struct grpc_call *call, const ProtobufCMessage *msg)
         return grpc_call_reply(call, buf, len);
 }
 
-int grpc_call_send_pb(struct grpc_call *call, const ProtobufCMessage *msg)
-{
-        size_t len = protobuf_c_message_get_packed_size(msg);
-        if (len > GRPC_MAX_MESSAGE)
-                return -EMSGSIZE;
-        _cleanup_free_ uint8_t *buf = xmalloc(len);
-        protobuf_c_message_pack(msg, buf);
-        return grpc_call_send(call, buf, len);
-}
-
 void grpc_call_on_cancel(struct grpc_call *call, void (*fn)(struct grpc_call *call, void *ud),
                          void *ud)
 {
         call->on_cancel = fn;
         call->cancel_ud = ud;
-}
-
-const char *grpc_call_method(const struct grpc_call *call)
-{
-        return call->method ? call->method->path : "";
 }
 
 /* ---- request input (nghttp2 callbacks) ---- */
@@ -475,10 +454,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         grpc_deframer_init(&call->deframer, GRPC_MAX_MESSAGE);
         if (!c->calls && c->io.has_socket && c->got_settings)
                 uv_timer_stop(&c->timer); /* no longer idle */
-        call->next = c->calls;
-        if (c->calls)
-                c->calls->prev = call;
-        c->calls = call;
+        DLIST_PREPEND(c->calls, call);
         c->n_calls++;
         s->n_calls++;
         nghttp2_session_set_stream_user_data(session, call->stream_id, call);

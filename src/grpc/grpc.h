@@ -154,8 +154,6 @@ int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t len);
 int grpc_call_reply(struct grpc_call *call, const uint8_t *msg, size_t len);
 /* Packs msg with protobuf-c and replies (unary). */
 int grpc_call_reply_pb(struct grpc_call *call, const ProtobufCMessage *msg);
-/* Packs and sends on a stream. */
-int grpc_call_send_pb(struct grpc_call *call, const ProtobufCMessage *msg);
 /* Ends the call with status and optional message (printf-style; NULL for
  * none).  Uses Trailers-Only when nothing was sent yet.  After this the call
  * pointer is invalid for the caller. */
@@ -169,7 +167,6 @@ int grpc_call_finish(struct grpc_call *call, int status, const char *fmt, ...)
  * handler ends it with grpc_call_finish or grpc_call_reply. */
 void grpc_call_on_cancel(struct grpc_call *call, void (*fn)(struct grpc_call *call, void *ud),
                          void *ud);
-const char *grpc_call_method(const struct grpc_call *call);
 
 /* ---- client (client.c): one call per connection ---- */
 

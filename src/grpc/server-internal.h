@@ -11,6 +11,7 @@
 #include <nghttp2/nghttp2.h>
 #include <uv.h>
 
+#include "base/list.h"
 #include "grpc/grpc.h"
 #include "grpc/h2.h"
 #include "grpc/h2-request.h"
@@ -62,7 +63,7 @@ struct grpc_server {
 struct grpc_conn {
         struct h2_io io; /* first: the pipe's handle points here */
         struct grpc_server *server;
-        struct grpc_conn *prev, *next;
+        DLIST_FIELDS(struct grpc_conn);
         nghttp2_session *session;
         struct grpc_call *calls;
         uv_timer_t timer; /* handshake, idle or drain deadline */
@@ -81,7 +82,7 @@ struct grpc_conn {
 
 struct grpc_call {
         struct grpc_conn *conn; /* NULL once detached from a closed stream */
-        struct grpc_call *prev, *next;
+        DLIST_FIELDS(struct grpc_call);
         int32_t stream_id;
         struct h2_request h2; /* HTTP/2's rules for the request (h2-request.h) */
         const struct grpc_method *method;

@@ -79,12 +79,7 @@ static void conn_on_handle_closed(uv_handle_t *h)
         if (--c->handles_open > 0)
                 return;
         struct grpc_server *s = c->server;
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                s->conns = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
+        DLIST_REMOVE(s->conns, c);
         conn_free(c);
         s->handles_open--;
         if (!s->freeing && !uv_is_active((uv_handle_t *)&s->trim_timer))
@@ -105,11 +100,9 @@ void conn_close(struct grpc_conn *c)
         if (c->server->accept_pending && !c->server->freeing)
                 uv_idle_start(&c->server->accept_idle, server_accept_one);
         log_debug("grpc", "connection closing");
-        struct grpc_call *next;
-        for (struct grpc_call *call = c->calls; call; call = next) {
-                next = call->next;
+        struct grpc_call *call, *next;
+        DLIST_FOREACH_SAFE(call, next, c->calls)
                 call_stream_gone(call, false);
-        }
         if (!c->io.has_socket)
                 return;
         uv_close((uv_handle_t *)&c->io.pipe, conn_on_handle_closed);
@@ -302,10 +295,7 @@ static void server_accept_one(uv_idle_t *idle)
         c->timer.data = c;
         c->handles_open = 2;
         c->idle_since = uv_now(s->loop);
-        c->next = s->conns;
-        if (s->conns)
-                s->conns->prev = c;
-        s->conns = c;
+        DLIST_PREPEND(s->conns, c);
         s->n_conns++;
         s->handles_open++;
 
@@ -419,11 +409,9 @@ void grpc_server_free(struct grpc_server *s)
         if (!s || s->freeing)
                 return;
         s->freeing = true;
-        struct grpc_conn *next;
-        for (struct grpc_conn *c = s->conns; c; c = next) {
-                next = c->next;
+        struct grpc_conn *c, *next;
+        DLIST_FOREACH_SAFE(c, next, s->conns)
                 conn_close(c);
-        }
         if (s->listener_open) {
                 s->listener_open = false;
                 uv_close((uv_handle_t *)&s->listener, server_on_listener_closed);

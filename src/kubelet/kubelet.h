@@ -48,8 +48,6 @@ int plugin_server_ensure_socket(struct plugin_server *p);
  * never blocks and retries with backoff until it succeeds. */
 void plugin_server_register(struct plugin_server *p, const char *kubelet_socket);
 
-const char *plugin_server_endpoint(const struct plugin_server *p);
-const char *plugin_server_socket(const struct plugin_server *p);
 const struct plugin_stats *plugin_server_stats(const struct plugin_server *p);
 struct dev_resource *plugin_server_resource(const struct plugin_server *p);
 int plugin_server_registered(const struct plugin_server *p);
@@ -92,7 +90,6 @@ void kubelet_manager_free(struct kubelet_manager *m);
  * resource that could not be served (the others are served). */
 int kubelet_manager_update(struct kubelet_manager *m, struct dev_resource *const *resources,
                            size_t n);
-uint64_t kubelet_manager_restarts_seen(const struct kubelet_manager *m);
 /* The i-th plugin server (of the resources being served), or NULL past the
  * end. */
 struct plugin_server *kubelet_manager_server(const struct kubelet_manager *m, size_t i);

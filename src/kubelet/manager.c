@@ -185,11 +185,9 @@ int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kub
                         kubelet_restart_fn on_restart, void *ud, struct kubelet_manager **out)
 {
         int r = fs_mkdir_p(plugin_dir, 0755);
-        if (r < 0) {
-                log_error("kubelet", "cannot create plugin directory dir=%s error=\"%s\"", plugin_dir,
-                          strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_error_errno(r, "kubelet", "cannot create plugin directory dir=%s",
+                                       plugin_dir);
 
         struct kubelet_manager *m = xcalloc(1, sizeof(*m));
         m->loop = loop;
@@ -254,8 +252,8 @@ int kubelet_manager_update(struct kubelet_manager *m, struct dev_resource *const
                 } else {
                         int r = plugin_server_new(m->loop, m->plugin_dir, resources[i], &keep);
                         if (r < 0) {
-                                log_error("kubelet", "cannot serve resource=%s error=\"%s\"",
-                                          resources[i]->name, strerror(-r));
+                                log_error_errno(r, "kubelet", "cannot serve resource=%s",
+                                                resources[i]->name);
                                 if (!ret)
                                         ret = r;
                                 continue;
@@ -301,11 +299,6 @@ void kubelet_manager_free(struct kubelet_manager *m)
         free(m->kubelet_socket);
         free(m->kubelet_name);
         free(m);
-}
-
-uint64_t kubelet_manager_restarts_seen(const struct kubelet_manager *m)
-{
-        return m->restarts_seen;
 }
 
 struct plugin_server *kubelet_manager_server(const struct kubelet_manager *m, size_t i)

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "base/cleanup.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "deviceplugin.pb-c.h"
@@ -36,7 +37,7 @@
 struct law_stream {
         struct grpc_call *call;
         struct plugin_server *p;
-        struct law_stream *prev, *next;
+        DLIST_FIELDS(struct law_stream);
 };
 
 /* One Register attempt.  Outlives the server if it is freed mid-call: the
@@ -142,12 +143,7 @@ static int snapshot_pack(struct dev_resource *r, uint8_t **out, size_t *len)
 static void law_unlink(struct law_stream *s)
 {
         struct plugin_server *p = s->p;
-        if (s->prev)
-                s->prev->next = s->next;
-        else
-                p->streams = s->next;
-        if (s->next)
-                s->next->prev = s->prev;
+        DLIST_REMOVE(p->streams, s);
         free(s);
 }
 
@@ -198,10 +194,7 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
         struct law_stream *s = xcalloc(1, sizeof(*s));
         s->call = call;
         s->p = p;
-        s->next = p->streams;
-        if (p->streams)
-                p->streams->prev = s;
-        p->streams = s;
+        DLIST_PREPEND(p->streams, s);
         grpc_call_on_cancel(call, on_law_cancel, s);
 }
 
@@ -468,10 +461,8 @@ int plugin_server_ensure_socket(struct plugin_server *p)
         grpc_server_free(TAKE_PTR(p->grpc));
         p->registered = 0;
         int r = socket_open(p);
-        if (r < 0) {
-                log_error("kubelet", "cannot serve socket=%s error=\"%s\"", p->socket_path, strerror(-r));
-                return r;
-        }
+        if (r < 0)
+                return log_error_errno(r, "kubelet", "cannot serve socket=%s", p->socket_path);
         log_info("kubelet", "socket re-created resource=%s socket=%s", p->res->name, p->socket_path);
         return 1;
 }
@@ -559,8 +550,7 @@ static void register_send(struct plugin_server *p)
                 p->reg = NULL;
                 free(a);
                 p->stats.registration_errors++;
-                log_warn("kubelet", "registration failed resource=%s error=\"%s\"", p->res->name,
-                         strerror(-r));
+                log_warn_errno(r, "kubelet", "registration failed resource=%s", p->res->name);
                 register_schedule_retry(p);
                 return;
         }
@@ -654,16 +644,6 @@ void plugin_server_free(struct plugin_server *p)
         free(p->socket_path);
         free(p->endpoint);
         free(p);
-}
-
-const char *plugin_server_endpoint(const struct plugin_server *p)
-{
-        return p->endpoint;
-}
-
-const char *plugin_server_socket(const struct plugin_server *p)
-{
-        return p->socket_path;
 }
 
 const struct plugin_stats *plugin_server_stats(const struct plugin_server *p)

@@ -55,7 +55,7 @@ struct label_write {
         size_t len;
         size_t n_labels;
         int result;
-        char *err;
+        struct diag diag; /* why, when result < 0 */
 };
 
 const char *labels_output_path(const struct devlet_config *cfg)
@@ -67,26 +67,24 @@ const char *labels_output_path(const struct devlet_config *cfg)
 }
 
 /* fs_write_atomic creates the file's directory when it is missing. */
-static int write_data(const char *path, const char *data, size_t len, char **err)
+static int write_data(const char *path, const char *data, size_t len, struct diag *diag)
 {
         int r = fs_write_atomic(path, data, len, 0644);
         if (r < 0)
-                *err = xasprintf("cannot write %s: %s", path, strerror(-r));
-        return r;
+                return diag_set(diag, r, "cannot write %s: %s", path, strerror(-r));
+        return 0;
 }
 
-int labels_write_file(const char *path, const struct dev_labels *s, char **err)
+int labels_write_file(const char *path, const struct dev_labels *s, struct diag *diag)
 {
         size_t len = 0;
         _cleanup_free_ char *data = labels_format(s, &len);
         if (!path) {
-                if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0) {
-                        *err = xstrdup("cannot write to standard output");
-                        return -EIO;
-                }
+                if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0)
+                        return diag_set(diag, -EIO, "cannot write to standard output");
                 return 0;
         }
-        return write_data(path, data, len, err);
+        return write_data(path, data, len, diag);
 }
 
 /* A warning is about the host or the devices, which a later pass finds
@@ -110,22 +108,23 @@ static void remove_file(const struct labeler *l)
         if (!l->remove_on_exit || !l->path)
                 return;
         if (unlink(l->path) < 0 && errno != ENOENT)
-                log_warn("labels", "cannot remove the labels file file=%s error=\"%s\"", l->path,
-                         strerror(errno));
+                log_warn_errno(-errno, "labels", "cannot remove the labels file file=%s", l->path);
         else
                 log_info("labels", "labels file removed file=%s", l->path);
 }
 
 /* Logs a write's outcome once per change of outcome. */
-static void write_done(struct labeler *l, int r, char **err, size_t n)
+static void write_done(struct labeler *l, int r, const struct diag *diag, size_t n)
 {
         const char *shown = l->path ? l->path : "-";
         if (r < 0) {
-                if (!l->last_error || strcmp(l->last_error, *err) != 0)
+                char buf[DIAG_FORMAT_MAX];
+                diag_format(diag, buf, sizeof(buf));
+                if (!l->last_error || strcmp(l->last_error, buf) != 0)
                         log_warn("labels", "write failed, retrying at the next interval error=\"%s\"",
-                                 *err);
+                                 buf);
                 free(l->last_error);
-                l->last_error = TAKE_PTR(*err);
+                l->last_error = xstrdup(buf);
                 return;
         }
         if (l->last_error || l->writes == 0)
@@ -139,7 +138,7 @@ static void write_done(struct labeler *l, int r, char **err, size_t n)
 static void work_write(uv_work_t *req)
 {
         struct label_write *w = req->data;
-        w->result = write_data(w->path, w->data, w->len, &w->err);
+        w->result = write_data(w->path, w->data, w->len, &w->diag);
 }
 
 static void write_labels(struct labeler *l);
@@ -149,14 +148,11 @@ static void after_write(uv_work_t *req, int status)
         struct label_write *w = req->data;
         struct labeler *l = w->l;
         l->inflight = NULL;
-        if (status == UV_ECANCELED) {
-                w->result = -ECANCELED;
-                w->err = xstrdup("cancelled");
-        }
-        write_done(l, w->result, &w->err, w->n_labels);
+        if (status == UV_ECANCELED)
+                w->result = diag_set(&w->diag, -ECANCELED, "cancelled");
+        write_done(l, w->result, &w->diag, w->n_labels);
         free(w->path);
         free(w->data);
-        free(w->err);
         free(w);
         if (l->stopping) {
                 remove_file(l); /* after the last write, so it cannot bring the file back */
@@ -177,16 +173,15 @@ static void write_labels(struct labeler *l)
                 return;
         }
         struct dev_labels set = { 0 };
-        char **warnings = NULL;
+        _cleanup_strv_free_ char **warnings = NULL;
         labels_collect(l->cfg, l->backends, l->n_backends, &set, &warnings);
         log_warnings(warnings);
-        strv_free(warnings);
         size_t n = set.n;
         if (!l->path) {
-                _cleanup_free_ char *err = NULL;
-                int r = labels_write_file(NULL, &set, &err);
+                struct diag diag = { 0 };
+                int r = labels_write_file(NULL, &set, &diag);
                 dev_labels_release(&set);
-                write_done(l, r, &err, n);
+                write_done(l, r, &diag, n);
                 return;
         }
         struct label_write *w = xcalloc(1, sizeof(*w));
@@ -198,8 +193,9 @@ static void write_labels(struct labeler *l)
         dev_labels_release(&set);
         int r = uv_queue_work(l->loop, &w->req, work_write, after_write);
         if (r < 0) {
-                _cleanup_free_ char *err = xasprintf("cannot queue the write: %s", uv_strerror(r));
-                write_done(l, r, &err, n);
+                struct diag diag = { 0 };
+                diag_set(&diag, r, "cannot queue the write: %s", uv_strerror(r));
+                write_done(l, r, &diag, n);
                 free(w->path);
                 free(w->data);
                 free(w);

@@ -14,6 +14,7 @@
 
 #include <uv.h>
 
+#include "base/diag.h"
 #include "config/config.h"
 #include "devices/device.h"
 
@@ -66,8 +67,8 @@ const char *labels_output_path(const struct devlet_config *cfg);
 
 /* Writes s as "key=value" lines to path (NULL: standard output), replacing
  * the file atomically (fs_write_atomic: never through a planted link, mode
- * 0644) and creating its directory.  Returns 0, or -errno with *err (heap). */
-int labels_write_file(const char *path, const struct dev_labels *s, char **err);
+ * 0644) and creating its directory.  Returns 0, or -errno with diag set. */
+int labels_write_file(const char *path, const struct dev_labels *s, struct diag *diag);
 
 /* Writes the labels of backends to labels_output_path(cfg) now, then every
  * cfg->labels_sleep_interval_ms (at least 100 ms; never again when it is -1)

@@ -23,6 +23,7 @@
 
 #include <uv.h>
 
+#include "base/diag.h"
 #include "devices/measure.h"
 
 #define ATTR_ID_LEN 64 /* container IDs are 64 lower-case hex digits */
@@ -89,11 +90,11 @@ struct attr_spec {
  * containers: images set it in every container), mounts under its mount
  * dirs; and the character devices in linux.devices within its device
  * number ranges (not for privileged containers, which get every host
- * device).  Returns 0 and *out, or -EINVAL with *err (heap) for JSON that
- * is not an object. */
+ * device).  Returns 0 and *out, or -EINVAL with diag set for JSON that is
+ * not an object. */
 int attr_spec_parse(const char *json, size_t len, const char *id, const char *cdi_prefix,
                     const struct dev_attr_hints *const *hints, size_t n_hints,
-                    struct attr_spec **out, char **err);
+                    struct attr_spec **out, struct diag *diag);
 void attr_spec_free(struct attr_spec *s);
 
 struct attr_specs;
@@ -144,9 +145,9 @@ typedef void (*attr_podres_fn)(struct attr_podres *p, int status, const char *me
 int attr_podres_list(uv_loop_t *loop, const char *socket_path, uint64_t timeout_ms,
                      attr_podres_fn fn, void *ud, struct attr_podres_client **out);
 /* The same, blocking on a private loop (for `devlet metrics`).  Returns 0
- * and *out, or -errno with *err (heap) saying why. */
+ * and *out, or -errno with diag saying why. */
 int attr_podres_list_sync(const char *socket_path, uint64_t timeout_ms, struct attr_podres **out,
-                          char **err);
+                          struct diag *diag);
 /* Cancels a List in progress: fn runs with CANCELLED, before this returns
  * or on the next loop iteration. */
 void attr_podres_cancel(struct attr_podres_client *c);

@@ -218,7 +218,7 @@ static void attribute_podres(struct collector *c, const struct dev_sample *smp,
                 const struct attr_podres_entry *e = &c->podres->entries[i];
                 if (!*e->pod)
                         continue;
-                char **refs = NULL;
+                _cleanup_strv_free_ char **refs = NULL;
                 const struct dev_attr_hints *ctx = NULL;
                 if (!*e->resource) { /* a DRA claim's CDI device */
                         for (size_t h = 0; h < c->n_hints && !refs; h++) {
@@ -240,7 +240,6 @@ static void attribute_podres(struct collector *c, const struct dev_sample *smp,
                                         snprintf(o->vgpu, sizeof(o->vgpu), "%s", replica + 2);
                         }
                 }
-                strv_free(refs);
         }
 }
 
@@ -497,13 +496,12 @@ static size_t render(const struct collector *c, const struct dev_sample *smp,
         for (size_t i = 0; i < smp->n_units; i++)
                 render_unit(c, e, &smp->units[i], &owners[i], shares);
 
-        struct expo_chunk *chunks;
+        _cleanup_free_ struct expo_chunk *chunks = NULL;
         size_t n_chunks = expo_render_chunks(e, &chunks);
         expo_free(e);
         struct metrics_chunk *mc = xcalloc(n_chunks + 1, sizeof(*mc));
         for (size_t i = 0; i < n_chunks; i++)
                 mc[i] = (struct metrics_chunk){ chunks[i].data, chunks[i].len };
-        free(chunks);
         *out = mc;
         return n_chunks;
 }

@@ -194,16 +194,6 @@ struct expo_family *expo_family(struct expo *e, const char *name, enum expo_type
         return f;
 }
 
-void expo_family_reserve(struct expo_family *f, size_t bytes)
-{
-        size_t header = 2 * strlen(f->name) + strlen(f->help) + 32;
-        if (f->samples.len + bytes + header + 1 > f->samples.cap) {
-                f->samples.cap = f->samples.len + bytes + header + 1;
-                f->samples.data = xrealloc(f->samples.data, f->samples.cap);
-                f->samples.data[f->samples.len] = '\0';
-        }
-}
-
 size_t expo_family_samples(const struct expo_family *f)
 {
         return f->n_samples;

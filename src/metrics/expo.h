@@ -74,10 +74,6 @@ void expo_labels_release(struct expo_labels *ls);
 int expo_add_labels(struct expo_family *f, const struct expo_labels *ls, double value);
 int expo_add_labels_u64(struct expo_family *f, const struct expo_labels *ls, uint64_t value);
 
-/* Makes room for about bytes more of samples at once (growing by doubling
- * overshoots; a caller that knows the size avoids that). */
-void expo_family_reserve(struct expo_family *f, size_t bytes);
-
 size_t expo_family_samples(const struct expo_family *f);
 
 /* Renders every family that has at least one sample, in declaration

@@ -49,6 +49,7 @@
 #include <uv.h>
 
 #include "base/cleanup.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 
@@ -82,7 +83,7 @@ struct http_conn {
         uv_tcp_t tcp; /* first: handle callbacks cast back */
         uv_timer_t timer;
         struct metrics_http *h;
-        struct http_conn *prev, *next;
+        DLIST_FIELDS(struct http_conn);
         enum conn_state state;
         uint64_t since;    /* loop time the state began */
         uint64_t accepted; /* loop time of the accept */
@@ -165,12 +166,7 @@ static void conn_close(struct http_conn *c)
                 return;
         c->state = CONN_CLOSING;
         struct metrics_http *h = c->h;
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                h->conns = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
+        DLIST_REMOVE(h->conns, c);
         h->n_conns--;
         uv_close((uv_handle_t *)&c->tcp, conn_on_closed);
         uv_close((uv_handle_t *)&c->timer, conn_on_closed);
@@ -486,10 +482,7 @@ static void on_connection(uv_stream_t *listener, int status)
         if (h->n_conns >= h->max_conns)
                 evict_one(h, NULL, h->n_conns >= 2 * h->max_conns);
         c->accepted = uv_now(&h->loop);
-        c->next = h->conns;
-        if (h->conns)
-                h->conns->prev = c;
-        h->conns = c;
+        DLIST_PREPEND(h->conns, c);
         h->n_conns++;
         uv_tcp_nodelay(&c->tcp, 1);
         conn_set_state(c, CONN_READING, HTTP_REQUEST_MS);
@@ -563,14 +556,13 @@ static int bind_listener(struct metrics_http *h, const char *host, uint16_t port
 }
 
 int metrics_http_start(const char *address, struct metrics_store *store,
-                       uint64_t health_max_age_ms, struct metrics_http **out, char **err)
+                       uint64_t health_max_age_ms, struct metrics_http **out, struct diag *diag)
 {
         _cleanup_free_ char *host = NULL;
         uint16_t port;
-        if (metrics_http_parse_address(address, &host, &port) < 0) {
-                *err = xasprintf("invalid metrics address \"%s\": want [host]:port", address);
-                return -EINVAL;
-        }
+        if (metrics_http_parse_address(address, &host, &port) < 0)
+                return diag_set(diag, -EINVAL, "invalid metrics address \"%s\": want [host]:port",
+                                address);
         struct metrics_http *h = xcalloc(1, sizeof(*h));
         h->store = store;
         h->health_max_age_ms = health_max_age_ms;
@@ -578,8 +570,7 @@ int metrics_http_start(const char *address, struct metrics_store *store,
         int r = uv_loop_init(&h->loop);
         if (r < 0) {
                 free(h);
-                *err = xasprintf("cannot create the HTTP loop: %s", uv_strerror(r));
-                return r;
+                return diag_set(diag, r, "cannot create the HTTP loop: %s", uv_strerror(r));
         }
         uv_tcp_init(&h->loop, &h->listener);
         h->listener.data = h;
@@ -600,9 +591,10 @@ int metrics_http_start(const char *address, struct metrics_store *store,
                         pthread_setname_np(h->thread, "devlet-http"); /* top -H, /proc/<pid>/task */
         }
         if (r < 0) {
-                *err = r == UV_EADDRNOTAVAIL && *host
-                               ? xasprintf("cannot resolve metrics address \"%s\"", address)
-                               : xasprintf("cannot listen on %s: %s", address, uv_strerror(r));
+                if (r == UV_EADDRNOTAVAIL && *host)
+                        diag_set(diag, r, "cannot resolve metrics address \"%s\"", address);
+                else
+                        diag_set(diag, r, "cannot listen on %s: %s", address, uv_strerror(r));
                 uv_close((uv_handle_t *)&h->listener, NULL);
                 uv_close((uv_handle_t *)&h->stop, NULL);
                 uv_run(&h->loop, UV_RUN_DEFAULT);

@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include "base/diag.h"
 #include "metrics/store.h"
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -31,9 +32,9 @@ struct metrics_http;
 
 /* Listens on address (port 0 picks a free port, see metrics_http_port) and
  * serves store.  /health answers 503 once the heartbeat is older than
- * health_max_age_ms.  Returns 0, or -errno with *err (heap) saying why. */
+ * health_max_age_ms.  Returns 0, or -errno with diag saying why. */
 int metrics_http_start(const char *address, struct metrics_store *store,
-                       uint64_t health_max_age_ms, struct metrics_http **out, char **err);
+                       uint64_t health_max_age_ms, struct metrics_http **out, struct diag *diag);
 /* The port actually bound. */
 uint16_t metrics_http_port(const struct metrics_http *h);
 /* Stops the server thread and closes every connection. Safe with NULL. */

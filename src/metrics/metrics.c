@@ -338,10 +338,12 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         m->pod_resources_socket = xstrdup(cfg->pod_resources_socket ? cfg->pod_resources_socket : "");
         m->interval_ms = cfg->collect_interval_ms > 0 ? (uint64_t)cfg->collect_interval_ms : 30000;
         m->store = metrics_store_new();
-        _cleanup_free_ char *err = NULL;
-        int r = metrics_http_start(cfg->metrics_address, m->store, HEALTH_MAX_AGE_MS, &m->http, &err);
+        struct diag diag = { 0 };
+        int r = metrics_http_start(cfg->metrics_address, m->store, HEALTH_MAX_AGE_MS, &m->http, &diag);
         if (r < 0) {
-                log_error("metrics", "cannot serve metrics error=\"%s\"", err);
+                char buf[DIAG_FORMAT_MAX];
+                log_error("metrics", "cannot serve metrics error=\"%s\"",
+                          diag_format(&diag, buf, sizeof(buf)));
                 metrics_store_free(m->store);
                 free(m->pod_resources_socket);
                 free(m);
@@ -355,7 +357,7 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         metrics_store_publish(m->store, METRICS_SLOT_DEVLET, text, len);
         r = collector_start(m->collector);
         if (r < 0) {
-                log_error("metrics", "cannot start the collector thread error=\"%s\"", strerror(-r));
+                log_error_errno(r, "metrics", "cannot start the collector thread");
                 metrics_http_stop(m->http);
                 collector_free(m->collector);
                 samplers_drop(m->samplers, m->n_samplers);
@@ -373,11 +375,6 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
                  (unsigned long long)m->interval_ms, m->n_samplers ? "yes" : "no");
         *out = m;
         return 0;
-}
-
-uint16_t metrics_port(const struct metrics *m)
-{
-        return metrics_http_port(m->http);
 }
 
 void metrics_stop(struct metrics *m)
@@ -407,9 +404,11 @@ int metrics_print_once(const struct devlet_config *cfg, struct dev_sampler *cons
         if (cfg->pod_resources_socket && *cfg->pod_resources_socket &&
             access(cfg->pod_resources_socket, F_OK) == 0) {
                 struct attr_podres *p = NULL;
-                _cleanup_free_ char *err = NULL;
-                if (attr_podres_list_sync(cfg->pod_resources_socket, PODRES_TIMEOUT_MS, &p, &err) < 0)
-                        fprintf(stderr, "devlet metrics: pod-resources List failed: %s\n", err);
+                struct diag diag = { 0 };
+                char buf[DIAG_FORMAT_MAX];
+                if (attr_podres_list_sync(cfg->pod_resources_socket, PODRES_TIMEOUT_MS, &p, &diag) < 0)
+                        fprintf(stderr, "devlet metrics: pod-resources List failed: %s\n",
+                                diag_format(&diag, buf, sizeof(buf)));
                 else
                         collector_put_podres(col, p);
         }

@@ -77,9 +77,6 @@ void metrics_stop(struct metrics *m);
  * they differ, so an unchanged endpoint never misses a scrape. */
 bool metrics_settings_equal(const struct devlet_config *a, const struct devlet_config *b);
 
-/* The port the endpoint listens on (useful with port 0). */
-uint16_t metrics_port(const struct metrics *m);
-
 /* `devlet metrics`: one collection with these samplers (pod-resources
  * included, when the socket answers) printed to out.  Returns 0, or 1
  * after printing why. */

@@ -142,13 +142,12 @@ static void parse_env(struct attr_spec *s, json_t *process, const struct dev_att
                 }
                 if (!value)
                         continue;
-                char **refs = attr_visible_devices(value, NULL);
+                _cleanup_strv_free_ char **refs = attr_visible_devices(value, NULL);
                 for (size_t k = 0; refs && refs[k]; k++) {
                         if (strcmp(refs[k], "all") == 0 && !s->privileged)
                                 continue;
                         add_ref(s, refs[k], h);
                 }
-                strv_free(refs);
         }
 }
 
@@ -201,19 +200,16 @@ static void parse_devices(struct attr_spec *s, json_t *linux_, const struct hint
 
 int attr_spec_parse(const char *json, size_t len, const char *id, const char *cdi_prefix,
                     const struct dev_attr_hints *const *hints, size_t n_hints,
-                    struct attr_spec **out, char **err)
+                    struct attr_spec **out, struct diag *diag)
 {
         const struct hint_set hs = { hints, n_hints };
         json_error_t jerr;
         json_auto_t *root = json_loadb(json, len, 0, &jerr);
-        if (!root) {
-                *err = xasprintf("line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-                return -EINVAL;
-        }
-        if (!json_is_object(root)) {
-                *err = xstrdup("not a JSON object");
-                return -EINVAL;
-        }
+        if (!root)
+                return diag_set(diag, -EINVAL, "line %d column %d: %s", jerr.line, jerr.column,
+                                jerr.text);
+        if (!json_is_object(root))
+                return diag_set(diag, -EINVAL, "not a JSON object");
         _cleanup_(attr_spec_freep) struct attr_spec *s = xcalloc(1, sizeof(*s));
         s->id = xstrdup(id);
         json_t *process = json_object_get(root, "process");
@@ -321,10 +317,10 @@ static bool visit(struct attr_specs *c, const char *path, const char *id)
                 log_debug("metrics", "OCI spec skipped path=%s error=\"%s\"", path, fs_strerror(r));
                 return true;
         }
-        _cleanup_free_ char *err = NULL;
+        struct diag diag = { 0 };
         if (attr_spec_parse(data, len, id, c->cdi_prefix,
-                            (const struct dev_attr_hints *const *)c->hints, c->n_hints, &e->spec, &err) < 0)
-                log_debug("metrics", "OCI spec skipped path=%s error=\"%s\"", path, err);
+                            (const struct dev_attr_hints *const *)c->hints, c->n_hints, &e->spec, &diag) < 0)
+                log_debug("metrics", "OCI spec skipped path=%s error=\"%s\"", path, diag.message);
         return true;
 }
 

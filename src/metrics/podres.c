@@ -121,18 +121,18 @@ static void on_done(int status, const char *message, void *ud)
 int attr_podres_list(uv_loop_t *loop, const char *socket_path, uint64_t timeout_ms,
                      attr_podres_fn fn, void *ud, struct attr_podres_client **out)
 {
-        struct attr_podres_client *c = xcalloc(1, sizeof(*c));
+        _cleanup_free_ struct attr_podres_client *c = xcalloc(1, sizeof(*c));
         c->fn = fn;
         c->ud = ud;
         /* ListPodResourcesRequest has no fields: its encoding is empty */
         int r = grpc_client_call_start(loop, socket_path, LIST_METHOD, NULL, 0, timeout_ms, on_msg,
                                        on_done, c, &c->call);
-        if (r < 0) {
-                free(c);
+        if (r < 0)
                 return r;
-        }
+        /* the call owns c now: on_done frees it */
+        struct attr_podres_client *started = TAKE_PTR(c);
         if (out)
-                *out = c;
+                *out = started;
         return 0;
 }
 
@@ -142,20 +142,17 @@ void attr_podres_cancel(struct attr_podres_client *c)
 }
 
 int attr_podres_list_sync(const char *socket_path, uint64_t timeout_ms, struct attr_podres **out,
-                          char **err)
+                          struct diag *diag)
 {
         _cleanup_free_ uint8_t *reply = NULL;
         _cleanup_free_ char *message = NULL;
         size_t len = 0;
         int status = grpc_client_unary_sync(socket_path, LIST_METHOD, NULL, 0, timeout_ms, &reply,
                                             &len, &message);
-        if (status != GRPC_STATUS_OK) {
-                *err = xasprintf("%s: %s", grpc_status_name(status), message ? message : "");
-                return -EIO;
-        }
-        if (attr_podres_unpack(reply, len, out) < 0) {
-                *err = xstrdup("malformed ListPodResourcesResponse");
-                return -EBADMSG;
-        }
+        if (status != GRPC_STATUS_OK)
+                return diag_set(diag, -EIO, "%s: %s", grpc_status_name(status),
+                                message ? message : "");
+        if (attr_podres_unpack(reply, len, out) < 0)
+                return diag_set(diag, -EBADMSG, "malformed ListPodResourcesResponse");
         return 0;
 }

@@ -54,9 +54,10 @@ static void assert_invalid(struct cdi_spec *s, const char *needle)
         assert_non_null(err);
         if (!strstr(err, needle))
                 fail_msg("error \"%s\" does not mention \"%s\"", err, needle);
-        _cleanup_free_ char *err2 = NULL, *out = NULL;
+        _cleanup_free_ char *out = NULL;
+        struct diag diag = { 0 };
         size_t len = 0;
-        assert_int_equal(cdi_spec_render(s, CDI_FORMAT_YAML, &out, &len, &err2), -EINVAL);
+        assert_int_equal(cdi_spec_render(s, CDI_FORMAT_YAML, &out, &len, &diag), -EINVAL);
         assert_null(out);
 }
 
@@ -341,9 +342,9 @@ static void test_render_yaml(void **state)
                 struct cdi_device *d = cdi_spec_add_device(s, names[i]);
                 cdi_edits_add_env(&d->edits, "N", names[i]);
         }
-        _cleanup_free_ char *out = NULL, *err = NULL;
+        _cleanup_free_ char *out = NULL;
         size_t len = 0;
-        assert_int_equal(cdi_spec_render(s, CDI_FORMAT_YAML, &out, &len, &err), 0);
+        assert_int_equal(cdi_spec_render(s, CDI_FORMAT_YAML, &out, &len, NULL), 0);
         assert_int_equal(strlen(out), len);
         static const char head[] = "---\ncdiVersion: \"0.5.0\"\nkind: vendor.com/gpu\ndevices:\n";
         assert_memory_equal(out, head, strlen(head));
@@ -363,9 +364,9 @@ static void test_render_yaml(void **state)
 static void test_render_json(void **state)
 {
         _cleanup_spec_ struct cdi_spec *s = good_spec();
-        _cleanup_free_ char *out = NULL, *err = NULL;
+        _cleanup_free_ char *out = NULL;
         size_t len = 0;
-        assert_int_equal(cdi_spec_render(s, CDI_FORMAT_JSON, &out, &len, &err), 0);
+        assert_int_equal(cdi_spec_render(s, CDI_FORMAT_JSON, &out, &len, NULL), 0);
         json_error_t jerr;
         json_auto_t *root = json_loads(out, 0, &jerr);
         assert_non_null(root);
@@ -428,14 +429,14 @@ static void test_write(void **state)
 
         _cleanup_spec_ struct cdi_spec *bad = good_spec();
         cdi_spec_add_device(bad, "empty");
-        _cleanup_free_ char *err = NULL, *path = NULL;
-        assert_int_equal(cdi_spec_write(bad, dir, CDI_FORMAT_YAML, &path, &err), -EINVAL);
+        _cleanup_free_ char *path = NULL;
+        struct diag diag = { 0 };
+        assert_int_equal(cdi_spec_write(bad, dir, CDI_FORMAT_YAML, &path, &diag), -EINVAL);
         assert_null(path);
         assert_int_equal(dir_entries(dir), 0);
 
         _cleanup_spec_ struct cdi_spec *s = good_spec();
-        _cleanup_free_ char *err2 = NULL;
-        assert_int_equal(cdi_spec_write(s, dir, CDI_FORMAT_JSON, &path, &err2), 0);
+        assert_int_equal(cdi_spec_write(s, dir, CDI_FORMAT_JSON, &path, &diag), 0);
         _cleanup_free_ char *want = xasprintf("%s/vendor.com-gpu.json", dir);
         assert_string_equal(path, want);
         struct stat st;
@@ -474,8 +475,8 @@ static void test_from_resource(void **state)
 
         struct cdi_spec *s = NULL;
         char **skipped = NULL;
-        _cleanup_free_ char *err = NULL;
-        assert_int_equal(cdi_spec_from_resource(r, &s, &skipped, &err), 0);
+        struct diag diag = { 0 };
+        assert_int_equal(cdi_spec_from_resource(r, &s, &skipped, &diag), 0);
         assert_string_equal(s->kind, "example.com/thing");
         assert_int_equal(s->n_devices, 1);
         assert_int_equal(strv_len(skipped), 2);
@@ -508,16 +509,14 @@ static void test_from_resource(void **state)
         struct dev_resource *bad = dev_resource_new("example.com/3d");
         dev_device_add_node(dev_resource_add(bad, "a"), "/dev/null", "/dev/null", "rw");
         s = NULL;
-        _cleanup_free_ char *err2 = NULL;
-        assert_int_equal(cdi_spec_from_resource(bad, &s, NULL, &err2), -EINVAL);
+        assert_int_equal(cdi_spec_from_resource(bad, &s, NULL, &diag), -EINVAL);
         assert_null(s);
-        assert_non_null(strstr(err2, "not a valid CDI kind"));
+        assert_non_null(strstr(diag.message, "not a valid CDI kind"));
 
         /* nothing left: no spec */
         struct dev_resource *empty = dev_resource_new("example.com/empty");
         dev_resource_add(empty, "x");
-        _cleanup_free_ char *err3 = NULL;
-        assert_int_equal(cdi_spec_from_resource(empty, &s, NULL, &err3), -EINVAL);
+        assert_int_equal(cdi_spec_from_resource(empty, &s, NULL, &diag), -EINVAL);
         assert_null(s);
 
         dev_resource_free(r);

@@ -15,8 +15,6 @@
 #include "devices/device.h"
 #include "devices/hostdev/hostdev.h"
 
-DEFINE_CLEANUP_FUNC(char *, strv_free)
-#define _cleanup_strv_ _cleanup_(strv_freep)
 
 /* "a b c" -> a strv (NULL for ""); tests spell ID lists this way. */
 static char **split(const char *s)
@@ -160,7 +158,7 @@ static void test_allocate_one(void **state)
         struct dev_resource *r = make_resource();
         struct dev_alloc a = { 0 };
         char *err = NULL;
-        _cleanup_strv_ char **ids = split("d1");
+        _cleanup_strv_free_ char **ids = split("d1");
         assert_int_equal(dev_allocate(r, ids, 1, &a, &err), 0);
         assert_null(err);
         assert_int_equal(a.n_nodes, 1);
@@ -178,7 +176,7 @@ static void test_allocate_many(void **state)
         struct dev_resource *r = make_resource();
         struct dev_alloc a = { 0 };
         char *err = NULL;
-        _cleanup_strv_ char **ids = split("d3 d0 d4");
+        _cleanup_strv_free_ char **ids = split("d3 d0 d4");
         assert_int_equal(dev_allocate(r, ids, 3, &a, &err), 0);
         assert_int_equal(a.n_nodes, 3);
         assert_string_equal(a.nodes[0].host_path, "/dev/test3");
@@ -194,13 +192,13 @@ static void test_allocate_errors(void **state)
         struct dev_resource *r = make_resource();
         struct dev_alloc a = { 0 };
         char *err = NULL;
-        _cleanup_strv_ char **unknown = split("d0 gpu-7");
+        _cleanup_strv_free_ char **unknown = split("d0 gpu-7");
         assert_int_equal(dev_allocate(r, unknown, 2, &a, &err), -EINVAL);
         assert_string_equal(err, "unknown device ID \"gpu-7\"");
         assert_int_equal(a.n_nodes, 0); /* untouched on failure */
         free(err);
         err = NULL;
-        _cleanup_strv_ char **sick = split("d1 d5");
+        _cleanup_strv_free_ char **sick = split("d1 d5");
         assert_int_equal(dev_allocate(r, sick, 2, &a, &err), -EINVAL);
         assert_string_equal(err, "device \"d5\" is unhealthy");
         assert_int_equal(a.n_nodes, 0);
@@ -231,7 +229,7 @@ static void test_dispatch_ops(void **state)
         r->ops = &ops;
         struct dev_alloc a = { 0 };
         char *err = NULL;
-        _cleanup_strv_ char **ids = split("anything");
+        _cleanup_strv_free_ char **ids = split("anything");
         assert_int_equal(dev_allocate(r, ids, 1, &a, &err), 0);
         assert_int_equal(a.n_envs, 1);
         assert_string_equal(a.envs[0].value, "anything");
@@ -265,15 +263,15 @@ static void expect_preferred(struct dev_resource *r, char **avail, char **must, 
 static void test_preferred_must_and_size(void **state)
 {
         struct dev_resource *r = make_resource();
-        _cleanup_strv_ char **all = split("d0 d1 d2 d3 d4 d5");
+        _cleanup_strv_free_ char **all = split("d0 d1 d2 d3 d4 d5");
         /* must first, then its NUMA node (1: d3; d5 is unhealthy), then the rest in order */
-        _cleanup_strv_ char **must = split("d2");
+        _cleanup_strv_free_ char **must = split("d2");
         expect_preferred(r, all, must, 3, "d2 d3 d0");
         expect_preferred(r, all, must, 1, "d2");
         /* size larger than possible: every healthy one, once */
         expect_preferred(r, all, must, 10, "d2 d3 d0 d1 d4");
         /* size below the must count: the must IDs only */
-        _cleanup_strv_ char **two = split("d4 d0");
+        _cleanup_strv_free_ char **two = split("d4 d0");
         expect_preferred(r, all, two, 1, "d4 d0");
         /* size 0, nothing required: empty answer */
         expect_preferred(r, all, NULL, 0, "");
@@ -283,19 +281,19 @@ static void test_preferred_must_and_size(void **state)
 static void test_preferred_numa(void **state)
 {
         struct dev_resource *r = make_resource();
-        _cleanup_strv_ char **all = split("d4 d0 d2 d1 d3");
+        _cleanup_strv_free_ char **all = split("d4 d0 d2 d1 d3");
         /* must d0 (node 0): d1 joins it before the earlier-listed d4 and d2 */
-        _cleanup_strv_ char **must0 = split("d0");
+        _cleanup_strv_free_ char **must0 = split("d0");
         expect_preferred(r, all, must0, 2, "d0 d1");
         /* must on two nodes: both nodes preferred, the unknown-node d4 last */
-        _cleanup_strv_ char **mixed = split("d0 d2");
+        _cleanup_strv_free_ char **mixed = split("d0 d2");
         expect_preferred(r, all, mixed, 4, "d0 d2 d1 d3");
         /* must with unknown NUMA: no preference, order given */
-        _cleanup_strv_ char **unk = split("d4");
+        _cleanup_strv_free_ char **unk = split("d4");
         expect_preferred(r, all, unk, 3, "d4 d0 d2");
         /* nothing required: the first node that holds size on its own */
         expect_preferred(r, all, NULL, 2, "d0 d1");
-        _cleanup_strv_ char **rev = split("d3 d2 d1 d0");
+        _cleanup_strv_free_ char **rev = split("d3 d2 d1 d0");
         expect_preferred(r, rev, NULL, 2, "d3 d2");
         /* no node holds 3: the fullest node, then the rest in order */
         dev_resource_find(r, "d1")->numa_node = 2;
@@ -307,14 +305,14 @@ static void test_preferred_skips(void **state)
 {
         struct dev_resource *r = make_resource();
         /* unhealthy d5, unknown x and duplicates are skipped */
-        _cleanup_strv_ char **avail = split("d5 x d3 d3 d1 d1");
+        _cleanup_strv_free_ char **avail = split("d5 x d3 d3 d1 d1");
         expect_preferred(r, avail, NULL, 4, "d3 d1");
         /* a duplicated must ID counts once */
-        _cleanup_strv_ char **must = split("d1 d1");
+        _cleanup_strv_free_ char **must = split("d1 d1");
         expect_preferred(r, avail, must, 2, "d1 d3");
         /* an unknown must ID is refused */
         char **out = NULL;
-        _cleanup_strv_ char **bad = split("nope");
+        _cleanup_strv_free_ char **bad = split("nope");
         assert_int_equal(dev_preferred(r, avail, 6, bad, 1, 2, &out), -EINVAL);
         assert_null(out);
         dev_resource_free(r);

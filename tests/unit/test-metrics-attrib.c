@@ -28,8 +28,6 @@
 #define POD "pod0b1c2d3e-aaaa-bbbb-cccc-1234567890ab"
 #define POD_ "pod0b1c2d3e_aaaa_bbbb_cccc_1234567890ab"
 
-DEFINE_CLEANUP_FUNC(char *, strv_free)
-#define _cleanup_strv_ _cleanup_(strv_freep)
 
 /* ---- cgroup.c ---- */
 
@@ -248,7 +246,7 @@ static char *joined(char **v)
 
 static void expect_nvd(const char *value, const char *want)
 {
-        _cleanup_strv_ char **refs = attr_visible_devices(value, NULL);
+        _cleanup_strv_free_ char **refs = attr_visible_devices(value, NULL);
         _cleanup_free_ char *got = joined(refs);
         if (strcmp(got, want) != 0)
                 fail_msg("NVIDIA_VISIBLE_DEVICES=\"%s\": want \"%s\", got \"%s\"", value, want, got);
@@ -272,7 +270,7 @@ static void test_visible_devices_forms(void **state)
         expect_nvd("MIG-" G1 "/1/0", "MIG-" G1 "/1/0");
         expect_nvd(G2 "::3", G2 "::3");
         /* and each resolves */
-        _cleanup_strv_ char **refs = attr_visible_devices("0, 1:1 ," M10 ",MIG-" G1 "/1/0," G2 "::1", NULL);
+        _cleanup_strv_free_ char **refs = attr_visible_devices("0, 1:1 ," M10 ",MIG-" G1 "/1/0," G2 "::1", NULL);
         const char *want[] = { "0", "3", "2", "2", "4" };
         for (size_t i = 0; i < 5; i++) {
                 _cleanup_free_ char *got = resolved(refs[i], false);
@@ -307,10 +305,10 @@ static void test_cdi_names(void **state)
 static struct attr_spec *parse(const char *json)
 {
         struct attr_spec *s = NULL;
-        _cleanup_free_ char *err = NULL;
-        int r = attr_spec_parse(json, strlen(json), ID, "cdi.k8s.io/", &nv, 1, &s, &err);
+        struct diag diag = { 0 };
+        int r = attr_spec_parse(json, strlen(json), ID, "cdi.k8s.io/", &nv, 1, &s, &diag);
         if (r < 0)
-                fail_msg("parse failed: %s", err);
+                fail_msg("parse failed: %s", diag.message);
         return s;
 }
 
@@ -412,11 +410,10 @@ static void test_spec_malformed(void **state)
         const char *bad[] = { "", "[]", "\"x\"", "{", "{\"process\":", "null", NULL };
         for (size_t i = 0; bad[i]; i++) {
                 struct attr_spec *s = NULL;
-                char *err = NULL;
-                assert_int_equal(attr_spec_parse(bad[i], strlen(bad[i]), ID, "cdi.k8s.io/", &nv, 1, &s, &err), -EINVAL);
+                struct diag diag = { 0 };
+                assert_int_equal(attr_spec_parse(bad[i], strlen(bad[i]), ID, "cdi.k8s.io/", &nv, 1, &s, &diag), -EINVAL);
                 assert_null(s);
-                assert_non_null(err);
-                free(err);
+                assert_true(diag.message[0] != '\0');
         }
         /* wrong types everywhere are ignored, not fatal */
         _cleanup_spec_ struct attr_spec *s = parse(
