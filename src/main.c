@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cleanup.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "cmd.h"
@@ -101,6 +102,13 @@ int main(int argc, char **argv)
         if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
                 if (argc > 2 && strcmp(argv[2], "flags") == 0) {
                         config_print_help(stdout);
+                        return 0;
+                }
+                if (argc > 2 && strcmp(argv[2], "options-json") == 0) {
+                        /* not in the usage: the option and section tables as
+                         * JSON, with what a change of each needs, for tests */
+                        _cleanup_free_ char *table = config_table_json();
+                        puts(table);
                         return 0;
                 }
                 if (argc > 2) {
