@@ -364,7 +364,8 @@ const char *config_apply_text(unsigned apply, char *buf, size_t size);
 
 /* Every option and section with its apply flags, as JSON (`devlet help
  * options-json`, for tests and tools): {"options": [{"flag", "key",
- * "type", "default", "apply": [...]}], "sections": [{"key", "apply"}]};
+ * "key_alias", "type", "default", "choices", "apply": [...]}],
+ * "sections": [{"key", "apply"}]};
  * free() it. */
 char *config_table_json(void);
 

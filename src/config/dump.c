@@ -119,12 +119,16 @@ char *config_table_json(void)
         static const char *const types[] = { "string", "bool", "int", "list", "duration" };
         json_t *rows = json_array();
         const struct config_option *o;
-        for (size_t i = 0; (o = config_option_at(i)); i++)
+        for (size_t i = 0; (o = config_option_at(i)); i++) {
+                json_t *choices = json_array();
+                for (size_t k = 0; o->choices && o->choices[k]; k++)
+                        json_array_append_new(choices, json_string(o->choices[k]));
                 json_array_append_new(
-                        rows, json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:o}", "flag", o->flag, "key",
-                                        o->key, "key_alias", o->key_alias, "type", types[o->type],
-                                        "default", o->default_value, "apply",
-                                        apply_json(o->apply)));
+                        rows, json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:o, s:o}", "flag", o->flag,
+                                        "key", o->key, "key_alias", o->key_alias, "type",
+                                        types[o->type], "default", o->default_value, "choices",
+                                        choices, "apply", apply_json(o->apply)));
+        }
         json_t *sections = json_array();
         for (const struct config_section *s = config_sections; s->key; s++)
                 json_array_append_new(sections, section_row_json(s));
