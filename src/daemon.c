@@ -358,14 +358,48 @@ static char *config_content(const struct devlet_config *cfg)
 
 static void config_watch_start(struct daemon *d);
 
+/* Keeps the running value of every changed option a reload cannot apply
+ * (CONFIG_APPLY_RESTART), with one warning each; returns the flags the
+ * other changes need. */
+static unsigned keep_restart_options(struct devlet_config *next, const struct devlet_config *prev,
+                                     const struct config_change *changes, size_t n)
+{
+        unsigned need = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (!(changes[i].apply & CONFIG_APPLY_RESTART) || !changes[i].option) {
+                        need |= changes[i].apply;
+                        continue;
+                }
+                log_warn("config", "a reload cannot apply this option, keeping the running "
+                                   "value until devlet restarts option=%s",
+                         changes[i].name);
+                config_option_copy(next, prev, changes[i].option);
+        }
+        return need;
+}
+
+/* "a,b,c" from the changes' names; "none" */
+static char *changes_text(const struct config_change *changes, size_t n)
+{
+        char *s = xstrdup(n ? "" : "none");
+        for (size_t i = 0; i < n; i++) {
+                char *t = xasprintf("%s%s%s", s, i ? "," : "", changes[i].name);
+                free(s);
+                s = t;
+        }
+        return s;
+}
+
 /* Re-reads the config and re-enumerates devices from a fresh scan, then
  * re-registers (SIGHUP, or the config file changed).  The new backends are
  * built before the old ones go (and take over what the old ones knew that a
  * scan cannot see), so a backend that fails to start leaves everything
  * running as it was; plugin servers of resources that stay keep their
  * sockets and open streams (they get a fresh snapshot).  A config that
- * fails to load keeps the running one.  Metrics restart only when their
- * own settings changed. */
+ * fails to load keeps the running one.  What else a reload does comes
+ * from the option tables (config_diff): new sockets when a SOCKETS row
+ * changed, a metrics restart when a METRICS row did, the running value of
+ * a RESTART row kept. */
 static void reload(struct daemon *d)
 {
         struct devlet_config *cfg = NULL;
@@ -379,6 +413,10 @@ static void reload(struct daemon *d)
         }
         log_warnings(cfg);
         log_info("daemon", "reloading configuration");
+        _cleanup_free_ struct config_change *changes = NULL;
+        size_t n_changes = 0;
+        unsigned changed_apply = config_diff(d->cfg, cfg, &changes, &n_changes);
+        unsigned need = keep_restart_options(cfg, d->cfg, changes, n_changes);
         _cleanup_free_ char *effective = config_to_json(cfg);
         log_info("config", "running with config=%s", effective);
 
@@ -391,9 +429,7 @@ static void reload(struct daemon *d)
         }
         devset_inherit(&devs, &d->devs);
 
-        int same_dirs = d->kubelet && strcmp(cfg->plugin_directory, d->cfg->plugin_directory) == 0 &&
-                        strcmp(daemon_kubelet_socket(cfg), daemon_kubelet_socket(d->cfg)) == 0;
-        if (same_dirs) {
+        if (d->kubelet && !(need & CONFIG_APPLY_SOCKETS)) {
                 r = kubelet_manager_update(d->kubelet, devs.resources, devs.n_resources);
         } else {
                 kubelet_manager_free(TAKE_PTR(d->kubelet));
@@ -408,7 +444,7 @@ static void reload(struct daemon *d)
         devset_stop(&d->devs);
         d->devs = devs;
 
-        bool metrics_kept = d->metrics && metrics_settings_equal(d->cfg, cfg);
+        bool metrics_kept = d->metrics && !(need & CONFIG_APPLY_METRICS);
         config_free(d->cfg);
         d->cfg = cfg;
         free(d->cfg_content);
@@ -418,8 +454,11 @@ static void reload(struct daemon *d)
         outputs_start(d);
         if (!metrics_kept)
                 metrics_restart(d);
-        log_info("daemon", "reloaded resources=%zu metrics=%s", d->devs.n_resources,
-                 metrics_kept ? "kept" : d->metrics ? "restarted" : "off");
+        char needs[128];
+        _cleanup_free_ char *changed = changes_text(changes, n_changes);
+        log_info("daemon", "reloaded resources=%zu metrics=%s changed=%s needs=%s",
+                 d->devs.n_resources, metrics_kept ? "kept" : d->metrics ? "restarted" : "off",
+                 changed, config_apply_text(changed_apply, needs, sizeof(needs)));
 }
 
 /* A kubelet restart is only a re-registration, which the manager does: the

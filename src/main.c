@@ -102,6 +102,13 @@ int main(int argc, char **argv)
                         config_print_help(stdout);
                         return 0;
                 }
+                if (argc > 2 && strcmp(argv[2], "options-json") == 0) {
+                        /* not in the usage: the option and section tables as
+                         * JSON, with what a change of each needs, for tests */
+                        _cleanup_free_ char *table = config_table_json();
+                        puts(table);
+                        return 0;
+                }
                 if (argc > 2) {
                         /* `devlet help run` is `devlet run --help` */
                         static char help_flag[] = "--help";

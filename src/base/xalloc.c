@@ -117,3 +117,8 @@ int strv_equal(char *const *a, char *const *b)
                         return 0;
         return !(a && a[i]) && !(b && b[i]);
 }
+
+int streq_ptr(const char *a, const char *b)
+{
+        return a && b ? strcmp(a, b) == 0 : a == b;
+}

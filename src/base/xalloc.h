@@ -31,5 +31,7 @@ static inline void strv_freep(char ***v) { strv_free(*v); }
 int strv_contains(char *const *v, const char *s);
 /* Whether a and b hold the same strings in the same order (NULL is empty). */
 int strv_equal(char *const *a, char *const *b);
+/* Whether a and b are both NULL or equal strings. */
+int streq_ptr(const char *a, const char *b);
 
 #endif

@@ -216,6 +216,24 @@ enum config_type {
         CONFIG_DURATION, /* "500ms", "5s", "2m", "1h", a bare number of seconds, or "infinite" (-1) */
 };
 
+/* What a change of an option or a section needs in a running `devlet
+ * run`, as bit flags; every row carries at least one.  A reload compares
+ * the running config with the new one (config_diff) and derives what it
+ * does from the union of the changed rows' flags. */
+enum config_apply {
+        CONFIG_APPLY_NONE = 1u << 0,    /* nothing: read where it is used, or set again by
+                                         * every reload (the log verbosity) */
+        CONFIG_APPLY_RESERVE = 1u << 1, /* the backends rebuilt from a fresh scan, their
+                                         * resources served again */
+        CONFIG_APPLY_SOCKETS = 1u << 2, /* new plugin servers on new sockets, registered again */
+        CONFIG_APPLY_METRICS = 1u << 3, /* metrics restarted */
+        CONFIG_APPLY_OUTPUTS = 1u << 4, /* the labels file and the CDI specs written again */
+        CONFIG_APPLY_RESTART = 1u << 5, /* only a new process applies it (an option without a
+                                         * config-file key: a reload never sees it change);
+                                         * a reload that does keeps the running value */
+};
+#define CONFIG_APPLY_ALL ((1u << 6) - 1)
+
 struct config_option {
         const char *flag;         /* long flag without "--" */
         char short_flag;          /* 0 for none */
@@ -231,6 +249,11 @@ struct config_option {
                                      * NULL-terminated; NULL = any */
         long min, max;            /* CONFIG_INT bounds, inclusive; max 0 = no upper bound */
         const char *help;
+        unsigned apply;           /* what a change needs: CONFIG_APPLY_* flags, never 0 */
+        size_t loaded;            /* for an option naming a file config_load reads: the
+                                   * offset (in the same struct as offset) of the string
+                                   * vector read from it, compared as part of the option's
+                                   * value; 0: none */
 };
 
 /* The config-file sections device backends add (struct config_section,
@@ -309,6 +332,39 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
 /* A config holding only the defaults (kubelet_socket is "", see above). */
 struct devlet_config *config_new_defaults(void);
 void config_free(struct devlet_config *cfg);
+
+/* One option or section whose value differs between two configs. */
+struct config_change {
+        const char *name;                   /* the option's flag, or the section's key */
+        const struct config_option *option; /* NULL for a section */
+        unsigned apply;                     /* the row's CONFIG_APPLY_* flags */
+};
+
+/* What differs between the running config prev and next: each option by
+ * its type (strings, numbers, lists item by item, and for an option with
+ * `loaded` the content read from its file too), each section by its
+ * `equal` (a backend's section present in one config only differs).
+ * Returns the union of the changed rows' apply flags, 0 when nothing
+ * differs.  With out non-NULL, *out is a new array of the changes in table
+ * order (free() it) and *n their count. */
+unsigned config_diff(const struct devlet_config *prev, const struct devlet_config *next,
+                     struct config_change **out, size_t *n);
+
+/* Gives opt in dst a copy of its value in src (what `loaded` names
+ * included): the running value of an option a reload cannot apply. */
+void config_option_copy(struct devlet_config *dst, const struct devlet_config *src,
+                        const struct config_option *opt);
+
+/* The names of apply's flags, comma-separated ("reserve,outputs"; "none"
+ * for 0), in buf. */
+const char *config_apply_text(unsigned apply, char *buf, size_t size);
+
+/* Every option and section with its apply flags, as JSON (`devlet help
+ * options-json`, for tests and tools): {"options": [{"flag", "key",
+ * "key_alias", "type", "default", "choices", "apply": [...]}],
+ * "sections": [{"key", "apply"}]};
+ * free() it. */
+char *config_table_json(void);
 
 /* The effective configuration as compact JSON (for the start-up log line);
  * never NULL, free() it. */

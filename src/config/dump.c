@@ -1,8 +1,9 @@
 /* The effective configuration as one JSON object, for the start-up log line
  * (NVIDIA's plugin prints its "Running with config" the same way): every
  * option of the table, the backends' included, under its flag name, then the sections' shape
- * (sharing strategy and resources, resource patterns, host devices).
- * Pure: no logging, no I/O. */
+ * (sharing strategy and resources, resource patterns, host devices); and
+ * the tables themselves with what a change of each row needs
+ * (config_table_json).  Pure: no logging, no I/O. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "base/xalloc.h"
 #include "config/config.h"
 #include "config/options.h"
+#include "config/sections.h"
 
 static json_t *strv_json(char *const *v)
 {
@@ -92,6 +94,48 @@ char *config_to_json(const struct devlet_config *cfg)
                                                        cfg->hostdev.devices[i].name));
         json_object_set_new(root, "hostDevices", hd);
         char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(root);
+        return s ? s : xstrdup("{}");
+}
+
+static json_t *apply_json(unsigned apply)
+{
+        char buf[128];
+        json_t *a = json_array();
+        config_apply_text(apply, buf, sizeof(buf));
+        for (char *save = NULL, *t = strtok_r(apply ? buf : NULL, ",", &save); t;
+             t = strtok_r(NULL, ",", &save))
+                json_array_append_new(a, json_string(t));
+        return a;
+}
+
+static json_t *section_row_json(const struct config_section *s)
+{
+        return json_pack("{s:s, s:o}", "key", s->key, "apply", apply_json(s->apply));
+}
+
+char *config_table_json(void)
+{
+        static const char *const types[] = { "string", "bool", "int", "list", "duration" };
+        json_t *rows = json_array();
+        const struct config_option *o;
+        for (size_t i = 0; (o = config_option_at(i)); i++) {
+                json_t *choices = json_array();
+                for (size_t k = 0; o->choices && o->choices[k]; k++)
+                        json_array_append_new(choices, json_string(o->choices[k]));
+                json_array_append_new(
+                        rows, json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:o, s:o}", "flag", o->flag,
+                                        "key", o->key, "key_alias", o->key_alias, "type",
+                                        types[o->type], "default", o->default_value, "choices",
+                                        choices, "apply", apply_json(o->apply)));
+        }
+        json_t *sections = json_array();
+        for (const struct config_section *s = config_sections; s->key; s++)
+                json_array_append_new(sections, section_row_json(s));
+        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
+                json_array_append_new(sections, section_row_json(config_backend_sections[j]));
+        json_t *root = json_pack("{s:o, s:o}", "options", rows, "sections", sections);
+        char *s = json_dumps(root, JSON_COMPACT);
         json_decref(root);
         return s ? s : xstrdup("{}");
 }

@@ -173,19 +173,45 @@ static void clear_sharing(void *p)
         config_sharing_clear(p);
 }
 
-#define SECTION(k, field, parse_fn, clear_fn)                                               \
+static bool equal_hostdev(const void *a, const void *b)
+{
+        return config_hostdev_equal(a, b);
+}
+
+static bool equal_resources(const void *a, const void *b)
+{
+        return config_resources_equal(a, b);
+}
+
+static bool equal_sharing(const void *a, const void *b)
+{
+        return config_sharing_equal(a, b);
+}
+
+static bool equal_health(const void *a, const void *b)
+{
+        return config_health_equal(a, b);
+}
+
+#define SECTION(k, field, parse_fn, clear_fn, equal_fn, apply_flags)                        \
         {                                                                                   \
                 .key = k, .offset = offsetof(struct devlet_config, field),                  \
                 .size = sizeof(((struct devlet_config *)0)->field), .parse = parse_fn,      \
-                .clear = clear_fn                                                           \
+                .clear = clear_fn, .equal = equal_fn, .apply = apply_flags                  \
         }
 
-/* In parse order: sharing after resources, whose names it checks. */
+/* In parse order: sharing after resources, whose names it checks.  What a
+ * change needs: every section's devices are the backends' (a fresh scan),
+ * host devices, renamed and shared resources also change the labels
+ * (<resource>.count, replicas) and the CDI specs. */
 const struct config_section config_sections[] = {
-        SECTION("hostDevices", hostdev, parse_hostdev, clear_hostdev),
-        SECTION("resources", resources, parse_resources, clear_resources),
-        SECTION("sharing", sharing, parse_sharing, clear_sharing),
-        SECTION("health", health, parse_health, NULL),
+        SECTION("hostDevices", hostdev, parse_hostdev, clear_hostdev, equal_hostdev,
+                CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS),
+        SECTION("resources", resources, parse_resources, clear_resources, equal_resources,
+                CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS),
+        SECTION("sharing", sharing, parse_sharing, clear_sharing, equal_sharing,
+                CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS),
+        SECTION("health", health, parse_health, NULL, equal_health, CONFIG_APPLY_RESERVE),
         { .key = NULL },
 };
 

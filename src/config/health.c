@@ -49,3 +49,9 @@ int config_health_parse(const struct config_node *node, const char *file, struct
         *out = h;
         return 0;
 }
+
+bool config_health_equal(const struct health_cfg *a, const struct health_cfg *b)
+{
+        return a->recovery_enabled == b->recovery_enabled &&
+               a->recovery_quiet_ms == b->recovery_quiet_ms;
+}

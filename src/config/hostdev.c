@@ -402,3 +402,44 @@ void config_hostdev_clear(struct hostdev_cfg *h)
         free(h->domain);
         *h = (struct hostdev_cfg){ 0 };
 }
+
+static bool path_equal(const struct hostdev_path_cfg *a, const struct hostdev_path_cfg *b)
+{
+        return streq_ptr(a->path, b->path) && streq_ptr(a->mount_path, b->mount_path) &&
+               strcmp(a->permissions, b->permissions) == 0 && a->type == b->type &&
+               a->read_only == b->read_only && a->optional == b->optional;
+}
+
+static bool usb_equal(const struct hostdev_usb_cfg *a, const struct hostdev_usb_cfg *b)
+{
+        return streq_ptr(a->vendor, b->vendor) && streq_ptr(a->product, b->product) &&
+               streq_ptr(a->serial, b->serial);
+}
+
+static bool group_equal(const struct hostdev_group_cfg *a, const struct hostdev_group_cfg *b)
+{
+        if (a->count != b->count || a->n_paths != b->n_paths || a->n_usb != b->n_usb)
+                return false;
+        for (size_t i = 0; i < a->n_paths; i++)
+                if (!path_equal(&a->paths[i], &b->paths[i]))
+                        return false;
+        for (size_t i = 0; i < a->n_usb; i++)
+                if (!usb_equal(&a->usb[i], &b->usb[i]))
+                        return false;
+        return true;
+}
+
+bool config_hostdev_equal(const struct hostdev_cfg *a, const struct hostdev_cfg *b)
+{
+        if (!streq_ptr(a->domain, b->domain) || a->n_devices != b->n_devices)
+                return false;
+        for (size_t i = 0; i < a->n_devices; i++) {
+                const struct hostdev_device_cfg *da = &a->devices[i], *db = &b->devices[i];
+                if (!streq_ptr(da->name, db->name) || da->n_groups != db->n_groups)
+                        return false;
+                for (size_t j = 0; j < da->n_groups; j++)
+                        if (!group_equal(&da->groups[j], &db->groups[j]))
+                                return false;
+        }
+        return true;
+}

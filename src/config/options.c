@@ -45,6 +45,7 @@ static const struct config_option options[] = {
                 .default_value = "",
                 .offset = FIELD(config_file),
                 .help = "YAML config file: NVIDIA's \"version: v1\" format plus devlet's sections",
+                .apply = CONFIG_APPLY_RESTART,
         },
         {
                 .flag = "plugin-directory",
@@ -54,6 +55,7 @@ static const struct config_option options[] = {
                 .default_value = "/var/lib/kubelet/device-plugins",
                 .offset = FIELD(plugin_directory),
                 .help = "Directory of the kubelet's device-plugin sockets",
+                .apply = CONFIG_APPLY_SOCKETS,
         },
         {
                 .flag = "kubelet-socket",
@@ -65,6 +67,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(kubelet_socket),
                 .help = "Kubelet registration socket (default: <plugin-directory>/kubelet.sock; "
                         "--kubelet-socket \"\": serve the sockets but never register, as NVIDIA's)",
+                .apply = CONFIG_APPLY_SOCKETS,
         },
         {
                 .flag = "verbosity",
@@ -78,6 +81,7 @@ static const struct config_option options[] = {
                 .min = 0,
                 .max = 10,
                 .help = "Log verbosity: 1 adds debug messages, 2 adds trace",
+                .apply = CONFIG_APPLY_NONE,
         },
         {
                 .flag = "backends",
@@ -88,6 +92,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(backends),
                 .choices = config_backend_choices,
                 .help = "Device backends to run (auto: each backend that finds devices)",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "sysfs-root",
@@ -96,6 +101,7 @@ static const struct config_option options[] = {
                 .default_value = "/sys",
                 .offset = FIELD(sysfs_root),
                 .help = "Where sysfs is mounted",
+                .apply = CONFIG_APPLY_RESTART,
         },
         {
                 .flag = "dev-root",
@@ -107,6 +113,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(dev_root),
                 .help = "Root under which /dev is found (empty: the NVIDIA driver root for NVIDIA "
                         "GPUs, as NVIDIA's; / for the other families)",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "rescan-interval",
@@ -116,6 +123,7 @@ static const struct config_option options[] = {
                 .default_value = "5s",
                 .offset = FIELD(rescan_interval_ms),
                 .help = "Fallback rescan for hot-plugged devices (infinite: never)",
+                .apply = CONFIG_APPLY_RESERVE,
         },
         {
                 .flag = "mig-strategy",
@@ -126,6 +134,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(mig_strategy),
                 .choices = mig_strategy_choices,
                 .help = "How MIG devices are exposed",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "fail-on-init-error",
@@ -135,6 +144,7 @@ static const struct config_option options[] = {
                 .default_value = "true",
                 .offset = FIELD(fail_on_init_error),
                 .help = "Exit when the NVIDIA backend cannot start (false: run without it)",
+                .apply = CONFIG_APPLY_RESERVE,
         },
         {
                 .flag = "nvidia-driver-root",
@@ -145,6 +155,7 @@ static const struct config_option options[] = {
                 .default_value = "/",
                 .offset = FIELD(driver_root),
                 .help = "Root of the NVIDIA driver installation on the host",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "pass-device-specs",
@@ -154,6 +165,7 @@ static const struct config_option options[] = {
                 .default_value = "false",
                 .offset = FIELD(pass_device_specs),
                 .help = "Return device nodes to the kubelet in Allocate responses",
+                .apply = CONFIG_APPLY_RESERVE,
         },
         {
                 .flag = "device-list-strategy",
@@ -164,6 +176,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(device_list_strategy),
                 .choices = device_list_strategy_choices,
                 .help = "How allocated GPUs are passed to the container runtime",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "device-id-strategy",
@@ -174,6 +187,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(device_id_strategy),
                 .choices = device_id_strategy_choices,
                 .help = "How GPUs are named to the container runtime",
+                .apply = CONFIG_APPLY_RESERVE,
         },
         {
                 .flag = "gds-enabled",
@@ -183,6 +197,7 @@ static const struct config_option options[] = {
                 .default_value = "false",
                 .offset = FIELD(gds_enabled),
                 .help = "Give containers the GPUDirect Storage devices",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "mofed-enabled",
@@ -192,6 +207,7 @@ static const struct config_option options[] = {
                 .default_value = "false",
                 .offset = FIELD(mofed_enabled),
                 .help = "Give containers the Mellanox OFED devices",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "gdrcopy-enabled",
@@ -201,6 +217,7 @@ static const struct config_option options[] = {
                 .default_value = "false",
                 .offset = FIELD(gdrcopy_enabled),
                 .help = "Give containers the gdrcopy device",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "cdi-annotation-prefix",
@@ -210,6 +227,7 @@ static const struct config_option options[] = {
                 .default_value = "cdi.k8s.io/",
                 .offset = FIELD(cdi_annotation_prefix),
                 .help = "Prefix of the CDI annotations (cdi-annotations strategy)",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_METRICS,
         },
         {
                 .flag = "nvidia-cdi-hook-path",
@@ -220,6 +238,7 @@ static const struct config_option options[] = {
                 .default_value = "/usr/bin/nvidia-ctk",
                 .offset = FIELD(nvidia_cdi_hook_path),
                 .help = "Host path of the hook program named in generated CDI specs",
+                .apply = CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "driver-root-ctr-path",
@@ -230,6 +249,7 @@ static const struct config_option options[] = {
                 .default_value = "/driver-root",
                 .offset = FIELD(container_driver_root),
                 .help = "Where the driver root is mounted in devlet's container",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "shared-devices-allocation-policy",
@@ -241,6 +261,7 @@ static const struct config_option options[] = {
                 .choices = allocation_policy_choices,
                 .help = "How shared (replicated) devices are picked: spread over GPUs, "
                         "or packed onto as few as possible",
+                .apply = CONFIG_APPLY_RESERVE,
         },
         {
                 .flag = "cdi-spec-dir",
@@ -250,6 +271,7 @@ static const struct config_option options[] = {
                 .default_value = "/var/run/cdi",
                 .offset = FIELD(cdi_spec_dir),
                 .help = "Directory the CDI specs are written to",
+                .apply = CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "metrics-address",
@@ -260,6 +282,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(metrics_address),
                 .help = "Listen address of the metrics endpoint, [host]:port (empty: no "
                         "metrics; an empty env var counts as unset)",
+                .apply = CONFIG_APPLY_METRICS,
         },
         {
                 .flag = "collect-interval",
@@ -270,6 +293,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(collect_interval_ms),
                 .min = 100,
                 .help = "Interval between metric samples, in milliseconds",
+                .apply = CONFIG_APPLY_METRICS,
         },
         {
                 .flag = "hostname-label",
@@ -280,6 +304,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(hostname_label),
                 .choices = hostname_label_choices,
                 .help = "Name of the metrics label that carries the node name",
+                .apply = CONFIG_APPLY_METRICS,
         },
         {
                 .flag = "pod-resources-socket",
@@ -289,6 +314,7 @@ static const struct config_option options[] = {
                 .default_value = "/var/lib/kubelet/pod-resources/kubelet.sock",
                 .offset = FIELD(pod_resources_socket),
                 .help = "The kubelet's pod-resources socket (which pod holds which device)",
+                .apply = CONFIG_APPLY_METRICS,
         },
         {
                 .flag = "container-state-dirs",
@@ -299,6 +325,7 @@ static const struct config_option options[] = {
                                  "/run/containers/storage/overlay-containers",
                 .offset = FIELD(container_state_dirs),
                 .help = "Where container runtimes keep each container's state and OCI spec",
+                .apply = CONFIG_APPLY_METRICS,
         },
         /* metrics: dcgm-exporter's flags and env vars */
         {
@@ -310,6 +337,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(kubernetes_virtual_gpus),
                 .help = "Also export, for a device several pods share, one GPU_UTIL and FB_USED "
                         "series per pod (label vgpu: its replica), as dcgm-exporter does",
+                .apply = CONFIG_APPLY_METRICS,
         },
         {
                 .flag = "collectors",
@@ -321,6 +349,8 @@ static const struct config_option options[] = {
                 .offset = FIELD(collectors_file),
                 .help = "dcgm-exporter's counters CSV (field, type, help): the device families to "
                         "export (empty: all)",
+                .apply = CONFIG_APPLY_METRICS,
+                .loaded = FIELD(collectors),
         },
         /* feature-discovery labels: GFD's flags, env vars and config keys */
         {
@@ -332,6 +362,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(labels_oneshot),
                 .help = "`devlet labels`: label once and exit (false: rewrite the output file "
                         "every --sleep-interval); `devlet run` always keeps the labels current",
+                .apply = CONFIG_APPLY_NONE,
         },
         {
                 .flag = "no-timestamp",
@@ -341,6 +372,7 @@ static const struct config_option options[] = {
                 .default_value = "false",
                 .offset = FIELD(labels_no_timestamp),
                 .help = "Leave out the nvidia.com/gfd.timestamp label",
+                .apply = CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "sleep-interval",
@@ -351,6 +383,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(labels_sleep_interval_ms),
                 .help = "Time between two labelings (infinite: only at start and when devices "
                         "change)",
+                .apply = CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "output-file",
@@ -364,6 +397,7 @@ static const struct config_option options[] = {
                 .help = "Labels file for NFD's local source (empty: "
                         "/etc/kubernetes/node-feature-discovery/features.d/gfd, and `devlet "
                         "labels` prints to standard output; \"-\": standard output)",
+                .apply = CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "machine-type-file",
@@ -373,6 +407,7 @@ static const struct config_option options[] = {
                 .default_value = "/sys/class/dmi/id/product_name",
                 .offset = FIELD(machine_type_file),
                 .help = "File holding the node's DMI product name (nvidia.com/gpu.machine)",
+                .apply = CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "remove-on-exit",
@@ -383,6 +418,7 @@ static const struct config_option options[] = {
                 .offset = FIELD(labels_remove_on_exit),
                 .help = "Delete the labels file when devlet stops (GFD's behaviour; by default "
                         "the labels stay across restarts)",
+                .apply = CONFIG_APPLY_OUTPUTS,
         },
 };
 
@@ -430,7 +466,7 @@ const void *config_option_value(const struct devlet_config *cfg, const struct co
         return base + opt->offset;
 }
 
-static void *option_field(struct devlet_config *cfg, const struct config_option *opt)
+void *config_option_field(struct devlet_config *cfg, const struct config_option *opt)
 {
         int j = option_set_index(opt);
         char *base = j < 0 ? (char *)cfg : (char *)cfg->backend_options[j];
@@ -458,7 +494,7 @@ void config_options_free(struct devlet_config *cfg)
                 int j = option_set_index(opt);
                 if (j >= 0 && !cfg->backend_options[j])
                         continue;
-                void *field = option_field(cfg, opt);
+                void *field = config_option_field(cfg, opt);
                 if (opt->type == CONFIG_STRING)
                         free(*(char **)field);
                 else if (opt->type == CONFIG_LIST)
@@ -664,7 +700,7 @@ void config_value_clear(const struct config_option *opt, union config_value *v)
 void config_value_store(struct devlet_config *cfg, const struct config_option *opt,
                         union config_value *v)
 {
-        void *field = option_field(cfg, opt);
+        void *field = config_option_field(cfg, opt);
         switch (opt->type) {
         case CONFIG_STRING:
                 free(*(char **)field);

@@ -38,6 +38,7 @@ void config_value_clear(const struct config_option *opt, union config_value *v);
 /* Where opt's value lives in cfg: in cfg itself, or in the values of the
  * backend option set holding the row. */
 const void *config_option_value(const struct devlet_config *cfg, const struct config_option *opt);
+void *config_option_field(struct devlet_config *cfg, const struct config_option *opt);
 
 /* Gives cfg a zeroed values block for every backend option set
  * (config_new_defaults), frees every option's value and the blocks

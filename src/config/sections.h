@@ -23,6 +23,9 @@ struct config_section {
                      const struct devlet_config *next, void *out, char ***warnings,
                      struct config_diag *diag);
         void (*clear)(void *value);
+        /* whether two parsed values mean the same (config_diff) */
+        bool (*equal)(const void *a, const void *b);
+        unsigned apply; /* what a change needs: CONFIG_APPLY_* flags (config.h), never 0 */
 };
 
 /* The sections, in parse order; a row with key NULL ends it.  Adding a
@@ -40,6 +43,7 @@ void config_sections_clear(struct devlet_config *cfg);
 int config_hostdev_parse(const struct config_node *node, const char *file, struct hostdev_cfg *out,
                          char ***warnings, struct config_diag *diag);
 void config_hostdev_clear(struct hostdev_cfg *h);
+bool config_hostdev_equal(const struct hostdev_cfg *a, const struct hostdev_cfg *b);
 
 /* ---- sharing and resources (sharing.c) ---- */
 
@@ -55,6 +59,8 @@ int config_sharing_parse(const struct config_node *node, const char *file,
                          char ***warnings, struct config_diag *diag);
 void config_resources_clear(struct resources_cfg *r);
 void config_sharing_clear(struct sharing_cfg *s);
+bool config_resources_equal(const struct resources_cfg *a, const struct resources_cfg *b);
+bool config_sharing_equal(const struct sharing_cfg *a, const struct sharing_cfg *b);
 
 /* ---- health (health.c) ---- */
 
@@ -64,6 +70,7 @@ void config_sharing_clear(struct sharing_cfg *s);
  * Fills out only on success; -EINVAL with diag otherwise. */
 int config_health_parse(const struct config_node *node, const char *file, struct health_cfg *out,
                         char ***warnings, struct config_diag *diag);
+bool config_health_equal(const struct health_cfg *a, const struct health_cfg *b);
 
 /* A DNS-1123 subdomain: at most 253 characters, dot-separated labels of
  * lowercase letters, digits and '-', each starting and ending alphanumeric. */

@@ -499,3 +499,38 @@ void config_sharing_clear(struct sharing_cfg *s)
         free(s->resources);
         *s = (struct sharing_cfg){ 0 };
 }
+
+static bool patterns_equal(const struct resource_pattern_cfg *a, size_t na,
+                           const struct resource_pattern_cfg *b, size_t nb)
+{
+        if (na != nb)
+                return false;
+        for (size_t i = 0; i < na; i++)
+                if (!streq_ptr(a[i].pattern, b[i].pattern) || !streq_ptr(a[i].name, b[i].name))
+                        return false;
+        return true;
+}
+
+bool config_resources_equal(const struct resources_cfg *a, const struct resources_cfg *b)
+{
+        return patterns_equal(a->gpu_resources, a->n_gpu_resources, b->gpu_resources,
+                              b->n_gpu_resources) &&
+               patterns_equal(a->mig_resources, a->n_mig_resources, b->mig_resources,
+                              b->n_mig_resources);
+}
+
+bool config_sharing_equal(const struct sharing_cfg *a, const struct sharing_cfg *b)
+{
+        if (a->strategy != b->strategy || a->rename_by_default != b->rename_by_default ||
+            a->fail_requests_greater_than_one != b->fail_requests_greater_than_one ||
+            a->n_resources != b->n_resources)
+                return false;
+        for (size_t i = 0; i < a->n_resources; i++) {
+                const struct sharing_resource_cfg *ra = &a->resources[i], *rb = &b->resources[i];
+                if (!streq_ptr(ra->name, rb->name) || !streq_ptr(ra->rename, rb->rename) ||
+                    ra->replicas != rb->replicas || ra->devices_kind != rb->devices_kind ||
+                    ra->devices_count != rb->devices_count || !strv_equal(ra->devices, rb->devices))
+                        return false;
+        }
+        return true;
+}

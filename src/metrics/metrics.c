@@ -308,22 +308,6 @@ static uv_timer_t *timer_new(struct metrics *m)
         return t;
 }
 
-static bool str_equal(const char *a, const char *b)
-{
-        return strcmp(a ? a : "", b ? b : "") == 0;
-}
-
-bool metrics_settings_equal(const struct devlet_config *a, const struct devlet_config *b)
-{
-        return str_equal(a->metrics_address, b->metrics_address) &&
-               a->collect_interval_ms == b->collect_interval_ms &&
-               str_equal(a->pod_resources_socket, b->pod_resources_socket) &&
-               str_equal(a->hostname_label, b->hostname_label) &&
-               str_equal(a->cdi_annotation_prefix, b->cdi_annotation_prefix) &&
-               str_equal(a->driver_root, b->driver_root) &&
-               strv_equal(a->container_state_dirs, b->container_state_dirs);
-}
-
 int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
                   const struct metrics_sources *src, struct metrics **out)
 {

@@ -72,10 +72,6 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
  * cancels a pod-resources call in flight; the loop must run afterwards to
  * finish closing its handles.  Safe with NULL. */
 void metrics_stop(struct metrics *m);
-/* Whether a and b hold the same metrics settings (address, interval,
- * attribution sources, driver root): a reload restarts metrics only when
- * they differ, so an unchanged endpoint never misses a scrape. */
-bool metrics_settings_equal(const struct devlet_config *a, const struct devlet_config *b);
 
 /* `devlet metrics`: one collection with these samplers (pod-resources
  * included, when the socket answers) printed to out.  Returns 0, or 1

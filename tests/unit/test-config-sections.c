@@ -61,11 +61,19 @@ static void toy_clear(void *p)
         strv_free(((struct toy_cfg *)p)->names);
 }
 
+static bool toy_equal(const void *a, const void *b)
+{
+        const struct toy_cfg *x = a, *y = b;
+        return x->slots == y->slots && strv_equal(x->names, y->names);
+}
+
 static const struct config_section toy_section = {
         .key = "toy",
         .size = sizeof(struct toy_cfg),
         .parse = toy_parse,
         .clear = toy_clear,
+        .equal = toy_equal,
+        .apply = CONFIG_APPLY_RESERVE,
 };
 
 /* ---- the toy's options ---- */
@@ -90,6 +98,7 @@ static const struct config_option toy_rows[] = {
                 .offset = offsetof(struct toy_options, mode),
                 .choices = toy_modes,
                 .help = "How the toy runs",
+                .apply = CONFIG_APPLY_RESERVE,
         },
         {
                 .flag = "toy-poll",
@@ -99,6 +108,7 @@ static const struct config_option toy_rows[] = {
                 .default_value = "5s",
                 .offset = offsetof(struct toy_options, poll_ms),
                 .help = "How often the toy is polled",
+                .apply = CONFIG_APPLY_RESERVE,
         },
         {
                 .flag = "toy-tags",
@@ -108,6 +118,7 @@ static const struct config_option toy_rows[] = {
                 .default_value = "",
                 .offset = offsetof(struct toy_options, tags),
                 .help = "Tags of the toy",
+                .apply = CONFIG_APPLY_OUTPUTS,
         },
 };
 
@@ -185,6 +196,28 @@ static void test_backend_section_errors(void **state)
         assert_int_equal(t->slots, 2);
         assert_null(t->names);
         config_free(cfg);
+}
+
+/* A reload sees a family's section change like devlet's own: present in
+ * one config only, or with another value. */
+static void test_backend_section_diff(void **state)
+{
+        struct devlet_config *none = parse_ok("version: v1\n");
+        struct devlet_config *two = parse_ok("version: v1\ntoy: {slots: 2, names: [a]}\n");
+        struct devlet_config *two2 = parse_ok("version: v1\ntoy: {slots: 2, names: [a]}\n");
+        struct devlet_config *three = parse_ok("version: v1\ntoy: {slots: 3, names: [a]}\n");
+        struct config_change *ch = NULL;
+        size_t n = 0;
+        assert_int_equal(config_diff(none, two, &ch, &n), CONFIG_APPLY_RESERVE);
+        assert_int_equal(n, 1);
+        assert_string_equal(ch[0].name, "toy");
+        free(ch);
+        assert_int_equal(config_diff(two, two2, NULL, NULL), 0);
+        assert_int_equal(config_diff(two, three, NULL, NULL), CONFIG_APPLY_RESERVE);
+        config_free(none);
+        config_free(two);
+        config_free(two2);
+        config_free(three);
 }
 
 static void test_backend_options(void **state)
@@ -276,6 +309,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_backend_section, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_backend_section_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_backend_section_diff, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_backend_options, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_backend_options_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_backend_options_help, setup, teardown),

@@ -25,6 +25,7 @@ static const struct config_option rows[] = {
                 .choices = naming_strategy_choices,
                 .help = "AMD GPUs: single serves amd.com/gpu; mixed serves partitions as "
                         "amd.com/<compute>_<memory> (amd.com/cpx_nps4)",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "amd-health-interval",
@@ -36,6 +37,7 @@ static const struct config_option rows[] = {
                 .offset = FIELD(health_interval_ms),
                 .help = "How often AMD GPU health is polled from sysfs (0: never; --pulse is "
                         "AMD's name, in seconds)",
+                .apply = CONFIG_APPLY_RESERVE,
         },
 };
 

@@ -41,6 +41,7 @@ static const struct config_option rows[] = {
                 .offset = FIELD(mps_root),
                 .help = "Host directory of the MPS control daemons' pipe, log and shm directories "
                         "(one subdirectory per MPS resource)",
+                .apply = CONFIG_APPLY_RESERVE,
         },
         {
                 .flag = "device-discovery-strategy",
@@ -52,6 +53,7 @@ static const struct config_option rows[] = {
                 .choices = discovery_strategy_choices,
                 .help = "How GPUs are found: auto or nvml (both NVML; tegra and vfio are refused: "
                         "devlet has no Tegra/CSV or VFIO discovery)",
+                .apply = CONFIG_APPLY_RESERVE,
         },
         {
                 .flag = "imex-channel-ids",
@@ -62,6 +64,7 @@ static const struct config_option rows[] = {
                 .offset = FIELD(imex_channel_ids),
                 .help = "IMEX channels given to every container that gets a GPU: empty or 0 "
                         "(/dev/nvidia-caps-imex-channels/channel0)",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "imex-required",
@@ -72,6 +75,7 @@ static const struct config_option rows[] = {
                 .offset = FIELD(imex_required),
                 .help = "The IMEX channels must exist: start-up fails without them (false: a missing "
                         "channel is left out)",
+                .apply = CONFIG_APPLY_RESERVE,
         },
         {
                 .flag = "cdi-feature-flags",
@@ -83,6 +87,7 @@ static const struct config_option rows[] = {
                 .help = "nvidia-ctk's CDI feature flags, comma-separated (devlet's specs already list "
                         "the driver's libraries explicitly and never use nvsandboxutils; others are "
                         "warned about)",
+                .apply = CONFIG_APPLY_NONE,
         },
         {
                 .flag = "cdi-disable-hooks",
@@ -93,6 +98,7 @@ static const struct config_option rows[] = {
                 .offset = FIELD(cdi_disable_hooks),
                 .help = "CDI hooks left out of the specs devlet writes, comma-separated "
                         "(update-ldcache, create-symlinks, enable-cuda-compat, chmod, or all)",
+                .apply = CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "use-node-feature-api",
@@ -103,6 +109,7 @@ static const struct config_option rows[] = {
                 .offset = FIELD(use_node_feature_api),
                 .help = "GFD's NodeFeature objects: accepted, but devlet writes the features.d file "
                         "(--output-file) instead, with a warning",
+                .apply = CONFIG_APPLY_NONE,
         },
         {
                 .flag = "kubeconfig",
@@ -111,6 +118,7 @@ static const struct config_option rows[] = {
                 .default_value = "",
                 .offset = FIELD(kubeconfig),
                 .help = "GFD's Kubernetes client (for the NodeFeature API): accepted, unused",
+                .apply = CONFIG_APPLY_RESTART,
         },
         {
                 .flag = "kube-api-qps",
@@ -119,6 +127,7 @@ static const struct config_option rows[] = {
                 .default_value = "5",
                 .offset = FIELD(kube_api_qps),
                 .help = "GFD's Kubernetes client: accepted, unused",
+                .apply = CONFIG_APPLY_RESTART,
         },
         {
                 .flag = "kube-api-burst",
@@ -127,6 +136,7 @@ static const struct config_option rows[] = {
                 .default_value = "10",
                 .offset = FIELD(kube_api_burst),
                 .help = "GFD's Kubernetes client: accepted, unused",
+                .apply = CONFIG_APPLY_RESTART,
         },
         {
                 .flag = "namespace",
@@ -135,6 +145,7 @@ static const struct config_option rows[] = {
                 .default_value = "default",
                 .offset = FIELD(gfd_namespace),
                 .help = "GFD's namespace for NodeFeature objects: accepted, unused",
+                .apply = CONFIG_APPLY_RESTART,
         },
         {
                 .flag = "node-name",
@@ -143,6 +154,7 @@ static const struct config_option rows[] = {
                 .offset = FIELD(node_name),
                 .help = "GFD's node name for NodeFeature objects: accepted, unused (the metrics read "
                         "the NODE_NAME env var)",
+                .apply = CONFIG_APPLY_RESTART,
         },
 };
 
