@@ -76,6 +76,8 @@ struct daemon {
         uv_timer_t cfg_debounce;
         int cfg_watching;
         char *cfg_content; /* what the running config was loaded from */
+        char *cfg_tried;   /* the file's content the watch last reloaded from, which
+                            * may have been refused: tried once, not at each event */
 };
 
 #define CONFIG_MAX_BYTES (1u << 20)
@@ -473,15 +475,31 @@ static void on_config_debounce(uv_timer_t *t)
 {
         struct daemon *d = t->data;
         _cleanup_free_ char *now = config_content(d->cfg);
-        if (!now || (d->cfg_content && strcmp(now, d->cfg_content) == 0))
-                return; /* unreadable mid-swap, or unchanged: nothing to do */
+        if (!now)
+                return; /* unreadable mid-swap: the swap's last event comes */
+        if ((d->cfg_content && strcmp(now, d->cfg_content) == 0) ||
+            (d->cfg_tried && strcmp(now, d->cfg_tried) == 0)) {
+                log_debug("daemon", "config file event, content loaded or refused already file=%s",
+                          d->cfg->config_file);
+                return;
+        }
         log_info("daemon", "config file changed file=%s", d->cfg->config_file);
+        free(d->cfg_tried);
+        d->cfg_tried = TAKE_PTR(now);
         reload(d);
 }
 
 static void on_config_event(uv_fs_event_t *h, const char *filename, int events, int status)
 {
         struct daemon *d = h->data;
+        /* Only the file's own name and Kubernetes' ConfigMap swap
+         * (`..data` renamed over) concern it: other files in the directory
+         * (devlet's own log, say) would otherwise keep re-reading it. */
+        if (filename) {
+                _cleanup_free_ char *copy = xstrdup(d->cfg->config_file);
+                if (strcmp(filename, basename(copy)) != 0 && strncmp(filename, "..", 2) != 0)
+                        return;
+        }
         uv_timer_start(&d->cfg_debounce, on_config_debounce, CONFIG_DEBOUNCE_MS, 0);
 }
 
@@ -608,6 +626,7 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
                 log_warn("daemon", "event loop not empty at exit error=\"%s\"", uv_strerror(r));
         config_free(d.cfg);
         free(d.cfg_content);
+        free(d.cfg_tried);
         watchdog_disarm(TAKE_PTR(d.shutdown_deadline));
         log_info("daemon", "stopped");
         return d.exit_code;

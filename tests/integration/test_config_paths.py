@@ -78,6 +78,24 @@ def test_config_swapped_for_fifo_keeps_serving(dirs, kubelet, devlet):
     assert d.alive()
 
 
+def test_refused_config_is_tried_once(dirs, kubelet, devlet):
+    """A config file edited into one devlet refuses is tried once: neither
+    devlet's own log lines in the same directory nor further events on
+    the unchanged file make it read and refuse it again (each refusal is a
+    log line, which was an event: a loop at the debounce's pace)."""
+    d = devlet(fuse_config(dirs), args=["-v", "1"])
+    kubelet.wait_for_registration(FUSE)
+    mark = d.log_size()
+    with open(d.config_path, "a") as f:
+        f.write("hostDevices: [\n")
+    d.wait_log(r"reload failed", since=mark)
+    after = d.log_size()
+    os.utime(d.config_path)  # an event on the file itself, the content as it was
+    d.wait_log(r"config file event, content loaded or refused already", since=after)
+    assert d.log_text()[mark:].count("reload failed") == 1, d.log_text()[mark:]
+    assert d.alive()
+
+
 def test_nvml_library_path_that_is_a_fifo(dirs, build_dir):
     """dlopen of a FIFO would block in open(2): refused with the reason."""
     fifo = os.path.join(dirs.run, "libnvidia-ml.so.1")
