@@ -13,7 +13,7 @@
 int cmd_load_config(int argc, char **argv, struct devlet_config **out, int *argi)
 {
         struct config_diag diag = { 0 };
-        int r = config_load(argc, argv, out, &diag, argi);
+        int r = config_load(dev_config_families(), argc, argv, out, &diag, argi);
         if (r < 0) {
                 char buf[1024];
                 fprintf(stderr, "devlet %s: %s\n", argv[0], config_diag_format(&diag, buf, sizeof(buf)));

@@ -100,7 +100,7 @@ int main(int argc, char **argv)
         }
         if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
                 if (argc > 2 && strcmp(argv[2], "flags") == 0) {
-                        config_print_help(stdout);
+                        config_print_help(dev_config_families(), stdout);
                         return 0;
                 }
                 if (argc > 2) {
@@ -140,7 +140,7 @@ static int dispatch(int argc, char **argv)
                 if (cmds[i].own_flags && wants_help(argc - 1, argv + 1)) {
                         printf("usage: devlet %s [flags]%s\n\nflags (flag > env > config file > default):\n",
                                cmd, cmds[i].own_flags);
-                        config_print_help(stdout);
+                        config_print_help(dev_config_families(), stdout);
                         return 0;
                 }
                 return cmds[i].fn(argc - 1, argv + 1);

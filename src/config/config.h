@@ -14,17 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Where a config problem is, for "file:line:column: message". line and column
- * are 1-based; 0 when the problem has no position (a flag or env var). */
-struct config_diag {
-        char file[256];
-        int line;
-        int column;
-        char message[512];
-};
-
-/* Formats "file:line:column: message" (or just the message) into buf. */
-const char *config_diag_format(const struct config_diag *d, char *buf, size_t size);
+#include "config/diag.h"
 
 /* ---- hostDevices section ---- */
 
@@ -130,8 +120,8 @@ struct health_cfg {
 /* Every string is non-NULL ("" when empty); lists are NULL-terminated
  * string vectors with at least one item, except those whose default is
  * empty (they may be empty). */
-#define CONFIG_BACKEND_SECTIONS_MAX 8
-#define CONFIG_BACKEND_OPTIONS_MAX 8
+struct config_families;
+#define CONFIG_FAMILIES_MAX 8 /* device families in one table */
 
 struct devlet_config {
         /* core */
@@ -140,7 +130,7 @@ struct devlet_config {
         char *kubelet_socket;   /* --kubelet-socket; "" = <plugin_directory>/kubelet.sock,
                                  * which config_load fills in */
         long verbosity;         /* -v N */
-        char **backends;        /* --backends auto or backend names (config_backend_choices) */
+        char **backends;        /* --backends auto or family names (config_families.choices) */
         char *sysfs_root;       /* --sysfs-root, default /sys (tests point it at a fake tree) */
         char *dev_root;         /* --dev-root, default / */
         int64_t rescan_interval_ms; /* --rescan-interval, hot-plug fallback rescan; -1 = never */
@@ -193,15 +183,15 @@ struct devlet_config {
         struct sharing_cfg sharing;
         struct resources_cfg resources;
         struct health_cfg health;
-        /* the values of the sections device backends add, by
-         * config_backend_sections index (NULL: not in the file); read them
-         * with config_backend_section() */
-        void *backend_sections[CONFIG_BACKEND_SECTIONS_MAX];
-        /* the values of the options device backends add, by
-         * config_backend_option_sets index (a zeroed block of the set's
-         * size, holding the defaults at least); read them with
-         * config_backend_options() */
-        void *backend_options[CONFIG_BACKEND_OPTIONS_MAX];
+        /* the device families the config was made with (their rows,
+         * sections and sharing rules), and by their index there: the
+         * values of each family's section (NULL: not in the file; read
+         * with config_backend_section()) and of its options (a zeroed
+         * block of the set's size, holding the defaults at least; NULL for
+         * a family without options; read with config_backend_options()) */
+        const struct config_families *families;
+        void *backend_sections[CONFIG_FAMILIES_MAX];
+        void *backend_options[CONFIG_FAMILIES_MAX];
 
         /* warnings found while loading (unknown keys...), formatted with
          * their position; the caller logs them */
@@ -236,19 +226,17 @@ struct config_option {
         const char *help;
 };
 
-/* The config-file sections device backends add (struct config_section,
- * config/sections.h: key, parse, clear, size), defined by the backend table
- * (devices/registry.c) like config_backend_choices; NULL-terminated, at
- * most CONFIG_BACKEND_SECTIONS_MAX.  A backend reads its section's value
- * with config_backend_section(): NULL when the file has none. */
-struct config_section;
-extern const struct config_section *const config_backend_sections[];
-const void *config_backend_section(const struct devlet_config *cfg,
-                                   const struct config_section *s);
+/* ---- what device families bring to config/ ----
+ *
+ * config/ names no family: each brings its rows, its section and its
+ * sharing rules in a struct config_family defined in its own folder, and
+ * the caller hands config_load (or config_new_defaults) the table of them,
+ * which devices/ builds from its backend table (dev_config_families()); a
+ * test may hand in a table of its own. */
 
-/* The options a device backend adds: rows of the same shape as devlet's
- * own (flag, alias, env vars, config key, type, default, choices, help),
- * whose offsets point into the backend's own struct of size bytes, which
+/* The options a family adds: rows of the same shape as devlet's own
+ * (flag, alias, env vars, config key, type, default, choices, help),
+ * whose offsets point into the family's own struct of size bytes, which
  * every config holds (config_backend_options).  They are parsed, listed in
  * the help, dumped and reported exactly as devlet's own options, with the
  * same precedence (flags > env > file > default).  finish (may be NULL)
@@ -260,29 +248,47 @@ const void *config_backend_section(const struct devlet_config *cfg,
 struct config_option_set {
         const struct config_option *options;
         size_t n_options;
-        size_t size; /* of the backend's values struct */
+        size_t size; /* of the family's values struct */
         int (*finish)(const struct devlet_config *cfg, void *values, char ***warnings,
                       struct config_diag *diag);
 };
 
-/* The option sets device backends add, defined by the backend table
- * (devices/registry.c) like config_backend_sections; NULL-terminated, at
- * most CONFIG_BACKEND_OPTIONS_MAX.  A backend reads its values with
- * config_backend_options(): never NULL for a set of the table (the block
- * belongs to cfg; a backend only reads it, a test may set a value). */
-extern const struct config_option_set *const config_backend_option_sets[];
+struct config_section;      /* config/sections.h */
+struct config_sharing_rules; /* below */
+
+/* One device family, as config/ sees it. */
+struct config_family {
+        const char *name;                        /* "nvidia": its --backends choice */
+        const struct config_option_set *options; /* NULL: no options of its own */
+        /* a top-level section of the config file that is the family's own
+         * (struct config_section, config/sections.h: key, size, parse,
+         * clear), parsed after devlet's; NULL: none */
+        const struct config_section *section;
+        /* the resources it lets the sharing section name, and how a
+         * device is selected there; NULL: none of its resources is shared */
+        const struct config_sharing_rules *sharing;
+};
+
+/* The families, in start-up order (the --help order of their options). */
+struct config_families {
+        const char *const *choices;           /* --backends: "auto", then each family's
+                                               * name; NULL-terminated */
+        const struct config_family *const *v; /* NULL-terminated; at most CONFIG_FAMILIES_MAX */
+};
+
+/* A family's values, by the set its struct config_family names: never NULL
+ * for a config loaded with that family in its table (the block belongs to
+ * cfg; a family only reads it, a test may set a value). */
 void *config_backend_options(const struct devlet_config *cfg, const struct config_option_set *set);
+/* A family's section as the file gave it; NULL when the file has none. */
+const void *config_backend_section(const struct devlet_config *cfg,
+                                   const struct config_section *s);
 
-/* What --backends accepts: "auto", then every device backend's name in
- * start-up order; NULL-terminated.  Defined by the backend table
- * (devices/registry.c), the one place that names the families. */
-extern const char *const config_backend_choices[];
-
-/* Every option, in --help order: devlet's own table, then each backend's
- * set in config_backend_option_sets order.  config_option_at returns NULL
- * from config_option_count() on. */
-size_t config_option_count(void);
-const struct config_option *config_option_at(size_t i);
+/* Every option, in --help order: devlet's own table, then each family's
+ * set in table order.  config_option_at returns NULL from
+ * config_option_count() on. */
+size_t config_option_count(const struct config_families *families);
+const struct config_option *config_option_at(const struct config_families *families, size_t i);
 
 /* Loads the configuration for a subcommand: defaults, then the config file
  * (from --config-file / CONFIG_FILE), then env vars, then flags from argv.
@@ -290,8 +296,8 @@ const struct config_option *config_option_at(size_t i);
  * non-option, whose index goes to *argi (may be NULL; extra arguments are
  * then an error).  Returns 0 and a new config in *out, -EINVAL with diag
  * filled for bad flags/values/files, -errno when the file cannot be read. */
-int config_load(int argc, char **argv, struct devlet_config **out, struct config_diag *diag,
-                int *argi);
+int config_load(const struct config_families *families, int argc, char **argv,
+                struct devlet_config **out, struct config_diag *diag, int *argi);
 
 /* dcgm-exporter's counters CSV ("field, type, help" lines, '#' comments):
  * *out is the strv of the families it selects (label rows select none).
@@ -309,8 +315,10 @@ int config_counters_load(const char *path, char ***out, struct config_diag *diag
 int config_parse_yaml(const char *file, const char *data, size_t len, struct devlet_config *cfg,
                       struct config_diag *diag);
 
-/* A config holding only the defaults (kubelet_socket is "", see above). */
-struct devlet_config *config_new_defaults(void);
+/* A config holding only the defaults (kubelet_socket is "", see above) of
+ * devlet's options and those of the families, which it keeps (the table
+ * must outlive it). */
+struct devlet_config *config_new_defaults(const struct config_families *families);
 void config_free(struct devlet_config *cfg);
 
 /* The effective configuration as compact JSON (for the start-up log line);
@@ -322,8 +330,9 @@ char *config_to_json(const struct devlet_config *cfg);
  * own). */
 const char *config_host_dev_root(const struct devlet_config *cfg);
 
-/* Prints the flags table (flag, env vars, config key, default, help). */
-void config_print_help(FILE *f);
+/* Prints the flags table (flag, env vars, config key, default, help):
+ * devlet's options, then the families'. */
+void config_print_help(const struct config_families *families, FILE *f);
 
 /* Resource name validation shared with the backends: "<domain>/<name>". */
 bool config_valid_resource_name(const char *s);

@@ -1,6 +1,6 @@
 /* The effective configuration as one JSON object, for the start-up log line
  * (NVIDIA's plugin prints its "Running with config" the same way): every
- * option of the table, the backends' included, under its flag name, then the sections' shape
+ * option of the table, the families' included, under its flag name, then the sections' shape
  * (sharing strategy and resources, resource patterns, host devices).
  * Pure: no logging, no I/O. */
 #include <jansson.h>
@@ -74,7 +74,7 @@ char *config_to_json(const struct devlet_config *cfg)
         json_t *root = json_object();
         json_t *flags = json_object();
         const struct config_option *o;
-        for (size_t i = 0; (o = config_option_at(i)); i++) {
+        for (size_t i = 0; (o = config_option_at(cfg->families, i)); i++) {
                 json_object_set_new(flags, o->flag, option_json(cfg, o));
         }
         json_object_set_new(flags, "kubeletRegistration", json_boolean(!cfg->kubelet_disabled));

@@ -1,10 +1,10 @@
 /* The config file's meaning: `version: v1`, the `flags` keys of the option
  * table, and the structured sections, each a row of config_sections (key,
  * parse, clear, where it lives in struct devlet_config) or a section a
- * device backend adds (config_backend_sections, kept on the heap).
+ * device family adds (struct config_family's section, kept on the heap).
  *
  * The tree comes from yaml.c.  `flags.*` keys (and any other group of
- * option keys, such as a backend's) map onto the option table
+ * option keys, such as a family's) map onto the option table
  * (options.c); each section's key is handed to its parser, in table order
  * (sharing after resources: it checks names against them); any other key
  * is a warning, never an error, so NVIDIA's own files stay loadable.
@@ -27,6 +27,7 @@ DEFINE_CLEANUP_FUNC(struct config_node, config_tree_free)
 /* ---- flags: the option table's keys ---- */
 
 struct walk {
+        const struct config_families *families;
         const char *file;
         struct config_diag *diag;
         char **warnings;
@@ -57,10 +58,10 @@ static int walk_option(struct walk *w, const struct config_option *opt,
                         }
                         items = strv_push(items, n->items[i]->text);
                 }
-                r = config_value_parse_items(opt, items, path, &v, w->diag);
+                r = config_value_parse_items(w->families, opt, items, path, &v, w->diag);
                 strv_free(items);
         } else if (n->kind == CONFIG_NODE_SCALAR) {
-                r = config_value_parse(opt, n->text, path, &v, w->diag);
+                r = config_value_parse(w->families, opt, n->text, path, &v, w->diag);
         } else {
                 return config_node_error(w->diag, w->file, n, path, "expected %s, found %s",
                                          opt->type == CONFIG_LIST ? "a list or a value"
@@ -97,11 +98,11 @@ static int walk_section(struct walk *w, const struct config_node *map, const cha
                         config_node_warn_unknown(&w->warnings, w->file, k);
                         continue;
                 }
-                const struct config_option *opt = config_option_by_key(path);
+                const struct config_option *opt = config_option_by_key(w->families, path);
                 int r = 0;
                 if (opt)
                         r = walk_option(w, opt, v, path);
-                else if (config_key_is_section(path))
+                else if (config_key_is_section(w->families, path))
                         r = walk_section(w, v, path);
                 else
                         config_node_warn_unknown(&w->warnings, w->file, k);
@@ -189,27 +190,37 @@ const struct config_section config_sections[] = {
         { .key = NULL },
 };
 
-static const struct config_section *section_by_key(const char *key)
+/* Family j's section, or NULL (none, or past the last family). */
+static const struct config_section *family_section(const struct config_families *f, size_t j)
+{
+        return j < CONFIG_FAMILIES_MAX && f->v[j] ? f->v[j]->section : NULL;
+}
+
+#define EACH_FAMILY(f, j) for (size_t j = 0; j < CONFIG_FAMILIES_MAX && (f)->v[j]; j++)
+
+static const struct config_section *section_by_key(const struct config_families *f,
+                                                   const char *key)
 {
         for (const struct config_section *s = config_sections; s->key; s++)
                 if (strcmp(s->key, key) == 0)
                         return s;
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
-                if (strcmp(config_backend_sections[j]->key, key) == 0)
-                        return config_backend_sections[j];
+        EACH_FAMILY(f, j)
+                if (family_section(f, j) && strcmp(family_section(f, j)->key, key) == 0)
+                        return family_section(f, j);
         return NULL;
 }
 
 /* The sections of one file, parsed in table order into scratch values and
  * held until the whole file is good; NULL: not in the file. */
 struct parsed {
-        void *own[CONFIG_SECTIONS_MAX];             /* by config_sections index */
-        void *backend[CONFIG_BACKEND_SECTIONS_MAX]; /* by config_backend_sections index */
+        const struct config_families *families;
+        void *own[CONFIG_SECTIONS_MAX];     /* by config_sections index */
+        void *family[CONFIG_FAMILIES_MAX];  /* by family index */
 };
 
 static void value_free(const struct config_section *s, void *v)
 {
-        if (v && s->clear)
+        if (v && s && s->clear)
                 s->clear(v);
         free(v);
 }
@@ -218,8 +229,9 @@ static void parsed_clear(struct parsed *p)
 {
         for (size_t i = 0; i < CONFIG_SECTIONS_MAX && config_sections[i].key; i++)
                 value_free(&config_sections[i], p->own[i]);
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
-                value_free(config_backend_sections[j], p->backend[j]);
+        EACH_FAMILY(p->families, j)
+                if (p->family[j])
+                        value_free(family_section(p->families, j), p->family[j]);
 }
 
 /* Parses section s when root holds it: *out gets its value (heap). */
@@ -240,10 +252,10 @@ static int parse_one(const struct config_section *s, const char *file,
         return 0;
 }
 
-/* Parses every section root holds: devlet's own, then the backends'.  next
- * starts as a shallow copy of cfg and gets each parsed section in turn, so
- * a later section sees what the file will leave (sharing: the resources it
- * names); it is only read. */
+/* Parses every section root holds: devlet's own, then the families'.
+ * next starts as a shallow copy of cfg and gets each parsed section in
+ * turn, so a later section sees what the file will leave (sharing: the
+ * resources it names); it is only read. */
 static int parse_sections(const char *file, const struct config_node *root,
                           const struct devlet_config *cfg, struct parsed *out, char ***warnings,
                           struct config_diag *diag)
@@ -257,13 +269,15 @@ static int parse_sections(const char *file, const struct config_node *root,
                 if (out->own[i])
                         memcpy((char *)&next + s->offset, out->own[i], s->size);
         }
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++) {
-                int r = parse_one(config_backend_sections[j], file, root, &next, &out->backend[j],
-                                  warnings, diag);
+        EACH_FAMILY(cfg->families, j) {
+                const struct config_section *s = family_section(cfg->families, j);
+                if (!s)
+                        continue;
+                int r = parse_one(s, file, root, &next, &out->family[j], warnings, diag);
                 if (r < 0)
                         return r;
-                if (out->backend[j])
-                        next.backend_sections[j] = out->backend[j];
+                if (out->family[j])
+                        next.backend_sections[j] = out->family[j];
         }
         return 0;
 }
@@ -281,11 +295,12 @@ static void store_sections(struct devlet_config *cfg, struct parsed *p)
                 memcpy(field, p->own[i], s->size);
                 free(TAKE_PTR(p->own[i]));
         }
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++) {
-                if (!p->backend[j])
+        EACH_FAMILY(cfg->families, j) {
+                if (!p->family[j])
                         continue;
-                value_free(config_backend_sections[j], cfg->backend_sections[j]);
-                cfg->backend_sections[j] = TAKE_PTR(p->backend[j]);
+                if (cfg->backend_sections[j])
+                        value_free(family_section(cfg->families, j), cfg->backend_sections[j]);
+                cfg->backend_sections[j] = TAKE_PTR(p->family[j]);
         }
 }
 
@@ -294,15 +309,17 @@ void config_sections_clear(struct devlet_config *cfg)
         for (const struct config_section *s = config_sections; s->key; s++)
                 if (s->clear)
                         s->clear((char *)cfg + s->offset);
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
-                value_free(config_backend_sections[j], TAKE_PTR(cfg->backend_sections[j]));
+        EACH_FAMILY(cfg->families, j)
+                if (cfg->backend_sections[j])
+                        value_free(family_section(cfg->families, j),
+                                   TAKE_PTR(cfg->backend_sections[j]));
 }
 
 const void *config_backend_section(const struct devlet_config *cfg,
                                    const struct config_section *s)
 {
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
-                if (config_backend_sections[j] == s)
+        EACH_FAMILY(cfg->families, j)
+                if (s && family_section(cfg->families, j) == s)
                         return cfg->backend_sections[j];
         return NULL;
 }
@@ -332,7 +349,8 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
                                          "expected a mapping at the top, found %s",
                                          config_node_kind_name(root));
 
-        _cleanup_(walk_clear) struct walk w = { .file = file, .diag = diag };
+        _cleanup_(walk_clear) struct walk w = { .families = cfg->families, .file = file,
+                                                .diag = diag };
         r = check_version(&w, root);
         if (r < 0)
                 return r;
@@ -340,16 +358,16 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
         /* flags first, then unknown keys warned in file order */
         for (size_t i = 0; i + 1 < root->n_items; i += 2) {
                 const struct config_node *k = root->items[i], *v = root->items[i + 1];
-                if (strcmp(k->text, "version") == 0 || section_by_key(k->text))
+                if (strcmp(k->text, "version") == 0 || section_by_key(cfg->families, k->text))
                         continue;
-                if (config_key_is_section(k->text)) /* flags, or a backend's group */
+                if (config_key_is_section(cfg->families, k->text)) /* flags, or a family's group */
                         r = walk_section(&w, v, k->text);
                 else
                         config_node_warn_unknown(&w.warnings, file, k);
                 if (r < 0)
                         return r;
         }
-        _cleanup_(parsed_clear) struct parsed sec = { 0 };
+        _cleanup_(parsed_clear) struct parsed sec = { .families = cfg->families };
         r = parse_sections(file, root, cfg, &sec, &w.warnings, diag);
         if (r < 0)
                 return r;

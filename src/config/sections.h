@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "config/config.h"
 #include "config/walk.h"
 
 /* One top-level section of the config file.  parse fills out (a zeroed

@@ -275,6 +275,12 @@ struct dev_backend_ops {
 /* Every backend devlet knows, in start-up order; NULL-terminated. */
 extern const struct dev_backend_ops *const dev_backends[];
 
+/* The same families as config/ sees them (their options, config-file
+ * sections, sharing rules, and --backends' choices), in the same order:
+ * what callers hand config_load(), config_new_defaults() and
+ * config_print_help().  Static; never NULL. */
+const struct config_families *dev_config_families(void);
+
 /* Whether --backends selects the backend named name: an empty list or
  * "auto" selects every backend (each then decides whether it has anything
  * to serve). */

@@ -334,7 +334,7 @@ static void test_sharing(void **state)
 {
         struct amd_fixture f = { 0 };
         _cleanup_free_ char *err = NULL;
-        f.cfg = config_new_defaults();
+        f.cfg = config_new_defaults(dev_config_families());
         struct sharing_cfg *sc = &f.cfg->sharing;
         sc->strategy = SHARING_TIME_SLICING;
         sc->resources = xcalloc(1, sizeof(*sc->resources));

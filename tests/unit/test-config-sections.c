@@ -1,8 +1,7 @@
-/* A device backend's own config-file section and command-line options,
- * through the tables config/ reads (config_backend_sections,
- * config_backend_option_sets).  This binary stands in for the backend
- * table: it defines the three symbols devices/registry.c gives config/,
- * with a toy family "toy" whose section `toy: {slots: N, names: [...]}` is
+/* A device family's own config-file section and command-line options,
+ * through the table of families config/ is handed.  This binary hands it
+ * a table of its own instead of devices/' (dev_config_families), with a
+ * toy family "toy" whose section `toy: {slots: N, names: [...]}` is
  * parsed with the typed walkers, kept on the heap, replaced by a later
  * file and freed with the config, and whose options (--toy-mode,
  * --toy-poll, --toy-tags) are loaded from flags, env vars and file keys
@@ -21,6 +20,8 @@
 #include "config/config.h"
 #include "config/sections.h"
 
+static const struct config_families toy_families;
+#define TEST_FAMILIES (&toy_families)
 #include "config-test.h"
 
 struct toy_cfg {
@@ -133,9 +134,14 @@ static const struct config_option_set toy_options = {
         .finish = toy_finish,
 };
 
-const char *const config_backend_choices[] = { "auto", "toy", NULL };
-const struct config_section *const config_backend_sections[] = { &toy_section, NULL };
-const struct config_option_set *const config_backend_option_sets[] = { &toy_options, NULL };
+static const struct config_family toy_family = {
+        .name = "toy",
+        .options = &toy_options,
+        .section = &toy_section,
+};
+static const char *const toy_choices[] = { "auto", "toy", NULL };
+static const struct config_family *const toy_list[] = { &toy_family, NULL };
+static const struct config_families toy_families = { .choices = toy_choices, .v = toy_list };
 
 static const struct toy_options *toy_get(const struct devlet_config *cfg)
 {

@@ -18,6 +18,7 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 #include "config/config.h"
+#include "devices/device.h"
 #include "config-test.h"
 
 #define UUID "b1028956-cfa2-0990-bf4a-5da9abb51763"
@@ -37,7 +38,7 @@ static void check_err(const char *yaml, int line, int column, const char *messag
 
 static void test_defaults(void **state)
 {
-        struct devlet_config *c = config_new_defaults();
+        struct devlet_config *c = config_new_defaults(dev_config_families());
         assert_int_equal(c->sharing.strategy, SHARING_NONE);
         assert_int_equal(c->sharing.n_resources, 0);
         assert_null(c->sharing.resources);
@@ -603,7 +604,7 @@ static void test_section_warnings(void **state)
 
 static void test_sections_replace(void **state)
 {
-        struct devlet_config *c = config_new_defaults();
+        struct devlet_config *c = config_new_defaults(dev_config_families());
         struct config_diag d;
         static const char first[] = "version: v1\n"
                                     "sharing:\n  timeSlicing:\n"

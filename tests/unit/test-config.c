@@ -17,6 +17,7 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 #include "config/config.h"
+#include "devices/device.h"
 #include "config-test.h"
 #include "devices/amd/internal.h"
 
@@ -24,7 +25,7 @@
 
 static void test_defaults(void **state)
 {
-        struct devlet_config *c = config_new_defaults();
+        struct devlet_config *c = config_new_defaults(dev_config_families());
         assert_string_equal(c->config_file, "");
         assert_string_equal(c->plugin_directory, "/var/lib/kubelet/device-plugins");
         assert_string_equal(c->kubelet_socket, "");
@@ -693,7 +694,7 @@ static void test_bounds(void **state)
         memset(data, '#', big);
         memcpy(data, "version: v1\n", 12);
         data[big - 1] = '\n';
-        struct devlet_config *c = config_new_defaults();
+        struct devlet_config *c = config_new_defaults(dev_config_families());
         struct config_diag d;
         assert_int_equal(config_parse_yaml("big.yaml", data, big, c, &d), -EINVAL);
         assert_string_equal(d.message, "larger than 1048576 bytes");
@@ -754,7 +755,7 @@ static void test_bounds(void **state)
 
 static void test_failure_keeps_config(void **state)
 {
-        struct devlet_config *c = config_new_defaults();
+        struct devlet_config *c = config_new_defaults(dev_config_families());
         struct config_diag d;
         /* the error comes after good flags and a warning: none of them lands */
         static const char bad[] = "version: v1\n"

@@ -20,6 +20,7 @@
 #include "base/fs.h"
 #include "base/xalloc.h"
 #include "config/config.h"
+#include "devices/device.h"
 #include "devices/nvidia/gfd-labels.h"
 #include "labels/labels.h"
 
@@ -45,7 +46,7 @@ static void assert_no_label(const struct dev_labels *s, const char *key)
 /* A config with the defaults plus YAML (NULL: none). */
 static struct devlet_config *config_with(const char *yaml)
 {
-        struct devlet_config *cfg = config_new_defaults();
+        struct devlet_config *cfg = config_new_defaults(dev_config_families());
         free(cfg->machine_type_file);
         cfg->machine_type_file = xstrdup("");
         if (yaml) {

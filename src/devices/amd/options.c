@@ -45,6 +45,11 @@ const struct config_option_set amd_config_options = {
         .size = sizeof(struct amd_options),
 };
 
+const struct config_family amd_config_family = {
+        .name = "amd",
+        .options = &amd_config_options,
+};
+
 const struct amd_options *amd_options_get(const struct devlet_config *cfg)
 {
         return config_backend_options(cfg, &amd_config_options);

@@ -24,7 +24,6 @@
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
-#include "config/tree.h"
 #include "devices/nvidia/internal.h"
 
 static const char *const discovery_strategy_choices[] = { "auto", "nvml", "tegra", "vfio", NULL };
@@ -246,6 +245,11 @@ const struct config_option_set nvidia_config_options = {
         .n_options = ARRAY_SIZE(rows),
         .size = sizeof(struct nvidia_options),
         .finish = finish,
+};
+
+const struct config_family nvidia_config_family = {
+        .name = "nvidia",
+        .options = &nvidia_config_options,
 };
 
 const struct nvidia_options *nvidia_options_get(const struct devlet_config *cfg)
