@@ -148,14 +148,14 @@ static bool wait_events(struct mps_sup *s, int64_t deadline, int fd)
         return fd >= 0 && p[1].revents;
 }
 
-/* The control program under the driver root (its mount in this container
- * first), then on PATH. */
-static char *find_control(const struct devlet_config *cfg)
+/* The control program under the roots the backend names (NVIDIA's: the
+ * driver root's mount in this container, then the driver root), then on
+ * PATH. */
+static char *find_control(char *const *roots)
 {
         static const char *const dirs[] = { "usr/bin", "usr/local/bin", "bin", "usr/sbin", "sbin" };
-        const char *roots[] = { cfg->container_driver_root, cfg->driver_root };
-        for (size_t r = 0; r < ARRAY_SIZE(roots); r++) {
-                if (!roots[r] || !roots[r][0])
+        for (size_t r = 0; roots && roots[r]; r++) {
+                if (!roots[r][0])
                         continue;
                 for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
                         size_t n = strlen(roots[r]);
@@ -627,10 +627,14 @@ int cmd_mps(int argc, char **argv)
                         dev_mps_daemons_free(specs.v, n);
                         return 1;
                 }
-        _cleanup_free_ char *bin = find_control(cfg);
+        _cleanup_free_ char *bin = find_control(specs.v[0].program_roots);
         if (!bin) {
-                log_error("mps", "%s not found under the driver root (%s or %s) nor on PATH",
-                          CONTROL_BIN, cfg->container_driver_root, cfg->driver_root);
+                char roots[512] = "";
+                for (size_t i = 0; specs.v[0].program_roots && specs.v[0].program_roots[i]; i++)
+                        snprintf(roots + strlen(roots), sizeof(roots) - strlen(roots), "%s%s",
+                                 i ? " or " : "", specs.v[0].program_roots[i]);
+                log_error("mps", "%s not found under the driver root (%s) nor on PATH",
+                          CONTROL_BIN, roots);
                 dev_mps_daemons_free(specs.v, n);
                 return 1;
         }

@@ -132,22 +132,15 @@ struct devlet_config {
         long verbosity;         /* -v N */
         char **backends;        /* --backends auto or family names (config_families.choices) */
         char *sysfs_root;       /* --sysfs-root, default /sys (tests point it at a fake tree) */
-        char *dev_root;         /* --dev-root, default / */
+        char *dev_root;         /* --dev-root; "": each family's default (config_host_dev_root) */
         int64_t rescan_interval_ms; /* --rescan-interval, hot-plug fallback rescan; -1 = never */
 
-        /* NVIDIA device plugin flags (used by the nvidia backend) */
-        char *mig_strategy;         /* none|single|mixed */
-        bool fail_on_init_error;
-        char *driver_root;          /* --nvidia-driver-root / --driver-root */
-        bool pass_device_specs;
+        /* NVIDIA's device plugin flags that every family honours (those
+         * only NVIDIA GPUs mean are the nvidia family's options) */
+        bool fail_on_init_error;     /* a family that cannot start fails start-up */
+        bool pass_device_specs;      /* device nodes in Allocate responses */
         char **device_list_strategy; /* envvar, volume-mounts, cdi-annotations, cdi-cri */
-        char *device_id_strategy;    /* uuid|index */
-        bool gds_enabled;
-        bool mofed_enabled;
-        bool gdrcopy_enabled;
         char *cdi_annotation_prefix;
-        char *nvidia_cdi_hook_path;
-        char *container_driver_root;
         char *shared_devices_allocation_policy; /* distributed|packed */
 
         /* CDI, metrics and attribution */
@@ -173,10 +166,6 @@ struct devlet_config {
 
         /* derived by config_load, not options */
         bool kubelet_disabled;  /* --kubelet-socket "" given: serve, never register */
-        /* --dev-root was not given: dev_root is the NVIDIA driver root, as
-         * NVIDIA's plugin has it; other families look under "/" then
-         * (config_host_dev_root) */
-        bool dev_root_is_driver_root;
 
         /* sections */
         struct hostdev_cfg hostdev;
@@ -325,9 +314,9 @@ void config_free(struct devlet_config *cfg);
  * never NULL, free() it. */
 char *config_to_json(const struct devlet_config *cfg);
 
-/* The root under which a family other than NVIDIA finds /dev: --dev-root
- * when given, else "/" (NVIDIA's default, the driver root, is NVIDIA's
- * own). */
+/* The root under which a family finds /dev: --dev-root when given, else
+ * "/" (a family may have a default of its own instead: NVIDIA's is its
+ * driver root, as NVIDIA's plugin has it). */
 const char *config_host_dev_root(const struct devlet_config *cfg);
 
 /* Prints the flags table (flag, env vars, config key, default, help):

@@ -274,13 +274,6 @@ int config_load(const struct config_families *families, int argc, char **argv,
                         cfg->kubelet_disabled = !flags.items[i].v.s[0];
         config_pending_store(&flags, cfg);
 
-        /* an empty --dev-root is the NVIDIA driver root, as NVIDIA's plugin
-         * has it; the other families look under "/" then */
-        cfg->dev_root_is_driver_root = !cfg->dev_root[0];
-        if (cfg->dev_root_is_driver_root) {
-                free(cfg->dev_root);
-                cfg->dev_root = xstrdup(cfg->driver_root);
-        }
         r = config_options_finish(cfg, diag);
         if (r < 0)
                 return r;
@@ -307,5 +300,5 @@ int config_load(const struct config_families *families, int argc, char **argv,
 
 const char *config_host_dev_root(const struct devlet_config *cfg)
 {
-        return cfg->dev_root_is_driver_root ? "/" : cfg->dev_root;
+        return cfg->dev_root[0] ? cfg->dev_root : "/";
 }

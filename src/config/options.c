@@ -29,10 +29,8 @@
 #include "base/xalloc.h"
 #include "config/options.h"
 
-static const char *const mig_strategy_choices[] = { "none", "single", "mixed", NULL };
 static const char *const device_list_strategy_choices[] = { "envvar", "volume-mounts",
                                                             "cdi-annotations", "cdi-cri", NULL };
-static const char *const device_id_strategy_choices[] = { "uuid", "index", NULL };
 static const char *const allocation_policy_choices[] = { "distributed", "packed", NULL };
 static const char *const hostname_label_choices[] = { "Hostname", "hostname", NULL };
 
@@ -119,16 +117,6 @@ static const struct config_option options[] = {
                 .help = "Fallback rescan for hot-plugged devices (infinite: never)",
         },
         {
-                .flag = "mig-strategy",
-                .envs = { "MIG_STRATEGY", "GFD_MIG_STRATEGY" },
-                .key = "flags.migStrategy",
-                .type = CONFIG_STRING,
-                .default_value = "none",
-                .offset = FIELD(mig_strategy),
-                .choices = mig_strategy_choices,
-                .help = "How MIG devices are exposed",
-        },
-        {
                 .flag = "fail-on-init-error",
                 .envs = { "FAIL_ON_INIT_ERROR", "GFD_FAIL_ON_INIT_ERROR" },
                 .key = "flags.failOnInitError",
@@ -136,16 +124,6 @@ static const struct config_option options[] = {
                 .default_value = "true",
                 .offset = FIELD(fail_on_init_error),
                 .help = "Exit when the NVIDIA backend cannot start (false: run without it)",
-        },
-        {
-                .flag = "nvidia-driver-root",
-                .alias = "driver-root",
-                .envs = { "NVIDIA_DRIVER_ROOT" },
-                .key = "flags.nvidiaDriverRoot",
-                .type = CONFIG_STRING,
-                .default_value = "/",
-                .offset = FIELD(driver_root),
-                .help = "Root of the NVIDIA driver installation on the host",
         },
         {
                 .flag = "pass-device-specs",
@@ -167,43 +145,6 @@ static const struct config_option options[] = {
                 .help = "How allocated GPUs are passed to the container runtime",
         },
         {
-                .flag = "device-id-strategy",
-                .envs = { "DEVICE_ID_STRATEGY" },
-                .key = "flags.plugin.deviceIDStrategy",
-                .type = CONFIG_STRING,
-                .default_value = "uuid",
-                .offset = FIELD(device_id_strategy),
-                .choices = device_id_strategy_choices,
-                .help = "How GPUs are named to the container runtime",
-        },
-        {
-                .flag = "gds-enabled",
-                .envs = { "GDS_ENABLED" },
-                .key = "flags.gdsEnabled",
-                .type = CONFIG_BOOL,
-                .default_value = "false",
-                .offset = FIELD(gds_enabled),
-                .help = "Give containers the GPUDirect Storage devices",
-        },
-        {
-                .flag = "mofed-enabled",
-                .envs = { "MOFED_ENABLED" },
-                .key = "flags.mofedEnabled",
-                .type = CONFIG_BOOL,
-                .default_value = "false",
-                .offset = FIELD(mofed_enabled),
-                .help = "Give containers the Mellanox OFED devices",
-        },
-        {
-                .flag = "gdrcopy-enabled",
-                .envs = { "GDRCOPY_ENABLED" },
-                .key = "flags.gdrcopyEnabled",
-                .type = CONFIG_BOOL,
-                .default_value = "false",
-                .offset = FIELD(gdrcopy_enabled),
-                .help = "Give containers the gdrcopy device",
-        },
-        {
                 .flag = "cdi-annotation-prefix",
                 .envs = { "CDI_ANNOTATION_PREFIX" },
                 .key = "flags.plugin.cdiAnnotationPrefix",
@@ -211,26 +152,6 @@ static const struct config_option options[] = {
                 .default_value = "cdi.k8s.io/",
                 .offset = FIELD(cdi_annotation_prefix),
                 .help = "Prefix of the CDI annotations (cdi-annotations strategy)",
-        },
-        {
-                .flag = "nvidia-cdi-hook-path",
-                .alias = "nvidia-ctk-path",
-                .envs = { "NVIDIA_CDI_HOOK_PATH", "NVIDIA_CTK_PATH" },
-                .key = "flags.plugin.nvidiaCTKPath",
-                .type = CONFIG_STRING,
-                .default_value = "/usr/bin/nvidia-ctk",
-                .offset = FIELD(nvidia_cdi_hook_path),
-                .help = "Host path of the hook program named in generated CDI specs",
-        },
-        {
-                .flag = "driver-root-ctr-path",
-                .alias = "container-driver-root",
-                .envs = { "DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT" },
-                .key = "flags.plugin.containerDriverRoot",
-                .type = CONFIG_STRING,
-                .default_value = "/driver-root",
-                .offset = FIELD(container_driver_root),
-                .help = "Where the driver root is mounted in devlet's container",
         },
         {
                 .flag = "shared-devices-allocation-policy",

@@ -462,6 +462,7 @@ void dev_mps_daemons_free(struct dev_mps_daemon *v, size_t n)
                 free(v[i].log_dir);
                 free(v[i].marker);
                 free(v[i].shm_dir);
+                strv_free(v[i].program_roots);
         }
         free(v);
 }

@@ -212,6 +212,8 @@ struct dev_mps_daemon {
         char *marker;          /* the readiness marker the supervisor writes and touches */
         char *shm_dir;         /* mounted as a tmpfs for the clients' /dev/shm (daemons
                                 * may share one) */
+        char **program_roots;  /* roots whose bin directories hold the control program,
+                                * searched in order before PATH (may be NULL) */
 };
 void dev_mps_daemons_free(struct dev_mps_daemon *v, size_t n);
 

@@ -320,7 +320,6 @@ bool metrics_settings_equal(const struct devlet_config *a, const struct devlet_c
                str_equal(a->pod_resources_socket, b->pod_resources_socket) &&
                str_equal(a->hostname_label, b->hostname_label) &&
                str_equal(a->cdi_annotation_prefix, b->cdi_annotation_prefix) &&
-               str_equal(a->driver_root, b->driver_root) &&
                strv_equal(a->container_state_dirs, b->container_state_dirs);
 }
 

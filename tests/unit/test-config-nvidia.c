@@ -26,17 +26,17 @@ static bool has_warning(const struct devlet_config *c, const char *needle)
 static void test_dev_root_follows_driver_root(void **state)
 {
         struct devlet_config *c = LOAD_OK("--nvidia-driver-root", "/run/nvidia/driver");
-        assert_string_equal(c->dev_root, "/run/nvidia/driver");
+        assert_string_equal(nvidia_dev_root(c), "/run/nvidia/driver");
         /* NVIDIA's default is NVIDIA's: host devices and AMD GPUs stay under / */
         assert_string_equal(config_host_dev_root(c), "/");
         config_free(c);
         c = LOAD_OK("--nvidia-driver-root", "/run/nvidia/driver", "--nvidia-dev-root", "/");
-        assert_string_equal(c->dev_root, "/");
+        assert_string_equal(nvidia_dev_root(c), "/");
         assert_string_equal(config_host_dev_root(c), "/");
         config_free(c);
         setenv("NVIDIA_DEV_ROOT", "/host", 1);
         c = LOAD_OK();
-        assert_string_equal(c->dev_root, "/host");
+        assert_string_equal(nvidia_dev_root(c), "/host");
         assert_string_equal(config_host_dev_root(c), "/host");
         config_free(c);
 }

@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "devices/device.h"
 #include "config-test.h"
+#include "devices/nvidia/internal.h"
 
 #define UUID "b1028956-cfa2-0990-bf4a-5da9abb51763"
 
@@ -141,14 +142,14 @@ static void test_nvidia_examples(void **state)
 
         c = parse_ok(operator_time_slicing);
         assert_null(c->warnings);
-        assert_string_equal(c->mig_strategy, "none");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "none");
         assert_int_equal(c->sharing.strategy, SHARING_TIME_SLICING);
         assert_resource(&c->sharing.resources[0], "nvidia.com/gpu", NULL, 4);
         config_free(c);
 
         c = parse_ok(operator_a100_mixed);
         assert_null(c->warnings);
-        assert_string_equal(c->mig_strategy, "mixed");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "mixed");
         assert_int_equal(c->sharing.n_resources, 5);
         assert_resource(&c->sharing.resources[0], "nvidia.com/gpu", NULL, 8);
         assert_resource(&c->sharing.resources[1], "nvidia.com/mig-1g.5gb", NULL, 2);

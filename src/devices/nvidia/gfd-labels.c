@@ -24,6 +24,7 @@
 #include "base/fs.h"
 #include "base/xalloc.h"
 #include "devices/nvidia/gfd-labels.h"
+#include "devices/nvidia/internal.h"
 #include "devices/nvidia/inventory.h"
 #include "devices/nvidia/nvidia.h"
 
@@ -487,7 +488,7 @@ void nvidia_gfd_labels(const struct nvidia_gfd_node *node, const struct devlet_c
         version_labels(out, node, warnings);
         capability_labels(out, node, cfg, warnings);
         mode_labels(out, node, warnings);
-        const char *strategy = cfg->mig_strategy ? cfg->mig_strategy : "none";
+        const char *strategy = nvidia_options_get(cfg)->mig_strategy;
         full_gpus(out, node, cfg, strcmp(strategy, "none") != 0);
         if (strcmp(strategy, "single") == 0 || strcmp(strategy, "mixed") == 0) {
                 dev_labels_put(out, "nvidia.com/mig.strategy", strategy);

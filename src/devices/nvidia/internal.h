@@ -31,6 +31,14 @@
  * (options.c): a backend option set, listed by the backend table, whose
  * values every config holds; its finish hook fills the derived members. */
 struct nvidia_options {
+        char *mig_strategy;              /* none|single|mixed */
+        char *driver_root;               /* --nvidia-driver-root / --driver-root */
+        char *device_id_strategy;        /* uuid|index */
+        bool gds_enabled;
+        bool mofed_enabled;
+        bool gdrcopy_enabled;
+        char *cdi_hook_path;             /* --nvidia-cdi-hook-path */
+        char *container_driver_root;     /* --driver-root-ctr-path */
         char *mps_root;                  /* --mps-root, default /run/nvidia/mps */
         char *device_discovery_strategy; /* auto|nvml (tegra and vfio are refused) */
         char **imex_channel_ids;         /* --imex-channel-ids: empty or ["0"] */
@@ -50,6 +58,9 @@ struct nvidia_options {
 extern const struct config_option_set nvidia_config_options;
 /* cfg's NVIDIA options (never NULL for a config from config/). */
 const struct nvidia_options *nvidia_options_get(const struct devlet_config *cfg);
+/* Where NVIDIA's /dev is: --dev-root, or when it is not given the driver
+ * root (NVIDIA's default; other families use / then). */
+const char *nvidia_dev_root(const struct devlet_config *cfg);
 
 /* Settings Allocate and GetPreferredAllocation use, copied from the config
  * at create.  Owned by the backend; resources point at it. */
@@ -66,6 +77,8 @@ struct nvidia_ctx {
         bool fail_requests_greater_than_one;
         enum alloc_replica_policy replica_policy;
         char *mps_root; /* --mps-root, the host's */
+        char **program_roots; /* --driver-root-ctr-path, --nvidia-driver-root: where
+                               * the MPS control program is looked for */
 };
 
 /* One advertised ID. */

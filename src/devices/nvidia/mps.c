@@ -122,6 +122,8 @@ size_t nvidia_backend_mps_daemons(struct dev_backend *db, struct dev_mps_daemon 
                                                                            NVIDIA_MPS_MARKER),
                                                  .shm_dir = nvidia_mps_path(b->ctx.mps_root, NULL,
                                                                             "shm") };
+                for (size_t k = 0; b->ctx.program_roots && b->ctx.program_roots[k]; k++)
+                        m->program_roots = strv_push(m->program_roots, b->ctx.program_roots[k]);
                 size_t *gpus = xcalloc(r->n_devices + 1, sizeof(*gpus));
                 size_t n_gpus = 0;
                 for (size_t k = 0; k < r->n_devices; k++) {

@@ -1,5 +1,7 @@
-/* NVIDIA device plugin v0.20's newer flags and GFD v0.20's Kubernetes-
- * client flags, with their env vars and config-file keys, so that NVIDIA's
+/* The flags of NVIDIA's device plugin that only NVIDIA GPUs mean (MIG
+ * strategy, driver root, device IDs, GDS/MOFED/gdrcopy, the CDI hook), its
+ * v0.20's newer flags and GFD v0.20's Kubernetes-client flags, with their
+ * env vars and config-file keys, so that NVIDIA's
  * DaemonSet args, Helm env and ConfigMaps load unchanged: a backend option
  * set config/ loads like its own rows, whose values live in struct
  * nvidia_options (nvidia_options_get()).  What they mean for devlet is
@@ -27,10 +29,89 @@
 #include "devices/nvidia/internal.h"
 
 static const char *const discovery_strategy_choices[] = { "auto", "nvml", "tegra", "vfio", NULL };
+static const char *const mig_strategy_choices[] = { "none", "single", "mixed", NULL };
+static const char *const device_id_strategy_choices[] = { "uuid", "index", NULL };
 
 #define FIELD(f) offsetof(struct nvidia_options, f)
 
 static const struct config_option rows[] = {
+        {
+                .flag = "mig-strategy",
+                .envs = { "MIG_STRATEGY", "GFD_MIG_STRATEGY" },
+                .key = "flags.migStrategy",
+                .type = CONFIG_STRING,
+                .default_value = "none",
+                .offset = FIELD(mig_strategy),
+                .choices = mig_strategy_choices,
+                .help = "How MIG devices are exposed",
+        },
+        {
+                .flag = "nvidia-driver-root",
+                .alias = "driver-root",
+                .envs = { "NVIDIA_DRIVER_ROOT" },
+                .key = "flags.nvidiaDriverRoot",
+                .type = CONFIG_STRING,
+                .default_value = "/",
+                .offset = FIELD(driver_root),
+                .help = "Root of the NVIDIA driver installation on the host",
+        },
+        {
+                .flag = "device-id-strategy",
+                .envs = { "DEVICE_ID_STRATEGY" },
+                .key = "flags.plugin.deviceIDStrategy",
+                .type = CONFIG_STRING,
+                .default_value = "uuid",
+                .offset = FIELD(device_id_strategy),
+                .choices = device_id_strategy_choices,
+                .help = "How GPUs are named to the container runtime",
+        },
+        {
+                .flag = "gds-enabled",
+                .envs = { "GDS_ENABLED" },
+                .key = "flags.gdsEnabled",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(gds_enabled),
+                .help = "Give containers the GPUDirect Storage devices",
+        },
+        {
+                .flag = "mofed-enabled",
+                .envs = { "MOFED_ENABLED" },
+                .key = "flags.mofedEnabled",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(mofed_enabled),
+                .help = "Give containers the Mellanox OFED devices",
+        },
+        {
+                .flag = "gdrcopy-enabled",
+                .envs = { "GDRCOPY_ENABLED" },
+                .key = "flags.gdrcopyEnabled",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(gdrcopy_enabled),
+                .help = "Give containers the gdrcopy device",
+        },
+        {
+                .flag = "nvidia-cdi-hook-path",
+                .alias = "nvidia-ctk-path",
+                .envs = { "NVIDIA_CDI_HOOK_PATH", "NVIDIA_CTK_PATH" },
+                .key = "flags.plugin.nvidiaCTKPath",
+                .type = CONFIG_STRING,
+                .default_value = "/usr/bin/nvidia-ctk",
+                .offset = FIELD(cdi_hook_path),
+                .help = "Host path of the hook program named in generated CDI specs",
+        },
+        {
+                .flag = "driver-root-ctr-path",
+                .alias = "container-driver-root",
+                .envs = { "DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT" },
+                .key = "flags.plugin.containerDriverRoot",
+                .type = CONFIG_STRING,
+                .default_value = "/driver-root",
+                .offset = FIELD(container_driver_root),
+                .help = "Where the driver root is mounted in devlet's container",
+        },
         {
                 .flag = "mps-root",
                 .envs = { "MPS_ROOT" },
@@ -219,7 +300,7 @@ static int finish(const struct devlet_config *cfg, void *values, char ***warning
         if (r < 0)
                 return r;
         if (cfg->sharing.strategy == SHARING_MPS) {
-                if (strcmp(cfg->mig_strategy, "mixed") == 0)
+                if (strcmp(o->mig_strategy, "mixed") == 0)
                         return config_diag_set(diag, NULL, 0, 0,
                                                "using --mig-strategy=mixed is not supported "
                                                "with MPS");
@@ -255,4 +336,9 @@ const struct config_family nvidia_config_family = {
 const struct nvidia_options *nvidia_options_get(const struct devlet_config *cfg)
 {
         return config_backend_options(cfg, &nvidia_config_options);
+}
+
+const char *nvidia_dev_root(const struct devlet_config *cfg)
+{
+        return cfg->dev_root[0] ? cfg->dev_root : nvidia_options_get(cfg)->driver_root;
 }

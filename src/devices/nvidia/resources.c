@@ -152,7 +152,7 @@ static int mig_layout_check(const struct builder *b, bool single, char **err)
 static int units_build(struct builder *b, char **err)
 {
         const struct nvml_inventory *inv = b->inv;
-        const char *strategy = b->cfg->mig_strategy ? b->cfg->mig_strategy : "none";
+        const char *strategy = nvidia_options_get(b->cfg)->mig_strategy;
         bool none = strcmp(strategy, "none") == 0;
         if (!none) {
                 int r = mig_layout_check(b, strcmp(strategy, "single") == 0, err);
@@ -225,7 +225,7 @@ static int name_mig(struct builder *b, const struct nvml_mig_dev *m, const char 
                         *out = rc->mig_resources[k].name;
                         return 0;
                 }
-        if (strcmp(b->cfg->mig_strategy, "single") == 0) {
+        if (strcmp(nvidia_options_get(b->cfg)->mig_strategy, "single") == 0) {
                 *out = DEFAULT_RESOURCE;
                 return 0;
         }
