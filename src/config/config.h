@@ -62,22 +62,23 @@ struct hostdev_cfg {
         size_t n_devices;
 };
 
-/* ---- sharing section (NVIDIA's time-slicing and MPS replicas) ---- */
+/* ---- sharing section (time-slicing and MPS replicas) ---- */
 
 enum sharing_strategy { SHARING_NONE, SHARING_TIME_SLICING, SHARING_MPS };
 enum sharing_devices_kind { SHARING_DEVICES_ALL, SHARING_DEVICES_COUNT, SHARING_DEVICES_LIST };
 
 struct sharing_resource_cfg {
-        char *name;   /* resource name as served before sharing: "nvidia.com/<name>",
-                       * or "amd.com/<name>" for AMD GPUs */
+        char *name;   /* resource name as served before sharing, "<domain>/<name>" of
+                       * the family whose rules (config_sharing_rules) claim it */
         char *rename; /* NULL: served as name; set to name + ".shared" by the parser when
                        * renameByDefault is on and no rename was given */
         unsigned replicas;                 /* 2 to 1024 */
         enum sharing_devices_kind devices_kind;
         unsigned devices_count;            /* SHARING_DEVICES_COUNT: the first N devices, >= 1 */
-        char **devices;                    /* SHARING_DEVICES_LIST: strv of GPU indices ("0"),
-                                            * MIG indices ("1:0", GPU:MIG) or UUIDs ("GPU-...",
-                                            * "MIG-..."); indices in plain decimal */
+        char **devices;                    /* SHARING_DEVICES_LIST: strv of device selectors
+                                            * in the family's canonical form (its rules'
+                                            * device()): NVIDIA's GPU and MIG indices and
+                                            * UUIDs, AMD's indices and device IDs */
 };
 
 struct sharing_cfg {
@@ -242,8 +243,32 @@ struct config_option_set {
                       struct config_diag *diag);
 };
 
-struct config_section;      /* config/sections.h */
-struct config_sharing_rules; /* below */
+struct config_section; /* config/sections.h */
+
+/* What a family lets the sharing section name, and how its devices are
+ * selected there (sharing.<strategy>.resources[].devices); the family's
+ * backend matches the canonical selectors against its devices.  Every
+ * function returns 0, or -EINVAL with *why (heap) for the message after
+ * the node's path; none logs. */
+struct config_sharing_rules {
+        const char *domain; /* "nvidia.com": the family's resources are "<domain>/<name>" */
+        bool bare_names;    /* a name without a domain ("gpu") means "<domain>/gpu";
+                             * at most one family of a table says so */
+        /* Optional: the part after "<domain>/" must also pass this (a valid
+         * resource name always must); name_rule says what it allows, for
+         * the message. */
+        bool (*valid_name)(const char *name);
+        const char *name_rule;
+        /* One devices-list entry ("0", "GPU-<uuid>", "0000:0c:00.0"):
+         * *canon gets the form the backend compares, under strategy. */
+        int (*device)(const char *ref, enum sharing_strategy strategy, char **canon,
+                      char **why);
+        /* Optional: refuses resource name under strategy (NVIDIA: MPS
+         * shares no MIG resource); next is the config as the file leaves
+         * it so far (the resources section in place). */
+        int (*refuse)(const char *name, enum sharing_strategy strategy,
+                      const struct devlet_config *next, char **why);
+};
 
 /* One device family, as config/ sees it. */
 struct config_family {
@@ -325,5 +350,8 @@ void config_print_help(const struct config_families *families, FILE *f);
 
 /* Resource name validation shared with the backends: "<domain>/<name>". */
 bool config_valid_resource_name(const char *s);
+/* A DNS-1123 subdomain: at most 253 characters, dot-separated labels of
+ * lowercase letters, digits and '-', each starting and ending alphanumeric. */
+bool config_valid_dns_subdomain(const char *s);
 
 #endif

@@ -142,14 +142,14 @@ static int parse_resources(const struct config_node *node, const char *file,
                            const struct devlet_config *next, void *out, char ***warnings,
                            struct config_diag *diag)
 {
-        return config_resources_parse(node, file, out, warnings, diag);
+        return config_resources_parse(node, file, next, out, warnings, diag);
 }
 
 static int parse_sharing(const struct config_node *node, const char *file,
                          const struct devlet_config *next, void *out, char ***warnings,
                          struct config_diag *diag)
 {
-        return config_sharing_parse(node, file, &next->resources, out, warnings, diag);
+        return config_sharing_parse(node, file, next, out, warnings, diag);
 }
 
 static int parse_health(const struct config_node *node, const char *file,

@@ -44,15 +44,17 @@ void config_hostdev_clear(struct hostdev_cfg *h);
 
 /* ---- sharing and resources (sharing.c) ---- */
 
-/* Parse NVIDIA's `resources` and `sharing` sections (node may be a YAML
- * null: nothing).  Sharing names are checked against resources (MPS takes
- * no MIG resource), so resources is parsed first.  Each fills out only on
- * success; -EINVAL with diag otherwise. */
+/* Parse the `resources` and `sharing` sections (node may be a YAML null:
+ * nothing).  Names and devices follow the rules of the family that claims
+ * each name (struct config_sharing_rules in next->families); a family may
+ * refuse a name given the resources section (MPS takes no MIG resource),
+ * so resources is parsed first.  Each fills out only on success; -EINVAL
+ * with diag otherwise. */
 int config_resources_parse(const struct config_node *node, const char *file,
-                           struct resources_cfg *out, char ***warnings,
-                           struct config_diag *diag);
+                           const struct devlet_config *next, struct resources_cfg *out,
+                           char ***warnings, struct config_diag *diag);
 int config_sharing_parse(const struct config_node *node, const char *file,
-                         const struct resources_cfg *resources, struct sharing_cfg *out,
+                         const struct devlet_config *next, struct sharing_cfg *out,
                          char ***warnings, struct config_diag *diag);
 void config_resources_clear(struct resources_cfg *r);
 void config_sharing_clear(struct sharing_cfg *s);
@@ -66,8 +68,5 @@ void config_sharing_clear(struct sharing_cfg *s);
 int config_health_parse(const struct config_node *node, const char *file, struct health_cfg *out,
                         char ***warnings, struct config_diag *diag);
 
-/* A DNS-1123 subdomain: at most 253 characters, dot-separated labels of
- * lowercase letters, digits and '-', each starting and ending alphanumeric. */
-bool config_valid_dns_subdomain(const char *s);
 
 #endif

@@ -194,6 +194,35 @@ void dev_report_sink(dev_report_fn *fn, void *ud);
 void dev_report(enum dev_report_level level, const char *backend, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* ---- sharing: which devices the sharing section replicates ---- */
+
+/* A family's devices as the shared selection sees them: n units (GPUs,
+ * MIG devices, partitions) in the family's order, each with the resource
+ * it is served as before sharing, and the family's answer to "does this
+ * selector name this unit". */
+struct dev_share_units {
+        size_t n;
+        const char *(*resource)(size_t unit, const void *ud);
+        /* ref: a devices-list entry in the canonical form of the family's
+         * config_sharing_rules; nth: the unit's place among its resource's
+         * units (what an index means to some families) */
+        bool (*names)(const char *ref, size_t unit, size_t nth, const void *ud);
+        /* how ref names a device ("at index", "with UUID"), for the error
+         * when none matches */
+        const char *(*ref_kind)(const char *ref);
+        const void *ud;
+};
+
+/* For each unit k, the sharing entry of sc that replicates it (out[k],
+ * room for u->n), or NULL: served as it is.  An entry selects all the
+ * units of its resource, the first devices_count of them, or those its
+ * devices list names; a resource without units has nothing to share.
+ * Returns 0, or -EINVAL with *err (heap; NVIDIA's wording) when a count
+ * is more than the resource has or a listed device names none of its
+ * units. */
+int dev_share_assign(const struct sharing_cfg *sc, const struct dev_share_units *u,
+                     const struct sharing_resource_cfg **out, char **err);
+
 /* ---- MPS control daemons beside devlet ---- */
 
 /* One control daemon for a resource shared by MPS: where it lives under
