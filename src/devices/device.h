@@ -223,28 +223,29 @@ struct dev_share_units {
 int dev_share_assign(const struct sharing_cfg *sc, const struct dev_share_units *u,
                      const struct sharing_resource_cfg **out, char **err);
 
-/* ---- MPS control daemons beside devlet ---- */
+/* ---- sidecar daemons: what a shared resource needs running beside devlet ---- */
 
-/* One control daemon for a resource shared by MPS: where it lives under
- * --mps-root (the backend's layout) and what it is told once started.  The
- * directories, marker and shm are below root, where the supervisor follows
- * no symlink. */
-struct dev_mps_daemon {
-        char *root;            /* --mps-root */
+/* One control daemon a resource's sharing needs in a sidecar container
+ * (`devlet mps-control-daemon`; NVIDIA's MPS is the one family that has
+ * them): where it lives under its root (the backend's layout) and what it
+ * is told once started.  The directories, marker and shm are below root,
+ * where the supervisor follows no symlink. */
+struct dev_sidecar_daemon {
+        char *root;            /* the sidecars' host directory (NVIDIA: --mps-root) */
         char *resource;        /* "nvidia.com/gpu" */
-        char *visible_devices; /* CUDA_VISIBLE_DEVICES: the resource's GPUs, by UUID */
+        char *visible_devices; /* the resource's devices, by UUID (CUDA_VISIBLE_DEVICES) */
         unsigned thread_percentage;
         char **setup;          /* control commands once started (pinned memory, threads) */
         unsigned replicas;
         unsigned max_clients;  /* the most clients one server takes on these GPUs */
-        char *pipe_dir, *log_dir; /* CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY */
+        char *pipe_dir, *log_dir; /* the daemon's pipe and log directories */
         char *marker;          /* the readiness marker the supervisor writes and touches */
         char *shm_dir;         /* mounted as a tmpfs for the clients' /dev/shm (daemons
                                 * may share one) */
         char **program_roots;  /* roots whose bin directories hold the control program,
                                 * searched in order before PATH (may be NULL) */
 };
-void dev_mps_daemons_free(struct dev_mps_daemon *v, size_t n);
+void dev_sidecar_daemons_free(struct dev_sidecar_daemon *v, size_t n);
 
 /* ---- backends ---- */
 
@@ -297,10 +298,12 @@ struct dev_backend_ops {
         struct dev_sampler *(*sampler)(struct dev_backend *b);
         size_t (*events)(struct dev_backend *b, struct dev_event_count *out, size_t max);
         const struct dev_attr_hints *attr_hints;
-        /* Optional: the MPS control daemons b's resources shared by MPS need
-         * (`devlet mps-control-daemon` runs them); *out is a heap array
-         * (dev_mps_daemons_free), NULL when there is none.  Returns how many. */
-        size_t (*mps_daemons)(struct dev_backend *b, struct dev_mps_daemon **out);
+        /* Optional: the sidecar daemons b's shared resources need (NVIDIA:
+         * one MPS control daemon per resource shared by MPS; `devlet
+         * mps-control-daemon` runs them); *out is a heap array
+         * (dev_sidecar_daemons_free), NULL when there is none.  Returns how
+         * many. */
+        size_t (*sidecar_daemons)(struct dev_backend *b, struct dev_sidecar_daemon **out);
 };
 
 /* Every backend devlet knows, in start-up order; NULL-terminated. */

@@ -19,6 +19,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/cleanup.h"
 #include "base/fs.h"
@@ -526,6 +527,9 @@ void nvidia_backend_labels(struct dev_backend *b, const struct devlet_config *cf
         const struct nvml_inventory *inv = nvidia_backend_inventory(b);
         if (!inv)
                 return;
+        /* GFD's: when its labels were written (--no-timestamp: never) */
+        if (!cfg->labels_no_timestamp)
+                dev_labels_putf(out, "nvidia.com/gfd.timestamp", "%lld", (long long)time(NULL));
         struct nvidia_gfd_gpu *gpus = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*gpus));
         char **classes = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*classes));
         size_t n = 0, n_migs = 0;

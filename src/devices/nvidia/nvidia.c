@@ -659,5 +659,5 @@ const struct dev_backend_ops nvidia_backend_ops = {
         .sampler = nvidia_sampler,
         .events = nvidia_events,
         .attr_hints = &nvidia_attr_hints,
-        .mps_daemons = nvidia_backend_mps_daemons,
+        .sidecar_daemons = nvidia_backend_mps_daemons,
 };
