@@ -209,7 +209,7 @@ struct config_option {
         enum config_type type;
         const char *default_value;
         size_t offset;            /* into struct devlet_config, or into the values of
-                                   * the backend's option set that holds the row */
+                                   * the family's option set that holds the row */
         const char *const *choices; /* allowed values (each list item for CONFIG_LIST),
                                      * NULL-terminated; NULL = any */
         long min, max;            /* CONFIG_INT bounds, inclusive; max 0 = no upper bound */
