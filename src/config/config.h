@@ -1,7 +1,8 @@
 /* devlet's configuration: one table of options, each settable by flag, env
  * var and config-file key (flags > env > file > default), plus the structured
- * sections of the config file (NVIDIA's sharing and resources, devlet's
- * hostDevices and health).
+ * sections of the config file (NVIDIA's sharing, devlet's hostDevices and
+ * health; a family's own, such as NVIDIA's resources, come with the
+ * family).
  *
  * The config file is NVIDIA's `version: v1` format extended with devlet's own
  * sections; unknown keys are kept as warnings (with file:line:column), never
@@ -93,20 +94,6 @@ struct sharing_cfg {
 /* The name a shared resource is served under: rename, else name. */
 const char *config_sharing_served_name(const struct sharing_resource_cfg *r);
 
-/* ---- resources section (NVIDIA's resource naming by pattern) ---- */
-
-struct resource_pattern_cfg {
-        char *pattern; /* glob ('*' wildcards): a GPU's product name or a MIG profile name */
-        char *name;    /* full: "nvidia.com/<name>" */
-};
-
-struct resources_cfg {
-        struct resource_pattern_cfg *gpu_resources; /* resources.gpus, in file order */
-        size_t n_gpu_resources;
-        struct resource_pattern_cfg *mig_resources; /* resources.mig, in file order */
-        size_t n_mig_resources; /* no name is both a GPU and a MIG resource */
-};
-
 /* ---- health section (devlet's own) ---- */
 
 struct health_cfg {
@@ -171,7 +158,6 @@ struct devlet_config {
         /* sections */
         struct hostdev_cfg hostdev;
         struct sharing_cfg sharing;
-        struct resources_cfg resources;
         struct health_cfg health;
         /* the device families the config was made with (their rows,
          * sections and sharing rules), and by their index there: the
@@ -265,7 +251,7 @@ struct config_sharing_rules {
                       char **why);
         /* Optional: refuses resource name under strategy (NVIDIA: MPS
          * shares no MIG resource); next is the config as the file leaves
-         * it so far (the resources section in place). */
+         * it so far (the families' own sections in place). */
         int (*refuse)(const char *name, enum sharing_strategy strategy,
                       const struct devlet_config *next, char **why);
 };

@@ -1,7 +1,8 @@
 /* The effective configuration as one JSON object, for the start-up log line
  * (NVIDIA's plugin prints its "Running with config" the same way): every
  * option of the table, the families' included, under its flag name, then the sections' shape
- * (sharing strategy and resources, resource patterns, host devices).
+ * (sharing strategy and resources, host devices, and each family section's
+ * own dump: NVIDIA's resource patterns).
  * Pure: no logging, no I/O. */
 #include <jansson.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "base/xalloc.h"
 #include "config/config.h"
 #include "config/options.h"
+#include "config/sections.h"
 
 static json_t *strv_json(char *const *v)
 {
@@ -57,18 +59,6 @@ static json_t *sharing_json(const struct sharing_cfg *s)
         return o;
 }
 
-static json_t *patterns_json(const struct resource_pattern_cfg *p, size_t n)
-{
-        json_t *a = json_array();
-        for (size_t i = 0; i < n; i++) {
-                json_t *e = json_object();
-                json_object_set_new(e, "pattern", json_string(p[i].pattern));
-                json_object_set_new(e, "name", json_string(p[i].name));
-                json_array_append_new(a, e);
-        }
-        return a;
-}
-
 char *config_to_json(const struct devlet_config *cfg)
 {
         json_t *root = json_object();
@@ -80,12 +70,11 @@ char *config_to_json(const struct devlet_config *cfg)
         json_object_set_new(flags, "kubeletRegistration", json_boolean(!cfg->kubelet_disabled));
         json_object_set_new(root, "flags", flags);
         json_object_set_new(root, "sharing", sharing_json(&cfg->sharing));
-        json_t *res = json_object();
-        json_object_set_new(res, "gpus", patterns_json(cfg->resources.gpu_resources,
-                                                       cfg->resources.n_gpu_resources));
-        json_object_set_new(res, "mig", patterns_json(cfg->resources.mig_resources,
-                                                      cfg->resources.n_mig_resources));
-        json_object_set_new(root, "resources", res);
+        for (size_t j = 0; j < CONFIG_FAMILIES_MAX && cfg->families->v[j]; j++) {
+                const struct config_section *s = cfg->families->v[j]->section;
+                if (s && s->dump)
+                        json_object_set_new(root, s->key, s->dump(cfg->backend_sections[j]));
+        }
         json_t *hd = json_array();
         for (size_t i = 0; i < cfg->hostdev.n_devices; i++)
                 json_array_append_new(hd, json_sprintf("%s/%s", cfg->hostdev.domain,

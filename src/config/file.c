@@ -5,8 +5,9 @@
  *
  * The tree comes from yaml.c.  `flags.*` keys (and any other group of
  * option keys, such as a family's) map onto the option table
- * (options.c); each section's key is handed to its parser, in table order
- * (sharing after resources: it checks names against them); any other key
+ * (options.c); each section's key is handed to its parser, the families'
+ * first, then devlet's in table order (sharing may check names against a
+ * family's section); any other key
  * is a warning, never an error, so NVIDIA's own files stay loadable.
  * Values and sections are collected first and stored into the config only
  * when the whole file is good.
@@ -138,13 +139,6 @@ static int parse_hostdev(const struct config_node *node, const char *file,
         return config_hostdev_parse(node, file, out, warnings, diag);
 }
 
-static int parse_resources(const struct config_node *node, const char *file,
-                           const struct devlet_config *next, void *out, char ***warnings,
-                           struct config_diag *diag)
-{
-        return config_resources_parse(node, file, next, out, warnings, diag);
-}
-
 static int parse_sharing(const struct config_node *node, const char *file,
                          const struct devlet_config *next, void *out, char ***warnings,
                          struct config_diag *diag)
@@ -164,11 +158,6 @@ static void clear_hostdev(void *p)
         config_hostdev_clear(p);
 }
 
-static void clear_resources(void *p)
-{
-        config_resources_clear(p);
-}
-
 static void clear_sharing(void *p)
 {
         config_sharing_clear(p);
@@ -181,10 +170,10 @@ static void clear_sharing(void *p)
                 .clear = clear_fn                                                           \
         }
 
-/* In parse order: sharing after resources, whose names it checks. */
+/* In parse order, after the families' own sections (sharing may check its
+ * names against one: NVIDIA's resources). */
 const struct config_section config_sections[] = {
         SECTION("hostDevices", hostdev, parse_hostdev, clear_hostdev),
-        SECTION("resources", resources, parse_resources, clear_resources),
         SECTION("sharing", sharing, parse_sharing, clear_sharing),
         SECTION("health", health, parse_health, NULL),
         { .key = NULL },
@@ -252,23 +241,15 @@ static int parse_one(const struct config_section *s, const char *file,
         return 0;
 }
 
-/* Parses every section root holds: devlet's own, then the families'.
+/* Parses every section root holds: the families', then devlet's own.
  * next starts as a shallow copy of cfg and gets each parsed section in
  * turn, so a later section sees what the file will leave (sharing: the
- * resources it names); it is only read. */
+ * resources NVIDIA's section names); it is only read. */
 static int parse_sections(const char *file, const struct config_node *root,
                           const struct devlet_config *cfg, struct parsed *out, char ***warnings,
                           struct config_diag *diag)
 {
         struct devlet_config next = *cfg;
-        for (size_t i = 0; config_sections[i].key; i++) {
-                const struct config_section *s = &config_sections[i];
-                int r = parse_one(s, file, root, &next, &out->own[i], warnings, diag);
-                if (r < 0)
-                        return r;
-                if (out->own[i])
-                        memcpy((char *)&next + s->offset, out->own[i], s->size);
-        }
         EACH_FAMILY(cfg->families, j) {
                 const struct config_section *s = family_section(cfg->families, j);
                 if (!s)
@@ -278,6 +259,14 @@ static int parse_sections(const char *file, const struct config_node *root,
                         return r;
                 if (out->family[j])
                         next.backend_sections[j] = out->family[j];
+        }
+        for (size_t i = 0; config_sections[i].key; i++) {
+                const struct config_section *s = &config_sections[i];
+                int r = parse_one(s, file, root, &next, &out->own[i], warnings, diag);
+                if (r < 0)
+                        return r;
+                if (out->own[i])
+                        memcpy((char *)&next + s->offset, out->own[i], s->size);
         }
         return 0;
 }

@@ -17,6 +17,8 @@
  * the table in place), for checks across sections.  It returns 0, or
  * -EINVAL with diag set, leaving nothing to free.  clear frees what a
  * value holds (NULL: nothing). */
+struct json_t;
+
 struct config_section {
         const char *key; /* "hostDevices" */
         size_t offset, size; /* where the value lives in struct devlet_config */
@@ -24,6 +26,10 @@ struct config_section {
                      const struct devlet_config *next, void *out, char ***warnings,
                      struct config_diag *diag);
         void (*clear)(void *value);
+        /* a family's section only, optional: its shape in the start-up
+         * config line (a new jansson reference) under its key; value is
+         * NULL when the file has none */
+        struct json_t *(*dump)(const void *value);
 };
 
 /* The sections, in parse order; a row with key NULL ends it.  Adding a
@@ -42,22 +48,24 @@ int config_hostdev_parse(const struct config_node *node, const char *file, struc
                          char ***warnings, struct config_diag *diag);
 void config_hostdev_clear(struct hostdev_cfg *h);
 
-/* ---- sharing and resources (sharing.c) ---- */
+/* ---- sharing (sharing.c) ---- */
 
-/* Parse the `resources` and `sharing` sections (node may be a YAML null:
- * nothing).  Names and devices follow the rules of the family that claims
- * each name (struct config_sharing_rules in next->families); a family may
- * refuse a name given the resources section (MPS takes no MIG resource),
- * so resources is parsed first.  Each fills out only on success; -EINVAL
- * with diag otherwise. */
-int config_resources_parse(const struct config_node *node, const char *file,
-                           const struct devlet_config *next, struct resources_cfg *out,
-                           char ***warnings, struct config_diag *diag);
+/* Parses the `sharing` section (node may be a YAML null: nothing).  Names
+ * and devices follow the rules of the family that claims each name
+ * (struct config_sharing_rules in next->families); a family may refuse a
+ * name given its own section (NVIDIA: MPS takes no resource its
+ * `resources` section names a MIG resource), so the families' sections
+ * are parsed first.  Fills out only on success; -EINVAL with diag
+ * otherwise. */
 int config_sharing_parse(const struct config_node *node, const char *file,
                          const struct devlet_config *next, struct sharing_cfg *out,
                          char ***warnings, struct config_diag *diag);
-void config_resources_clear(struct resources_cfg *r);
 void config_sharing_clear(struct sharing_cfg *s);
+/* A resource name n names, by the rules of the family that claims it ("gpu"
+ * -> "nvidia.com/gpu" in *out), for a section that names resources as the
+ * sharing section does.  0, or -EINVAL with w->diag at n and path. */
+int config_resource_name(struct config_walk *w, const struct config_families *families,
+                         const struct config_node *n, const char *path, char **out);
 
 /* ---- health (health.c) ---- */
 

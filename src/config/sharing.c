@@ -1,9 +1,7 @@
-/* The `resources` and `sharing` sections of the config file (NVIDIA's
- * format, which every family's sharing uses).
+/* The `sharing` section of the config file (NVIDIA's format, which every
+ * family's sharing uses), and the resource names a family's section may
+ * share with it (config_resource_name).
  *
- * resources.gpus and resources.mig pair a glob on a GPU's product name (or
- * a MIG profile name) with the resource the matching devices are served as.
- * NVIDIA's plugin parses and then ignores them; devlet honours them.
  * sharing.timeSlicing and sharing.mps replicate resources: the devices of
  * each listed resource (all, the first N, or a list of selectors) are
  * advertised `replicas` times each.  The two are mutually exclusive.
@@ -29,7 +27,7 @@
 #include "config/sections.h"
 
 #define SHARED_SUFFIX ".shared"
-#define LIST_MAX 1024     /* entries in resources.gpus, resources.mig, sharing.*.resources */
+#define LIST_MAX 1024     /* entries in sharing.*.resources */
 #define REPLICAS_MAX 1024
 #define DEVICES_MAX 1024  /* a device count and a devices list's length */
 
@@ -126,96 +124,10 @@ static int refused(struct config_walk *w, const struct config_node *n, const cha
         return r;
 }
 
-/* ---- resources ---- */
-
-static int parse_patterns(struct config_walk *w, const struct config_families *f,
-                          const struct config_node *map, const char *key,
-                          const struct resource_pattern_cfg *others, size_t n_others,
-                          const char *others_key, struct resource_pattern_cfg **out,
-                          size_t *n_out)
+int config_resource_name(struct config_walk *w, const struct config_families *families,
+                         const struct config_node *n, const char *path, char **out)
 {
-        static const char *const known[] = { "pattern", "name", NULL };
-        const struct config_node *list;
-        char path[CONFIG_PATH_MAX], sub[CONFIG_PATH_MAX];
-        int r = config_walk_list(w, map, key, "resources", &list);
-        if (r < 0 || !list)
-                return r;
-        config_subpath(path, sizeof(path), "resources", ".%s", key);
-        if (list->n_items > LIST_MAX)
-                return config_node_error(w->diag, w->file, list, path, "more than %d entries",
-                                         LIST_MAX);
-        if (list->n_items)
-                *out = xcalloc(list->n_items, sizeof(**out));
-        for (size_t i = 0; i < list->n_items; i++) {
-                const struct config_node *n = list->items[i], *node;
-                struct resource_pattern_cfg *p = &(*out)[i];
-                const char *s;
-                config_subpath(path, sizeof(path), "resources", ".%s[%zu]", key, i);
-                (*n_out)++;
-                if ((r = config_walk_map(w, n, path, known)) < 0)
-                        return r;
-                if ((r = config_walk_required(w, n, "pattern", path, &s, &node)) < 0)
-                        return r;
-                if (!s[0])
-                        return config_node_error(w->diag, w->file, node,
-                                                 config_subpath(sub, sizeof(sub), path,
-                                                                ".pattern"),
-                                                 "must not be empty (\"*\" matches any)");
-                p->pattern = xstrdup(s);
-                if ((r = get_resource_name(w, f, n, "name", path, &p->name, &node, NULL)) < 0)
-                        return r;
-                for (size_t j = 0; j < n_others; j++)
-                        if (strcmp(others[j].name, p->name) == 0)
-                                return config_node_error(
-                                        w->diag, w->file, node,
-                                        config_subpath(sub, sizeof(sub), path, ".name"),
-                                        "\"%s\" is already resources.%s[%zu]'s name: full GPUs "
-                                        "and MIG devices cannot be one resource",
-                                        p->name, others_key, j);
-        }
-        return 0;
-}
-
-int config_resources_parse(const struct config_node *node, const char *file,
-                           const struct devlet_config *next, struct resources_cfg *out,
-                           char ***warnings, struct config_diag *diag)
-{
-        static const char *const known[] = { "gpus", "mig", NULL };
-        struct config_walk w = { .file = file, .diag = diag, .warnings = warnings };
-        struct resources_cfg res = { 0 };
-        int r = 0;
-        if (!config_node_is_null(node)) {
-                r = config_walk_map(&w, node, "resources", known);
-                if (r >= 0)
-                        r = parse_patterns(&w, next->families, node, "gpus", NULL, 0, NULL,
-                                           &res.gpu_resources, &res.n_gpu_resources);
-                if (r >= 0)
-                        r = parse_patterns(&w, next->families, node, "mig", res.gpu_resources,
-                                           res.n_gpu_resources, "gpus", &res.mig_resources,
-                                           &res.n_mig_resources);
-        }
-        if (r < 0) {
-                config_resources_clear(&res);
-                return r;
-        }
-        *out = res;
-        return 0;
-}
-
-static void patterns_free(struct resource_pattern_cfg *p, size_t n)
-{
-        for (size_t i = 0; i < n; i++) {
-                free(p[i].pattern);
-                free(p[i].name);
-        }
-        free(p);
-}
-
-void config_resources_clear(struct resources_cfg *r)
-{
-        patterns_free(r->gpu_resources, r->n_gpu_resources);
-        patterns_free(r->mig_resources, r->n_mig_resources);
-        *r = (struct resources_cfg){ 0 };
+        return resource_name(w, families, n, path, out, NULL);
 }
 
 /* ---- sharing ---- */

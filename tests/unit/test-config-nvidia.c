@@ -159,7 +159,17 @@ static void test_effective_json(void **state)
         assert_contains(j, "\"mig-strategy\":\"mixed\"");
         assert_contains(j, "\"imex-channel-ids\":[\"0\"]");
         assert_contains(j, "\"sharing\":{\"resources\":[],\"strategy\":\"none\"}");
+        /* the family's own section, by its dump: empty when not in the file */
+        assert_contains(j, "\"resources\":{\"gpus\":[],\"mig\":[]}");
         assert_null(strchr(j, '\n'));
+        free(j);
+        config_free(c);
+
+        const char *path = write_tmp_s("version: v1\nresources:\n  gpus: [{pattern: '*', name: big}]\n");
+        c = LOAD_OK("--config-file", path);
+        j = config_to_json(c);
+        assert_contains(j, "\"resources\":{\"gpus\":[{\"name\":\"nvidia.com/big\",\"pattern\":\"*\"}],"
+                           "\"mig\":[]}");
         free(j);
         config_free(c);
 }

@@ -43,8 +43,8 @@ static void test_defaults(void **state)
         assert_int_equal(c->sharing.strategy, SHARING_NONE);
         assert_int_equal(c->sharing.n_resources, 0);
         assert_null(c->sharing.resources);
-        assert_int_equal(c->resources.n_gpu_resources, 0);
-        assert_int_equal(c->resources.n_mig_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_gpu_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_mig_resources, 0);
         assert_false(c->health.recovery_enabled);
         assert_int_equal(c->health.recovery_quiet_ms, 60000);
         assert_string_equal(c->shared_devices_allocation_policy, "distributed");
@@ -472,7 +472,7 @@ static void test_resources(void **state)
                                            "  mig:\n"
                                            "  - pattern: 1g.10gb\n"
                                            "    name: mig-small\n");
-        const struct resources_cfg *r = &c->resources;
+        const struct resources_cfg *r = nvidia_resources_get(c);
         assert_null(c->warnings);
         assert_int_equal(r->n_gpu_resources, 3);
         assert_string_equal(r->gpu_resources[0].pattern, "*H100*");
@@ -486,11 +486,11 @@ static void test_resources(void **state)
         config_free(c);
 
         c = parse_ok("version: v1\nresources:\n");
-        assert_int_equal(c->resources.n_gpu_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_gpu_resources, 0);
         config_free(c);
         c = parse_ok("version: v1\nresources: {gpus: [], mig: ~}\n");
-        assert_int_equal(c->resources.n_gpu_resources, 0);
-        assert_null(c->resources.gpu_resources);
+        assert_int_equal(nvidia_resources_get(c)->n_gpu_resources, 0);
+        assert_null(nvidia_resources_get(c)->gpu_resources);
         config_free(c);
 
         check_err("version: v1\nresources: [a]\n", 2, 12,
@@ -614,7 +614,7 @@ static void test_sections_replace(void **state)
                                     "health:\n  recovery: {enabled: true}\n";
         assert_int_equal(config_parse_yaml("a.yaml", first, strlen(first), c, &d), 0);
         assert_int_equal(c->sharing.strategy, SHARING_TIME_SLICING);
-        assert_int_equal(c->resources.n_mig_resources, 1);
+        assert_int_equal(nvidia_resources_get(c)->n_mig_resources, 1);
         assert_true(c->health.recovery_enabled);
 
         /* a failing file changes nothing, whichever section fails */
@@ -626,8 +626,8 @@ static void test_sections_replace(void **state)
         assert_int_equal(d.line, 8);
         assert_int_equal(c->sharing.strategy, SHARING_TIME_SLICING);
         assert_int_equal(c->sharing.resources[0].replicas, 4);
-        assert_int_equal(c->resources.n_gpu_resources, 0);
-        assert_int_equal(c->resources.n_mig_resources, 1);
+        assert_int_equal(nvidia_resources_get(c)->n_gpu_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_mig_resources, 1);
         assert_true(c->health.recovery_enabled);
         static const char bad_sharing[] = "version: v1\n"
                                           "resources:\n  gpus: [{pattern: '*', name: big}]\n"
@@ -637,7 +637,7 @@ static void test_sections_replace(void **state)
         assert_int_equal(config_parse_yaml("b.yaml", bad_sharing, strlen(bad_sharing), c, &d),
                          -EINVAL);
         assert_int_equal(d.line, 7);
-        assert_int_equal(c->resources.n_gpu_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_gpu_resources, 0);
         assert_true(c->health.recovery_enabled);
 
         /* a file without resources checks sharing against the resources already loaded */
@@ -655,13 +655,13 @@ static void test_sections_replace(void **state)
         assert_int_equal(c->sharing.strategy, SHARING_MPS);
         assert_int_equal(c->sharing.n_resources, 1);
         assert_int_equal(c->sharing.resources[0].replicas, 3);
-        assert_int_equal(c->resources.n_mig_resources, 1);
+        assert_int_equal(nvidia_resources_get(c)->n_mig_resources, 1);
         assert_false(c->health.recovery_enabled);
         static const char third[] = "version: v1\nsharing: ~\nresources: ~\n";
         assert_int_equal(config_parse_yaml("e.yaml", third, strlen(third), c, &d), 0);
         assert_int_equal(c->sharing.strategy, SHARING_NONE);
         assert_int_equal(c->sharing.n_resources, 0);
-        assert_int_equal(c->resources.n_mig_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_mig_resources, 0);
         config_free(c);
 }
 

@@ -56,6 +56,22 @@ struct nvidia_options {
         bool cdi_hook_ldcache; /* the update-ldcache hook is not disabled */
 };
 extern const struct config_option_set nvidia_config_options;
+
+/* The family's own section of the config file, `resources` (patterns.c):
+ * resource naming by pattern. */
+struct resource_pattern_cfg {
+        char *pattern; /* glob ('*' wildcards): a GPU's product name or a MIG profile name */
+        char *name;    /* full: "nvidia.com/<name>" */
+};
+struct resources_cfg {
+        struct resource_pattern_cfg *gpu_resources; /* resources.gpus, in file order */
+        size_t n_gpu_resources;
+        struct resource_pattern_cfg *mig_resources; /* resources.mig, in file order */
+        size_t n_mig_resources; /* no name is both a GPU and a MIG resource */
+};
+extern const struct config_section nvidia_resources_section;
+/* cfg's resources section (never NULL: empty when the file has none). */
+const struct resources_cfg *nvidia_resources_get(const struct devlet_config *cfg);
 /* cfg's NVIDIA options (never NULL for a config from config/). */
 const struct nvidia_options *nvidia_options_get(const struct devlet_config *cfg);
 /* Where NVIDIA's /dev is: --dev-root, or when it is not given the driver

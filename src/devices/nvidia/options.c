@@ -436,8 +436,9 @@ static int sharing_refuse(const char *name, enum sharing_strategy strategy,
                           const struct devlet_config *next, char **why)
 {
         bool mig = strncmp(name, NVIDIA_DOMAIN "/mig-", strlen(NVIDIA_DOMAIN "/mig-")) == 0;
-        for (size_t i = 0; i < next->resources.n_mig_resources; i++)
-                mig |= strcmp(next->resources.mig_resources[i].name, name) == 0;
+        const struct resources_cfg *res = nvidia_resources_get(next);
+        for (size_t i = 0; i < res->n_mig_resources; i++)
+                mig |= strcmp(res->mig_resources[i].name, name) == 0;
         if (strategy != SHARING_MPS || !mig)
                 return 0;
         *why = xasprintf("\"%s\" is a MIG resource: MPS shares full GPUs only", name);
@@ -457,6 +458,7 @@ static const struct config_sharing_rules sharing_rules = {
 const struct config_family nvidia_config_family = {
         .name = "nvidia",
         .options = &nvidia_config_options,
+        .section = &nvidia_resources_section,
         .sharing = &sharing_rules,
 };
 

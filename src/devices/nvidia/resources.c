@@ -78,6 +78,7 @@ struct builder {
         const struct nvml_inventory *inv;
         const struct devlet_config *cfg;
         const struct nvidia_ctx *ctx;
+        const struct resources_cfg *res; /* the resources section (empty: as NVIDIA's) */
         struct unit *units;
         size_t n_units;
         char **names; /* strv of default MIG resource names made here */
@@ -176,7 +177,7 @@ static int units_build(struct builder *b, char **err)
 
 static const char *name_gpu(struct builder *b, const struct nvml_gpu *g)
 {
-        const struct resources_cfg *rc = &b->cfg->resources;
+        const struct resources_cfg *rc = b->res;
         for (size_t k = 0; k < rc->n_gpu_resources; k++)
                 if (nvidia_pattern_match(rc->gpu_resources[k].pattern, g->name))
                         return rc->gpu_resources[k].name;
@@ -219,7 +220,7 @@ static const char *default_mig_name(struct builder *b, const char *profile)
 
 static int name_mig(struct builder *b, const struct nvml_mig_dev *m, const char **out, char **err)
 {
-        const struct resources_cfg *rc = &b->cfg->resources;
+        const struct resources_cfg *rc = b->res;
         for (size_t k = 0; k < rc->n_mig_resources; k++)
                 if (fnmatch(rc->mig_resources[k].pattern, m->profile, 0) == 0) {
                         *out = rc->mig_resources[k].name;
@@ -425,7 +426,9 @@ static int layout_build(const struct nvml_inventory *inv, const struct devlet_co
                         char **err)
 {
         struct nvidia_layout l = { 0 };
-        struct builder b = { .inv = inv, .cfg = cfg, .ctx = ctx, .out = &l, .as_nvidia = as_nvidia };
+        static const struct resources_cfg none;
+        struct builder b = { .inv = inv, .cfg = cfg, .ctx = ctx, .out = &l, .as_nvidia = as_nvidia,
+                             .res = as_nvidia ? &none : nvidia_resources_get(cfg) };
         int r = units_build(&b, err);
         if (r == 0)
                 r = names_assign(&b, err);
@@ -455,7 +458,6 @@ int nvidia_layout_build_as_nvidia(const struct nvml_inventory *inv,
          * renameByDefault's and any devices selection: a shallow copy with
          * those taken out (the strings stay cfg's) */
         struct devlet_config c = *cfg;
-        c.resources = (struct resources_cfg){ 0 };
         size_t n = cfg->sharing.strategy == SHARING_NONE ? 0 : cfg->sharing.n_resources;
         _cleanup_free_ struct sharing_resource_cfg *res = xcalloc(n + 1, sizeof(*res));
         char **renames = NULL;
