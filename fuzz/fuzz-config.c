@@ -5,12 +5,13 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "devices/device.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-        struct devlet_config *cfg = config_new_defaults();
+        struct devlet_config *cfg = config_new_defaults(dev_config_families());
         struct config_diag diag;
         char buf[1024];
         if (config_parse_yaml("fuzz.yaml", (const char *)data, size, cfg, &diag) < 0)

@@ -62,7 +62,7 @@ static void setup(void)
         char a0[] = "run", a1[] = "--config-file", a3[] = "--backends", a4[] = "hostdev";
         char *argv[] = { a0, a1, path, a3, a4, NULL };
         struct config_diag diag;
-        if (config_load(5, argv, &config, &diag, NULL) < 0)
+        if (config_load(dev_config_families(), 5, argv, &config, &diag, NULL) < 0)
                 die(diag.message);
         unlink(path);
         for (size_t i = 0; dev_backends[i]; i++) {

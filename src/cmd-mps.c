@@ -8,7 +8,7 @@
  * (pinned device memory and active-thread percentage from the replica
  * count), and then writes the resource's readiness marker, which `devlet
  * run` waits for.  The daemons, their directories and limits come from the
- * backends' `mps_daemons` member (the NVIDIA backend's layout, in family-
+ * backends' `sidecar_daemons` member (the NVIDIA backend's layout, in family-
  * neutral types).  Their shm directory (<mps-root>/shm) is mounted as a
  * tmpfs for the clients' /dev/shm.
  *
@@ -72,7 +72,7 @@ extern char **environ;
 #define SHM_UNMOUNT_MAX 16
 
 struct mps_daemon {
-        struct dev_mps_daemon spec;
+        struct dev_sidecar_daemon spec;
         int root_fd; /* O_PATH of spec.root */
         /* below the root, where no symlink is followed */
         const char *pipe_rel, *log_rel, *shm_rel;
@@ -148,14 +148,14 @@ static bool wait_events(struct mps_sup *s, int64_t deadline, int fd)
         return fd >= 0 && p[1].revents;
 }
 
-/* The control program under the driver root (its mount in this container
- * first), then on PATH. */
-static char *find_control(const struct devlet_config *cfg)
+/* The control program under the roots the backend names (NVIDIA's: the
+ * driver root's mount in this container, then the driver root), then on
+ * PATH. */
+static char *find_control(char *const *roots)
 {
         static const char *const dirs[] = { "usr/bin", "usr/local/bin", "bin", "usr/sbin", "sbin" };
-        const char *roots[] = { cfg->container_driver_root, cfg->driver_root };
-        for (size_t r = 0; r < ARRAY_SIZE(roots); r++) {
-                if (!roots[r] || !roots[r][0])
+        for (size_t r = 0; roots && roots[r]; r++) {
+                if (!roots[r][0])
                         continue;
                 for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
                         size_t n = strlen(roots[r]);
@@ -517,7 +517,7 @@ static const char *below(const char *root, const char *path)
 
 /* Opens the daemon's root (created when missing; a link only root could
  * have made is followed there, as /var/run) and finds its paths below it. */
-static int daemon_init(struct mps_daemon *d, const struct dev_mps_daemon *spec)
+static int daemon_init(struct mps_daemon *d, const struct dev_sidecar_daemon *spec)
 {
         d->spec = *spec;
         d->root_fd = -1;
@@ -556,15 +556,15 @@ DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
 
 /* The daemons of every backend that has MPS resources. */
 struct mps_specs {
-        struct dev_mps_daemon *v;
+        struct dev_sidecar_daemon *v;
         size_t n;
 };
 
 static void collect_specs(const struct dev_backend_ops *ops, struct dev_backend *b, void *ud)
 {
         struct mps_specs *acc = ud;
-        _cleanup_free_ struct dev_mps_daemon *v = NULL;
-        size_t n = ops->mps_daemons ? ops->mps_daemons(b, &v) : 0;
+        _cleanup_free_ struct dev_sidecar_daemon *v = NULL;
+        size_t n = ops->sidecar_daemons ? ops->sidecar_daemons(b, &v) : 0;
         if (!n)
                 return;
         acc->v = xrealloc(acc->v, (acc->n + n) * sizeof(*acc->v));
@@ -608,7 +608,7 @@ int cmd_mps(int argc, char **argv)
                 if (!r)
                         log_error("mps", "no GPUs to share: no resource of a running backend "
                                          "is shared by MPS");
-                dev_mps_daemons_free(specs.v, specs.n);
+                dev_sidecar_daemons_free(specs.v, specs.n);
                 return 1;
         }
         size_t n = specs.n;
@@ -618,14 +618,18 @@ int cmd_mps(int argc, char **argv)
                                          "exceeded: %u > %u resource=%s",
                                   specs.v[i].replicas, specs.v[i].max_clients,
                                   specs.v[i].resource);
-                        dev_mps_daemons_free(specs.v, n);
+                        dev_sidecar_daemons_free(specs.v, n);
                         return 1;
                 }
-        _cleanup_free_ char *bin = find_control(cfg);
+        _cleanup_free_ char *bin = find_control(specs.v[0].program_roots);
         if (!bin) {
-                log_error("mps", "%s not found under the driver root (%s or %s) nor on PATH",
-                          CONTROL_BIN, cfg->container_driver_root, cfg->driver_root);
-                dev_mps_daemons_free(specs.v, n);
+                char roots[512] = "";
+                for (size_t i = 0; specs.v[0].program_roots && specs.v[0].program_roots[i]; i++)
+                        snprintf(roots + strlen(roots), sizeof(roots) - strlen(roots), "%s%s",
+                                 i ? " or " : "", specs.v[0].program_roots[i]);
+                log_error("mps", "%s not found under the driver root (%s) nor on PATH",
+                          CONTROL_BIN, roots);
+                dev_sidecar_daemons_free(specs.v, n);
                 return 1;
         }
         s.bin = bin;
@@ -640,7 +644,7 @@ int cmd_mps(int argc, char **argv)
                         r = shm_prepare(&s.d[i]);
                 if (r < 0) {
                         sup_free(&s);
-                        dev_mps_daemons_free(specs.v, n);
+                        dev_sidecar_daemons_free(specs.v, n);
                         return 1;
                 }
         }
@@ -650,6 +654,6 @@ int cmd_mps(int argc, char **argv)
         supervise(&s);
         stop_all(&s);
         sup_free(&s);
-        dev_mps_daemons_free(specs.v, n);
+        dev_sidecar_daemons_free(specs.v, n);
         return 0;
 }

@@ -13,7 +13,7 @@
 int cmd_load_config(int argc, char **argv, struct devlet_config **out, int *argi)
 {
         struct diag diag = { 0 };
-        int r = config_load(argc, argv, out, &diag, argi);
+        int r = config_load(dev_config_families(), argc, argv, out, &diag, argi);
         if (r < 0) {
                 char buf[DIAG_FORMAT_MAX];
                 fprintf(stderr, "devlet %s: %s\n", argv[0], diag_format(&diag, buf, sizeof(buf)));

@@ -406,7 +406,7 @@ static void reload(struct daemon *d)
 {
         struct devlet_config *cfg = NULL;
         struct config_diag diag = { 0 };
-        int r = config_load(d->argc, d->argv, &cfg, &diag, NULL);
+        int r = config_load(dev_config_families(), d->argc, d->argv, &cfg, &diag, NULL);
         if (r < 0) {
                 char buf[1024];
                 log_error("config", "reload failed, keeping the running configuration error=\"%s\"",

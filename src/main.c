@@ -99,13 +99,13 @@ int main(int argc, char **argv)
         }
         if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
                 if (argc > 2 && strcmp(argv[2], "flags") == 0) {
-                        config_print_help(stdout);
+                        config_print_help(dev_config_families(), stdout);
                         return 0;
                 }
                 if (argc > 2 && strcmp(argv[2], "options-json") == 0) {
                         /* not in the usage: the option and section tables as
                          * JSON, with what a change of each needs, for tests */
-                        _cleanup_free_ char *table = config_table_json();
+                        _cleanup_free_ char *table = config_table_json(dev_config_families());
                         puts(table);
                         return 0;
                 }
@@ -146,7 +146,7 @@ static int dispatch(int argc, char **argv)
                 if (cmds[i].own_flags && wants_help(argc - 1, argv + 1)) {
                         printf("usage: devlet %s [flags]%s\n\nflags (flag > env > config file > default):\n",
                                cmd, cmds[i].own_flags);
-                        config_print_help(stdout);
+                        config_print_help(dev_config_families(), stdout);
                         return 0;
                 }
                 return cmds[i].fn(argc - 1, argv + 1);

@@ -1,7 +1,8 @@
 /* devlet's configuration: one table of options, each settable by flag, env
  * var and config-file key (flags > env > file > default), plus the structured
- * sections of the config file (NVIDIA's sharing and resources, devlet's
- * hostDevices and health).
+ * sections of the config file (NVIDIA's sharing, devlet's hostDevices and
+ * health; a family's own, such as NVIDIA's resources, come with the
+ * family).
  *
  * The config file is NVIDIA's `version: v1` format extended with devlet's own
  * sections; unknown keys are kept as warnings (with file:line:column), never
@@ -14,14 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "base/diag.h"
-
-/* Where a config problem is, for "file:line:column: message": base's
- * struct diag (base/diag.h) under its old name, until config/ says diag. */
-#define config_diag diag
-
-/* Formats "file:line:column: message" (or just the message) into buf. */
-const char *config_diag_format(const struct config_diag *d, char *buf, size_t size);
+#include "config/diag.h"
 
 /* ---- hostDevices section ---- */
 
@@ -69,22 +63,23 @@ struct hostdev_cfg {
         size_t n_devices;
 };
 
-/* ---- sharing section (NVIDIA's time-slicing and MPS replicas) ---- */
+/* ---- sharing section (time-slicing and MPS replicas) ---- */
 
 enum sharing_strategy { SHARING_NONE, SHARING_TIME_SLICING, SHARING_MPS };
 enum sharing_devices_kind { SHARING_DEVICES_ALL, SHARING_DEVICES_COUNT, SHARING_DEVICES_LIST };
 
 struct sharing_resource_cfg {
-        char *name;   /* resource name as served before sharing: "nvidia.com/<name>",
-                       * or "amd.com/<name>" for AMD GPUs */
+        char *name;   /* resource name as served before sharing, "<domain>/<name>" of
+                       * the family whose rules (config_sharing_rules) claim it */
         char *rename; /* NULL: served as name; set to name + ".shared" by the parser when
                        * renameByDefault is on and no rename was given */
         unsigned replicas;                 /* 2 to 1024 */
         enum sharing_devices_kind devices_kind;
         unsigned devices_count;            /* SHARING_DEVICES_COUNT: the first N devices, >= 1 */
-        char **devices;                    /* SHARING_DEVICES_LIST: strv of GPU indices ("0"),
-                                            * MIG indices ("1:0", GPU:MIG) or UUIDs ("GPU-...",
-                                            * "MIG-..."); indices in plain decimal */
+        char **devices;                    /* SHARING_DEVICES_LIST: strv of device selectors
+                                            * in the family's canonical form (its rules'
+                                            * device()): NVIDIA's GPU and MIG indices and
+                                            * UUIDs, AMD's indices and device IDs */
 };
 
 struct sharing_cfg {
@@ -98,20 +93,6 @@ struct sharing_cfg {
 
 /* The name a shared resource is served under: rename, else name. */
 const char *config_sharing_served_name(const struct sharing_resource_cfg *r);
-
-/* ---- resources section (NVIDIA's resource naming by pattern) ---- */
-
-struct resource_pattern_cfg {
-        char *pattern; /* glob ('*' wildcards): a GPU's product name or a MIG profile name */
-        char *name;    /* full: "nvidia.com/<name>" */
-};
-
-struct resources_cfg {
-        struct resource_pattern_cfg *gpu_resources; /* resources.gpus, in file order */
-        size_t n_gpu_resources;
-        struct resource_pattern_cfg *mig_resources; /* resources.mig, in file order */
-        size_t n_mig_resources; /* no name is both a GPU and a MIG resource */
-};
 
 /* ---- health section (devlet's own) ---- */
 
@@ -127,8 +108,8 @@ struct health_cfg {
 /* Every string is non-NULL ("" when empty); lists are NULL-terminated
  * string vectors with at least one item, except those whose default is
  * empty (they may be empty). */
-#define CONFIG_BACKEND_SECTIONS_MAX 8
-#define CONFIG_BACKEND_OPTIONS_MAX 8
+struct config_families;
+#define CONFIG_FAMILIES_MAX 8 /* device families in one table */
 
 struct devlet_config {
         /* core */
@@ -137,24 +118,17 @@ struct devlet_config {
         char *kubelet_socket;   /* --kubelet-socket; "" = <plugin_directory>/kubelet.sock,
                                  * which config_load fills in */
         long verbosity;         /* -v N */
-        char **backends;        /* --backends auto or backend names (config_backend_choices) */
+        char **backends;        /* --backends auto or family names (config_families.choices) */
         char *sysfs_root;       /* --sysfs-root, default /sys (tests point it at a fake tree) */
-        char *dev_root;         /* --dev-root, default / */
+        char *dev_root;         /* --dev-root; "": each family's default (config_host_dev_root) */
         int64_t rescan_interval_ms; /* --rescan-interval, hot-plug fallback rescan; -1 = never */
 
-        /* NVIDIA device plugin flags (used by the nvidia backend) */
-        char *mig_strategy;         /* none|single|mixed */
-        bool fail_on_init_error;
-        char *driver_root;          /* --nvidia-driver-root / --driver-root */
-        bool pass_device_specs;
+        /* NVIDIA's device plugin flags that every family honours (those
+         * only NVIDIA GPUs mean are the nvidia family's options) */
+        bool fail_on_init_error;     /* a family that cannot start fails start-up */
+        bool pass_device_specs;      /* device nodes in Allocate responses */
         char **device_list_strategy; /* envvar, volume-mounts, cdi-annotations, cdi-cri */
-        char *device_id_strategy;    /* uuid|index */
-        bool gds_enabled;
-        bool mofed_enabled;
-        bool gdrcopy_enabled;
         char *cdi_annotation_prefix;
-        char *nvidia_cdi_hook_path;
-        char *container_driver_root;
         char *shared_devices_allocation_policy; /* distributed|packed */
 
         /* CDI, metrics and attribution */
@@ -180,25 +154,20 @@ struct devlet_config {
 
         /* derived by config_load, not options */
         bool kubelet_disabled;  /* --kubelet-socket "" given: serve, never register */
-        /* --dev-root was not given: dev_root is the NVIDIA driver root, as
-         * NVIDIA's plugin has it; other families look under "/" then
-         * (config_host_dev_root) */
-        bool dev_root_is_driver_root;
 
         /* sections */
         struct hostdev_cfg hostdev;
         struct sharing_cfg sharing;
-        struct resources_cfg resources;
         struct health_cfg health;
-        /* the values of the sections device backends add, by
-         * config_backend_sections index (NULL: not in the file); read them
-         * with config_backend_section() */
-        void *backend_sections[CONFIG_BACKEND_SECTIONS_MAX];
-        /* the values of the options device backends add, by
-         * config_backend_option_sets index (a zeroed block of the set's
-         * size, holding the defaults at least); read them with
-         * config_backend_options() */
-        void *backend_options[CONFIG_BACKEND_OPTIONS_MAX];
+        /* the device families the config was made with (their rows,
+         * sections and sharing rules), and by their index there: the
+         * values of each family's section (NULL: not in the file; read
+         * with config_backend_section()) and of its options (a zeroed
+         * block of the set's size, holding the defaults at least; NULL for
+         * a family without options; read with config_backend_options()) */
+        const struct config_families *families;
+        void *backend_sections[CONFIG_FAMILIES_MAX];
+        void *backend_options[CONFIG_FAMILIES_MAX];
 
         /* warnings found while loading (unknown keys...), formatted with
          * their position; the caller logs them */
@@ -244,7 +213,7 @@ struct config_option {
         enum config_type type;
         const char *default_value;
         size_t offset;            /* into struct devlet_config, or into the values of
-                                   * the backend's option set that holds the row */
+                                   * the family's option set that holds the row */
         const char *const *choices; /* allowed values (each list item for CONFIG_LIST),
                                      * NULL-terminated; NULL = any */
         long min, max;            /* CONFIG_INT bounds, inclusive; max 0 = no upper bound */
@@ -256,19 +225,17 @@ struct config_option {
                                    * value; 0: none */
 };
 
-/* The config-file sections device backends add (struct config_section,
- * config/sections.h: key, parse, clear, size), defined by the backend table
- * (devices/registry.c) like config_backend_choices; NULL-terminated, at
- * most CONFIG_BACKEND_SECTIONS_MAX.  A backend reads its section's value
- * with config_backend_section(): NULL when the file has none. */
-struct config_section;
-extern const struct config_section *const config_backend_sections[];
-const void *config_backend_section(const struct devlet_config *cfg,
-                                   const struct config_section *s);
+/* ---- what device families bring to config/ ----
+ *
+ * config/ names no family: each brings its rows, its section and its
+ * sharing rules in a struct config_family defined in its own folder, and
+ * the caller hands config_load (or config_new_defaults) the table of them,
+ * which devices/ builds from its backend table (dev_config_families()); a
+ * test may hand in a table of its own. */
 
-/* The options a device backend adds: rows of the same shape as devlet's
- * own (flag, alias, env vars, config key, type, default, choices, help),
- * whose offsets point into the backend's own struct of size bytes, which
+/* The options a family adds: rows of the same shape as devlet's own
+ * (flag, alias, env vars, config key, type, default, choices, help),
+ * whose offsets point into the family's own struct of size bytes, which
  * every config holds (config_backend_options).  They are parsed, listed in
  * the help, dumped and reported exactly as devlet's own options, with the
  * same precedence (flags > env > file > default).  finish (may be NULL)
@@ -280,29 +247,71 @@ const void *config_backend_section(const struct devlet_config *cfg,
 struct config_option_set {
         const struct config_option *options;
         size_t n_options;
-        size_t size; /* of the backend's values struct */
+        size_t size; /* of the family's values struct */
         int (*finish)(const struct devlet_config *cfg, void *values, char ***warnings,
                       struct config_diag *diag);
 };
 
-/* The option sets device backends add, defined by the backend table
- * (devices/registry.c) like config_backend_sections; NULL-terminated, at
- * most CONFIG_BACKEND_OPTIONS_MAX.  A backend reads its values with
- * config_backend_options(): never NULL for a set of the table (the block
- * belongs to cfg; a backend only reads it, a test may set a value). */
-extern const struct config_option_set *const config_backend_option_sets[];
+struct config_section; /* config/sections.h */
+
+/* What a family lets the sharing section name, and how its devices are
+ * selected there (sharing.<strategy>.resources[].devices); the family's
+ * backend matches the canonical selectors against its devices.  Every
+ * function returns 0, or -EINVAL with *why (heap) for the message after
+ * the node's path; none logs. */
+struct config_sharing_rules {
+        const char *domain; /* "nvidia.com": the family's resources are "<domain>/<name>" */
+        bool bare_names;    /* a name without a domain ("gpu") means "<domain>/gpu";
+                             * at most one family of a table says so */
+        /* Optional: the part after "<domain>/" must also pass this (a valid
+         * resource name always must); name_rule says what it allows, for
+         * the message. */
+        bool (*valid_name)(const char *name);
+        const char *name_rule;
+        /* One devices-list entry ("0", "GPU-<uuid>", "0000:0c:00.0"):
+         * *canon gets the form the backend compares, under strategy. */
+        int (*device)(const char *ref, enum sharing_strategy strategy, char **canon,
+                      char **why);
+        /* Optional: refuses resource name under strategy (NVIDIA: MPS
+         * shares no MIG resource); next is the config as the file leaves
+         * it so far (the families' own sections in place). */
+        int (*refuse)(const char *name, enum sharing_strategy strategy,
+                      const struct devlet_config *next, char **why);
+};
+
+/* One device family, as config/ sees it. */
+struct config_family {
+        const char *name;                        /* "nvidia": its --backends choice */
+        const struct config_option_set *options; /* NULL: no options of its own */
+        /* a top-level section of the config file that is the family's own
+         * (struct config_section, config/sections.h: key, size, parse,
+         * clear), parsed after devlet's; NULL: none */
+        const struct config_section *section;
+        /* the resources it lets the sharing section name, and how a
+         * device is selected there; NULL: none of its resources is shared */
+        const struct config_sharing_rules *sharing;
+};
+
+/* The families, in start-up order (the --help order of their options). */
+struct config_families {
+        const char *const *choices;           /* --backends: "auto", then each family's
+                                               * name; NULL-terminated */
+        const struct config_family *const *v; /* NULL-terminated; at most CONFIG_FAMILIES_MAX */
+};
+
+/* A family's values, by the set its struct config_family names: never NULL
+ * for a config loaded with that family in its table (the block belongs to
+ * cfg; a family only reads it, a test may set a value). */
 void *config_backend_options(const struct devlet_config *cfg, const struct config_option_set *set);
+/* A family's section as the file gave it; NULL when the file has none. */
+const void *config_backend_section(const struct devlet_config *cfg,
+                                   const struct config_section *s);
 
-/* What --backends accepts: "auto", then every device backend's name in
- * start-up order; NULL-terminated.  Defined by the backend table
- * (devices/registry.c), the one place that names the families. */
-extern const char *const config_backend_choices[];
-
-/* Every option, in --help order: devlet's own table, then each backend's
- * set in config_backend_option_sets order.  config_option_at returns NULL
- * from config_option_count() on. */
-size_t config_option_count(void);
-const struct config_option *config_option_at(size_t i);
+/* Every option, in --help order: devlet's own table, then each family's
+ * set in table order.  config_option_at returns NULL from
+ * config_option_count() on. */
+size_t config_option_count(const struct config_families *families);
+const struct config_option *config_option_at(const struct config_families *families, size_t i);
 
 /* Loads the configuration for a subcommand: defaults, then the config file
  * (from --config-file / CONFIG_FILE), then env vars, then flags from argv.
@@ -310,8 +319,8 @@ const struct config_option *config_option_at(size_t i);
  * non-option, whose index goes to *argi (may be NULL; extra arguments are
  * then an error).  Returns 0 and a new config in *out, -EINVAL with diag
  * filled for bad flags/values/files, -errno when the file cannot be read. */
-int config_load(int argc, char **argv, struct devlet_config **out, struct config_diag *diag,
-                int *argi);
+int config_load(const struct config_families *families, int argc, char **argv,
+                struct devlet_config **out, struct config_diag *diag, int *argi);
 
 /* dcgm-exporter's counters CSV ("field, type, help" lines, '#' comments):
  * *out is the strv of the families it selects (label rows select none).
@@ -329,8 +338,10 @@ int config_counters_load(const char *path, char ***out, struct config_diag *diag
 int config_parse_yaml(const char *file, const char *data, size_t len, struct devlet_config *cfg,
                       struct config_diag *diag);
 
-/* A config holding only the defaults (kubelet_socket is "", see above). */
-struct devlet_config *config_new_defaults(void);
+/* A config holding only the defaults (kubelet_socket is "", see above) of
+ * devlet's options and those of the families, which it keeps (the table
+ * must outlive it). */
+struct devlet_config *config_new_defaults(const struct config_families *families);
 void config_free(struct devlet_config *cfg);
 
 /* One option or section whose value differs between two configs. */
@@ -364,21 +375,25 @@ const char *config_apply_text(unsigned apply, char *buf, size_t size);
  * "key_alias", "type", "default", "choices", "apply": [...]}],
  * "sections": [{"key", "apply"}]};
  * free() it. */
-char *config_table_json(void);
+char *config_table_json(const struct config_families *families);
 
 /* The effective configuration as compact JSON (for the start-up log line);
  * never NULL, free() it. */
 char *config_to_json(const struct devlet_config *cfg);
 
-/* The root under which a family other than NVIDIA finds /dev: --dev-root
- * when given, else "/" (NVIDIA's default, the driver root, is NVIDIA's
- * own). */
+/* The root under which a family finds /dev: --dev-root when given, else
+ * "/" (a family may have a default of its own instead: NVIDIA's is its
+ * driver root, as NVIDIA's plugin has it). */
 const char *config_host_dev_root(const struct devlet_config *cfg);
 
-/* Prints the flags table (flag, env vars, config key, default, help). */
-void config_print_help(FILE *f);
+/* Prints the flags table (flag, env vars, config key, default, help):
+ * devlet's options, then the families'. */
+void config_print_help(const struct config_families *families, FILE *f);
 
 /* Resource name validation shared with the backends: "<domain>/<name>". */
 bool config_valid_resource_name(const char *s);
+/* A DNS-1123 subdomain: at most 253 characters, dot-separated labels of
+ * lowercase letters, digits and '-', each starting and ending alphanumeric. */
+bool config_valid_dns_subdomain(const char *s);
 
 #endif

@@ -88,7 +88,9 @@ unsigned config_diff(const struct devlet_config *prev, const struct devlet_confi
         size_t n = 0, cap = 0;
         unsigned apply = 0;
         const struct config_option *opt;
-        for (size_t i = 0; (opt = config_option_at(i)); i++)
+        /* a reload loads with the same table: prev's families are next's */
+        const struct config_families *f = next->families;
+        for (size_t i = 0; (opt = config_option_at(f, i)); i++)
                 if (!option_equal(prev, next, opt)) {
                         apply |= opt->apply;
                         add(out ? &v : NULL, &n, &cap, opt->flag, opt, opt->apply);
@@ -99,9 +101,9 @@ unsigned config_diff(const struct devlet_config *prev, const struct devlet_confi
                         apply |= s->apply;
                         add(out ? &v : NULL, &n, &cap, s->key, NULL, s->apply);
                 }
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++) {
-                const struct config_section *s = config_backend_sections[j];
-                if (!section_equal(s, prev->backend_sections[j], next->backend_sections[j])) {
+        for (size_t j = 0; j < CONFIG_FAMILIES_MAX && f->v[j]; j++) {
+                const struct config_section *s = f->v[j]->section;
+                if (s && !section_equal(s, prev->backend_sections[j], next->backend_sections[j])) {
                         apply |= s->apply;
                         add(out ? &v : NULL, &n, &cap, s->key, NULL, s->apply);
                 }

@@ -1,9 +1,10 @@
 /* The effective configuration as one JSON object, for the start-up log line
  * (NVIDIA's plugin prints its "Running with config" the same way): every
- * option of the table, the backends' included, under its flag name, then the sections' shape
- * (sharing strategy and resources, resource patterns, host devices); and
- * the tables themselves with what a change of each row needs
- * (config_table_json).  Pure: no logging, no I/O. */
+ * option of the table, the families' included, under its flag name, then the sections' shape
+ * (sharing strategy and resources, host devices, and each family section's
+ * own dump: NVIDIA's resource patterns); and the tables themselves with
+ * what a change of each row needs (config_table_json).
+ * Pure: no logging, no I/O. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,35 +60,22 @@ static json_t *sharing_json(const struct sharing_cfg *s)
         return o;
 }
 
-static json_t *patterns_json(const struct resource_pattern_cfg *p, size_t n)
-{
-        json_t *a = json_array();
-        for (size_t i = 0; i < n; i++) {
-                json_t *e = json_object();
-                json_object_set_new(e, "pattern", json_string(p[i].pattern));
-                json_object_set_new(e, "name", json_string(p[i].name));
-                json_array_append_new(a, e);
-        }
-        return a;
-}
-
 char *config_to_json(const struct devlet_config *cfg)
 {
         json_t *root = json_object();
         json_t *flags = json_object();
         const struct config_option *o;
-        for (size_t i = 0; (o = config_option_at(i)); i++) {
+        for (size_t i = 0; (o = config_option_at(cfg->families, i)); i++) {
                 json_object_set_new(flags, o->flag, option_json(cfg, o));
         }
         json_object_set_new(flags, "kubeletRegistration", json_boolean(!cfg->kubelet_disabled));
         json_object_set_new(root, "flags", flags);
         json_object_set_new(root, "sharing", sharing_json(&cfg->sharing));
-        json_t *res = json_object();
-        json_object_set_new(res, "gpus", patterns_json(cfg->resources.gpu_resources,
-                                                       cfg->resources.n_gpu_resources));
-        json_object_set_new(res, "mig", patterns_json(cfg->resources.mig_resources,
-                                                      cfg->resources.n_mig_resources));
-        json_object_set_new(root, "resources", res);
+        for (size_t j = 0; j < CONFIG_FAMILIES_MAX && cfg->families->v[j]; j++) {
+                const struct config_section *s = cfg->families->v[j]->section;
+                if (s && s->dump)
+                        json_object_set_new(root, s->key, s->dump(cfg->backend_sections[j]));
+        }
         json_t *hd = json_array();
         for (size_t i = 0; i < cfg->hostdev.n_devices; i++)
                 json_array_append_new(hd, json_sprintf("%s/%s", cfg->hostdev.domain,
@@ -114,12 +102,12 @@ static json_t *section_row_json(const struct config_section *s)
         return json_pack("{s:s, s:o}", "key", s->key, "apply", apply_json(s->apply));
 }
 
-char *config_table_json(void)
+char *config_table_json(const struct config_families *f)
 {
         static const char *const types[] = { "string", "bool", "int", "list", "duration" };
         json_t *rows = json_array();
         const struct config_option *o;
-        for (size_t i = 0; (o = config_option_at(i)); i++) {
+        for (size_t i = 0; (o = config_option_at(f, i)); i++) {
                 json_t *choices = json_array();
                 for (size_t k = 0; o->choices && o->choices[k]; k++)
                         json_array_append_new(choices, json_string(o->choices[k]));
@@ -132,8 +120,9 @@ char *config_table_json(void)
         json_t *sections = json_array();
         for (const struct config_section *s = config_sections; s->key; s++)
                 json_array_append_new(sections, section_row_json(s));
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
-                json_array_append_new(sections, section_row_json(config_backend_sections[j]));
+        for (size_t j = 0; j < CONFIG_FAMILIES_MAX && f->v[j]; j++)
+                if (f->v[j]->section)
+                        json_array_append_new(sections, section_row_json(f->v[j]->section));
         json_t *root = json_pack("{s:o, s:o}", "options", rows, "sections", sections);
         char *s = json_dumps(root, JSON_COMPACT);
         json_decref(root);

@@ -1,12 +1,13 @@
 /* The config file's meaning: `version: v1`, the `flags` keys of the option
  * table, and the structured sections, each a row of config_sections (key,
  * parse, clear, where it lives in struct devlet_config) or a section a
- * device backend adds (config_backend_sections, kept on the heap).
+ * device family adds (struct config_family's section, kept on the heap).
  *
  * The tree comes from yaml.c.  `flags.*` keys (and any other group of
- * option keys, such as a backend's) map onto the option table
- * (options.c); each section's key is handed to its parser, in table order
- * (sharing after resources: it checks names against them); any other key
+ * option keys, such as a family's) map onto the option table
+ * (options.c); each section's key is handed to its parser, the families'
+ * first, then devlet's in table order (sharing may check names against a
+ * family's section); any other key
  * is a warning, never an error, so NVIDIA's own files stay loadable.
  * Values and sections are collected first and stored into the config only
  * when the whole file is good.
@@ -27,6 +28,7 @@ DEFINE_CLEANUP_FUNC(struct config_node, config_tree_free)
 /* ---- flags: the option table's keys ---- */
 
 struct walk {
+        const struct config_families *families;
         const char *file;
         struct config_diag *diag;
         char **warnings;
@@ -57,10 +59,10 @@ static int walk_option(struct walk *w, const struct config_option *opt,
                         }
                         items = strv_push(items, n->items[i]->text);
                 }
-                r = config_value_parse_items(opt, items, path, &v, w->diag);
+                r = config_value_parse_items(w->families, opt, items, path, &v, w->diag);
                 strv_free(items);
         } else if (n->kind == CONFIG_NODE_SCALAR) {
-                r = config_value_parse(opt, n->text, path, &v, w->diag);
+                r = config_value_parse(w->families, opt, n->text, path, &v, w->diag);
         } else {
                 return config_node_error(w->diag, w->file, n, path, "expected %s, found %s",
                                          opt->type == CONFIG_LIST ? "a list or a value"
@@ -97,11 +99,11 @@ static int walk_section(struct walk *w, const struct config_node *map, const cha
                         config_node_warn_unknown(&w->warnings, w->file, k);
                         continue;
                 }
-                const struct config_option *opt = config_option_by_key(path);
+                const struct config_option *opt = config_option_by_key(w->families, path);
                 int r = 0;
                 if (opt)
                         r = walk_option(w, opt, v, path);
-                else if (config_key_is_section(path))
+                else if (config_key_is_section(w->families, path))
                         r = walk_section(w, v, path);
                 else
                         config_node_warn_unknown(&w->warnings, w->file, k);
@@ -137,18 +139,11 @@ static int parse_hostdev(const struct config_node *node, const char *file,
         return config_hostdev_parse(node, file, out, warnings, diag);
 }
 
-static int parse_resources(const struct config_node *node, const char *file,
-                           const struct devlet_config *next, void *out, char ***warnings,
-                           struct config_diag *diag)
-{
-        return config_resources_parse(node, file, out, warnings, diag);
-}
-
 static int parse_sharing(const struct config_node *node, const char *file,
                          const struct devlet_config *next, void *out, char ***warnings,
                          struct config_diag *diag)
 {
-        return config_sharing_parse(node, file, &next->resources, out, warnings, diag);
+        return config_sharing_parse(node, file, next, out, warnings, diag);
 }
 
 static int parse_health(const struct config_node *node, const char *file,
@@ -163,11 +158,6 @@ static void clear_hostdev(void *p)
         config_hostdev_clear(p);
 }
 
-static void clear_resources(void *p)
-{
-        config_resources_clear(p);
-}
-
 static void clear_sharing(void *p)
 {
         config_sharing_clear(p);
@@ -176,11 +166,6 @@ static void clear_sharing(void *p)
 static bool equal_hostdev(const void *a, const void *b)
 {
         return config_hostdev_equal(a, b);
-}
-
-static bool equal_resources(const void *a, const void *b)
-{
-        return config_resources_equal(a, b);
 }
 
 static bool equal_sharing(const void *a, const void *b)
@@ -200,14 +185,13 @@ static bool equal_health(const void *a, const void *b)
                 .clear = clear_fn, .equal = equal_fn, .apply = apply_flags                  \
         }
 
-/* In parse order: sharing after resources, whose names it checks.  What a
- * change needs: every section's devices are the backends' (a fresh scan),
- * host devices, renamed and shared resources also change the labels
- * (<resource>.count, replicas) and the CDI specs. */
+/* In parse order, after the families' own sections (sharing may check its
+ * names against one: NVIDIA's resources).  What a change needs: every
+ * section's devices are the backends' (a fresh scan); host devices and
+ * shared resources also change the labels (<resource>.count, replicas)
+ * and the CDI specs. */
 const struct config_section config_sections[] = {
         SECTION("hostDevices", hostdev, parse_hostdev, clear_hostdev, equal_hostdev,
-                CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS),
-        SECTION("resources", resources, parse_resources, clear_resources, equal_resources,
                 CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS),
         SECTION("sharing", sharing, parse_sharing, clear_sharing, equal_sharing,
                 CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS),
@@ -215,27 +199,37 @@ const struct config_section config_sections[] = {
         { .key = NULL },
 };
 
-static const struct config_section *section_by_key(const char *key)
+/* Family j's section, or NULL (none, or past the last family). */
+static const struct config_section *family_section(const struct config_families *f, size_t j)
+{
+        return j < CONFIG_FAMILIES_MAX && f->v[j] ? f->v[j]->section : NULL;
+}
+
+#define EACH_FAMILY(f, j) for (size_t j = 0; j < CONFIG_FAMILIES_MAX && (f)->v[j]; j++)
+
+static const struct config_section *section_by_key(const struct config_families *f,
+                                                   const char *key)
 {
         for (const struct config_section *s = config_sections; s->key; s++)
                 if (strcmp(s->key, key) == 0)
                         return s;
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
-                if (strcmp(config_backend_sections[j]->key, key) == 0)
-                        return config_backend_sections[j];
+        EACH_FAMILY(f, j)
+                if (family_section(f, j) && strcmp(family_section(f, j)->key, key) == 0)
+                        return family_section(f, j);
         return NULL;
 }
 
 /* The sections of one file, parsed in table order into scratch values and
  * held until the whole file is good; NULL: not in the file. */
 struct parsed {
-        void *own[CONFIG_SECTIONS_MAX];             /* by config_sections index */
-        void *backend[CONFIG_BACKEND_SECTIONS_MAX]; /* by config_backend_sections index */
+        const struct config_families *families;
+        void *own[CONFIG_SECTIONS_MAX];     /* by config_sections index */
+        void *family[CONFIG_FAMILIES_MAX];  /* by family index */
 };
 
 static void value_free(const struct config_section *s, void *v)
 {
-        if (v && s->clear)
+        if (v && s && s->clear)
                 s->clear(v);
         free(v);
 }
@@ -244,8 +238,9 @@ static void parsed_clear(struct parsed *p)
 {
         for (size_t i = 0; i < CONFIG_SECTIONS_MAX && config_sections[i].key; i++)
                 value_free(&config_sections[i], p->own[i]);
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
-                value_free(config_backend_sections[j], p->backend[j]);
+        EACH_FAMILY(p->families, j)
+                if (p->family[j])
+                        value_free(family_section(p->families, j), p->family[j]);
 }
 
 /* Parses section s when root holds it: *out gets its value (heap). */
@@ -266,15 +261,25 @@ static int parse_one(const struct config_section *s, const char *file,
         return 0;
 }
 
-/* Parses every section root holds: devlet's own, then the backends'.  next
- * starts as a shallow copy of cfg and gets each parsed section in turn, so
- * a later section sees what the file will leave (sharing: the resources it
- * names); it is only read. */
+/* Parses every section root holds: the families', then devlet's own.
+ * next starts as a shallow copy of cfg and gets each parsed section in
+ * turn, so a later section sees what the file will leave (sharing: the
+ * resources NVIDIA's section names); it is only read. */
 static int parse_sections(const char *file, const struct config_node *root,
                           const struct devlet_config *cfg, struct parsed *out, char ***warnings,
                           struct config_diag *diag)
 {
         struct devlet_config next = *cfg;
+        EACH_FAMILY(cfg->families, j) {
+                const struct config_section *s = family_section(cfg->families, j);
+                if (!s)
+                        continue;
+                int r = parse_one(s, file, root, &next, &out->family[j], warnings, diag);
+                if (r < 0)
+                        return r;
+                if (out->family[j])
+                        next.backend_sections[j] = out->family[j];
+        }
         for (size_t i = 0; config_sections[i].key; i++) {
                 const struct config_section *s = &config_sections[i];
                 int r = parse_one(s, file, root, &next, &out->own[i], warnings, diag);
@@ -282,14 +287,6 @@ static int parse_sections(const char *file, const struct config_node *root,
                         return r;
                 if (out->own[i])
                         memcpy((char *)&next + s->offset, out->own[i], s->size);
-        }
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++) {
-                int r = parse_one(config_backend_sections[j], file, root, &next, &out->backend[j],
-                                  warnings, diag);
-                if (r < 0)
-                        return r;
-                if (out->backend[j])
-                        next.backend_sections[j] = out->backend[j];
         }
         return 0;
 }
@@ -307,11 +304,12 @@ static void store_sections(struct devlet_config *cfg, struct parsed *p)
                 memcpy(field, p->own[i], s->size);
                 free(TAKE_PTR(p->own[i]));
         }
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++) {
-                if (!p->backend[j])
+        EACH_FAMILY(cfg->families, j) {
+                if (!p->family[j])
                         continue;
-                value_free(config_backend_sections[j], cfg->backend_sections[j]);
-                cfg->backend_sections[j] = TAKE_PTR(p->backend[j]);
+                if (cfg->backend_sections[j])
+                        value_free(family_section(cfg->families, j), cfg->backend_sections[j]);
+                cfg->backend_sections[j] = TAKE_PTR(p->family[j]);
         }
 }
 
@@ -320,15 +318,17 @@ void config_sections_clear(struct devlet_config *cfg)
         for (const struct config_section *s = config_sections; s->key; s++)
                 if (s->clear)
                         s->clear((char *)cfg + s->offset);
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
-                value_free(config_backend_sections[j], TAKE_PTR(cfg->backend_sections[j]));
+        EACH_FAMILY(cfg->families, j)
+                if (cfg->backend_sections[j])
+                        value_free(family_section(cfg->families, j),
+                                   TAKE_PTR(cfg->backend_sections[j]));
 }
 
 const void *config_backend_section(const struct devlet_config *cfg,
                                    const struct config_section *s)
 {
-        for (size_t j = 0; j < CONFIG_BACKEND_SECTIONS_MAX && config_backend_sections[j]; j++)
-                if (config_backend_sections[j] == s)
+        EACH_FAMILY(cfg->families, j)
+                if (s && family_section(cfg->families, j) == s)
                         return cfg->backend_sections[j];
         return NULL;
 }
@@ -358,7 +358,8 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
                                          "expected a mapping at the top, found %s",
                                          config_node_kind_name(root));
 
-        _cleanup_(walk_clear) struct walk w = { .file = file, .diag = diag };
+        _cleanup_(walk_clear) struct walk w = { .families = cfg->families, .file = file,
+                                                .diag = diag };
         r = check_version(&w, root);
         if (r < 0)
                 return r;
@@ -366,16 +367,16 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
         /* flags first, then unknown keys warned in file order */
         for (size_t i = 0; i + 1 < root->n_items; i += 2) {
                 const struct config_node *k = root->items[i], *v = root->items[i + 1];
-                if (strcmp(k->text, "version") == 0 || section_by_key(k->text))
+                if (strcmp(k->text, "version") == 0 || section_by_key(cfg->families, k->text))
                         continue;
-                if (config_key_is_section(k->text)) /* flags, or a backend's group */
+                if (config_key_is_section(cfg->families, k->text)) /* flags, or a family's group */
                         r = walk_section(&w, v, k->text);
                 else
                         config_node_warn_unknown(&w.warnings, file, k);
                 if (r < 0)
                         return r;
         }
-        _cleanup_(parsed_clear) struct parsed sec = { 0 };
+        _cleanup_(parsed_clear) struct parsed sec = { .families = cfg->families };
         r = parse_sections(file, root, cfg, &sec, &w.warnings, diag);
         if (r < 0)
                 return r;

@@ -1,7 +1,7 @@
 /* Loading a config: defaults, the config file, environment variables and
  * the command line, in that order, so the later source wins; the command
  * line is parsed first, so a bad flag is reported before any file is read.
- * Backend option sets finish last, once every source is applied.  The
+ * The families' option sets finish last, once every source is applied.  The
  * option table is options.c's, the file's meaning file.c's.
  *
  * Never logs and never exits: every problem goes back as -EINVAL with a
@@ -20,14 +20,16 @@
 
 /* ---- the whole config ---- */
 
-struct devlet_config *config_new_defaults(void)
+struct devlet_config *config_new_defaults(const struct config_families *families)
 {
         struct devlet_config *cfg = xcalloc(1, sizeof(*cfg));
+        cfg->families = families;
         config_options_alloc(cfg);
         const struct config_option *opt;
-        for (size_t i = 0; (opt = config_option_at(i)); i++) {
+        for (size_t i = 0; (opt = config_option_at(families, i)); i++) {
                 union config_value v = { 0 };
-                int r = config_value_parse(opt, opt->default_value, opt->flag, &v, NULL);
+                int r = config_value_parse(families, opt, opt->default_value, opt->flag, &v,
+                                           NULL);
                 if (r < 0)
                         abort(); /* a bad default in the table is a programming error */
                 config_value_store(cfg, opt, &v);
@@ -52,10 +54,10 @@ DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
 
 /* ---- command line ---- */
 
-static const struct config_option *find_short(char c)
+static const struct config_option *find_short(const struct config_families *f, char c)
 {
         const struct config_option *o;
-        for (size_t i = 0; (o = config_option_at(i)); i++) {
+        for (size_t i = 0; (o = config_option_at(f, i)); i++) {
                 if (o->short_flag && o->short_flag == c)
                         return o;
         }
@@ -88,12 +90,13 @@ static size_t edit_distance(const char *a, size_t la, const char *b)
         return row[lb];
 }
 
-static int unknown_flag(const char *shown, const char *name, size_t len, struct config_diag *diag)
+static int unknown_flag(const struct config_families *f, const char *shown, const char *name,
+                        size_t len, struct config_diag *diag)
 {
         const char *best = NULL;
         size_t best_d = 3;
         const struct config_option *o;
-        for (size_t i = 0; (o = config_option_at(i)); i++) {
+        for (size_t i = 0; (o = config_option_at(f, i)); i++) {
                 const char *names[] = { o->flag, o->alias };
                 for (size_t j = 0; j < ARRAY_SIZE(names); j++) {
                         if (!names[j])
@@ -116,8 +119,8 @@ static int unknown_flag(const char *shown, const char *name, size_t len, struct 
 
 /* Collects argv's flags into s; *first_arg gets the index of the first
  * argument that is not a flag (argc if none). */
-static int parse_args(int argc, char **argv, struct config_pending *s, int *first_arg,
-                      struct config_diag *diag)
+static int parse_args(const struct config_families *f, int argc, char **argv,
+                      struct config_pending *s, int *first_arg, struct config_diag *diag)
 {
         int i;
         for (i = 1; i < argc; i++) {
@@ -136,9 +139,9 @@ static int parse_args(int argc, char **argv, struct config_pending *s, int *firs
                         const char *name = a + 2;
                         const char *eq = strchr(name, '=');
                         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-                        opt = config_option_by_flag(name, len);
+                        opt = config_option_by_flag(f, name, len);
                         if (!opt)
-                                return unknown_flag(a, name, len, diag);
+                                return unknown_flag(f, a, name, len, diag);
                         snprintf(who, sizeof(who), "--%.*s", (int)len, name);
                         if (eq)
                                 value = eq + 1;
@@ -149,7 +152,7 @@ static int parse_args(int argc, char **argv, struct config_pending *s, int *firs
                          * a hint */
                         const char *eq = strchr(a + 1, '=');
                         size_t len = eq ? (size_t)(eq - a - 1) : strlen(a + 1);
-                        opt = len > 1 ? config_option_by_flag(a + 1, len) : NULL;
+                        opt = len > 1 ? config_option_by_flag(f, a + 1, len) : NULL;
                         if (opt && !(opt->alias && strlen(opt->alias) == len &&
                                      strncmp(opt->alias, a + 1, len) == 0))
                                 opt = NULL;
@@ -158,9 +161,9 @@ static int parse_args(int argc, char **argv, struct config_pending *s, int *firs
                                 if (eq)
                                         value = eq + 1;
                         } else {
-                                opt = find_short(a[1]);
+                                opt = find_short(f, a[1]);
                                 if (!opt)
-                                        return unknown_flag(a, a + 1, len, diag);
+                                        return unknown_flag(f, a, a + 1, len, diag);
                                 snprintf(who, sizeof(who), "-%c", a[1]);
                                 if (a[2] == '=')
                                         value = a + 3;
@@ -178,7 +181,7 @@ static int parse_args(int argc, char **argv, struct config_pending *s, int *firs
                                                        who);
                 }
                 union config_value v = { 0 };
-                int r = config_value_parse(opt, value, who, &v, diag);
+                int r = config_value_parse(f, opt, value, who, &v, diag);
                 if (r < 0)
                         return r;
                 config_pending_add(s, opt, &v);
@@ -204,13 +207,13 @@ static const char *option_env(const struct config_option *opt, const char **name
 static int apply_env(struct devlet_config *cfg, struct config_diag *diag)
 {
         const struct config_option *opt;
-        for (size_t i = 0; (opt = config_option_at(i)); i++) {
+        for (size_t i = 0; (opt = config_option_at(cfg->families, i)); i++) {
                 const char *name;
                 const char *text = option_env(opt, &name);
                 if (!text)
                         continue;
                 union config_value v = { 0 };
-                int r = config_value_parse(opt, text, name, &v, diag);
+                int r = config_value_parse(cfg->families, opt, text, name, &v, diag);
                 if (r < 0)
                         return r;
                 config_value_store(cfg, opt, &v);
@@ -232,8 +235,8 @@ static int load_file(struct devlet_config *cfg, const char *path, struct config_
         return config_parse_yaml(path, data, len, cfg, diag);
 }
 
-int config_load(int argc, char **argv, struct devlet_config **out, struct config_diag *diag,
-                int *argi)
+int config_load(const struct config_families *families, int argc, char **argv,
+                struct devlet_config **out, struct config_diag *diag, int *argi)
 {
         struct config_diag scratch;
         if (!diag)
@@ -242,16 +245,16 @@ int config_load(int argc, char **argv, struct devlet_config **out, struct config
 
         _cleanup_(config_pending_clear) struct config_pending flags = { 0 };
         int first_arg = argc;
-        int r = parse_args(argc, argv, &flags, &first_arg, diag);
+        int r = parse_args(families, argc, argv, &flags, &first_arg, diag);
         if (r < 0)
                 return r;
         if (first_arg < argc && !argi)
                 return config_diag_set(diag, NULL, 0, 0, "unexpected argument \"%.100s\"",
                                        argv[first_arg]);
 
-        _cleanup_(config_freep) struct devlet_config *cfg = config_new_defaults();
+        _cleanup_(config_freep) struct devlet_config *cfg = config_new_defaults(families);
 
-        const struct config_option *file_opt = config_option_by_flag("config-file", 11);
+        const struct config_option *file_opt = config_option_by_flag(families, "config-file", 11);
         const char *path = option_env(file_opt, NULL);
         for (size_t i = 0; i < flags.n; i++)
                 if (flags.items[i].opt == file_opt)
@@ -265,19 +268,12 @@ int config_load(int argc, char **argv, struct devlet_config **out, struct config
         r = apply_env(cfg, diag);
         if (r < 0)
                 return r;
-        const struct config_option *socket_opt = config_option_by_flag("kubelet-socket", 14);
+        const struct config_option *socket_opt = config_option_by_flag(families, "kubelet-socket", 14);
         for (size_t i = 0; i < flags.n; i++)
                 if (flags.items[i].opt == socket_opt)
                         cfg->kubelet_disabled = !flags.items[i].v.s[0];
         config_pending_store(&flags, cfg);
 
-        /* an empty --dev-root is the NVIDIA driver root, as NVIDIA's plugin
-         * has it; the other families look under "/" then */
-        cfg->dev_root_is_driver_root = !cfg->dev_root[0];
-        if (cfg->dev_root_is_driver_root) {
-                free(cfg->dev_root);
-                cfg->dev_root = xstrdup(cfg->driver_root);
-        }
         r = config_options_finish(cfg, diag);
         if (r < 0)
                 return r;
@@ -304,5 +300,5 @@ int config_load(int argc, char **argv, struct devlet_config **out, struct config
 
 const char *config_host_dev_root(const struct devlet_config *cfg)
 {
-        return cfg->dev_root_is_driver_root ? "/" : cfg->dev_root;
+        return cfg->dev_root[0] ? cfg->dev_root : "/";
 }

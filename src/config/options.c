@@ -1,8 +1,9 @@
 /* The option table: every option is one row of options[] (flag, short
  * flag, alias, env vars, config-file key, type, default, choices, help)
- * or of a set a device backend adds (config_backend_option_sets, whose
- * values live in a block of the backend's own), the typed values of a
- * row, and the flags help.
+ * or of a set a device family adds (struct config_family's options, whose
+ * values live in a block of the family's own), the typed values of a row,
+ * and the flags help.  The families come with the config (cfg->families)
+ * or as a parameter; this file names none.
  *
  * A value goes through two steps: config_value_parse() turns text into a
  * typed value and checks it against the row, config_value_store() moves it
@@ -28,10 +29,8 @@
 #include "base/xalloc.h"
 #include "config/options.h"
 
-static const char *const mig_strategy_choices[] = { "none", "single", "mixed", NULL };
 static const char *const device_list_strategy_choices[] = { "envvar", "volume-mounts",
                                                             "cdi-annotations", "cdi-cri", NULL };
-static const char *const device_id_strategy_choices[] = { "uuid", "index", NULL };
 static const char *const allocation_policy_choices[] = { "distributed", "packed", NULL };
 static const char *const hostname_label_choices[] = { "Hostname", "hostname", NULL };
 
@@ -90,7 +89,7 @@ static const struct config_option options[] = {
                 .type = CONFIG_LIST,
                 .default_value = "auto",
                 .offset = FIELD(backends),
-                .choices = config_backend_choices,
+                /* choices: the families' names (row_choices) */
                 .help = "Device backends to run (auto: each backend that finds devices)",
                 .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
@@ -126,17 +125,6 @@ static const struct config_option options[] = {
                 .apply = CONFIG_APPLY_RESERVE,
         },
         {
-                .flag = "mig-strategy",
-                .envs = { "MIG_STRATEGY", "GFD_MIG_STRATEGY" },
-                .key = "flags.migStrategy",
-                .type = CONFIG_STRING,
-                .default_value = "none",
-                .offset = FIELD(mig_strategy),
-                .choices = mig_strategy_choices,
-                .help = "How MIG devices are exposed",
-                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
-        },
-        {
                 .flag = "fail-on-init-error",
                 .envs = { "FAIL_ON_INIT_ERROR", "GFD_FAIL_ON_INIT_ERROR" },
                 .key = "flags.failOnInitError",
@@ -145,17 +133,6 @@ static const struct config_option options[] = {
                 .offset = FIELD(fail_on_init_error),
                 .help = "Exit when the NVIDIA backend cannot start (false: run without it)",
                 .apply = CONFIG_APPLY_RESERVE,
-        },
-        {
-                .flag = "nvidia-driver-root",
-                .alias = "driver-root",
-                .envs = { "NVIDIA_DRIVER_ROOT" },
-                .key = "flags.nvidiaDriverRoot",
-                .type = CONFIG_STRING,
-                .default_value = "/",
-                .offset = FIELD(driver_root),
-                .help = "Root of the NVIDIA driver installation on the host",
-                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "pass-device-specs",
@@ -179,47 +156,6 @@ static const struct config_option options[] = {
                 .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
-                .flag = "device-id-strategy",
-                .envs = { "DEVICE_ID_STRATEGY" },
-                .key = "flags.plugin.deviceIDStrategy",
-                .type = CONFIG_STRING,
-                .default_value = "uuid",
-                .offset = FIELD(device_id_strategy),
-                .choices = device_id_strategy_choices,
-                .help = "How GPUs are named to the container runtime",
-                .apply = CONFIG_APPLY_RESERVE,
-        },
-        {
-                .flag = "gds-enabled",
-                .envs = { "GDS_ENABLED" },
-                .key = "flags.gdsEnabled",
-                .type = CONFIG_BOOL,
-                .default_value = "false",
-                .offset = FIELD(gds_enabled),
-                .help = "Give containers the GPUDirect Storage devices",
-                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
-        },
-        {
-                .flag = "mofed-enabled",
-                .envs = { "MOFED_ENABLED" },
-                .key = "flags.mofedEnabled",
-                .type = CONFIG_BOOL,
-                .default_value = "false",
-                .offset = FIELD(mofed_enabled),
-                .help = "Give containers the Mellanox OFED devices",
-                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
-        },
-        {
-                .flag = "gdrcopy-enabled",
-                .envs = { "GDRCOPY_ENABLED" },
-                .key = "flags.gdrcopyEnabled",
-                .type = CONFIG_BOOL,
-                .default_value = "false",
-                .offset = FIELD(gdrcopy_enabled),
-                .help = "Give containers the gdrcopy device",
-                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
-        },
-        {
                 .flag = "cdi-annotation-prefix",
                 .envs = { "CDI_ANNOTATION_PREFIX" },
                 .key = "flags.plugin.cdiAnnotationPrefix",
@@ -228,28 +164,6 @@ static const struct config_option options[] = {
                 .offset = FIELD(cdi_annotation_prefix),
                 .help = "Prefix of the CDI annotations (cdi-annotations strategy)",
                 .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_METRICS,
-        },
-        {
-                .flag = "nvidia-cdi-hook-path",
-                .alias = "nvidia-ctk-path",
-                .envs = { "NVIDIA_CDI_HOOK_PATH", "NVIDIA_CTK_PATH" },
-                .key = "flags.plugin.nvidiaCTKPath",
-                .type = CONFIG_STRING,
-                .default_value = "/usr/bin/nvidia-ctk",
-                .offset = FIELD(nvidia_cdi_hook_path),
-                .help = "Host path of the hook program named in generated CDI specs",
-                .apply = CONFIG_APPLY_OUTPUTS,
-        },
-        {
-                .flag = "driver-root-ctr-path",
-                .alias = "container-driver-root",
-                .envs = { "DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT" },
-                .key = "flags.plugin.containerDriverRoot",
-                .type = CONFIG_STRING,
-                .default_value = "/driver-root",
-                .offset = FIELD(container_driver_root),
-                .help = "Where the driver root is mounted in devlet's container",
-                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "shared-devices-allocation-policy",
@@ -422,23 +336,34 @@ static const struct config_option options[] = {
         },
 };
 
-/* ---- the rows: devlet's own, then the backends' ---- */
+/* ---- the rows: devlet's own, then the families' ---- */
 
-size_t config_option_count(void)
+/* The families' sets, by family index: NULL for a family without options
+ * (and past the last family). */
+static const struct config_option_set *family_set(const struct config_families *f, size_t j)
+{
+        return j < CONFIG_FAMILIES_MAX && f->v[j] ? f->v[j]->options : NULL;
+}
+
+#define EACH_FAMILY(f, j) for (size_t j = 0; j < CONFIG_FAMILIES_MAX && (f)->v[j]; j++)
+
+size_t config_option_count(const struct config_families *f)
 {
         size_t n = ARRAY_SIZE(options);
-        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++)
-                n += config_backend_option_sets[j]->n_options;
+        EACH_FAMILY(f, j)
+                n += family_set(f, j) ? family_set(f, j)->n_options : 0;
         return n;
 }
 
-const struct config_option *config_option_at(size_t i)
+const struct config_option *config_option_at(const struct config_families *f, size_t i)
 {
         if (i < ARRAY_SIZE(options))
                 return &options[i];
         i -= ARRAY_SIZE(options);
-        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++) {
-                const struct config_option_set *set = config_backend_option_sets[j];
+        EACH_FAMILY(f, j) {
+                const struct config_option_set *set = family_set(f, j);
+                if (!set)
+                        continue;
                 if (i < set->n_options)
                         return &set->options[i];
                 i -= set->n_options;
@@ -446,52 +371,51 @@ const struct config_option *config_option_at(size_t i)
         return NULL;
 }
 
-/* The config_backend_option_sets index of the set holding opt; -1 for
- * devlet's own rows. */
-static int option_set_index(const struct config_option *opt)
+/* The index of the family whose set holds opt; -1 for devlet's own rows. */
+static int option_set_index(const struct config_families *f, const struct config_option *opt)
 {
-        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++) {
-                const struct config_option_set *set = config_backend_option_sets[j];
-                for (size_t k = 0; k < set->n_options; k++)
-                        if (&set->options[k] == opt)
-                                return (int)j;
+        EACH_FAMILY(f, j) {
+                const struct config_option_set *set = family_set(f, j);
+                if (set && opt >= set->options && opt < set->options + set->n_options)
+                        return (int)j;
         }
         return -1;
 }
 
 const void *config_option_value(const struct devlet_config *cfg, const struct config_option *opt)
 {
-        int j = option_set_index(opt);
+        int j = option_set_index(cfg->families, opt);
         const char *base = j < 0 ? (const char *)cfg : (const char *)cfg->backend_options[j];
         return base + opt->offset;
 }
 
 void *config_option_field(struct devlet_config *cfg, const struct config_option *opt)
 {
-        int j = option_set_index(opt);
+        int j = option_set_index(cfg->families, opt);
         char *base = j < 0 ? (char *)cfg : (char *)cfg->backend_options[j];
         return base + opt->offset;
 }
 
 void *config_backend_options(const struct devlet_config *cfg, const struct config_option_set *set)
 {
-        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++)
-                if (config_backend_option_sets[j] == set)
+        EACH_FAMILY(cfg->families, j)
+                if (set && family_set(cfg->families, j) == set)
                         return cfg->backend_options[j];
         return NULL;
 }
 
 void config_options_alloc(struct devlet_config *cfg)
 {
-        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++)
-                cfg->backend_options[j] = xcalloc(1, config_backend_option_sets[j]->size ?: 1);
+        EACH_FAMILY(cfg->families, j)
+                if (family_set(cfg->families, j))
+                        cfg->backend_options[j] = xcalloc(1, family_set(cfg->families, j)->size ?: 1);
 }
 
 void config_options_free(struct devlet_config *cfg)
 {
         const struct config_option *opt;
-        for (size_t i = 0; (opt = config_option_at(i)); i++) {
-                int j = option_set_index(opt);
+        for (size_t i = 0; (opt = config_option_at(cfg->families, i)); i++) {
+                int j = option_set_index(cfg->families, opt);
                 if (j >= 0 && !cfg->backend_options[j])
                         continue;
                 void *field = config_option_field(cfg, opt);
@@ -500,15 +424,15 @@ void config_options_free(struct devlet_config *cfg)
                 else if (opt->type == CONFIG_LIST)
                         strv_free(*(char ***)field);
         }
-        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX; j++)
+        for (size_t j = 0; j < CONFIG_FAMILIES_MAX; j++)
                 free(TAKE_PTR(cfg->backend_options[j]));
 }
 
 int config_options_finish(struct devlet_config *cfg, struct config_diag *diag)
 {
-        for (size_t j = 0; j < CONFIG_BACKEND_OPTIONS_MAX && config_backend_option_sets[j]; j++) {
-                const struct config_option_set *set = config_backend_option_sets[j];
-                if (!set->finish)
+        EACH_FAMILY(cfg->families, j) {
+                const struct config_option_set *set = family_set(cfg->families, j);
+                if (!set || !set->finish)
                         continue;
                 int r = set->finish(cfg, cfg->backend_options[j], &cfg->warnings, diag);
                 if (r < 0)
@@ -517,10 +441,11 @@ int config_options_finish(struct devlet_config *cfg, struct config_diag *diag)
         return 0;
 }
 
-const struct config_option *config_option_by_flag(const char *name, size_t len)
+const struct config_option *config_option_by_flag(const struct config_families *f,
+                                                  const char *name, size_t len)
 {
         const struct config_option *o;
-        for (size_t i = 0; (o = config_option_at(i)); i++) {
+        for (size_t i = 0; (o = config_option_at(f, i)); i++) {
                 const char *names[] = { o->flag, o->alias };
                 for (size_t k = 0; k < ARRAY_SIZE(names); k++)
                         if (names[k] && strlen(names[k]) == len && strncmp(names[k], name, len) == 0)
@@ -529,10 +454,11 @@ const struct config_option *config_option_by_flag(const char *name, size_t len)
         return NULL;
 }
 
-const struct config_option *config_option_by_key(const char *key)
+const struct config_option *config_option_by_key(const struct config_families *f,
+                                                 const char *key)
 {
         const struct config_option *o;
-        for (size_t i = 0; (o = config_option_at(i)); i++) {
+        for (size_t i = 0; (o = config_option_at(f, i)); i++) {
                 if ((o->key && strcmp(o->key, key) == 0) ||
                     (o->key_alias && strcmp(o->key_alias, key) == 0))
                         return o;
@@ -540,11 +466,11 @@ const struct config_option *config_option_by_key(const char *key)
         return NULL;
 }
 
-bool config_key_is_section(const char *prefix)
+bool config_key_is_section(const struct config_families *f, const char *prefix)
 {
         size_t n = strlen(prefix);
         const struct config_option *o;
-        for (size_t i = 0; (o = config_option_at(i)); i++) {
+        for (size_t i = 0; (o = config_option_at(f, i)); i++) {
                 for (int k = 0; k < 2; k++) {
                         const char *key = k ? o->key_alias : o->key;
                         if (key && strncmp(key, prefix, n) == 0 && key[n] == '.')
@@ -557,59 +483,65 @@ bool config_key_is_section(const char *prefix)
 /* ---- values ---- */
 
 
-static bool in_choices(const struct config_option *opt, const char *s)
+/* What opt allows (NULL-terminated), or NULL for anything: the row's
+ * choices, or for --backends the families' names. */
+static const char *const *row_choices(const struct config_families *f,
+                                      const struct config_option *opt)
 {
-        if (!opt->choices)
+        bool own = opt >= options && opt < options + ARRAY_SIZE(options);
+        if (own && opt->offset == FIELD(backends))
+                return f->choices;
+        return opt->choices;
+}
+
+static bool in_choices(const char *const *choices, const char *s)
+{
+        if (!choices)
                 return true;
-        for (size_t i = 0; opt->choices[i]; i++)
-                if (strcmp(opt->choices[i], s) == 0)
+        for (size_t i = 0; choices[i]; i++)
+                if (strcmp(choices[i], s) == 0)
                         return true;
         return false;
 }
 
-static const char *choices_join(const struct config_option *opt, const char *sep, char *buf,
+static const char *choices_join(const char *const *choices, const char *sep, char *buf,
                                 size_t size)
 {
         size_t off = 0;
         buf[0] = '\0';
-        for (size_t i = 0; opt->choices && opt->choices[i] && off < size; i++)
-                off += (size_t)snprintf(buf + off, size - off, "%s%s", i ? sep : "",
-                                        opt->choices[i]);
+        for (size_t i = 0; choices && choices[i] && off < size; i++)
+                off += (size_t)snprintf(buf + off, size - off, "%s%s", i ? sep : "", choices[i]);
         return buf;
 }
 
-static const char *choices_text(const struct config_option *opt, char *buf, size_t size)
-{
-        return choices_join(opt, ", ", buf, size);
-}
-
-static int bad_choice(const struct config_option *opt, const char *who, const char *value,
+static int bad_choice(const char *const *choices, const char *who, const char *value,
                       struct config_diag *diag)
 {
         char allowed[256];
         return config_diag_set(diag, NULL, 0, 0, "%s: invalid value \"%.100s\" (allowed: %s)",
-                               who, value, choices_text(opt, allowed, sizeof(allowed)));
+                               who, value, choices_join(choices, ", ", allowed, sizeof(allowed)));
 }
 
-int config_value_parse_items(const struct config_option *opt, char *const *items,
-                             const char *who, union config_value *out,
+int config_value_parse_items(const struct config_families *f, const struct config_option *opt,
+                             char *const *items, const char *who, union config_value *out,
                              struct config_diag *diag)
 {
         char allowed[256];
+        const char *const *choices = row_choices(f, opt);
         if ((!items || !items[0]) && !opt->default_value[0]) {
                 out->list = xcalloc(1, sizeof(char *)); /* a list that may be empty */
                 return 0;
         }
         if (!items || !items[0])
                 return config_diag_set(diag, NULL, 0, 0, "%s: needs at least one value%s%s%s",
-                                       who, opt->choices ? " (allowed: " : "",
-                                       choices_text(opt, allowed, sizeof(allowed)),
-                                       opt->choices ? ")" : "");
+                                       who, choices ? " (allowed: " : "",
+                                       choices_join(choices, ", ", allowed, sizeof(allowed)),
+                                       choices ? ")" : "");
         for (size_t i = 0; items[i]; i++) {
                 if (!items[i][0])
                         return config_diag_set(diag, NULL, 0, 0, "%s: empty list item", who);
-                if (!in_choices(opt, items[i]))
-                        return bad_choice(opt, who, items[i], diag);
+                if (!in_choices(choices, items[i]))
+                        return bad_choice(choices, who, items[i], diag);
         }
         char **v = NULL;
         for (size_t i = 0; items[i]; i++)
@@ -640,13 +572,14 @@ static char **split_list(const char *text)
         }
 }
 
-int config_value_parse(const struct config_option *opt, const char *text, const char *who,
-                       union config_value *out, struct config_diag *diag)
+int config_value_parse(const struct config_families *f, const struct config_option *opt,
+                       const char *text, const char *who, union config_value *out,
+                       struct config_diag *diag)
 {
         switch (opt->type) {
         case CONFIG_STRING:
-                if (!in_choices(opt, text))
-                        return bad_choice(opt, who, text, diag);
+                if (!in_choices(row_choices(f, opt), text))
+                        return bad_choice(row_choices(f, opt), who, text, diag);
                 out->s = xstrdup(text);
                 return 0;
         case CONFIG_BOOL:
@@ -681,7 +614,7 @@ int config_value_parse(const struct config_option *opt, const char *text, const 
                 return 0;
         case CONFIG_LIST: {
                 char **items = split_list(text);
-                int r = config_value_parse_items(opt, items, who, out, diag);
+                int r = config_value_parse_items(f, opt, items, who, out, diag);
                 strv_free(items);
                 return r;
         }
@@ -760,7 +693,8 @@ void config_pending_clear(struct config_pending *p)
 
 /* ---- help ---- */
 
-static const char *metavar(const struct config_option *opt, char *buf, size_t size)
+static const char *metavar(const struct config_families *f, const struct config_option *opt,
+                           char *buf, size_t size)
 {
         char choices[256];
         switch (opt->type) {
@@ -774,23 +708,23 @@ static const char *metavar(const struct config_option *opt, char *buf, size_t si
         case CONFIG_LIST:
                 break;
         }
-        if (!opt->choices)
+        if (!row_choices(f, opt))
                 return opt->type == CONFIG_LIST ? " A,B,..." : " VALUE";
-        choices_join(opt, "|", choices, sizeof(choices));
+        choices_join(row_choices(f, opt), "|", choices, sizeof(choices));
         snprintf(buf, size, " %s%s", choices, opt->type == CONFIG_LIST ? "[,...]" : "");
         return buf;
 }
 
-void config_print_help(FILE *f)
+void config_print_help(const struct config_families *families, FILE *f)
 {
         fputs("Options (a flag beats its env var, which beats the config file key):\n", f);
         const struct config_option *o;
-        for (size_t i = 0; (o = config_option_at(i)); i++) {
+        for (size_t i = 0; (o = config_option_at(families, i)); i++) {
                 char mv[300];
                 fputs("\n  ", f);
                 if (o->short_flag)
                         fprintf(f, "-%c, ", o->short_flag);
-                fprintf(f, "--%s%s", o->flag, metavar(o, mv, sizeof(mv)));
+                fprintf(f, "--%s%s", o->flag, metavar(families, o, mv, sizeof(mv)));
                 if (o->alias)
                         fprintf(f, "  (also --%s)", o->alias);
                 fprintf(f, "\n      %s\n      ", o->help);

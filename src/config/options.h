@@ -1,5 +1,5 @@
 /* The option table's typed values (options.c): parsing text for a row,
- * storing a value into struct devlet_config (or the backend values block
+ * storing a value into struct devlet_config (or the family's values block
  * that holds the row), and finding rows by flag or config-file key.  Used by the config file's walk (file.c) and the loader
  * (load.c). */
 #ifndef DEVLET_CONFIG_OPTIONS_H
@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config.h"
 #include "config/walk.h"
 
 /* One parsed value, in the member that the option's type selects. */
@@ -24,10 +25,12 @@ union config_value {
  * against the option's choices.  who names the source in the message
  * ("--mig-strategy", "MIG_STRATEGY", "flags.migStrategy").  Returns 0, or
  * -EINVAL with diag's message set (position left for the caller). */
-int config_value_parse(const struct config_option *opt, const char *text, const char *who,
-                       union config_value *out, struct config_diag *diag);
+int config_value_parse(const struct config_families *families, const struct config_option *opt,
+                       const char *text, const char *who, union config_value *out,
+                       struct config_diag *diag);
 /* The same for a list option given as separate items (a YAML list). */
-int config_value_parse_items(const struct config_option *opt, char *const *items,
+int config_value_parse_items(const struct config_families *families,
+                             const struct config_option *opt, char *const *items,
                              const char *who, union config_value *out,
                              struct config_diag *diag);
 /* Moves v into cfg (freeing what it replaces); v is consumed. */
@@ -36,12 +39,12 @@ void config_value_store(struct devlet_config *cfg, const struct config_option *o
 void config_value_clear(const struct config_option *opt, union config_value *v);
 
 /* Where opt's value lives in cfg: in cfg itself, or in the values of the
- * backend option set holding the row. */
+ * family option set holding the row. */
 const void *config_option_value(const struct devlet_config *cfg, const struct config_option *opt);
 void *config_option_field(struct devlet_config *cfg, const struct config_option *opt);
 
-/* Gives cfg a zeroed values block for every backend option set
- * (config_new_defaults), frees every option's value and the blocks
+/* Gives cfg a zeroed values block for every family's option set in
+ * cfg->families (config_new_defaults), frees every option's value and the blocks
  * (config_free), and runs the sets' finish hooks in table order once every
  * source is applied (config_load): 0, or the first hook's -EINVAL with
  * diag set. */
@@ -50,11 +53,13 @@ void config_options_free(struct devlet_config *cfg);
 int config_options_finish(struct devlet_config *cfg, struct config_diag *diag);
 
 /* The option whose flag or alias is name[0..len), or NULL. */
-const struct config_option *config_option_by_flag(const char *name, size_t len);
+const struct config_option *config_option_by_flag(const struct config_families *families,
+                                                  const char *name, size_t len);
 /* The option whose config-file key is key, or NULL. */
-const struct config_option *config_option_by_key(const char *key);
+const struct config_option *config_option_by_key(const struct config_families *families,
+                                                 const char *key);
 /* Whether some option key lives under prefix ("flags.plugin"). */
-bool config_key_is_section(const char *prefix);
+bool config_key_is_section(const struct config_families *families, const char *prefix);
 
 
 /* Values parsed from one source (the file, the command line) and not yet

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "config/config.h"
 #include "config/walk.h"
 
 /* One top-level section of the config file.  parse fills out (a zeroed
@@ -16,6 +17,8 @@
  * the table in place), for checks across sections.  It returns 0, or
  * -EINVAL with diag set, leaving nothing to free.  clear frees what a
  * value holds (NULL: nothing). */
+struct json_t;
+
 struct config_section {
         const char *key; /* "hostDevices" */
         size_t offset, size; /* where the value lives in struct devlet_config */
@@ -26,6 +29,10 @@ struct config_section {
         /* whether two parsed values mean the same (config_diff) */
         bool (*equal)(const void *a, const void *b);
         unsigned apply; /* what a change needs: CONFIG_APPLY_* flags (config.h), never 0 */
+        /* a family's section only, optional: its shape in the start-up
+         * config line (a new jansson reference) under its key; value is
+         * NULL when the file has none */
+        struct json_t *(*dump)(const void *value);
 };
 
 /* The sections, in parse order; a row with key NULL ends it.  Adding a
@@ -45,22 +52,25 @@ int config_hostdev_parse(const struct config_node *node, const char *file, struc
 void config_hostdev_clear(struct hostdev_cfg *h);
 bool config_hostdev_equal(const struct hostdev_cfg *a, const struct hostdev_cfg *b);
 
-/* ---- sharing and resources (sharing.c) ---- */
+/* ---- sharing (sharing.c) ---- */
 
-/* Parse NVIDIA's `resources` and `sharing` sections (node may be a YAML
- * null: nothing).  Sharing names are checked against resources (MPS takes
- * no MIG resource), so resources is parsed first.  Each fills out only on
- * success; -EINVAL with diag otherwise. */
-int config_resources_parse(const struct config_node *node, const char *file,
-                           struct resources_cfg *out, char ***warnings,
-                           struct config_diag *diag);
+/* Parses the `sharing` section (node may be a YAML null: nothing).  Names
+ * and devices follow the rules of the family that claims each name
+ * (struct config_sharing_rules in next->families); a family may refuse a
+ * name given its own section (NVIDIA: MPS takes no resource its
+ * `resources` section names a MIG resource), so the families' sections
+ * are parsed first.  Fills out only on success; -EINVAL with diag
+ * otherwise. */
 int config_sharing_parse(const struct config_node *node, const char *file,
-                         const struct resources_cfg *resources, struct sharing_cfg *out,
+                         const struct devlet_config *next, struct sharing_cfg *out,
                          char ***warnings, struct config_diag *diag);
-void config_resources_clear(struct resources_cfg *r);
 void config_sharing_clear(struct sharing_cfg *s);
-bool config_resources_equal(const struct resources_cfg *a, const struct resources_cfg *b);
 bool config_sharing_equal(const struct sharing_cfg *a, const struct sharing_cfg *b);
+/* A resource name n names, by the rules of the family that claims it ("gpu"
+ * -> "nvidia.com/gpu" in *out), for a section that names resources as the
+ * sharing section does.  0, or -EINVAL with w->diag at n and path. */
+int config_resource_name(struct config_walk *w, const struct config_families *families,
+                         const struct config_node *n, const char *path, char **out);
 
 /* ---- health (health.c) ---- */
 
@@ -72,8 +82,5 @@ int config_health_parse(const struct config_node *node, const char *file, struct
                         char ***warnings, struct config_diag *diag);
 bool config_health_equal(const struct health_cfg *a, const struct health_cfg *b);
 
-/* A DNS-1123 subdomain: at most 253 characters, dot-separated labels of
- * lowercase letters, digits and '-', each starting and ending alphanumeric. */
-bool config_valid_dns_subdomain(const char *s);
 
 #endif

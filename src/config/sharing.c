@@ -1,21 +1,22 @@
-/* NVIDIA's `resources` and `sharing` sections of the config file.
+/* The `sharing` section of the config file (NVIDIA's format, which every
+ * family's sharing uses), and the resource names a family's section may
+ * share with it (config_resource_name).
  *
- * resources.gpus and resources.mig pair a glob on a GPU's product name (or
- * a MIG profile name) with the resource the matching devices are served as.
- * NVIDIA's plugin parses and then ignores them; devlet honours them.
  * sharing.timeSlicing and sharing.mps replicate resources: the devices of
- * each listed resource (all, the first N, or a list of indices and UUIDs)
- * are advertised `replicas` times each.  The two are mutually exclusive.
+ * each listed resource (all, the first N, or a list of selectors) are
+ * advertised `replicas` times each.  The two are mutually exclusive.
  *
- * Names follow NVIDIA's rules: "gpu" and "nvidia.com/gpu" both mean
- * nvidia.com/gpu, the part after the slash is a lowercase DNS subdomain, and
- * only the nvidia.com domain is served (NVIDIA's RESOURCE_PREFIX override is
- * not supported).  Each error names its node's path and line:column;
- * unknown keys become warnings; the result reaches the caller only when the
- * whole section is good.
+ * Which names and selectors are good is the families' say: a name belongs
+ * to the family whose domain it carries (or, without a domain, to the
+ * family that takes bare names: "gpu" is nvidia.com/gpu), must be a valid
+ * resource name and pass the family's own rule; each devices entry goes
+ * through the family's grammar, which gives the canonical form its backend
+ * compares.  Each error names its node's path and line:column; unknown
+ * keys become warnings; the result reaches the caller only when the whole
+ * section is good.
  *
- * Never looks at devices (the nvidia backend matches patterns and device
- * references against what NVML reports) and never logs. */
+ * Names no family and never looks at devices (each backend matches the
+ * selectors against its own, devices/sharing.c); never logs. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,244 +26,108 @@
 #include "base/xalloc.h"
 #include "config/sections.h"
 
-#define NVIDIA_DOMAIN "nvidia.com"
-#define AMD_DOMAIN "amd.com"
 #define SHARED_SUFFIX ".shared"
-#define LIST_MAX 1024     /* entries in resources.gpus, resources.mig, sharing.*.resources */
+#define LIST_MAX 1024     /* entries in sharing.*.resources */
 #define REPLICAS_MAX 1024
-#define DEVICES_MAX 1024  /* a device count, a devices list's length, and any index */
-#define UUID_LEN 36       /* 8-4-4-4-12 hex digits */
+#define DEVICES_MAX 1024  /* a device count and a devices list's length */
 
 /* ---- names ---- */
 
-/* "gpu" or "nvidia.com/gpu" -> "nvidia.com/gpu" in *out. */
-static int resource_name(struct config_walk *w, const struct config_node *n, const char *path,
-                         char **out)
+#define EACH_RULES(f, j, r)                                                                 \
+        for (size_t j = 0; j < CONFIG_FAMILIES_MAX && (f)->v[j]; j++)                      \
+                for (const struct config_sharing_rules *r = (f)->v[j]->sharing; r; r = NULL)
+
+/* The rules of the family that claims s, and where its name starts. */
+static const struct config_sharing_rules *rules_of(const struct config_families *f,
+                                                   const char *s, const char **name)
 {
-        const char *s = n->text;
-        const char *name = s;
-        /* AMD's resources are shared with the same section */
-        if (strncmp(s, AMD_DOMAIN "/", strlen(AMD_DOMAIN "/")) == 0) {
-                /* AMD's partition resources carry '_' (amd.com/cpx_nps4) */
-                if (!config_valid_resource_name(s))
-                        return config_node_error(w->diag, w->file, n, path,
-                                                 "\"%.100s\" is not a valid resource name", s);
-                *out = xstrdup(s);
-                return 0;
+        EACH_RULES(f, j, r) {
+                size_t n = strlen(r->domain);
+                if (strncmp(s, r->domain, n) == 0 && s[n] == '/') {
+                        *name = s + n + 1;
+                        return r;
+                }
         }
-        if (strncmp(s, NVIDIA_DOMAIN "/", strlen(NVIDIA_DOMAIN "/")) == 0)
-                name = s + strlen(NVIDIA_DOMAIN "/");
-        else if (strchr(s, '/'))
+        if (strchr(s, '/'))
+                return NULL;
+        EACH_RULES(f, j, r)
+                if (r->bare_names) {
+                        *name = s;
+                        return r;
+                }
+        return NULL;
+}
+
+static int unclaimed(struct config_walk *w, const struct config_families *f,
+                     const struct config_node *n, const char *path)
+{
+        char domains[256] = "";
+        EACH_RULES(f, j, r)
+                if (r->bare_names)
+                        return config_node_error(w->diag, w->file, n, path,
+                                                 "\"%.100s\" is not in the %s domain (write "
+                                                 "\"%s/<name>\" or just \"<name>\")",
+                                                 n->text, r->domain, r->domain);
+        EACH_RULES(f, j, r)
+                snprintf(domains + strlen(domains), sizeof(domains) - strlen(domains), "%s%s",
+                         domains[0] ? ", " : "", r->domain);
+        return config_node_error(w->diag, w->file, n, path,
+                                 "\"%.100s\" is not a resource of a family that shares "
+                                 "devices (%s)",
+                                 n->text, domains[0] ? domains : "none does");
+}
+
+/* "gpu" or "nvidia.com/gpu" -> "nvidia.com/gpu" in *out, by the rules of
+ * the family that claims it (*rules, may be NULL). */
+static int resource_name(struct config_walk *w, const struct config_families *f,
+                         const struct config_node *n, const char *path, char **out,
+                         const struct config_sharing_rules **rules)
+{
+        const char *name;
+        const struct config_sharing_rules *r = rules_of(f, n->text, &name);
+        if (!r)
+                return unclaimed(w, f, n, path);
+        _cleanup_free_ char *full = xasprintf("%s/%s", r->domain, name);
+        if ((r->valid_name && !r->valid_name(name)) || !config_valid_resource_name(full))
                 return config_node_error(w->diag, w->file, n, path,
-                                         "\"%.100s\" is not in the " NVIDIA_DOMAIN
-                                         " domain (write \"" NVIDIA_DOMAIN
-                                         "/<name>\" or just \"<name>\")",
-                                         s);
-        _cleanup_free_ char *full = xasprintf(NVIDIA_DOMAIN "/%s", name);
-        if (!config_valid_dns_subdomain(name) || !config_valid_resource_name(full))
-                return config_node_error(w->diag, w->file, n, path,
-                                         "\"%.100s\" is not a valid resource name (at most 63 "
-                                         "lowercase letters, digits, '-' or '.' after "
-                                         "\"" NVIDIA_DOMAIN "/\", starting and ending with a "
-                                         "letter or digit)",
-                                         s);
+                                         "\"%.100s\" is not a valid resource name%s%s%s",
+                                         n->text, r->name_rule ? " (" : "",
+                                         r->name_rule ? r->name_rule : "",
+                                         r->name_rule ? ")" : "");
         *out = TAKE_PTR(full);
+        if (rules)
+                *rules = r;
         return 0;
 }
 
 /* A required key whose value is a resource name. */
-static int get_resource_name(struct config_walk *w, const struct config_node *map,
-                             const char *key, const char *parent, char **out,
-                             const struct config_node **node)
+static int get_resource_name(struct config_walk *w, const struct config_families *f,
+                             const struct config_node *map, const char *key, const char *parent,
+                             char **out, const struct config_node **node,
+                             const struct config_sharing_rules **rules)
 {
         const char *s;
         char path[CONFIG_PATH_MAX];
         int r = config_walk_required(w, map, key, parent, &s, node);
         if (r < 0)
                 return r;
-        return resource_name(w, *node, config_subpath(path, sizeof(path), parent, ".%s", key), out);
+        return resource_name(w, f, *node, config_subpath(path, sizeof(path), parent, ".%s", key),
+                             out, rules);
 }
 
-static bool is_mig_resource(const char *name, const struct resources_cfg *res)
+/* A family's refusal (*why, heap) as the error at node n. */
+static int refused(struct config_walk *w, const struct config_node *n, const char *path,
+                   char *why)
 {
-        if (strncmp(name, NVIDIA_DOMAIN "/mig-", strlen(NVIDIA_DOMAIN "/mig-")) == 0)
-                return true;
-        for (size_t i = 0; i < res->n_mig_resources; i++)
-                if (strcmp(res->mig_resources[i].name, name) == 0)
-                        return true;
-        return false;
+        int r = config_node_error(w->diag, w->file, n, path, "%s", why ? why : "refused");
+        free(why);
+        return r;
 }
 
-/* ---- resources ---- */
-
-static int parse_patterns(struct config_walk *w, const struct config_node *map, const char *key,
-                          const struct resource_pattern_cfg *others, size_t n_others,
-                          const char *others_key, struct resource_pattern_cfg **out,
-                          size_t *n_out)
+int config_resource_name(struct config_walk *w, const struct config_families *families,
+                         const struct config_node *n, const char *path, char **out)
 {
-        static const char *const known[] = { "pattern", "name", NULL };
-        const struct config_node *list;
-        char path[CONFIG_PATH_MAX], sub[CONFIG_PATH_MAX];
-        int r = config_walk_list(w, map, key, "resources", &list);
-        if (r < 0 || !list)
-                return r;
-        config_subpath(path, sizeof(path), "resources", ".%s", key);
-        if (list->n_items > LIST_MAX)
-                return config_node_error(w->diag, w->file, list, path, "more than %d entries",
-                                         LIST_MAX);
-        if (list->n_items)
-                *out = xcalloc(list->n_items, sizeof(**out));
-        for (size_t i = 0; i < list->n_items; i++) {
-                const struct config_node *n = list->items[i], *node;
-                struct resource_pattern_cfg *p = &(*out)[i];
-                const char *s;
-                config_subpath(path, sizeof(path), "resources", ".%s[%zu]", key, i);
-                (*n_out)++;
-                if ((r = config_walk_map(w, n, path, known)) < 0)
-                        return r;
-                if ((r = config_walk_required(w, n, "pattern", path, &s, &node)) < 0)
-                        return r;
-                if (!s[0])
-                        return config_node_error(w->diag, w->file, node,
-                                                 config_subpath(sub, sizeof(sub), path,
-                                                                ".pattern"),
-                                                 "must not be empty (\"*\" matches any)");
-                p->pattern = xstrdup(s);
-                if ((r = get_resource_name(w, n, "name", path, &p->name, &node)) < 0)
-                        return r;
-                for (size_t j = 0; j < n_others; j++)
-                        if (strcmp(others[j].name, p->name) == 0)
-                                return config_node_error(
-                                        w->diag, w->file, node,
-                                        config_subpath(sub, sizeof(sub), path, ".name"),
-                                        "\"%s\" is already resources.%s[%zu]'s name: full GPUs "
-                                        "and MIG devices cannot be one resource",
-                                        p->name, others_key, j);
-        }
-        return 0;
-}
-
-int config_resources_parse(const struct config_node *node, const char *file,
-                           struct resources_cfg *out, char ***warnings,
-                           struct config_diag *diag)
-{
-        static const char *const known[] = { "gpus", "mig", NULL };
-        struct config_walk w = { .file = file, .diag = diag, .warnings = warnings };
-        struct resources_cfg res = { 0 };
-        int r = 0;
-        if (!config_node_is_null(node)) {
-                r = config_walk_map(&w, node, "resources", known);
-                if (r >= 0)
-                        r = parse_patterns(&w, node, "gpus", NULL, 0, NULL, &res.gpu_resources,
-                                           &res.n_gpu_resources);
-                if (r >= 0)
-                        r = parse_patterns(&w, node, "mig", res.gpu_resources,
-                                           res.n_gpu_resources, "gpus", &res.mig_resources,
-                                           &res.n_mig_resources);
-        }
-        if (r < 0) {
-                config_resources_clear(&res);
-                return r;
-        }
-        *out = res;
-        return 0;
-}
-
-static void patterns_free(struct resource_pattern_cfg *p, size_t n)
-{
-        for (size_t i = 0; i < n; i++) {
-                free(p[i].pattern);
-                free(p[i].name);
-        }
-        free(p);
-}
-
-void config_resources_clear(struct resources_cfg *r)
-{
-        patterns_free(r->gpu_resources, r->n_gpu_resources);
-        patterns_free(r->mig_resources, r->n_mig_resources);
-        *r = (struct resources_cfg){ 0 };
-}
-
-/* ---- device references ---- */
-
-static bool is_uuid(const char *s, size_t len)
-{
-        if (len != UUID_LEN)
-                return false;
-        for (size_t i = 0; i < len; i++) {
-                bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-                if (dash ? s[i] != '-' : !isxdigit((unsigned char)s[i]))
-                        return false;
-        }
-        return true;
-}
-
-/* Decimal digits only, at most max. */
-static bool parse_number(const char *s, size_t len, unsigned max, unsigned *out)
-{
-        if (len == 0)
-                return false;
-        unsigned v = 0;
-        for (size_t i = 0; i < len; i++) {
-                if (!isdigit((unsigned char)s[i]))
-                        return false;
-                v = v * 10 + (unsigned)(s[i] - '0');
-                if (v > max)
-                        return false;
-        }
-        *out = v;
-        return true;
-}
-
-static bool parse_index(const char *s, size_t len, unsigned *out)
-{
-        return parse_number(s, len, DEVICES_MAX - 1, out);
-}
-
-enum device_ref { DEVICE_REF_BAD, DEVICE_REF_GPU, DEVICE_REF_MIG };
-
-/* Classifies a devices-list entry and gives its canonical form: indices in
- * plain decimal, UUID hex digits in lower case (as NVML reports them).
- * Forms: "3", "3:1" (GPU 3's MIG device 1), "GPU-<uuid>", "MIG-<uuid>" and
- * the older "MIG-GPU-<uuid>/<gi>/<ci>". */
-static enum device_ref device_ref(const char *s, char **canon)
-{
-        size_t len = strlen(s);
-        const char *colon = strchr(s, ':');
-        unsigned a, b;
-        if (!colon && parse_index(s, len, &a)) {
-                *canon = xasprintf("%u", a);
-                return DEVICE_REF_GPU;
-        }
-        if (colon && parse_index(s, (size_t)(colon - s), &a) &&
-            parse_index(colon + 1, strlen(colon + 1), &b)) {
-                *canon = xasprintf("%u:%u", a, b);
-                return DEVICE_REF_MIG;
-        }
-        enum device_ref kind = DEVICE_REF_BAD;
-        size_t hex = 4; /* where the UUID starts */
-        if (strncmp(s, "GPU-", 4) == 0 && is_uuid(s + 4, len - 4)) {
-                kind = DEVICE_REF_GPU;
-                *canon = xstrdup(s);
-        } else if (strncmp(s, "MIG-", 4) == 0 && is_uuid(s + 4, len - 4)) {
-                kind = DEVICE_REF_MIG;
-                *canon = xstrdup(s);
-        } else if (strncmp(s, "MIG-GPU-", 8) == 0 && len > 8 + UUID_LEN &&
-                   is_uuid(s + 8, UUID_LEN) && s[8 + UUID_LEN] == '/') {
-                const char *gi = s + 8 + UUID_LEN + 1;
-                const char *slash = strchr(gi, '/');
-                if (slash && parse_index(gi, (size_t)(slash - gi), &a) &&
-                    parse_index(slash + 1, strlen(slash + 1), &b)) {
-                        kind = DEVICE_REF_MIG;
-                        hex = 8;
-                        *canon = xasprintf("%.*s/%u/%u", 8 + UUID_LEN, s, a, b);
-                }
-        }
-        if (kind != DEVICE_REF_BAD)
-                for (size_t i = hex; i < hex + UUID_LEN; i++)
-                        (*canon)[i] = (char)tolower((unsigned char)(*canon)[i]);
-        return kind;
+        return resource_name(w, families, n, path, out, NULL);
 }
 
 /* ---- sharing ---- */
@@ -270,11 +135,27 @@ static enum device_ref device_ref(const char *s, char **canon)
 struct replicated {
         const char *path; /* "sharing.timeSlicing" */
         enum sharing_strategy strategy;
-        const struct resources_cfg *res;
+        const struct devlet_config *next;
 };
 
+/* Decimal digits only, from 1 to max. */
+static bool parse_count(const char *s, unsigned max, unsigned *out)
+{
+        unsigned v = 0;
+        for (size_t i = 0; s[i]; i++) {
+                if (!isdigit((unsigned char)s[i]))
+                        return false;
+                v = v * 10 + (unsigned)(s[i] - '0');
+                if (v > max)
+                        return false;
+        }
+        *out = v;
+        return s[0] && v > 0;
+}
+
 static int parse_devices(struct config_walk *w, const struct config_node *map, const char *path,
-                         const struct replicated *ctx, struct sharing_resource_cfg *out)
+                         const struct replicated *ctx, const struct config_sharing_rules *rules,
+                         struct sharing_resource_cfg *out)
 {
         const struct config_node *n = config_node_get(map, "devices");
         char sub[CONFIG_PATH_MAX], item[CONFIG_PATH_MAX];
@@ -286,7 +167,7 @@ static int parse_devices(struct config_walk *w, const struct config_node *map, c
                 unsigned count;
                 if (strcmp(n->text, "all") == 0)
                         return 0;
-                if (!parse_number(n->text, strlen(n->text), DEVICES_MAX, &count) || count == 0)
+                if (!parse_count(n->text, DEVICES_MAX, &count))
                         return config_node_error(w->diag, w->file, n, sub,
                                                  "\"%.100s\" is not \"all\", a count from 1 to "
                                                  "%d, or a list of devices",
@@ -313,18 +194,9 @@ static int parse_devices(struct config_walk *w, const struct config_node *map, c
                 if (r < 0)
                         return r;
                 _cleanup_free_ char *canon = NULL;
-                enum device_ref kind = device_ref(d->text, &canon);
-                if (kind == DEVICE_REF_BAD)
-                        return config_node_error(w->diag, w->file, d, item,
-                                                 "\"%.100s\" is not a GPU index (\"0\"), a MIG "
-                                                 "index (\"0:1\"), both below %d, or a GPU or "
-                                                 "MIG UUID (\"GPU-<uuid>\", \"MIG-<uuid>\")",
-                                                 d->text, DEVICES_MAX);
-                if (kind == DEVICE_REF_MIG && ctx->strategy == SHARING_MPS)
-                        return config_node_error(w->diag, w->file, d, item,
-                                                 "\"%.100s\" is a MIG device: MPS shares full "
-                                                 "GPUs only",
-                                                 d->text);
+                char *why = NULL;
+                if (rules->device(d->text, ctx->strategy, &canon, &why) < 0)
+                        return refused(w, d, item, why);
                 for (size_t j = 0; out->devices && out->devices[j]; j++)
                         if (strcmp(out->devices[j], canon) == 0)
                                 return config_node_error(w->diag, w->file, d, item,
@@ -348,13 +220,14 @@ static int parse_resource(struct config_walk *w, const struct config_node *n, co
         if (r < 0)
                 return r;
 
-        if ((r = get_resource_name(w, n, "name", path, &out->name, &name_node)) < 0)
+        const struct config_sharing_rules *rules;
+        if ((r = get_resource_name(w, ctx->next->families, n, "name", path, &out->name,
+                                   &name_node, &rules)) < 0)
                 return r;
         config_subpath(sub, sizeof(sub), path, ".name");
-        if (ctx->strategy == SHARING_MPS && is_mig_resource(out->name, ctx->res))
-                return config_node_error(w->diag, w->file, name_node, sub,
-                                         "\"%s\" is a MIG resource: MPS shares full GPUs only",
-                                         out->name);
+        char *why = NULL;
+        if (rules->refuse && rules->refuse(out->name, ctx->strategy, ctx->next, &why) < 0)
+                return refused(w, name_node, sub, why);
         for (size_t i = 0; i < done->n_resources; i++)
                 if (strcmp(done->resources[i].name, out->name) == 0)
                         return config_node_error(w->diag, w->file, name_node, sub,
@@ -365,7 +238,8 @@ static int parse_resource(struct config_walk *w, const struct config_node *n, co
                 return r;
         if (s) {
                 config_subpath(sub, sizeof(sub), path, ".rename");
-                if ((r = resource_name(w, rename_node, sub, &out->rename)) < 0)
+                if ((r = resource_name(w, ctx->next->families, rename_node, sub, &out->rename,
+                                       NULL)) < 0)
                         return r;
         } else {
                 rename_node = NULL;
@@ -377,7 +251,7 @@ static int parse_resource(struct config_walk *w, const struct config_node *n, co
                                   NULL)) < 0)
                 return r;
 
-        if ((r = parse_devices(w, n, path, ctx, out)) < 0)
+        if ((r = parse_devices(w, n, path, ctx, rules, out)) < 0)
                 return r;
 
         if (!out->rename && done->rename_by_default) {
@@ -448,7 +322,7 @@ static int parse_replicated(struct config_walk *w, const struct config_node *n,
 }
 
 int config_sharing_parse(const struct config_node *node, const char *file,
-                         const struct resources_cfg *resources, struct sharing_cfg *out,
+                         const struct devlet_config *next, struct sharing_cfg *out,
                          char ***warnings, struct config_diag *diag)
 {
         static const char *const known[] = { "timeSlicing", "mps", NULL };
@@ -462,7 +336,7 @@ int config_sharing_parse(const struct config_node *node, const char *file,
                 const struct config_node *mps = config_node_get(node, "mps");
                 if (ts && !config_node_is_null(ts)) {
                         struct replicated ctx = { "sharing.timeSlicing", SHARING_TIME_SLICING,
-                                                  resources };
+                                                  next };
                         if ((r = parse_replicated(&w, ts, &ctx, &s)) < 0)
                                 return r;
                 }
@@ -475,7 +349,7 @@ int config_sharing_parse(const struct config_node *node, const char *file,
                                         "of sharing.timeSlicing and sharing.mps may have "
                                         "resources");
                         }
-                        struct replicated ctx = { "sharing.mps", SHARING_MPS, resources };
+                        struct replicated ctx = { "sharing.mps", SHARING_MPS, next };
                         if ((r = parse_replicated(&w, mps, &ctx, &s)) < 0)
                                 return r;
                 }
@@ -498,25 +372,6 @@ void config_sharing_clear(struct sharing_cfg *s)
         }
         free(s->resources);
         *s = (struct sharing_cfg){ 0 };
-}
-
-static bool patterns_equal(const struct resource_pattern_cfg *a, size_t na,
-                           const struct resource_pattern_cfg *b, size_t nb)
-{
-        if (na != nb)
-                return false;
-        for (size_t i = 0; i < na; i++)
-                if (!streq_ptr(a[i].pattern, b[i].pattern) || !streq_ptr(a[i].name, b[i].name))
-                        return false;
-        return true;
-}
-
-bool config_resources_equal(const struct resources_cfg *a, const struct resources_cfg *b)
-{
-        return patterns_equal(a->gpu_resources, a->n_gpu_resources, b->gpu_resources,
-                              b->n_gpu_resources) &&
-               patterns_equal(a->mig_resources, a->n_mig_resources, b->mig_resources,
-                              b->n_mig_resources);
 }
 
 bool config_sharing_equal(const struct sharing_cfg *a, const struct sharing_cfg *b)

@@ -1,19 +1,15 @@
-/* The bottom layer of config/: a YAML document as a small tree of nodes
- * that keep their line:column, and the diagnostics that point at them.
- * Knows nothing of devlet's options or sections.  Everything above (walk.h,
- * options.h, sections.h) builds on it; nothing outside src/config/ and
- * section parsers includes it. */
+/* The lowest layer of config/ above its diagnostics (diag.h): a YAML
+ * document as a small tree of nodes that keep their line:column, and the
+ * diagnostics that point at them.  Knows nothing of devlet's options or
+ * sections.  walk.h builds on it; section parsers (config/'s own and a
+ * family's) reach it through walk.h. */
 #ifndef DEVLET_CONFIG_TREE_H
 #define DEVLET_CONFIG_TREE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config/config.h"
-
-/* Sets diag (may be NULL) and returns -EINVAL. */
-int config_diag_set(struct config_diag *d, const char *file, int line, int column,
-                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#include "config/diag.h"
 
 enum config_node_kind { CONFIG_NODE_SCALAR, CONFIG_NODE_MAP, CONFIG_NODE_SEQ };
 

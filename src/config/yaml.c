@@ -11,6 +11,8 @@
  * Never logs and never reads files (config_load does). */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -451,7 +451,7 @@ void dev_report(enum dev_report_level level, const char *backend, const char *fm
                 log_debug(backend, "%s", msg);
 }
 
-void dev_mps_daemons_free(struct dev_mps_daemon *v, size_t n)
+void dev_sidecar_daemons_free(struct dev_sidecar_daemon *v, size_t n)
 {
         for (size_t i = 0; i < n; i++) {
                 free(v[i].root);
@@ -462,6 +462,7 @@ void dev_mps_daemons_free(struct dev_mps_daemon *v, size_t n)
                 free(v[i].log_dir);
                 free(v[i].marker);
                 free(v[i].shm_dir);
+                strv_free(v[i].program_roots);
         }
         free(v);
 }

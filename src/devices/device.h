@@ -194,26 +194,58 @@ void dev_report_sink(dev_report_fn *fn, void *ud);
 void dev_report(enum dev_report_level level, const char *backend, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
-/* ---- MPS control daemons beside devlet ---- */
+/* ---- sharing: which devices the sharing section replicates ---- */
 
-/* One control daemon for a resource shared by MPS: where it lives under
- * --mps-root (the backend's layout) and what it is told once started.  The
- * directories, marker and shm are below root, where the supervisor follows
- * no symlink. */
-struct dev_mps_daemon {
-        char *root;            /* --mps-root */
+/* A family's devices as the shared selection sees them: n units (GPUs,
+ * MIG devices, partitions) in the family's order, each with the resource
+ * it is served as before sharing, and the family's answer to "does this
+ * selector name this unit". */
+struct dev_share_units {
+        size_t n;
+        const char *(*resource)(size_t unit, const void *ud);
+        /* ref: a devices-list entry in the canonical form of the family's
+         * config_sharing_rules; nth: the unit's place among its resource's
+         * units (what an index means to some families) */
+        bool (*names)(const char *ref, size_t unit, size_t nth, const void *ud);
+        /* how ref names a device ("at index", "with UUID"), for the error
+         * when none matches */
+        const char *(*ref_kind)(const char *ref);
+        const void *ud;
+};
+
+/* For each unit k, the sharing entry of sc that replicates it (out[k],
+ * room for u->n), or NULL: served as it is.  An entry selects all the
+ * units of its resource, the first devices_count of them, or those its
+ * devices list names; a resource without units has nothing to share.
+ * Returns 0, or -EINVAL with *err (heap; NVIDIA's wording) when a count
+ * is more than the resource has or a listed device names none of its
+ * units. */
+int dev_share_assign(const struct sharing_cfg *sc, const struct dev_share_units *u,
+                     const struct sharing_resource_cfg **out, char **err);
+
+/* ---- sidecar daemons: what a shared resource needs running beside devlet ---- */
+
+/* One control daemon a resource's sharing needs in a sidecar container
+ * (`devlet mps-control-daemon`; NVIDIA's MPS is the one family that has
+ * them): where it lives under its root (the backend's layout) and what it
+ * is told once started.  The directories, marker and shm are below root,
+ * where the supervisor follows no symlink. */
+struct dev_sidecar_daemon {
+        char *root;            /* the sidecars' host directory (NVIDIA: --mps-root) */
         char *resource;        /* "nvidia.com/gpu" */
-        char *visible_devices; /* CUDA_VISIBLE_DEVICES: the resource's GPUs, by UUID */
+        char *visible_devices; /* the resource's devices, by UUID (CUDA_VISIBLE_DEVICES) */
         unsigned thread_percentage;
         char **setup;          /* control commands once started (pinned memory, threads) */
         unsigned replicas;
         unsigned max_clients;  /* the most clients one server takes on these GPUs */
-        char *pipe_dir, *log_dir; /* CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY */
+        char *pipe_dir, *log_dir; /* the daemon's pipe and log directories */
         char *marker;          /* the readiness marker the supervisor writes and touches */
         char *shm_dir;         /* mounted as a tmpfs for the clients' /dev/shm (daemons
                                 * may share one) */
+        char **program_roots;  /* roots whose bin directories hold the control program,
+                                * searched in order before PATH (may be NULL) */
 };
-void dev_mps_daemons_free(struct dev_mps_daemon *v, size_t n);
+void dev_sidecar_daemons_free(struct dev_sidecar_daemon *v, size_t n);
 
 /* ---- backends ---- */
 
@@ -266,14 +298,22 @@ struct dev_backend_ops {
         struct dev_sampler *(*sampler)(struct dev_backend *b);
         size_t (*events)(struct dev_backend *b, struct dev_event_count *out, size_t max);
         const struct dev_attr_hints *attr_hints;
-        /* Optional: the MPS control daemons b's resources shared by MPS need
-         * (`devlet mps-control-daemon` runs them); *out is a heap array
-         * (dev_mps_daemons_free), NULL when there is none.  Returns how many. */
-        size_t (*mps_daemons)(struct dev_backend *b, struct dev_mps_daemon **out);
+        /* Optional: the sidecar daemons b's shared resources need (NVIDIA:
+         * one MPS control daemon per resource shared by MPS; `devlet
+         * mps-control-daemon` runs them); *out is a heap array
+         * (dev_sidecar_daemons_free), NULL when there is none.  Returns how
+         * many. */
+        size_t (*sidecar_daemons)(struct dev_backend *b, struct dev_sidecar_daemon **out);
 };
 
 /* Every backend devlet knows, in start-up order; NULL-terminated. */
 extern const struct dev_backend_ops *const dev_backends[];
+
+/* The same families as config/ sees them (their options, config-file
+ * sections, sharing rules, and --backends' choices), in the same order:
+ * what callers hand config_load(), config_new_defaults() and
+ * config_print_help().  Static; never NULL. */
+const struct config_families *dev_config_families(void);
 
 /* Whether --backends selects the backend named name: an empty list or
  * "auto" selects every backend (each then decides whether it has anything

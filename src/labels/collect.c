@@ -1,7 +1,8 @@
 /* Every label of the running backends, checked against Kubernetes' rules.
  *
  * A backend with a `labels` member gives its own (the NVIDIA backend:
- * GFD's, from the inventory NVML filled at start-up); every other
+ * GFD's, from the inventory NVML filled at start-up, its timestamp
+ * included); every other
  * backend's resources get "<resource>.count", their healthy devices.
  * Then each label is checked: an invalid key is dropped, an
  * invalid value sanitised, and either becomes a warning, so the file never
@@ -9,7 +10,6 @@
  * Never logs; warnings go back to the caller. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
@@ -62,8 +62,6 @@ static void check(struct dev_labels *s, char ***warnings)
 void labels_collect(const struct devlet_config *cfg, const struct labels_backend *backends,
                     size_t n, struct dev_labels *out, char ***warnings)
 {
-        if (!cfg->labels_no_timestamp)
-                dev_labels_putf(out, "nvidia.com/gfd.timestamp", "%lld", (long long)time(NULL));
         for (size_t i = 0; i < n; i++) {
                 const struct labels_backend *b = &backends[i];
                 if (!b->backend)

@@ -185,6 +185,22 @@ def test_time_slicing(kubelet, devlet, amd):
                                                       "/dev/dri/renderD128"]
 
 
+def test_time_slicing_selects_by_amd_device_id(kubelet, devlet, amd):
+    """AMD's own IDs select the shared GPUs and partitions: a PCI address
+    (exit 2 while the sharing section knew NVIDIA's grammar only) and an
+    index into the resource."""
+    n = amd("mi210-pair")
+    cfg = {"version": "v1", "sharing": {"timeSlicing": {"resources": [
+        {"name": "amd.com/gpu", "replicas": 2, "devices": ["0000:22:00.0", "0"]}]}}}
+    start(devlet, kubelet, n, config=cfg)
+    ids = kubelet.wait_for_snapshot(GPU).ids()
+    assert [i for i in ids if i.startswith("0000:22:00.0")] == ["0000:22:00.0::0",
+                                                                 "0000:22:00.0::1"]
+    assert [i for i in ids if i.startswith("0000:0c:00.0")] == ["0000:0c:00.0::0",
+                                                                 "0000:0c:00.0::1"]
+    assert len(ids) == 2 * 2 + len(n.ids()) - 2
+
+
 # ------------------------------------------------------------ health
 
 def test_ras_error_marks_gpu_and_partitions_unhealthy_then_recovers(kubelet, devlet, amd):

@@ -66,7 +66,7 @@ def test_prints_host_device_counts(tmp):
     res = devlet("labels", "--config-file", cfg, "--backends", "hostdev")
     assert res.returncode == 0, res.stderr
     labels = parse_labels(res.stdout)
-    assert labels.pop("nvidia.com/gfd.timestamp").isdigit()
+    # GFD's timestamp is the NVIDIA backend's: a node without one has none
     assert labels == {"devlet.io/fuse.count": "3", "devlet.io/serial.count": "1"}
     assert res.stdout == "".join(sorted(res.stdout.splitlines(keepends=True)))
 
@@ -126,10 +126,10 @@ def test_loop_rewrites_on_hotplug_and_interval(tmp):
         (tmp / "devs" / "tty1").touch()
         wait_until(lambda: (read_labels(out) or {}).get("devlet.io/serial.count") == "2",
                    what="the hot-plugged devices in the labels")
-        # the interval rewrites the file (a new timestamp once a second has passed)
-        ts = read_labels(out)["nvidia.com/gfd.timestamp"]
-        wait_until(lambda: read_labels(out)["nvidia.com/gfd.timestamp"] != ts, timeout=5,
-                   what="a rewrite with a new timestamp")
+        # the interval rewrites the file (renamed over: a new inode each time)
+        ino = out.stat().st_ino
+        wait_until(lambda: out.stat().st_ino != ino, timeout=5,
+                   what="a rewrite at the interval")
         # never a temporary file left beside it
         assert sorted(p.name for p in out.parent.iterdir()) == ["gfd"]
     finally:
@@ -229,7 +229,7 @@ GOLDEN_CASES = {
 }
 
 
-def nvidia_labels(tmp, profile, strategy, extra):
+def nvidia_labels(tmp, profile, strategy, extra, timestamp=False):
     machine = tmp / "product_name"
     machine.write_text("DGX H100 (mock)\n")
     sysfs = tmp / "sys"
@@ -243,8 +243,17 @@ def nvidia_labels(tmp, profile, strategy, extra):
     cfg.write_text(yaml.safe_dump({"version": "v1", "flags": {"migStrategy": strategy}, **extra}))
     env = {**os.environ, "DEVLET_NVML_LIBRARY": str(MOCK_NVML),
            "MOCK_NVML_CONFIG": str(PROFILES / profile)}
-    return devlet("labels", "--config-file", cfg, "--backends", "nvidia", "--no-timestamp",
+    return devlet("labels", "--config-file", cfg, "--backends", "nvidia",
+                  *([] if timestamp else ["--no-timestamp"]),
                   "--machine-type-file", machine, "--sysfs-root", sysfs, env=env)
+
+
+def test_gfd_timestamp_is_the_nvidia_backends(tmp):
+    """GFD's timestamp comes with GFD's labels (the NVIDIA backend's), and
+    only there: a node of host devices alone has none (above)."""
+    res = nvidia_labels(tmp, "v100-dgx1.yaml", "none", {}, timestamp=True)
+    assert res.returncode == 0, res.stderr
+    assert parse_labels(res.stdout)["nvidia.com/gfd.timestamp"].isdigit()
 
 
 @pytest.mark.parametrize("case", sorted(GOLDEN_CASES))

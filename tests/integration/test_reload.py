@@ -251,7 +251,7 @@ def test_sharing_and_resources_are_live(devlet, nvml, dirs, kubelet):
 
     # resources: the GPUs served under the pattern's name
     cfg = dict(node.base, resources={"gpus": [{"pattern": "*H100*", "name": "h100"}]})
-    assert node.reload(cfg)[1:] == ("resources,sharing", "reserve,outputs")
+    assert node.reload(cfg)[1:] == ("sharing,resources", "reserve,outputs")
     kubelet.wait_for_snapshot("nvidia.com/h100", lambda s: len(s.ids()) == 8, timeout=WAIT)
 
     # a plugin flag: Allocate names GPUs by index

@@ -10,6 +10,7 @@
 
 #include "base/xalloc.h"
 #include "config/config.h"
+#include "devices/device.h"
 #include "devices/amd/internal.h"
 
 #define AMD_FIXTURE_HELPER static __attribute__((unused))
@@ -43,7 +44,7 @@ AMD_FIXTURE_HELPER int amd_fixture_build(struct amd_fixture *f, const char *sys,
         if (r < 0)
                 return r;
         if (!f->cfg)
-                f->cfg = config_new_defaults();
+                f->cfg = config_new_defaults(dev_config_families());
         struct amd_options *opts = config_backend_options(f->cfg, &amd_config_options);
         free(opts->resource_naming_strategy);
         opts->resource_naming_strategy = xstrdup(strategy);

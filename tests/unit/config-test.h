@@ -15,16 +15,23 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 #include "config/config.h"
+#include "devices/device.h"
 
 #include "test-util.h"
+
+/* The families the helpers load with: devices/' table, unless the file
+ * defines its own before including this one. */
+#ifndef TEST_FAMILIES
+#define TEST_FAMILIES dev_config_families()
+#endif
 
 /* Every option, devlet's own and the backends', in --help order. */
 TEST_HELPER size_t config_options_all(const struct config_option **o, size_t max)
 {
         size_t n = 0;
-        while (n < max && (o[n] = config_option_at(n)))
+        while (n < max && (o[n] = config_option_at(TEST_FAMILIES, n)))
                 n++;
-        assert_int_equal(n, config_option_count());
+        assert_int_equal(n, config_option_count(TEST_FAMILIES));
         return n;
 }
 
@@ -35,7 +42,7 @@ TEST_HELPER char *help_text(void)
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
         assert_non_null(f);
-        config_print_help(f);
+        config_print_help(TEST_FAMILIES, f);
         fclose(f);
         return buf;
 }
@@ -83,7 +90,7 @@ TEST_HELPER const char *write_tmp(const char *content, size_t len)
 
 TEST_HELPER struct devlet_config *parse_ok(const char *yaml)
 {
-        struct devlet_config *cfg = config_new_defaults();
+        struct devlet_config *cfg = config_new_defaults(TEST_FAMILIES);
         struct config_diag d;
         int r = config_parse_yaml("t.yaml", yaml, strlen(yaml), cfg, &d);
         if (r != 0) {
@@ -96,7 +103,7 @@ TEST_HELPER struct devlet_config *parse_ok(const char *yaml)
 
 TEST_HELPER struct config_diag parse_err(const char *yaml)
 {
-        struct devlet_config *cfg = config_new_defaults();
+        struct devlet_config *cfg = config_new_defaults(TEST_FAMILIES);
         struct config_diag d;
         int r = config_parse_yaml("t.yaml", yaml, strlen(yaml), cfg, &d);
         assert_int_equal(r, -EINVAL);
@@ -112,7 +119,7 @@ TEST_HELPER int load_args(size_t argc, const char *const *args, struct devlet_co
         char **argv = xcalloc(argc + 1, sizeof(*argv));
         for (size_t i = 0; i < argc; i++)
                 argv[i] = xstrdup(args[i]);
-        int r = config_load((int)argc, argv, cfg, d, argi);
+        int r = config_load(TEST_FAMILIES, (int)argc, argv, cfg, d, argi);
         strv_free(argv);
         return r;
 }

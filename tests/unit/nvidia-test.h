@@ -121,7 +121,7 @@ TEST_HELPER void nvml_profile(const char *name)
  * roots in the temporary tree. */
 TEST_HELPER struct devlet_config *cfg_yaml(const char *yaml)
 {
-        struct devlet_config *c = config_new_defaults();
+        struct devlet_config *c = config_new_defaults(dev_config_families());
         char p[PATH_MAX + 16];
         free(c->sysfs_root);
         tmp_path(p, sizeof(p), "sys");

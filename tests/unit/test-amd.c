@@ -334,7 +334,7 @@ static void test_sharing(void **state)
 {
         struct amd_fixture f = { 0 };
         _cleanup_free_ char *err = NULL;
-        f.cfg = config_new_defaults();
+        f.cfg = config_new_defaults(dev_config_families());
         struct sharing_cfg *sc = &f.cfg->sharing;
         sc->strategy = SHARING_TIME_SLICING;
         sc->resources = xcalloc(1, sizeof(*sc->resources));
@@ -357,6 +357,87 @@ static void test_sharing(void **state)
         assert_string_equal(out[1], "0000:22:00.0::0");
         strv_free(out);
         amd_fixture_free(&f);
+}
+
+/* A config whose sharing section time-slices resource 3 times, listing
+ * devices (a YAML flow list), loaded as a file would be. */
+static struct devlet_config *sharing_yaml(const char *resource, const char *devices)
+{
+        struct devlet_config *c = config_new_defaults(dev_config_families());
+        _cleanup_free_ char *yaml = xasprintf("version: v1\n"
+                                              "sharing:\n"
+                                              "  timeSlicing:\n"
+                                              "    resources:\n"
+                                              "      - name: %s\n"
+                                              "        replicas: 3\n"
+                                              "        devices: %s\n",
+                                              resource, devices);
+        struct config_diag d;
+        int r = config_parse_yaml("t.yaml", yaml, strlen(yaml), c, &d);
+        if (r < 0) {
+                char buf[1024];
+                print_error("config: %s\n", config_diag_format(&d, buf, sizeof(buf)));
+                fail();
+        }
+        return c;
+}
+
+static size_t ids_with_prefix(const struct dev_resource *r, const char *prefix)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < r->n_devices; i++)
+                n += strncmp(r->devices[i].id, prefix, strlen(prefix)) == 0;
+        return n;
+}
+
+/* AMD's own device IDs select what is shared: a GPU by PCI address (any
+ * case), a partition by its ID, beside an index into the resource. */
+static void test_sharing_by_device_id(void **state)
+{
+        struct amd_fixture f = { 0 };
+        _cleanup_free_ char *err = NULL;
+        f.cfg = sharing_yaml("amd.com/gpu", "[\"0000:22:00.0\"]");
+        assert_string_equal(f.cfg->sharing.resources[0].devices[0], "0000:22:00.0");
+        assert_int_equal(fixture_build(&f, "mi210-pair", "single", &err), 0);
+        struct dev_resource *r = res_named(&f, "amd.com/gpu");
+        assert_int_equal(ids_with_prefix(r, "0000:22:00.0::"), 3);
+        assert_int_equal(ids_with_prefix(r, "0000:0c:00.0::"), 0);
+        assert_int_equal(ids_with_prefix(r, "0000:0c:00.0"), 1);
+        amd_fixture_free(&f);
+
+        f = (struct amd_fixture){ 0 };
+        f.cfg = sharing_yaml("amd.com/gpu", "[\"0000:0C:00.0\", \"1\"]");
+        assert_int_equal(fixture_build(&f, "mi210-pair", "single", &err), 0);
+        r = res_named(&f, "amd.com/gpu");
+        assert_int_equal(ids_with_prefix(r, "0000:0c:00.0::"), 3);
+        assert_int_equal(ids_with_prefix(r, "0000:22:00.0::"), 3);
+        amd_fixture_free(&f);
+
+        f = (struct amd_fixture){ 0 };
+        f.cfg = sharing_yaml("amd.com/cpx_nps4", "[amdgpu_xcp_1]");
+        assert_int_equal(fixture_build(&f, "mi300x-8x-cpx", "mixed", &err), 0);
+        r = res_named(&f, "amd.com/cpx_nps4");
+        assert_int_equal(ids_with_prefix(r, "amdgpu_xcp_1::"), 3);
+        assert_int_equal(ids_with_prefix(r, "amdgpu_xcp_0::"), 0);
+        assert_int_equal(r->n_devices, 64 - 1 + 3);
+        amd_fixture_free(&f);
+
+        /* an ID of no device of the resource: refused at start-up */
+        f = (struct amd_fixture){ 0 };
+        f.cfg = sharing_yaml("amd.com/gpu", "[\"0000:ff:00.0\"]");
+        assert_int_equal(fixture_build(&f, "mi210-pair", "single", &err), -EINVAL);
+        assert_contains(err, "no matching device with ID: 0000:ff:00.0");
+        amd_fixture_free(&f);
+
+        /* NVIDIA's grammar is not AMD's: a GPU UUID is refused with AMD's forms */
+        struct devlet_config *c = config_new_defaults(dev_config_families());
+        const char *bad = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                          "      - {name: amd.com/gpu, replicas: 2, devices: [GPU-0]}\n";
+        struct config_diag d;
+        assert_int_equal(config_parse_yaml("t.yaml", bad, strlen(bad), c, &d), -EINVAL);
+        assert_contains(d.message, "\"GPU-0\" is not a device index (\"0\", below 1024), a PCI "
+                                   "address (\"0000:0c:00.0\") or a partition ID");
+        config_free(c);
 }
 
 static void test_allocate(void **state)
@@ -781,6 +862,7 @@ int main(void)
                 T(test_inventory_many_kfd_nodes),
                 T(test_naming),
                 T(test_sharing),
+                T(test_sharing_by_device_id),
                 T(test_allocate),
                 T(test_preferred),
                 T(test_health),

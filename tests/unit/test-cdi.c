@@ -781,7 +781,7 @@ static ino_t inode_of(const char *path)
 static void test_writer(void **state)
 {
         _cleanup_free_ char *tmp = tmpdir();
-        struct devlet_config *cfg = config_new_defaults();
+        struct devlet_config *cfg = config_new_defaults(dev_config_families());
         assert_false(cdi_strategy_enabled(cfg)); /* envvar by default */
         strv_free(cfg->device_list_strategy);
         cfg->device_list_strategy = strv_push(strv_push(xcalloc(1, sizeof(char *)), "envvar"),

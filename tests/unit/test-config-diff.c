@@ -40,17 +40,21 @@ static void test_every_row_tagged(void **state)
                 assert_true(s->apply && !(s->apply & ~CONFIG_APPLY_ALL));
                 assert_false(s->apply & CONFIG_APPLY_RESTART);
         }
-        assert_int_equal(k, 4);
-        for (size_t j = 0; config_backend_sections[j]; j++) {
-                assert_non_null(config_backend_sections[j]->equal);
-                assert_true(config_backend_sections[j]->apply);
-                assert_false(config_backend_sections[j]->apply & CONFIG_APPLY_RESTART);
+        assert_int_equal(k, 3);
+        const struct config_families *f = TEST_FAMILIES;
+        for (size_t j = 0; f->v[j]; j++) {
+                const struct config_section *s = f->v[j]->section;
+                if (!s)
+                        continue;
+                assert_non_null(s->equal);
+                assert_true(s->apply);
+                assert_false(s->apply & CONFIG_APPLY_RESTART);
         }
 }
 
 static void test_same(void **state)
 {
-        struct devlet_config *a = config_new_defaults(), *b = config_new_defaults();
+        struct devlet_config *a = config_new_defaults(TEST_FAMILIES), *b = config_new_defaults(TEST_FAMILIES);
         struct config_change *ch = (void *)1;
         size_t n = 99;
         assert_int_equal(config_diff(a, b, &ch, &n), 0);
@@ -92,7 +96,7 @@ static void test_each_option(void **state)
         const struct config_option *o[256];
         size_t n = config_options_all(o, ARRAY_SIZE(o));
         for (size_t i = 0; i < n; i++) {
-                struct devlet_config *prev = config_new_defaults(), *next = config_new_defaults();
+                struct devlet_config *prev = config_new_defaults(TEST_FAMILIES), *next = config_new_defaults(TEST_FAMILIES);
                 change(next, o[i]);
                 struct config_change *ch = NULL;
                 size_t nc = 0;
@@ -122,9 +126,10 @@ static void test_union(void **state)
         unsigned apply = config_diff(prev, next, &ch, &n);
         assert_int_equal(apply, CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS | CONFIG_APPLY_METRICS);
         assert_int_equal(n, 3);
-        assert_string_equal(ch[0].name, "mig-strategy");
-        assert_string_equal(ch[1].name, "cdi-spec-dir");
-        assert_string_equal(ch[2].name, "collect-interval");
+        /* devlet's rows, then the families' (mig-strategy is NVIDIA's) */
+        assert_string_equal(ch[0].name, "cdi-spec-dir");
+        assert_string_equal(ch[1].name, "collect-interval");
+        assert_string_equal(ch[2].name, "mig-strategy");
         char buf[128];
         assert_string_equal(config_apply_text(apply, buf, sizeof(buf)), "reserve,metrics,outputs");
         assert_string_equal(config_apply_text(0, buf, sizeof(buf)), "none");
@@ -136,7 +141,7 @@ static void test_union(void **state)
 /* The same path with other content is a change (the counters CSV). */
 static void test_loaded_content(void **state)
 {
-        struct devlet_config *prev = config_new_defaults(), *next = config_new_defaults();
+        struct devlet_config *prev = config_new_defaults(TEST_FAMILIES), *next = config_new_defaults(TEST_FAMILIES);
         const char *names[] = { "kubernetes-virtual-gpus", "collectors" };
         free(prev->collectors_file);
         prev->collectors_file = xstrdup("/etc/c.csv");
@@ -152,7 +157,7 @@ static void test_loaded_content(void **state)
         for (size_t i = 0; i < n; i++)
                 assert_string_equal(ch[i].name, names[i]);
         free(ch);
-        config_option_copy(next, prev, config_option_by_flag("collectors", 10));
+        config_option_copy(next, prev, config_option_by_flag(TEST_FAMILIES, "collectors", 10));
         assert_string_equal(next->collectors[0], "DCGM_FI_DEV_GPU_TEMP");
         assert_null(next->collectors[1]);
         config_free(prev);
@@ -206,7 +211,7 @@ static void test_sections(void **state)
 /* `devlet help options-json`'s table: every row with its flags. */
 static void test_table_json(void **state)
 {
-        char *s = config_table_json();
+        char *s = config_table_json(TEST_FAMILIES);
         assert_non_null(strstr(s, "{\"flag\":\"collectors\",\"key\":\"flags.collectors\""));
         assert_non_null(strstr(s, "\"apply\":[\"metrics\"]"));
         assert_non_null(strstr(s, "{\"key\":\"sharing\",\"apply\":[\"reserve\",\"outputs\"]}"));

@@ -26,17 +26,17 @@ static bool has_warning(const struct devlet_config *c, const char *needle)
 static void test_dev_root_follows_driver_root(void **state)
 {
         struct devlet_config *c = LOAD_OK("--nvidia-driver-root", "/run/nvidia/driver");
-        assert_string_equal(c->dev_root, "/run/nvidia/driver");
+        assert_string_equal(nvidia_dev_root(c), "/run/nvidia/driver");
         /* NVIDIA's default is NVIDIA's: host devices and AMD GPUs stay under / */
         assert_string_equal(config_host_dev_root(c), "/");
         config_free(c);
         c = LOAD_OK("--nvidia-driver-root", "/run/nvidia/driver", "--nvidia-dev-root", "/");
-        assert_string_equal(c->dev_root, "/");
+        assert_string_equal(nvidia_dev_root(c), "/");
         assert_string_equal(config_host_dev_root(c), "/");
         config_free(c);
         setenv("NVIDIA_DEV_ROOT", "/host", 1);
         c = LOAD_OK();
-        assert_string_equal(c->dev_root, "/host");
+        assert_string_equal(nvidia_dev_root(c), "/host");
         assert_string_equal(config_host_dev_root(c), "/host");
         config_free(c);
 }
@@ -159,7 +159,17 @@ static void test_effective_json(void **state)
         assert_contains(j, "\"mig-strategy\":\"mixed\"");
         assert_contains(j, "\"imex-channel-ids\":[\"0\"]");
         assert_contains(j, "\"sharing\":{\"resources\":[],\"strategy\":\"none\"}");
+        /* the family's own section, by its dump: empty when not in the file */
+        assert_contains(j, "\"resources\":{\"gpus\":[],\"mig\":[]}");
         assert_null(strchr(j, '\n'));
+        free(j);
+        config_free(c);
+
+        const char *path = write_tmp_s("version: v1\nresources:\n  gpus: [{pattern: '*', name: big}]\n");
+        c = LOAD_OK("--config-file", path);
+        j = config_to_json(c);
+        assert_contains(j, "\"resources\":{\"gpus\":[{\"name\":\"nvidia.com/big\",\"pattern\":\"*\"}],"
+                           "\"mig\":[]}");
         free(j);
         config_free(c);
 }

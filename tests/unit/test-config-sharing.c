@@ -18,7 +18,9 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 #include "config/config.h"
+#include "devices/device.h"
 #include "config-test.h"
+#include "devices/nvidia/internal.h"
 
 #define UUID "b1028956-cfa2-0990-bf4a-5da9abb51763"
 
@@ -37,12 +39,12 @@ static void check_err(const char *yaml, int line, int column, const char *messag
 
 static void test_defaults(void **state)
 {
-        struct devlet_config *c = config_new_defaults();
+        struct devlet_config *c = config_new_defaults(dev_config_families());
         assert_int_equal(c->sharing.strategy, SHARING_NONE);
         assert_int_equal(c->sharing.n_resources, 0);
         assert_null(c->sharing.resources);
-        assert_int_equal(c->resources.n_gpu_resources, 0);
-        assert_int_equal(c->resources.n_mig_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_gpu_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_mig_resources, 0);
         assert_false(c->health.recovery_enabled);
         assert_int_equal(c->health.recovery_quiet_ms, 60000);
         assert_string_equal(c->shared_devices_allocation_policy, "distributed");
@@ -140,14 +142,14 @@ static void test_nvidia_examples(void **state)
 
         c = parse_ok(operator_time_slicing);
         assert_null(c->warnings);
-        assert_string_equal(c->mig_strategy, "none");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "none");
         assert_int_equal(c->sharing.strategy, SHARING_TIME_SLICING);
         assert_resource(&c->sharing.resources[0], "nvidia.com/gpu", NULL, 4);
         config_free(c);
 
         c = parse_ok(operator_a100_mixed);
         assert_null(c->warnings);
-        assert_string_equal(c->mig_strategy, "mixed");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "mixed");
         assert_int_equal(c->sharing.n_resources, 5);
         assert_resource(&c->sharing.resources[0], "nvidia.com/gpu", NULL, 8);
         assert_resource(&c->sharing.resources[1], "nvidia.com/mig-1g.5gb", NULL, 2);
@@ -470,7 +472,7 @@ static void test_resources(void **state)
                                            "  mig:\n"
                                            "  - pattern: 1g.10gb\n"
                                            "    name: mig-small\n");
-        const struct resources_cfg *r = &c->resources;
+        const struct resources_cfg *r = nvidia_resources_get(c);
         assert_null(c->warnings);
         assert_int_equal(r->n_gpu_resources, 3);
         assert_string_equal(r->gpu_resources[0].pattern, "*H100*");
@@ -484,11 +486,11 @@ static void test_resources(void **state)
         config_free(c);
 
         c = parse_ok("version: v1\nresources:\n");
-        assert_int_equal(c->resources.n_gpu_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_gpu_resources, 0);
         config_free(c);
         c = parse_ok("version: v1\nresources: {gpus: [], mig: ~}\n");
-        assert_int_equal(c->resources.n_gpu_resources, 0);
-        assert_null(c->resources.gpu_resources);
+        assert_int_equal(nvidia_resources_get(c)->n_gpu_resources, 0);
+        assert_null(nvidia_resources_get(c)->gpu_resources);
         config_free(c);
 
         check_err("version: v1\nresources: [a]\n", 2, 12,
@@ -603,7 +605,7 @@ static void test_section_warnings(void **state)
 
 static void test_sections_replace(void **state)
 {
-        struct devlet_config *c = config_new_defaults();
+        struct devlet_config *c = config_new_defaults(dev_config_families());
         struct config_diag d;
         static const char first[] = "version: v1\n"
                                     "sharing:\n  timeSlicing:\n"
@@ -612,7 +614,7 @@ static void test_sections_replace(void **state)
                                     "health:\n  recovery: {enabled: true}\n";
         assert_int_equal(config_parse_yaml("a.yaml", first, strlen(first), c, &d), 0);
         assert_int_equal(c->sharing.strategy, SHARING_TIME_SLICING);
-        assert_int_equal(c->resources.n_mig_resources, 1);
+        assert_int_equal(nvidia_resources_get(c)->n_mig_resources, 1);
         assert_true(c->health.recovery_enabled);
 
         /* a failing file changes nothing, whichever section fails */
@@ -624,8 +626,8 @@ static void test_sections_replace(void **state)
         assert_int_equal(d.line, 8);
         assert_int_equal(c->sharing.strategy, SHARING_TIME_SLICING);
         assert_int_equal(c->sharing.resources[0].replicas, 4);
-        assert_int_equal(c->resources.n_gpu_resources, 0);
-        assert_int_equal(c->resources.n_mig_resources, 1);
+        assert_int_equal(nvidia_resources_get(c)->n_gpu_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_mig_resources, 1);
         assert_true(c->health.recovery_enabled);
         static const char bad_sharing[] = "version: v1\n"
                                           "resources:\n  gpus: [{pattern: '*', name: big}]\n"
@@ -635,7 +637,7 @@ static void test_sections_replace(void **state)
         assert_int_equal(config_parse_yaml("b.yaml", bad_sharing, strlen(bad_sharing), c, &d),
                          -EINVAL);
         assert_int_equal(d.line, 7);
-        assert_int_equal(c->resources.n_gpu_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_gpu_resources, 0);
         assert_true(c->health.recovery_enabled);
 
         /* a file without resources checks sharing against the resources already loaded */
@@ -653,13 +655,13 @@ static void test_sections_replace(void **state)
         assert_int_equal(c->sharing.strategy, SHARING_MPS);
         assert_int_equal(c->sharing.n_resources, 1);
         assert_int_equal(c->sharing.resources[0].replicas, 3);
-        assert_int_equal(c->resources.n_mig_resources, 1);
+        assert_int_equal(nvidia_resources_get(c)->n_mig_resources, 1);
         assert_false(c->health.recovery_enabled);
         static const char third[] = "version: v1\nsharing: ~\nresources: ~\n";
         assert_int_equal(config_parse_yaml("e.yaml", third, strlen(third), c, &d), 0);
         assert_int_equal(c->sharing.strategy, SHARING_NONE);
         assert_int_equal(c->sharing.n_resources, 0);
-        assert_int_equal(c->resources.n_mig_resources, 0);
+        assert_int_equal(nvidia_resources_get(c)->n_mig_resources, 0);
         config_free(c);
 }
 

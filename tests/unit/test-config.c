@@ -17,34 +17,36 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 #include "config/config.h"
+#include "devices/device.h"
 #include "config-test.h"
+#include "devices/nvidia/internal.h"
 #include "devices/amd/internal.h"
 
 /* ---- defaults and sources ---- */
 
 static void test_defaults(void **state)
 {
-        struct devlet_config *c = config_new_defaults();
+        struct devlet_config *c = config_new_defaults(dev_config_families());
         assert_string_equal(c->config_file, "");
         assert_string_equal(c->plugin_directory, "/var/lib/kubelet/device-plugins");
         assert_string_equal(c->kubelet_socket, "");
         assert_int_equal(c->verbosity, 0);
         assert_strv(c->backends, STRV("auto"));
         assert_string_equal(c->sysfs_root, "/sys");
-        assert_string_equal(c->dev_root, ""); /* config_load makes it the driver root */
+        assert_string_equal(c->dev_root, ""); /* each family's default: NVIDIA's driver root, / */
         assert_int_equal(c->rescan_interval_ms, 5000);
-        assert_string_equal(c->mig_strategy, "none");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "none");
         assert_true(c->fail_on_init_error);
-        assert_string_equal(c->driver_root, "/");
+        assert_string_equal(nvidia_options_get(c)->driver_root, "/");
         assert_false(c->pass_device_specs);
         assert_strv(c->device_list_strategy, STRV("envvar"));
-        assert_string_equal(c->device_id_strategy, "uuid");
-        assert_false(c->gds_enabled);
-        assert_false(c->mofed_enabled);
-        assert_false(c->gdrcopy_enabled);
+        assert_string_equal(nvidia_options_get(c)->device_id_strategy, "uuid");
+        assert_false(nvidia_options_get(c)->gds_enabled);
+        assert_false(nvidia_options_get(c)->mofed_enabled);
+        assert_false(nvidia_options_get(c)->gdrcopy_enabled);
         assert_string_equal(c->cdi_annotation_prefix, "cdi.k8s.io/");
-        assert_string_equal(c->nvidia_cdi_hook_path, "/usr/bin/nvidia-ctk");
-        assert_string_equal(c->container_driver_root, "/driver-root");
+        assert_string_equal(nvidia_options_get(c)->cdi_hook_path, "/usr/bin/nvidia-ctk");
+        assert_string_equal(nvidia_options_get(c)->container_driver_root, "/driver-root");
         assert_string_equal(c->hostdev.domain, "devlet.io");
         assert_int_equal(c->hostdev.n_devices, 0);
         assert_null(c->warnings);
@@ -125,16 +127,16 @@ static void test_config_file_source(void **state)
 
         setenv("CONFIG_FILE", fa, 1);
         struct devlet_config *c = LOAD_OK("--mig-strategy=none");
-        assert_string_equal(c->mig_strategy, "none"); /* flag beats the env's file */
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "none"); /* flag beats the env's file */
         assert_string_equal(c->config_file, fa);
         config_free(c);
 
         c = LOAD_OK("-v0");
-        assert_string_equal(c->mig_strategy, "single");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "single");
         config_free(c);
 
         c = LOAD_OK("--config-file", fb);
-        assert_string_equal(c->mig_strategy, "mixed"); /* --config-file beats CONFIG_FILE */
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "mixed"); /* --config-file beats CONFIG_FILE */
         assert_string_equal(c->config_file, fb);
         config_free(c);
 }
@@ -171,8 +173,8 @@ static void test_flag_forms(void **state)
         config_free(c);
 
         c = LOAD_OK("--mig-strategy", "single", "--device-id-strategy=index");
-        assert_string_equal(c->mig_strategy, "single");
-        assert_string_equal(c->device_id_strategy, "index");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "single");
+        assert_string_equal(nvidia_options_get(c)->device_id_strategy, "index");
         config_free(c);
 
         /* bools: bare, =value, and never a separate value */
@@ -180,14 +182,14 @@ static void test_flag_forms(void **state)
                     "--mofed-enabled=1", "--gdrcopy-enabled=on");
         assert_true(c->pass_device_specs);
         assert_false(c->fail_on_init_error);
-        assert_true(c->gds_enabled);
-        assert_true(c->mofed_enabled);
-        assert_true(c->gdrcopy_enabled);
+        assert_true(nvidia_options_get(c)->gds_enabled);
+        assert_true(nvidia_options_get(c)->mofed_enabled);
+        assert_true(nvidia_options_get(c)->gdrcopy_enabled);
         config_free(c);
 
         /* the last of a repeated flag wins */
         c = LOAD_OK("--mig-strategy=single", "--mig-strategy=mixed");
-        assert_string_equal(c->mig_strategy, "mixed");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "mixed");
         config_free(c);
 }
 
@@ -276,12 +278,12 @@ static void test_positional(void **state)
         assert_int_equal(LOAD(&c, &d, &argi, "-v", "2", "foo", "--mig-strategy", "single"), 0);
         assert_int_equal(argi, 3);
         assert_int_equal(c->verbosity, 2);
-        assert_string_equal(c->mig_strategy, "none"); /* parsing stopped at foo */
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "none"); /* parsing stopped at foo */
         config_free(c);
 
         assert_int_equal(LOAD(&c, &d, &argi, "--v=1", "--", "--mig-strategy=single"), 0);
         assert_int_equal(argi, 3);
-        assert_string_equal(c->mig_strategy, "none");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "none");
         config_free(c);
 
         assert_int_equal(LOAD(&c, &d, &argi, "--v=1"), 0);
@@ -301,16 +303,16 @@ static void test_aliases(void **state)
 
         c = LOAD_OK("--driver-root", "/a", "--nvidia-ctk-path=/b", "--container-driver-root",
                     "/c");
-        assert_string_equal(c->driver_root, "/a");
-        assert_string_equal(c->nvidia_cdi_hook_path, "/b");
-        assert_string_equal(c->container_driver_root, "/c");
+        assert_string_equal(nvidia_options_get(c)->driver_root, "/a");
+        assert_string_equal(nvidia_options_get(c)->cdi_hook_path, "/b");
+        assert_string_equal(nvidia_options_get(c)->container_driver_root, "/c");
         config_free(c);
 
         c = LOAD_OK("--nvidia-driver-root", "/d", "--nvidia-cdi-hook-path=/e",
                     "--driver-root-ctr-path", "/f");
-        assert_string_equal(c->driver_root, "/d");
-        assert_string_equal(c->nvidia_cdi_hook_path, "/e");
-        assert_string_equal(c->container_driver_root, "/f");
+        assert_string_equal(nvidia_options_get(c)->driver_root, "/d");
+        assert_string_equal(nvidia_options_get(c)->cdi_hook_path, "/e");
+        assert_string_equal(nvidia_options_get(c)->container_driver_root, "/f");
         config_free(c);
 
         /* second env name alone, then the first one wins over it */
@@ -318,16 +320,16 @@ static void test_aliases(void **state)
         setenv("CONTAINER_DRIVER_ROOT", "/old-root", 1);
         setenv("DEV_ROOT", "/old-dev", 1);
         c = LOAD_OK("-v0");
-        assert_string_equal(c->nvidia_cdi_hook_path, "/old");
-        assert_string_equal(c->container_driver_root, "/old-root");
+        assert_string_equal(nvidia_options_get(c)->cdi_hook_path, "/old");
+        assert_string_equal(nvidia_options_get(c)->container_driver_root, "/old-root");
         assert_string_equal(c->dev_root, "/old-dev");
         config_free(c);
         setenv("NVIDIA_CDI_HOOK_PATH", "/new", 1);
         setenv("DRIVER_ROOT_CTR_PATH", "/new-root", 1);
         setenv("NVIDIA_DEV_ROOT", "/new-dev", 1);
         c = LOAD_OK("-v0");
-        assert_string_equal(c->nvidia_cdi_hook_path, "/new");
-        assert_string_equal(c->container_driver_root, "/new-root");
+        assert_string_equal(nvidia_options_get(c)->cdi_hook_path, "/new");
+        assert_string_equal(nvidia_options_get(c)->container_driver_root, "/new-root");
         assert_string_equal(c->dev_root, "/new-dev");
         config_free(c);
 }
@@ -471,19 +473,19 @@ static void test_nvidia_file(void **state)
                                    "health: {}\n";
         struct devlet_config *c = parse_ok(yaml);
         assert_null(c->warnings);
-        assert_string_equal(c->mig_strategy, "mixed");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "mixed");
         assert_true(c->fail_on_init_error);
-        assert_string_equal(c->driver_root, "/run/nvidia/driver");
+        assert_string_equal(nvidia_options_get(c)->driver_root, "/run/nvidia/driver");
         assert_true(c->pass_device_specs);
         assert_strv(c->device_list_strategy, STRV("envvar", "cdi-cri"));
-        assert_string_equal(c->device_id_strategy, "index");
-        assert_string_equal(c->container_driver_root, "/driver");
+        assert_string_equal(nvidia_options_get(c)->device_id_strategy, "index");
+        assert_string_equal(nvidia_options_get(c)->container_driver_root, "/driver");
         config_free(c);
 
         /* the same file through config_load, with a flag on top */
         const char *file = write_tmp(yaml, strlen(yaml));
         c = LOAD_OK("--config-file", file, "--mig-strategy=single");
-        assert_string_equal(c->mig_strategy, "single");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "single");
         assert_true(c->pass_device_specs);
         config_free(c);
 }
@@ -514,7 +516,7 @@ static void test_unknown_keys_warn(void **state)
                          "t.yaml:12:5: unknown key \"size\" (ignored)",
                          "t.yaml:14:26: unknown key \"mode\" (ignored)",
                          "t.yaml:15:47: unknown key \"bus\" (ignored)"));
-        assert_string_equal(c->mig_strategy, "none");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "none");
         assert_false(c->pass_device_specs);
         config_free(c);
 
@@ -605,7 +607,7 @@ static void test_type_errors(void **state)
 
         /* null values leave the defaults */
         struct devlet_config *c = parse_ok("version: v1\nflags:\n  migStrategy:\n  verbosity: ~\n");
-        assert_string_equal(c->mig_strategy, "none");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "none");
         config_free(c);
         c = parse_ok("version: v1\nflags:\n");
         config_free(c);
@@ -681,7 +683,7 @@ static void test_alias_bomb(void **state)
 
         /* an anchor alone is harmless */
         struct devlet_config *c = parse_ok("version: v1\nflags: &f\n  migStrategy: single\n");
-        assert_string_equal(c->mig_strategy, "single");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "single");
         config_free(c);
 }
 
@@ -693,7 +695,7 @@ static void test_bounds(void **state)
         memset(data, '#', big);
         memcpy(data, "version: v1\n", 12);
         data[big - 1] = '\n';
-        struct devlet_config *c = config_new_defaults();
+        struct devlet_config *c = config_new_defaults(dev_config_families());
         struct config_diag d;
         assert_int_equal(config_parse_yaml("big.yaml", data, big, c, &d), -EINVAL);
         assert_string_equal(d.message, "larger than 1048576 bytes");
@@ -754,7 +756,7 @@ static void test_bounds(void **state)
 
 static void test_failure_keeps_config(void **state)
 {
-        struct devlet_config *c = config_new_defaults();
+        struct devlet_config *c = config_new_defaults(dev_config_families());
         struct config_diag d;
         /* the error comes after good flags and a warning: none of them lands */
         static const char bad[] = "version: v1\n"
@@ -763,7 +765,7 @@ static void test_failure_keeps_config(void **state)
                                   "hostDevices:\n  devices:\n  - name: a\n"
                                   "    groups: [{paths: [{path: a}]}]\n";
         assert_int_equal(config_parse_yaml("t.yaml", bad, strlen(bad), c, &d), -EINVAL);
-        assert_string_equal(c->mig_strategy, "none");
+        assert_string_equal(nvidia_options_get(c)->mig_strategy, "none");
         assert_int_equal(c->hostdev.n_devices, 0);
         assert_null(c->warnings);
         config_free(c);

@@ -335,11 +335,17 @@ static void test_backend_table(void **state)
                 assert_non_null(dev_backends[i]->destroy);
                 assert_non_null(dev_backends[i]->resources);
         }
-        /* --backends offers "auto" and exactly the table's names, in order */
-        assert_string_equal(config_backend_choices[0], "auto");
-        for (size_t i = 0; i < n; i++)
-                assert_string_equal(config_backend_choices[i + 1], dev_backends[i]->name);
-        assert_null(config_backend_choices[n + 1]);
+        /* --backends offers "auto" and exactly the table's names, in order,
+         * and config/ gets each family under the same name */
+        const struct config_families *f = dev_config_families();
+        assert_string_equal(f->choices[0], "auto");
+        for (size_t i = 0; i < n; i++) {
+                assert_string_equal(f->choices[i + 1], dev_backends[i]->name);
+                assert_non_null(f->v[i]);
+                assert_string_equal(f->v[i]->name, dev_backends[i]->name);
+        }
+        assert_null(f->choices[n + 1]);
+        assert_null(f->v[n]);
 }
 
 int main(void)

@@ -770,8 +770,8 @@ static void test_allocate_replicas(void **state)
         r = res_find(b, "nvidia.com/gpu");
         assert_int_equal(r->devices[0].health, DEV_HEALTHY);
         /* what `devlet mps-control-daemon` runs, through the neutral member */
-        struct dev_mps_daemon *md = NULL;
-        assert_int_equal(nvidia_backend_ops.mps_daemons(b, &md), 1);
+        struct dev_sidecar_daemon *md = NULL;
+        assert_int_equal(nvidia_backend_ops.sidecar_daemons(b, &md), 1);
         assert_string_equal(md[0].resource, "nvidia.com/gpu");
         assert_int_equal(md[0].replicas, 2);
         assert_int_equal(md[0].thread_percentage, 50);
@@ -782,7 +782,7 @@ static void test_allocate_replicas(void **state)
         assert_string_equal(md[0].log_dir, want);
         assert_string_equal(md[0].marker, marker);
         assert_string_equal(md[0].root, root);
-        dev_mps_daemons_free(md, 1);
+        dev_sidecar_daemons_free(md, 1);
         assert_int_equal(alloc(r, &a, &err, 2, V100_3 "::1", V100_0 "::0"), -EINVAL);
         assert_contains(err, "maximum request size for shared resources is 1");
         free(err);

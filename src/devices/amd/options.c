@@ -4,9 +4,14 @@
  * package does), env var, config key, default, choices.  The values live
  * in struct amd_options, which the backend reads with amd_options_get().
  * Only rows and storage: no finish hook, no I/O. */
+#include <ctype.h>
+#include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "base/cleanup.h"
+#include "base/xalloc.h"
 #include "devices/amd/internal.h"
 
 static const char *const naming_strategy_choices[] = { "single", "mixed", NULL };
@@ -45,6 +50,69 @@ const struct config_option_set amd_config_options = {
         .options = rows,
         .n_options = ARRAY_SIZE(rows),
         .size = sizeof(struct amd_options),
+};
+
+/* ---- the sharing section: AMD's devices ---- */
+
+#define INDEX_MAX 1023
+#define AMD_XCP_PREFIX "amdgpu_xcp_"
+
+/* "0000:0c:00.0": domain, bus, device and function in hex. */
+static bool is_pci_address(const char *s)
+{
+        static const char shape[] = "xxxx:xx:xx.x";
+        if (strlen(s) != sizeof(shape) - 1)
+                return false;
+        for (size_t i = 0; shape[i]; i++)
+                if (shape[i] == 'x' ? !isxdigit((unsigned char)s[i]) : s[i] != shape[i])
+                        return false;
+        return s[11] <= '7';
+}
+
+/* "amdgpu_xcp_<N>": a partition past a GPU's own node. */
+static bool is_partition_id(const char *s)
+{
+        const char *n = s + strlen(AMD_XCP_PREFIX);
+        if (strncmp(s, AMD_XCP_PREFIX, strlen(AMD_XCP_PREFIX)) != 0 || !*n || strlen(n) > 9)
+                return false;
+        for (; *n; n++)
+                if (!isdigit((unsigned char)*n))
+                        return false;
+        return true;
+}
+
+/* An index into the resource's devices in order, or a device ID as AMD's
+ * plugin advertises it (the GPU's PCI address, a partition's ID). */
+static int sharing_device(const char *ref, enum sharing_strategy strategy, char **canon,
+                          char **why)
+{
+        char *end;
+        unsigned long v = strtoul(ref, &end, 10);
+        if (isdigit((unsigned char)ref[0]) && !*end && v <= INDEX_MAX) {
+                *canon = xasprintf("%lu", v);
+                return 0;
+        }
+        if (is_pci_address(ref) || is_partition_id(ref)) {
+                *canon = xstrdup(ref);
+                for (char *c = *canon; *c; c++)
+                        *c = (char)tolower((unsigned char)*c);
+                return 0;
+        }
+        *why = xasprintf("\"%.100s\" is not a device index (\"0\", below %d), a PCI address "
+                         "(\"0000:0c:00.0\") or a partition ID (\"" AMD_XCP_PREFIX "1\")",
+                         ref, INDEX_MAX + 1);
+        return -EINVAL;
+}
+
+static const struct config_sharing_rules sharing_rules = {
+        .domain = AMD_DOMAIN,
+        .device = sharing_device,
+};
+
+const struct config_family amd_config_family = {
+        .name = "amd",
+        .options = &amd_config_options,
+        .sharing = &sharing_rules,
 };
 
 const struct amd_options *amd_options_get(const struct devlet_config *cfg)

@@ -10,10 +10,11 @@
  *      partitioning.
  *   2. IDs: the PCI address for a GPU's own nodes, amdgpu_xcp_<N> for its
  *      other partitions (AMD's IDs, so pod-resources consumers see the same).
- *   3. Sharing (sharing.timeSlicing, names "amd.com/<name>"): the selected
- *      units of a resource (all, the first N, or indices into the
- *      resource's units in this order) are advertised replicas times as
- *      "<id>::<n>", under the rename when there is one.
+ *   3. Sharing (sharing.timeSlicing, names "amd.com/<name>"): the units of
+ *      a resource that devices/sharing.c selects (all, the first N, or
+ *      those listed by index into the resource's units in this order or by
+ *      device ID: PCI address, partition ID) are advertised replicas times
+ *      as "<id>::<n>", under the rename when there is one.
  * Every device carries /dev/kfd and its DRM card and render nodes (rw) and
  * its GPU's NUMA node; devices of a GPU with a problem start unhealthy. */
 #include <errno.h>
@@ -121,68 +122,28 @@ static int units_build(struct builder *b, char **err)
         return 0;
 }
 
-static const struct sharing_resource_cfg *share_of(const struct builder *b, const char *name)
+/* ---- sharing: which units a selector names (devices/sharing.c selects) ---- */
+
+static const char *share_resource(size_t k, const void *ud)
 {
-        const struct sharing_cfg *sc = &b->cfg->sharing;
-        if (sc->strategy != SHARING_TIME_SLICING)
-                return NULL;
-        for (size_t i = 0; i < sc->n_resources; i++)
-                if (strcmp(sc->resources[i].name, name) == 0)
-                        return &sc->resources[i];
-        return NULL;
+        const struct builder *b = ud;
+        return b->units[k].resource;
 }
 
-/* Marks the units of s's resource that s selects. */
-static int share_select(const struct builder *b, const struct sharing_resource_cfg *s,
-                        bool *selected, char **err)
+/* ref is canonical (amd/options.c): an index into the resource's units
+ * in this order, or a device ID (PCI address, partition ID). */
+static bool share_names(const char *ref, size_t k, size_t nth, const void *ud)
 {
-        size_t n = 0;
-        for (size_t k = 0; k < b->n_units; k++)
-                n += strcmp(b->units[k].resource, s->name) == 0;
-        if (n == 0)
-                return 0;
-        size_t seen = 0;
-        for (size_t k = 0; k < b->n_units; k++) {
-                if (strcmp(b->units[k].resource, s->name) != 0)
-                        continue;
-                bool take = s->devices_kind == SHARING_DEVICES_ALL;
-                if (s->devices_kind == SHARING_DEVICES_COUNT)
-                        take = seen < s->devices_count;
-                if (s->devices_kind == SHARING_DEVICES_LIST) {
-                        char idx[24];
-                        snprintf(idx, sizeof(idx), "%zu", seen);
-                        take = strv_contains(s->devices, idx) ||
-                               strv_contains(s->devices,
-                                             b->inv->gpus[b->units[k].gpu].parts[b->units[k].part].id);
-                }
-                selected[k] |= take;
-                seen++;
-        }
-        if (s->devices_kind == SHARING_DEVICES_COUNT && s->devices_count > n) {
-                *err = xasprintf("unable to get IDs of devices to replicate for '%s' resource: "
-                                 "requested %u devices to be replicated, but only %zu devices "
-                                 "available",
-                                 s->name, s->devices_count, n);
-                return -EINVAL;
-        }
-        for (size_t i = 0; s->devices_kind == SHARING_DEVICES_LIST && s->devices[i]; i++) {
-                char *end;
-                unsigned long v = strtoul(s->devices[i], &end, 10);
-                if (!*end && v < n)
-                        continue;
-                bool found = false;
-                for (size_t k = 0; k < b->n_units && !found; k++)
-                        found = strcmp(b->units[k].resource, s->name) == 0 &&
-                                strcmp(b->inv->gpus[b->units[k].gpu].parts[b->units[k].part].id,
-                                       s->devices[i]) == 0;
-                if (!found) {
-                        *err = xasprintf("unable to get IDs of devices to replicate for '%s' "
-                                         "resource: no matching device at index %s",
-                                         s->name, s->devices[i]);
-                        return -EINVAL;
-                }
-        }
-        return 0;
+        const struct builder *b = ud;
+        const struct unit *u = &b->units[k];
+        char idx[24];
+        snprintf(idx, sizeof(idx), "%zu", nth);
+        return strcmp(ref, idx) == 0 || strcmp(ref, b->inv->gpus[u->gpu].parts[u->part].id) == 0;
+}
+
+static const char *share_ref_kind(const char *ref)
+{
+        return strspn(ref, "0123456789") == strlen(ref) ? "at index" : "with ID";
 }
 
 int amd_layout_build(const struct amd_inventory *inv, const struct devlet_config *cfg,
@@ -191,14 +152,20 @@ int amd_layout_build(const struct amd_inventory *inv, const struct devlet_config
         struct amd_layout l = { 0 };
         struct builder b = { .inv = inv, .cfg = cfg, .ctx = ctx, .out = &l };
         int r = units_build(&b, err);
-        _cleanup_free_ bool *selected = xcalloc(b.n_units + 1, sizeof(bool));
-        const struct sharing_cfg *sc = &cfg->sharing;
-        for (size_t i = 0; r == 0 && sc->strategy == SHARING_TIME_SLICING && i < sc->n_resources; i++)
-                r = share_select(&b, &sc->resources[i], selected, err);
+        _cleanup_free_ const struct sharing_resource_cfg **share =
+                xcalloc(b.n_units + 1, sizeof(*share));
+        const struct dev_share_units units = { .n = b.n_units,
+                                               .resource = share_resource,
+                                               .names = share_names,
+                                               .ref_kind = share_ref_kind,
+                                               .ud = &b };
+        /* AMD GPUs are shared by time-slicing only: MPS is NVIDIA's */
+        if (r == 0 && cfg->sharing.strategy == SHARING_TIME_SLICING)
+                r = dev_share_assign(&cfg->sharing, &units, share, err);
         for (size_t k = 0; r == 0 && k < b.n_units; k++) {
                 const struct unit *u = &b.units[k];
                 bool parts = inv->gpus[u->gpu].n_parts > 1;
-                const struct sharing_resource_cfg *s = selected[k] ? share_of(&b, u->resource) : NULL;
+                const struct sharing_resource_cfg *s = share[k];
                 if (!s) {
                         device_add(&b, resource_get(&b, u->resource, false, parts), u, -1);
                         continue;

@@ -565,4 +565,4 @@ const struct dev_backend_ops hostdev_backend_ops = {
 
 /* Host devices take no command-line options of their own (their config is
  * the hostDevices section). */
-const struct config_option_set hostdev_config_options = { .options = NULL };
+const struct config_family hostdev_config_family = { .name = "hostdev" };

@@ -379,10 +379,10 @@ int nvidia_cdi_extra_spec(const char *kind, const char *dev_root,
 static const char *driver_search_root(const struct devlet_config *cfg)
 {
         struct stat st;
-        const char *ctr = cfg->container_driver_root;
+        const char *ctr = nvidia_options_get(cfg)->container_driver_root;
         if (ctr && ctr[0] && stat(ctr, &st) == 0 && S_ISDIR(st.st_mode))
                 return ctr;
-        return cfg->driver_root;
+        return nvidia_options_get(cfg)->driver_root;
 }
 
 void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *opts,
@@ -413,17 +413,17 @@ void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *
         }
         const struct nvidia_cdi_node node = { inv->driver_version, gpus, inv->n_gpus };
         const struct devlet_config *cfg = opts->cfg;
+        const struct nvidia_options *no = nvidia_options_get(cfg);
         _cleanup_free_ char *main_kind =
                 opts->standalone ? xasprintf("%s/%s", opts->vendor ? opts->vendor : "nvidia.com",
                                              opts->klass ? opts->klass : "gpu")
                                  : xstrdup(NVIDIA_CDI_PLUGIN_KIND);
         const struct nvidia_cdi_opts o = {
                 .kind = main_kind,
-                .driver_root = cfg->driver_root,
+                .driver_root = no->driver_root,
                 .search_root = driver_search_root(cfg),
-                .dev_root = cfg->dev_root,
-                .hook_path = nvidia_options_get(cfg)->cdi_hook_ldcache ? cfg->nvidia_cdi_hook_path
-                                                                       : NULL,
+                .dev_root = nvidia_dev_root(cfg),
+                .hook_path = no->cdi_hook_ldcache ? no->cdi_hook_path : NULL,
         };
         struct cdi_spec *s = NULL;
         _cleanup_free_ char *err = NULL;
@@ -437,10 +437,10 @@ void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *
         const struct {
                 bool on;
                 const struct nvidia_cdi_extra *x;
-        } extras[] = { { cfg->gds_enabled, &nvidia_cdi_gds },
-                       { cfg->mofed_enabled, &nvidia_cdi_mofed },
-                       { cfg->gdrcopy_enabled, &nvidia_cdi_gdrcopy },
-                       { nvidia_options_get(cfg)->imex_channel0, &nvidia_cdi_imex } };
+        } extras[] = { { no->gds_enabled, &nvidia_cdi_gds },
+                       { no->mofed_enabled, &nvidia_cdi_mofed },
+                       { no->gdrcopy_enabled, &nvidia_cdi_gdrcopy },
+                       { no->imex_channel0, &nvidia_cdi_imex } };
         const char *slash = strchr(o.kind, '/');
         for (size_t i = 0; i < ARRAY_SIZE(extras); i++) {
                 if (!extras[i].on)
@@ -449,7 +449,7 @@ void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *
                                                       extras[i].x->klass);
                 _cleanup_free_ char *xerr = NULL;
                 struct cdi_spec *x = NULL;
-                if (nvidia_cdi_extra_spec(kind, cfg->dev_root, extras[i].x, &x, &xerr) < 0)
+                if (nvidia_cdi_extra_spec(kind, nvidia_dev_root(cfg), extras[i].x, &x, &xerr) < 0)
                         cdi_spec_list_warn(l, xasprintf("no CDI spec for %s: %s", kind, xerr));
                 else
                         cdi_spec_list_push(l, x);

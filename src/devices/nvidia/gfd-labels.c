@@ -19,11 +19,13 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/xalloc.h"
 #include "devices/nvidia/gfd-labels.h"
+#include "devices/nvidia/internal.h"
 #include "devices/nvidia/inventory.h"
 #include "devices/nvidia/nvidia.h"
 
@@ -487,7 +489,7 @@ void nvidia_gfd_labels(const struct nvidia_gfd_node *node, const struct devlet_c
         version_labels(out, node, warnings);
         capability_labels(out, node, cfg, warnings);
         mode_labels(out, node, warnings);
-        const char *strategy = cfg->mig_strategy ? cfg->mig_strategy : "none";
+        const char *strategy = nvidia_options_get(cfg)->mig_strategy;
         full_gpus(out, node, cfg, strcmp(strategy, "none") != 0);
         if (strcmp(strategy, "single") == 0 || strcmp(strategy, "mixed") == 0) {
                 dev_labels_put(out, "nvidia.com/mig.strategy", strategy);
@@ -525,6 +527,9 @@ void nvidia_backend_labels(struct dev_backend *b, const struct devlet_config *cf
         const struct nvml_inventory *inv = nvidia_backend_inventory(b);
         if (!inv)
                 return;
+        /* GFD's: when its labels were written (--no-timestamp: never) */
+        if (!cfg->labels_no_timestamp)
+                dev_labels_putf(out, "nvidia.com/gfd.timestamp", "%lld", (long long)time(NULL));
         struct nvidia_gfd_gpu *gpus = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*gpus));
         char **classes = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*classes));
         size_t n = 0, n_migs = 0;

@@ -31,6 +31,14 @@
  * (options.c): a backend option set, listed by the backend table, whose
  * values every config holds; its finish hook fills the derived members. */
 struct nvidia_options {
+        char *mig_strategy;              /* none|single|mixed */
+        char *driver_root;               /* --nvidia-driver-root / --driver-root */
+        char *device_id_strategy;        /* uuid|index */
+        bool gds_enabled;
+        bool mofed_enabled;
+        bool gdrcopy_enabled;
+        char *cdi_hook_path;             /* --nvidia-cdi-hook-path */
+        char *container_driver_root;     /* --driver-root-ctr-path */
         char *mps_root;                  /* --mps-root, default /run/nvidia/mps */
         char *device_discovery_strategy; /* auto|nvml (tegra and vfio are refused) */
         char **imex_channel_ids;         /* --imex-channel-ids: empty or ["0"] */
@@ -48,8 +56,27 @@ struct nvidia_options {
         bool cdi_hook_ldcache; /* the update-ldcache hook is not disabled */
 };
 extern const struct config_option_set nvidia_config_options;
+
+/* The family's own section of the config file, `resources` (patterns.c):
+ * resource naming by pattern. */
+struct resource_pattern_cfg {
+        char *pattern; /* glob ('*' wildcards): a GPU's product name or a MIG profile name */
+        char *name;    /* full: "nvidia.com/<name>" */
+};
+struct resources_cfg {
+        struct resource_pattern_cfg *gpu_resources; /* resources.gpus, in file order */
+        size_t n_gpu_resources;
+        struct resource_pattern_cfg *mig_resources; /* resources.mig, in file order */
+        size_t n_mig_resources; /* no name is both a GPU and a MIG resource */
+};
+extern const struct config_section nvidia_resources_section;
+/* cfg's resources section (never NULL: empty when the file has none). */
+const struct resources_cfg *nvidia_resources_get(const struct devlet_config *cfg);
 /* cfg's NVIDIA options (never NULL for a config from config/). */
 const struct nvidia_options *nvidia_options_get(const struct devlet_config *cfg);
+/* Where NVIDIA's /dev is: --dev-root, or when it is not given the driver
+ * root (NVIDIA's default; other families use / then). */
+const char *nvidia_dev_root(const struct devlet_config *cfg);
 
 /* Settings Allocate and GetPreferredAllocation use, copied from the config
  * at create.  Owned by the backend; resources point at it. */
@@ -66,6 +93,8 @@ struct nvidia_ctx {
         bool fail_requests_greater_than_one;
         enum alloc_replica_policy replica_policy;
         char *mps_root; /* --mps-root, the host's */
+        char **program_roots; /* --driver-root-ctr-path, --nvidia-driver-root: where
+                               * the MPS control program is looked for */
 };
 
 /* One advertised ID. */

@@ -96,10 +96,10 @@ unsigned long long nvidia_mps_pinned_mib(unsigned long long memory_bytes, unsign
         return replicas ? memory_bytes / replicas / (1024 * 1024) : memory_bytes / (1024 * 1024);
 }
 
-size_t nvidia_backend_mps_daemons(struct dev_backend *db, struct dev_mps_daemon **out)
+size_t nvidia_backend_mps_daemons(struct dev_backend *db, struct dev_sidecar_daemon **out)
 {
         struct nvidia_backend *b = (struct nvidia_backend *)db;
-        struct dev_mps_daemon *v = NULL;
+        struct dev_sidecar_daemon *v = NULL;
         size_t n = 0;
         for (size_t i = 0; b && i < b->layout.n_res; i++) {
                 const struct dev_resource *r = b->layout.res[i];
@@ -107,8 +107,8 @@ size_t nvidia_backend_mps_daemons(struct dev_backend *db, struct dev_mps_daemon 
                 if (!nr->mps)
                         continue;
                 v = xrealloc(v, (n + 1) * sizeof(*v));
-                struct dev_mps_daemon *m = &v[n++];
-                *m = (struct dev_mps_daemon){ .root = xstrdup(b->ctx.mps_root),
+                struct dev_sidecar_daemon *m = &v[n++];
+                *m = (struct dev_sidecar_daemon){ .root = xstrdup(b->ctx.mps_root),
                                                  .resource = xstrdup(r->name),
                                                  .visible_devices = xstrdup(""),
                                                  .setup = xcalloc(1, sizeof(char *)),
@@ -122,6 +122,8 @@ size_t nvidia_backend_mps_daemons(struct dev_backend *db, struct dev_mps_daemon 
                                                                            NVIDIA_MPS_MARKER),
                                                  .shm_dir = nvidia_mps_path(b->ctx.mps_root, NULL,
                                                                             "shm") };
+                for (size_t k = 0; b->ctx.program_roots && b->ctx.program_roots[k]; k++)
+                        m->program_roots = strv_push(m->program_roots, b->ctx.program_roots[k]);
                 size_t *gpus = xcalloc(r->n_devices + 1, sizeof(*gpus));
                 size_t n_gpus = 0;
                 for (size_t k = 0; k < r->n_devices; k++) {

@@ -273,6 +273,7 @@ static void backend_free(struct nvidia_backend *b)
         free(b->ctx.dev_root);
         free(b->ctx.cdi_annotation_prefix);
         free(b->ctx.mps_root);
+        strv_free(b->ctx.program_roots);
         if (b->mps_timer)
                 uv_close((uv_handle_t *)TAKE_PTR(b->mps_timer), mps_timer_free);
         free(b->mig_strategy);
@@ -305,8 +306,9 @@ static int init_failed(const struct devlet_config *cfg, int rc, char *msg, struc
 static void ctx_fill(struct nvidia_ctx *c, const struct nvidia_backend *b,
                      const struct devlet_config *cfg)
 {
+        const struct nvidia_options *o = nvidia_options_get(cfg);
         c->inv = b->inv;
-        c->dev_root = root_normalize(cfg->dev_root);
+        c->dev_root = root_normalize(nvidia_dev_root(cfg));
         for (size_t i = 0; cfg->device_list_strategy && cfg->device_list_strategy[i]; i++) {
                 const char *s = cfg->device_list_strategy[i];
                 c->list_envvar |= strcmp(s, "envvar") == 0;
@@ -317,16 +319,20 @@ static void ctx_fill(struct nvidia_ctx *c, const struct nvidia_backend *b,
         if (!c->list_envvar && !c->list_volume_mounts && !c->list_cdi_annotations &&
             !c->list_cdi_cri)
                 c->list_envvar = true;
-        c->index_ids = cfg->device_id_strategy && strcmp(cfg->device_id_strategy, "index") == 0;
+        c->index_ids = o->device_id_strategy && strcmp(o->device_id_strategy, "index") == 0;
         c->pass_device_specs = cfg->pass_device_specs;
-        c->gds = cfg->gds_enabled;
-        c->mofed = cfg->mofed_enabled;
-        c->gdrcopy = cfg->gdrcopy_enabled;
+        c->gds = o->gds_enabled;
+        c->mofed = o->mofed_enabled;
+        c->gdrcopy = o->gdrcopy_enabled;
         c->cdi_annotation_prefix = xstrdup(cfg->cdi_annotation_prefix ? cfg->cdi_annotation_prefix
                                                                       : "cdi.k8s.io/");
         c->sharing = cfg->sharing.strategy;
         c->fail_requests_greater_than_one = cfg->sharing.fail_requests_greater_than_one;
-        c->mps_root = xstrdup(nvidia_options_get(cfg)->mps_root);
+        c->mps_root = xstrdup(o->mps_root);
+        if (o->container_driver_root[0])
+                c->program_roots = strv_push(c->program_roots, o->container_driver_root);
+        if (o->driver_root[0])
+                c->program_roots = strv_push(c->program_roots, o->driver_root);
         c->replica_policy = cfg->shared_devices_allocation_policy &&
                                     strcmp(cfg->shared_devices_allocation_policy, "packed") == 0
                                 ? ALLOC_REPLICAS_PACKED
@@ -467,7 +473,8 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
         r = imex_probe(&b->ctx, cfg, &msg);
         if (r < 0)
                 return init_failed(cfg, r, msg, out, err);
-        b->mig_strategy = xstrdup(cfg->mig_strategy ? cfg->mig_strategy : "none");
+        const char *mig_strategy = nvidia_options_get(cfg)->mig_strategy;
+        b->mig_strategy = xstrdup(mig_strategy ? mig_strategy : "none");
         r = nvidia_layout_build(b->inv, cfg, &b->ctx, &b->layout, &msg);
         if (r == -ENOTSUP) {
                 /* GFD labels such a node (<model>-MIG-INVALID): keep the
@@ -475,7 +482,7 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                 dev_report(DEV_REPORT_ERROR, "nvidia",
                            "MIG layout cannot be served, no NVIDIA resources mig_strategy=%s "
                            "error=\"%s\"",
-                           cfg->mig_strategy, msg);
+                           b->mig_strategy, msg);
                 free(TAKE_PTR(msg));
         } else if (r < 0) {
                 return init_failed(cfg, r, msg, out, err);
@@ -518,7 +525,7 @@ static int nvidia_create(uv_loop_t *loop, const struct devlet_config *cfg,
 {
         struct nvml_lib *lib = NULL;
         char *msg = NULL;
-        int r = nvml_lib_open(cfg->driver_root, &lib, &msg);
+        int r = nvml_lib_open(nvidia_options_get(cfg)->driver_root, &lib, &msg);
         if (r == -ENOENT && !named_explicitly(cfg)) {
                 dev_report(DEV_REPORT_INFO, "nvidia", "no NVIDIA driver library, NVIDIA backend off detail=\"%s\"",
                          msg);
@@ -652,5 +659,5 @@ const struct dev_backend_ops nvidia_backend_ops = {
         .sampler = nvidia_sampler,
         .events = nvidia_events,
         .attr_hints = &nvidia_attr_hints,
-        .mps_daemons = nvidia_backend_mps_daemons,
+        .sidecar_daemons = nvidia_backend_mps_daemons,
 };

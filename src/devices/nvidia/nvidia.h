@@ -54,10 +54,10 @@ bool nvidia_mps_ready(const char *root, const char *resource);
 unsigned nvidia_mps_thread_percentage(unsigned replicas);
 unsigned long long nvidia_mps_pinned_mib(unsigned long long memory_bytes, unsigned replicas);
 
-/* The backend's `mps_daemons` member: one daemon per MPS resource, with
+/* The backend's `sidecar_daemons` member: one daemon per MPS resource, with
  * NVIDIA's layout under --mps-root and limits (max_clients 48, 16 on GPUs
  * older than compute capability 7.5). */
-size_t nvidia_backend_mps_daemons(struct dev_backend *b, struct dev_mps_daemon **out);
+size_t nvidia_backend_mps_daemons(struct dev_backend *b, struct dev_sidecar_daemon **out);
 /* Every MPS resource's daemon is ready (false when there is none). */
 bool nvidia_backend_mps_ready(struct dev_backend *b);
 

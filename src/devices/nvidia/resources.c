@@ -78,6 +78,7 @@ struct builder {
         const struct nvml_inventory *inv;
         const struct devlet_config *cfg;
         const struct nvidia_ctx *ctx;
+        const struct resources_cfg *res; /* the resources section (empty: as NVIDIA's) */
         struct unit *units;
         size_t n_units;
         char **names; /* strv of default MIG resource names made here */
@@ -152,7 +153,7 @@ static int mig_layout_check(const struct builder *b, bool single, char **err)
 static int units_build(struct builder *b, char **err)
 {
         const struct nvml_inventory *inv = b->inv;
-        const char *strategy = b->cfg->mig_strategy ? b->cfg->mig_strategy : "none";
+        const char *strategy = nvidia_options_get(b->cfg)->mig_strategy;
         bool none = strcmp(strategy, "none") == 0;
         if (!none) {
                 int r = mig_layout_check(b, strcmp(strategy, "single") == 0, err);
@@ -176,7 +177,7 @@ static int units_build(struct builder *b, char **err)
 
 static const char *name_gpu(struct builder *b, const struct nvml_gpu *g)
 {
-        const struct resources_cfg *rc = &b->cfg->resources;
+        const struct resources_cfg *rc = b->res;
         for (size_t k = 0; k < rc->n_gpu_resources; k++)
                 if (nvidia_pattern_match(rc->gpu_resources[k].pattern, g->name))
                         return rc->gpu_resources[k].name;
@@ -219,13 +220,13 @@ static const char *default_mig_name(struct builder *b, const char *profile)
 
 static int name_mig(struct builder *b, const struct nvml_mig_dev *m, const char **out, char **err)
 {
-        const struct resources_cfg *rc = &b->cfg->resources;
+        const struct resources_cfg *rc = b->res;
         for (size_t k = 0; k < rc->n_mig_resources; k++)
                 if (fnmatch(rc->mig_resources[k].pattern, m->profile, 0) == 0) {
                         *out = rc->mig_resources[k].name;
                         return 0;
                 }
-        if (strcmp(b->cfg->mig_strategy, "single") == 0) {
+        if (strcmp(nvidia_options_get(b->cfg)->mig_strategy, "single") == 0) {
                 *out = DEFAULT_RESOURCE;
                 return 0;
         }
@@ -337,10 +338,20 @@ static void device_add(struct builder *b, struct dev_resource *r, const struct u
                 nr->whole_gpus_only = false;
 }
 
-/* ---- sharing ---- */
+/* ---- sharing: which devices a selector names (devices/sharing.c selects) ---- */
 
-static bool unit_is(const struct builder *b, const struct unit *u, const char *ref)
+static const char *share_resource(size_t k, const void *ud)
 {
+        const struct builder *b = ud;
+        return b->units[k].resource;
+}
+
+/* ref is canonical (nvidia/options.c): "3", "3:1", UUIDs in lower case,
+ * "MIG-GPU-<uuid>/<gi>/<ci>". */
+static bool share_names(const char *ref, size_t k, size_t nth, const void *ud)
+{
+        const struct builder *b = ud;
+        const struct unit *u = &b->units[k];
         const struct nvml_gpu *g = &b->inv->gpus[u->gpu];
         const struct nvml_mig_dev *m = unit_mig(b, u);
         if (strncmp(ref, "GPU-", 4) == 0 || strncmp(ref, "MIG-", 4) == 0) {
@@ -364,98 +375,37 @@ static bool unit_is(const struct builder *b, const struct unit *u, const char *r
         return strcmp(ref, want) == 0;
 }
 
-/* Marks the units of resource name that sharing entry s selects.  Returns
- * the number selected (0: the resource has no devices, nothing to share),
- * or -EINVAL. */
-static int share_select(const struct builder *b, const struct sharing_resource_cfg *s,
-                        bool *selected, char **err)
+static const char *share_ref_kind(const char *ref)
 {
-        size_t n = 0;
-        for (size_t k = 0; k < b->n_units; k++)
-                n += strcmp(b->units[k].resource, s->name) == 0;
-        if (n == 0)
-                return 0;
-        switch (s->devices_kind) {
-        case SHARING_DEVICES_ALL:
-                for (size_t k = 0; k < b->n_units; k++)
-                        if (strcmp(b->units[k].resource, s->name) == 0)
-                                selected[k] = true;
-                return (int)n;
-        case SHARING_DEVICES_COUNT: {
-                if (s->devices_count > n) {
-                        *err = xasprintf("unable to get IDs of devices to replicate for '%s' "
-                                         "resource: requested %u devices to be replicated, but "
-                                         "only %zu devices available",
-                                         s->name, s->devices_count, n);
-                        return -EINVAL;
-                }
-                unsigned left = s->devices_count;
-                for (size_t k = 0; k < b->n_units && left; k++)
-                        if (strcmp(b->units[k].resource, s->name) == 0) {
-                                selected[k] = true;
-                                left--;
-                        }
-                return (int)s->devices_count;
-        }
-        case SHARING_DEVICES_LIST: {
-                int count = 0;
-                for (size_t i = 0; s->devices && s->devices[i]; i++) {
-                        const char *ref = s->devices[i];
-                        size_t k = 0;
-                        while (k < b->n_units && (strcmp(b->units[k].resource, s->name) != 0 ||
-                                                  !unit_is(b, &b->units[k], ref)))
-                                k++;
-                        if (k == b->n_units) {
-                                bool uuid = strncmp(ref, "GPU-", 4) == 0 ||
-                                            strncmp(ref, "MIG-", 4) == 0;
-                                *err = xasprintf("unable to get IDs of devices to replicate for "
-                                                 "'%s' resource: no matching device %s: %s",
-                                                 s->name, uuid ? "with UUID" : "at index", ref);
-                                return -EINVAL;
-                        }
-                        if (!selected[k])
-                                count++;
-                        selected[k] = true;
-                }
-                return count;
-        }
-        }
-        return -EINVAL;
-}
-
-static const struct sharing_resource_cfg *share_of(const struct builder *b, const char *name)
-{
-        const struct sharing_cfg *sc = &b->cfg->sharing;
-        if (sc->strategy == SHARING_NONE)
-                return NULL;
-        for (size_t i = 0; i < sc->n_resources; i++)
-                if (strcmp(sc->resources[i].name, name) == 0)
-                        return &sc->resources[i];
-        return NULL;
+        return strncmp(ref, "GPU-", 4) == 0 || strncmp(ref, "MIG-", 4) == 0 ? "with UUID"
+                                                                            : "at index";
 }
 
 static int devices_build(struct builder *b, char **err)
 {
-        _cleanup_free_ bool *selected = xcalloc(b->n_units + 1, sizeof(*selected));
-        const struct sharing_cfg *sc = &b->cfg->sharing;
-        for (size_t i = 0; sc->strategy != SHARING_NONE && i < sc->n_resources; i++) {
-                int r = share_select(b, &sc->resources[i], selected, err);
-                if (r < 0)
-                        return r;
-        }
+        _cleanup_free_ const struct sharing_resource_cfg **share =
+                xcalloc(b->n_units + 1, sizeof(*share));
+        const struct dev_share_units units = { .n = b->n_units,
+                                               .resource = share_resource,
+                                               .names = share_names,
+                                               .ref_kind = share_ref_kind,
+                                               .ud = b };
+        int r = dev_share_assign(&b->cfg->sharing, &units, share, err);
+        if (r < 0)
+                return r;
         for (size_t k = 0; k < b->n_units; k++) {
                 const struct unit *u = &b->units[k];
-                const struct sharing_resource_cfg *s = selected[k] ? share_of(b, u->resource) : NULL;
+                const struct sharing_resource_cfg *s = share[k];
                 if (!s) {
                         device_add(b, resource_get(b, u->resource, true), u, -1);
                         continue;
                 }
-                struct dev_resource *r = resource_get(b, config_sharing_served_name(s), true);
-                struct nvidia_res *nr = r->backend_data;
+                struct dev_resource *res = resource_get(b, config_sharing_served_name(s), true);
+                struct nvidia_res *nr = res->backend_data;
                 nr->mps = b->cfg->sharing.strategy == SHARING_MPS;
                 nr->replicas = s->replicas;
                 for (unsigned n = 0; n < s->replicas; n++)
-                        device_add(b, r, u, (int)n);
+                        device_add(b, res, u, (int)n);
         }
         return 0;
 }
@@ -476,7 +426,9 @@ static int layout_build(const struct nvml_inventory *inv, const struct devlet_co
                         char **err)
 {
         struct nvidia_layout l = { 0 };
-        struct builder b = { .inv = inv, .cfg = cfg, .ctx = ctx, .out = &l, .as_nvidia = as_nvidia };
+        static const struct resources_cfg none;
+        struct builder b = { .inv = inv, .cfg = cfg, .ctx = ctx, .out = &l, .as_nvidia = as_nvidia,
+                             .res = as_nvidia ? &none : nvidia_resources_get(cfg) };
         int r = units_build(&b, err);
         if (r == 0)
                 r = names_assign(&b, err);
@@ -506,7 +458,6 @@ int nvidia_layout_build_as_nvidia(const struct nvml_inventory *inv,
          * renameByDefault's and any devices selection: a shallow copy with
          * those taken out (the strings stay cfg's) */
         struct devlet_config c = *cfg;
-        c.resources = (struct resources_cfg){ 0 };
         size_t n = cfg->sharing.strategy == SHARING_NONE ? 0 : cfg->sharing.n_resources;
         _cleanup_free_ struct sharing_resource_cfg *res = xcalloc(n + 1, sizeof(*res));
         char **renames = NULL;

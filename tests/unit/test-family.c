@@ -1,8 +1,11 @@
-/* A device backend's own config-file section and command-line options,
- * through the tables config/ reads (config_backend_sections,
- * config_backend_option_sets).  This binary stands in for the backend
- * table: it defines the three symbols devices/registry.c gives config/,
- * with a toy family "toy" whose section `toy: {slots: N, names: [...]}` is
+/* A made-up third family, "toy", is a folder and a table line: this file
+ * plays its folder (rows, section, sharing rules, the "does this selector
+ * name this device" of its backend) and hands config/ a table line of its
+ * own instead of devices/' (dev_config_families), and nothing else of
+ * devlet changes for it.  Its --backends choice, its sharing names
+ * ("toy.example/<name>") and device selectors ("slot-<n>") come from that
+ * line; the sharing selection itself is devices/sharing.c's, shared with
+ * every family.  Its section `toy: {slots: N, names: [...]}` is
  * parsed with the typed walkers, kept on the heap, replaced by a later
  * file and freed with the config, and whose options (--toy-mode,
  * --toy-poll, --toy-tags) are loaded from flags, env vars and file keys
@@ -20,7 +23,10 @@
 #include "base/xalloc.h"
 #include "config/config.h"
 #include "config/sections.h"
+#include "devices/device.h"
 
+static const struct config_families toy_families;
+#define TEST_FAMILIES (&toy_families)
 #include "config-test.h"
 
 struct toy_cfg {
@@ -144,9 +150,45 @@ static const struct config_option_set toy_options = {
         .finish = toy_finish,
 };
 
-const char *const config_backend_choices[] = { "auto", "toy", NULL };
-const struct config_section *const config_backend_sections[] = { &toy_section, NULL };
-const struct config_option_set *const config_backend_option_sets[] = { &toy_options, NULL };
+/* ---- the toy's sharing rules ---- */
+
+/* "slot-<n>", n below 100; canonical: no leading zeros */
+static int toy_device(const char *ref, enum sharing_strategy strategy, char **canon, char **why)
+{
+        char *end;
+        unsigned long n = strncmp(ref, "slot-", 5) == 0 && ref[5] ? strtoul(ref + 5, &end, 10) : 100;
+        if (n >= 100 || *end || strategy == SHARING_MPS) {
+                *why = xasprintf("\"%s\" is not a toy slot (\"slot-<n>\", time-slicing only)",
+                                 ref);
+                return -EINVAL;
+        }
+        *canon = xasprintf("slot-%lu", n);
+        return 0;
+}
+
+static bool toy_name(const char *name)
+{
+        return strncmp(name, "widget", 6) == 0;
+}
+
+static const struct config_sharing_rules toy_sharing = {
+        .domain = "toy.example",
+        .valid_name = toy_name,
+        .name_rule = "toys are widgets",
+        .device = toy_device,
+};
+
+/* ---- the table line ---- */
+
+static const struct config_family toy_family = {
+        .name = "toy",
+        .options = &toy_options,
+        .section = &toy_section,
+        .sharing = &toy_sharing,
+};
+static const char *const toy_choices[] = { "auto", "toy", NULL };
+static const struct config_family *const toy_list[] = { &toy_family, NULL };
+static const struct config_families toy_families = { .choices = toy_choices, .v = toy_list };
 
 static const struct toy_options *toy_get(const struct devlet_config *cfg)
 {
@@ -304,6 +346,88 @@ static void test_backend_options_help(void **state)
         free(buf);
 }
 
+/* The toy's backend side: 4 slots, all of resource toy.example/widget. */
+static const char *toy_unit_resource(size_t unit, const void *ud)
+{
+        return "toy.example/widget";
+}
+
+static bool toy_unit_names(const char *ref, size_t unit, size_t nth, const void *ud)
+{
+        char want[16];
+        snprintf(want, sizeof(want), "slot-%zu", unit);
+        return strcmp(ref, want) == 0;
+}
+
+static const char *toy_ref_kind(const char *ref)
+{
+        return "in slot";
+}
+
+static void test_family_sharing(void **state)
+{
+        /* the toy's names and selectors, canonical */
+        struct devlet_config *cfg = parse_ok("version: v1\n"
+                                             "sharing:\n"
+                                             "  timeSlicing:\n"
+                                             "    resources:\n"
+                                             "      - name: toy.example/widget\n"
+                                             "        replicas: 2\n"
+                                             "        devices: [slot-02, slot-3]\n");
+        const struct sharing_resource_cfg *s = &cfg->sharing.resources[0];
+        assert_strv(s->devices, STRV("slot-2", "slot-3"));
+
+        /* selection is the shared one, the match the toy's */
+        const struct dev_share_units units = { .n = 4,
+                                               .resource = toy_unit_resource,
+                                               .names = toy_unit_names,
+                                               .ref_kind = toy_ref_kind };
+        const struct sharing_resource_cfg *out[4];
+        char *err = NULL;
+        assert_int_equal(dev_share_assign(&cfg->sharing, &units, out, &err), 0);
+        assert_null(out[0]);
+        assert_null(out[1]);
+        assert_ptr_equal(out[2], s);
+        assert_ptr_equal(out[3], s);
+        config_free(cfg);
+
+        cfg = parse_ok("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                       "      - {name: toy.example/widget, replicas: 2, devices: [slot-7]}\n");
+        assert_int_equal(dev_share_assign(&cfg->sharing, &units, out, &err), -EINVAL);
+        assert_string_equal(err, "unable to get IDs of devices to replicate for "
+                                 "'toy.example/widget' resource: no matching device in slot: "
+                                 "slot-7");
+        free(err);
+        config_free(cfg);
+
+        /* the toy's grammar, name rule and domain; no other family's */
+        struct config_diag d = parse_err("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                                         "      - {name: toy.example/widget, replicas: 2, "
+                                         "devices: [\"0\"]}\n");
+        assert_string_equal(d.message, "sharing.timeSlicing.resources[0].devices[0]: \"0\" is "
+                                       "not a toy slot (\"slot-<n>\", time-slicing only)");
+        d = parse_err("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                      "      - {name: toy.example/gadget, replicas: 2}\n");
+        assert_string_equal(d.message, "sharing.timeSlicing.resources[0].name: "
+                                       "\"toy.example/gadget\" is not a valid resource name "
+                                       "(toys are widgets)");
+        d = parse_err("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                      "      - {name: gpu, replicas: 2}\n");
+        assert_string_equal(d.message, "sharing.timeSlicing.resources[0].name: \"gpu\" is not "
+                                       "a resource of a family that shares devices "
+                                       "(toy.example)");
+        d = parse_err("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                      "      - {name: nvidia.com/gpu, replicas: 2}\n");
+        assert_contains(d.message, "\"nvidia.com/gpu\" is not a resource of a family");
+
+        /* --backends offers the table's families only */
+        cfg = LOAD_OK("--backends", "toy");
+        assert_strv(cfg->backends, STRV("toy"));
+        config_free(cfg);
+        d = LOAD_ERR("--backends", "nvidia");
+        assert_string_equal(d.message, "--backends: invalid value \"nvidia\" (allowed: auto, toy)");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -313,6 +437,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_backend_options, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_backend_options_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_backend_options_help, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_family_sharing, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
