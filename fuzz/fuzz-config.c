@@ -12,10 +12,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         struct devlet_config *cfg = config_new_defaults(dev_config_families());
-        struct config_diag diag;
+        struct diag diag;
         char buf[1024];
         if (config_parse_yaml("fuzz.yaml", (const char *)data, size, cfg, &diag) < 0)
-                config_diag_format(&diag, buf, sizeof(buf));
+                diag_format(&diag, buf, sizeof(buf));
         config_free(cfg);
         return 0;
 }

@@ -61,7 +61,7 @@ static void setup(void)
         close(fd);
         char a0[] = "run", a1[] = "--config-file", a3[] = "--backends", a4[] = "hostdev";
         char *argv[] = { a0, a1, path, a3, a4, NULL };
-        struct config_diag diag;
+        struct diag diag;
         if (config_load(dev_config_families(), 5, argv, &config, &diag, NULL) < 0)
                 die(diag.message);
         unlink(path);

@@ -405,12 +405,12 @@ static char *changes_text(const struct config_change *changes, size_t n)
 static void reload(struct daemon *d)
 {
         struct devlet_config *cfg = NULL;
-        struct config_diag diag = { 0 };
+        struct diag diag = { 0 };
         int r = config_load(dev_config_families(), d->argc, d->argv, &cfg, &diag, NULL);
         if (r < 0) {
                 char buf[1024];
                 log_error("config", "reload failed, keeping the running configuration error=\"%s\"",
-                          config_diag_format(&diag, buf, sizeof(buf)));
+                          diag_format(&diag, buf, sizeof(buf)));
                 return;
         }
         log_warnings(cfg);

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "config/diag.h"
+#include "base/diag.h"
 
 /* ---- hostDevices section ---- */
 
@@ -249,7 +249,7 @@ struct config_option_set {
         size_t n_options;
         size_t size; /* of the family's values struct */
         int (*finish)(const struct devlet_config *cfg, void *values, char ***warnings,
-                      struct config_diag *diag);
+                      struct diag *diag);
 };
 
 struct config_section; /* config/sections.h */
@@ -320,7 +320,7 @@ const struct config_option *config_option_at(const struct config_families *famil
  * then an error).  Returns 0 and a new config in *out, -EINVAL with diag
  * filled for bad flags/values/files, -errno when the file cannot be read. */
 int config_load(const struct config_families *families, int argc, char **argv,
-                struct devlet_config **out, struct config_diag *diag, int *argi);
+                struct devlet_config **out, struct diag *diag, int *argi);
 
 /* dcgm-exporter's counters CSV ("field, type, help" lines, '#' comments):
  * *out is the strv of the families it selects (label rows select none).
@@ -328,15 +328,15 @@ int config_load(const struct config_families *families, int argc, char **argv,
  * when the file cannot be read.  config_load() loads cfg->collectors_file
  * into cfg->collectors. */
 int config_counters_parse(const char *text, const char *path, char ***out,
-                          struct config_diag *diag);
-int config_counters_load(const char *path, char ***out, struct config_diag *diag);
+                          struct diag *diag);
+int config_counters_load(const char *path, char ***out, struct diag *diag);
 
 /* Parses config-file content into cfg (which holds defaults already).
  * file names the source in diagnostics.  Exposed for tests and fuzzing.
  * Content larger than CONFIG_FILE_MAX is refused.  cfg changes only when
  * the whole file is good: -EINVAL with diag filled leaves it as it was. */
 int config_parse_yaml(const char *file, const char *data, size_t len, struct devlet_config *cfg,
-                      struct config_diag *diag);
+                      struct diag *diag);
 
 /* A config holding only the defaults (kubelet_socket is "", see above) of
  * devlet's options and those of the families, which it keeps (the table

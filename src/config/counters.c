@@ -44,7 +44,7 @@ static bool valid_name(const char *s)
 }
 
 int config_counters_parse(const char *text, const char *path, char ***out,
-                          struct config_diag *diag)
+                          struct diag *diag)
 {
         _cleanup_free_ char *copy = xstrdup(text);
         char **names = NULL;
@@ -63,13 +63,13 @@ int config_counters_parse(const char *text, const char *path, char ***out,
                 char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
                 if (!c1 || !c2) {
                         strv_free(names);
-                        return config_diag_set(diag, path, (int)line, 1,
+                        return diag_set_at(diag, -EINVAL, path, (int)line, 1,
                                                "want \"field, type, help\"");
                 }
                 *c1 = *c2 = '\0';
                 char *field = trim(s), *type = trim(c1 + 1);
                 if (!valid_name(field)) {
-                        config_diag_set(diag, path, (int)line, 1, "invalid field name \"%s\"", field);
+                        diag_set_at(diag, -EINVAL, path, (int)line, 1, "invalid field name \"%s\"", field);
                         strv_free(names);
                         return -EINVAL;
                 }
@@ -77,7 +77,7 @@ int config_counters_parse(const char *text, const char *path, char ***out,
                         continue;
                 if (strcmp(type, "gauge") != 0 && strcmp(type, "counter") != 0 &&
                     strcmp(type, "histogram") != 0) {
-                        config_diag_set(diag, path, (int)line, 1,
+                        diag_set_at(diag, -EINVAL, path, (int)line, 1,
                                         "unknown type \"%s\" (gauge, counter, histogram or label)",
                                         type);
                         strv_free(names);
@@ -92,14 +92,14 @@ int config_counters_parse(const char *text, const char *path, char ***out,
         return 0;
 }
 
-int config_counters_load(const char *path, char ***out, struct config_diag *diag)
+int config_counters_load(const char *path, char ***out, struct diag *diag)
 {
         _cleanup_free_ char *text = NULL;
         int r = fs_read_file(path, COUNTERS_MAX_BYTES, &text, NULL);
         if (r == -EFBIG)
-                return config_diag_set(diag, path, 0, 0, "larger than %d bytes", COUNTERS_MAX_BYTES);
+                return diag_set_at(diag, -EINVAL, path, 0, 0, "larger than %d bytes", COUNTERS_MAX_BYTES);
         if (r < 0) {
-                config_diag_set(diag, path, 0, 0, "cannot read: %s", fs_strerror(r));
+                diag_set_at(diag, -EINVAL, path, 0, 0, "cannot read: %s", fs_strerror(r));
                 return r;
         }
         return config_counters_parse(text, path, out, diag);

@@ -30,7 +30,7 @@ DEFINE_CLEANUP_FUNC(struct config_node, config_tree_free)
 struct walk {
         const struct config_families *families;
         const char *file;
-        struct config_diag *diag;
+        struct diag *diag;
         char **warnings;
         struct config_pending values;
 };
@@ -134,21 +134,21 @@ static int check_version(struct walk *w, const struct config_node *root)
 
 static int parse_hostdev(const struct config_node *node, const char *file,
                          const struct devlet_config *next, void *out, char ***warnings,
-                         struct config_diag *diag)
+                         struct diag *diag)
 {
         return config_hostdev_parse(node, file, out, warnings, diag);
 }
 
 static int parse_sharing(const struct config_node *node, const char *file,
                          const struct devlet_config *next, void *out, char ***warnings,
-                         struct config_diag *diag)
+                         struct diag *diag)
 {
         return config_sharing_parse(node, file, next, out, warnings, diag);
 }
 
 static int parse_health(const struct config_node *node, const char *file,
                         const struct devlet_config *next, void *out, char ***warnings,
-                        struct config_diag *diag)
+                        struct diag *diag)
 {
         return config_health_parse(node, file, out, warnings, diag);
 }
@@ -246,7 +246,7 @@ static void parsed_clear(struct parsed *p)
 /* Parses section s when root holds it: *out gets its value (heap). */
 static int parse_one(const struct config_section *s, const char *file,
                      const struct config_node *root, const struct devlet_config *next, void **out,
-                     char ***warnings, struct config_diag *diag)
+                     char ***warnings, struct diag *diag)
 {
         const struct config_node *node = config_node_get(root, s->key);
         if (!node)
@@ -267,7 +267,7 @@ static int parse_one(const struct config_section *s, const char *file,
  * resources NVIDIA's section names); it is only read. */
 static int parse_sections(const char *file, const struct config_node *root,
                           const struct devlet_config *cfg, struct parsed *out, char ***warnings,
-                          struct config_diag *diag)
+                          struct diag *diag)
 {
         struct devlet_config next = *cfg;
         EACH_FAMILY(cfg->families, j) {
@@ -336,23 +336,23 @@ const void *config_backend_section(const struct devlet_config *cfg,
 /* ---- the file ---- */
 
 int config_parse_yaml(const char *file, const char *data, size_t len, struct devlet_config *cfg,
-                      struct config_diag *diag)
+                      struct diag *diag)
 {
-        struct config_diag scratch;
+        struct diag scratch;
         if (!diag)
                 diag = &scratch;
         memset(diag, 0, sizeof(*diag));
         if (!file)
                 file = "<config>";
         if (len > CONFIG_FILE_MAX)
-                return config_diag_set(diag, file, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
+                return diag_set_at(diag, -EINVAL, file, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
 
         _cleanup_(config_tree_freep) struct config_node *root = NULL;
         int r = config_tree_parse(file, data, len, &root, diag);
         if (r < 0)
                 return r;
         if (!root || config_node_is_null(root)) /* empty, or comments only */
-                return config_diag_set(diag, file, 1, 1, "missing \"version: v1\"");
+                return diag_set_at(diag, -EINVAL, file, 1, 1, "missing \"version: v1\"");
         if (root->kind != CONFIG_NODE_MAP)
                 return config_node_error(diag, file, root, "",
                                          "expected a mapping at the top, found %s",

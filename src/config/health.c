@@ -13,7 +13,7 @@
 #include "config/sections.h"
 
 int config_health_parse(const struct config_node *node, const char *file, struct health_cfg *out,
-                        char ***warnings, struct config_diag *diag)
+                        char ***warnings, struct diag *diag)
 {
         static const char *const known[] = { "recovery", NULL };
         static const char *const recovery_known[] = { "enabled", "quietPeriod", NULL };

@@ -324,7 +324,7 @@ static int parse_device(struct config_walk *w, const struct config_node *n, cons
 }
 
 int config_hostdev_parse(const struct config_node *node, const char *file, struct hostdev_cfg *out,
-                         char ***warnings, struct config_diag *diag)
+                         char ***warnings, struct diag *diag)
 {
         static const char *const known[] = { "domain", "devices", NULL };
         struct config_walk w = { .file = file, .diag = diag, .warnings = warnings };

@@ -91,7 +91,7 @@ static size_t edit_distance(const char *a, size_t la, const char *b)
 }
 
 static int unknown_flag(const struct config_families *f, const char *shown, const char *name,
-                        size_t len, struct config_diag *diag)
+                        size_t len, struct diag *diag)
 {
         const char *best = NULL;
         size_t best_d = 3;
@@ -110,17 +110,17 @@ static int unknown_flag(const struct config_families *f, const char *shown, cons
                 }
         }
         if (best)
-                return config_diag_set(diag, NULL, 0, 0,
+                return diag_set_at(diag, -EINVAL, NULL, 0, 0,
                                        "unknown flag %.*s%.*s; did you mean --%s?",
                                        (int)(name - shown), shown, (int)len, name, best);
-        return config_diag_set(diag, NULL, 0, 0, "unknown flag %.*s%.*s", (int)(name - shown),
+        return diag_set_at(diag, -EINVAL, NULL, 0, 0, "unknown flag %.*s%.*s", (int)(name - shown),
                                shown, (int)len, name);
 }
 
 /* Collects argv's flags into s; *first_arg gets the index of the first
  * argument that is not a flag (argc if none). */
 static int parse_args(const struct config_families *f, int argc, char **argv,
-                      struct config_pending *s, int *first_arg, struct config_diag *diag)
+                      struct config_pending *s, int *first_arg, struct diag *diag)
 {
         int i;
         for (i = 1; i < argc; i++) {
@@ -177,7 +177,7 @@ static int parse_args(const struct config_families *f, int argc, char **argv,
                         else if (i + 1 < argc)
                                 value = argv[++i];
                         else
-                                return config_diag_set(diag, NULL, 0, 0, "flag %s needs a value",
+                                return diag_set_at(diag, -EINVAL, NULL, 0, 0, "flag %s needs a value",
                                                        who);
                 }
                 union config_value v = { 0 };
@@ -204,7 +204,7 @@ static const char *option_env(const struct config_option *opt, const char **name
         return NULL;
 }
 
-static int apply_env(struct devlet_config *cfg, struct config_diag *diag)
+static int apply_env(struct devlet_config *cfg, struct diag *diag)
 {
         const struct config_option *opt;
         for (size_t i = 0; (opt = config_option_at(cfg->families, i)); i++) {
@@ -221,24 +221,24 @@ static int apply_env(struct devlet_config *cfg, struct config_diag *diag)
         return 0;
 }
 
-static int load_file(struct devlet_config *cfg, const char *path, struct config_diag *diag)
+static int load_file(struct devlet_config *cfg, const char *path, struct diag *diag)
 {
         _cleanup_free_ char *data = NULL;
         size_t len = 0;
         int r = fs_read_file(path, CONFIG_FILE_MAX, &data, &len);
         if (r == -EFBIG)
-                return config_diag_set(diag, path, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
+                return diag_set_at(diag, -EINVAL, path, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
         if (r < 0) {
-                config_diag_set(diag, path, 0, 0, "cannot read: %s", fs_strerror(r));
+                diag_set_at(diag, -EINVAL, path, 0, 0, "cannot read: %s", fs_strerror(r));
                 return r;
         }
         return config_parse_yaml(path, data, len, cfg, diag);
 }
 
 int config_load(const struct config_families *families, int argc, char **argv,
-                struct devlet_config **out, struct config_diag *diag, int *argi)
+                struct devlet_config **out, struct diag *diag, int *argi)
 {
-        struct config_diag scratch;
+        struct diag scratch;
         if (!diag)
                 diag = &scratch;
         memset(diag, 0, sizeof(*diag));
@@ -249,7 +249,7 @@ int config_load(const struct config_families *families, int argc, char **argv,
         if (r < 0)
                 return r;
         if (first_arg < argc && !argi)
-                return config_diag_set(diag, NULL, 0, 0, "unexpected argument \"%.100s\"",
+                return diag_set_at(diag, -EINVAL, NULL, 0, 0, "unexpected argument \"%.100s\"",
                                        argv[first_arg]);
 
         _cleanup_(config_freep) struct devlet_config *cfg = config_new_defaults(families);

@@ -428,7 +428,7 @@ void config_options_free(struct devlet_config *cfg)
                 free(TAKE_PTR(cfg->backend_options[j]));
 }
 
-int config_options_finish(struct devlet_config *cfg, struct config_diag *diag)
+int config_options_finish(struct devlet_config *cfg, struct diag *diag)
 {
         EACH_FAMILY(cfg->families, j) {
                 const struct config_option_set *set = family_set(cfg->families, j);
@@ -515,16 +515,16 @@ static const char *choices_join(const char *const *choices, const char *sep, cha
 }
 
 static int bad_choice(const char *const *choices, const char *who, const char *value,
-                      struct config_diag *diag)
+                      struct diag *diag)
 {
         char allowed[256];
-        return config_diag_set(diag, NULL, 0, 0, "%s: invalid value \"%.100s\" (allowed: %s)",
+        return diag_set_at(diag, -EINVAL, NULL, 0, 0, "%s: invalid value \"%.100s\" (allowed: %s)",
                                who, value, choices_join(choices, ", ", allowed, sizeof(allowed)));
 }
 
 int config_value_parse_items(const struct config_families *f, const struct config_option *opt,
                              char *const *items, const char *who, union config_value *out,
-                             struct config_diag *diag)
+                             struct diag *diag)
 {
         char allowed[256];
         const char *const *choices = row_choices(f, opt);
@@ -533,13 +533,13 @@ int config_value_parse_items(const struct config_families *f, const struct confi
                 return 0;
         }
         if (!items || !items[0])
-                return config_diag_set(diag, NULL, 0, 0, "%s: needs at least one value%s%s%s",
+                return diag_set_at(diag, -EINVAL, NULL, 0, 0, "%s: needs at least one value%s%s%s",
                                        who, choices ? " (allowed: " : "",
                                        choices_join(choices, ", ", allowed, sizeof(allowed)),
                                        choices ? ")" : "");
         for (size_t i = 0; items[i]; i++) {
                 if (!items[i][0])
-                        return config_diag_set(diag, NULL, 0, 0, "%s: empty list item", who);
+                        return diag_set_at(diag, -EINVAL, NULL, 0, 0, "%s: empty list item", who);
                 if (!in_choices(choices, items[i]))
                         return bad_choice(choices, who, items[i], diag);
         }
@@ -574,7 +574,7 @@ static char **split_list(const char *text)
 
 int config_value_parse(const struct config_families *f, const struct config_option *opt,
                        const char *text, const char *who, union config_value *out,
-                       struct config_diag *diag)
+                       struct diag *diag)
 {
         switch (opt->type) {
         case CONFIG_STRING:
@@ -584,29 +584,29 @@ int config_value_parse(const struct config_families *f, const struct config_opti
                 return 0;
         case CONFIG_BOOL:
                 if (config_parse_bool(text, &out->b) < 0)
-                        return config_diag_set(diag, NULL, 0, 0,
+                        return diag_set_at(diag, -EINVAL, NULL, 0, 0,
                                                "%s: invalid value \"%.100s\" (expected true or false)",
                                                who, text);
                 return 0;
         case CONFIG_INT:
                 if (config_parse_nonneg_long(text, &out->i) < 0)
-                        return config_diag_set(
-                                diag, NULL, 0, 0,
+                        return diag_set_at(
+                                diag, -EINVAL, NULL, 0, 0,
                                 "%s: invalid value \"%.100s\" (expected a non-negative integer)", who,
                                 text);
                 if (out->i < opt->min || (opt->max && out->i > opt->max)) {
                         if (opt->max)
-                                return config_diag_set(diag, NULL, 0, 0,
+                                return diag_set_at(diag, -EINVAL, NULL, 0, 0,
                                                        "%s: %ld is out of range (%ld to %ld)",
                                                        who, out->i, opt->min, opt->max);
-                        return config_diag_set(diag, NULL, 0, 0,
+                        return diag_set_at(diag, -EINVAL, NULL, 0, 0,
                                                "%s: %ld is out of range (at least %ld)", who,
                                                out->i, opt->min);
                 }
                 return 0;
         case CONFIG_DURATION:
                 if (config_parse_duration(text, &out->ms) < 0)
-                        return config_diag_set(diag, NULL, 0, 0,
+                        return diag_set_at(diag, -EINVAL, NULL, 0, 0,
                                                "%s: invalid value \"%.100s\" (expected a duration "
                                                "such as 500ms, 5s, 2m, 1h, a number of seconds, "
                                                "or infinite)",

@@ -27,12 +27,12 @@ union config_value {
  * -EINVAL with diag's message set (position left for the caller). */
 int config_value_parse(const struct config_families *families, const struct config_option *opt,
                        const char *text, const char *who, union config_value *out,
-                       struct config_diag *diag);
+                       struct diag *diag);
 /* The same for a list option given as separate items (a YAML list). */
 int config_value_parse_items(const struct config_families *families,
                              const struct config_option *opt, char *const *items,
                              const char *who, union config_value *out,
-                             struct config_diag *diag);
+                             struct diag *diag);
 /* Moves v into cfg (freeing what it replaces); v is consumed. */
 void config_value_store(struct devlet_config *cfg, const struct config_option *opt,
                         union config_value *v);
@@ -50,7 +50,7 @@ void *config_option_field(struct devlet_config *cfg, const struct config_option 
  * diag set. */
 void config_options_alloc(struct devlet_config *cfg);
 void config_options_free(struct devlet_config *cfg);
-int config_options_finish(struct devlet_config *cfg, struct config_diag *diag);
+int config_options_finish(struct devlet_config *cfg, struct diag *diag);
 
 /* The option whose flag or alias is name[0..len), or NULL. */
 const struct config_option *config_option_by_flag(const struct config_families *families,

@@ -24,7 +24,7 @@ struct config_section {
         size_t offset, size; /* where the value lives in struct devlet_config */
         int (*parse)(const struct config_node *node, const char *file,
                      const struct devlet_config *next, void *out, char ***warnings,
-                     struct config_diag *diag);
+                     struct diag *diag);
         void (*clear)(void *value);
         /* whether two parsed values mean the same (config_diff) */
         bool (*equal)(const void *a, const void *b);
@@ -48,7 +48,7 @@ void config_sections_clear(struct devlet_config *cfg);
 /* Parses the hostDevices section (node may be a YAML null: no devices).
  * Fills out only on success; -EINVAL with diag otherwise. */
 int config_hostdev_parse(const struct config_node *node, const char *file, struct hostdev_cfg *out,
-                         char ***warnings, struct config_diag *diag);
+                         char ***warnings, struct diag *diag);
 void config_hostdev_clear(struct hostdev_cfg *h);
 bool config_hostdev_equal(const struct hostdev_cfg *a, const struct hostdev_cfg *b);
 
@@ -63,7 +63,7 @@ bool config_hostdev_equal(const struct hostdev_cfg *a, const struct hostdev_cfg 
  * otherwise. */
 int config_sharing_parse(const struct config_node *node, const char *file,
                          const struct devlet_config *next, struct sharing_cfg *out,
-                         char ***warnings, struct config_diag *diag);
+                         char ***warnings, struct diag *diag);
 void config_sharing_clear(struct sharing_cfg *s);
 bool config_sharing_equal(const struct sharing_cfg *a, const struct sharing_cfg *b);
 /* A resource name n names, by the rules of the family that claims it ("gpu"
@@ -79,7 +79,7 @@ int config_resource_name(struct config_walk *w, const struct config_families *fa
 /* Parses devlet's `health` section (node may be a YAML null: all defaults).
  * Fills out only on success; -EINVAL with diag otherwise. */
 int config_health_parse(const struct config_node *node, const char *file, struct health_cfg *out,
-                        char ***warnings, struct config_diag *diag);
+                        char ***warnings, struct diag *diag);
 bool config_health_equal(const struct health_cfg *a, const struct health_cfg *b);
 
 

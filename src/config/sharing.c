@@ -323,7 +323,7 @@ static int parse_replicated(struct config_walk *w, const struct config_node *n,
 
 int config_sharing_parse(const struct config_node *node, const char *file,
                          const struct devlet_config *next, struct sharing_cfg *out,
-                         char ***warnings, struct config_diag *diag)
+                         char ***warnings, struct diag *diag)
 {
         static const char *const known[] = { "timeSlicing", "mps", NULL };
         struct config_walk w = { .file = file, .diag = diag, .warnings = warnings };

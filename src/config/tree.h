@@ -1,4 +1,4 @@
-/* The lowest layer of config/ above its diagnostics (diag.h): a YAML
+/* The lowest layer of config/, on base's diagnostics (base/diag.h): a YAML
  * document as a small tree of nodes that keep their line:column, and the
  * diagnostics that point at them.  Knows nothing of devlet's options or
  * sections.  walk.h builds on it; section parsers (config/'s own and a
@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config/diag.h"
+#include "base/diag.h"
 
 enum config_node_kind { CONFIG_NODE_SCALAR, CONFIG_NODE_MAP, CONFIG_NODE_SEQ };
 
@@ -31,7 +31,7 @@ bool config_node_is_null(const struct config_node *n);
 const char *config_node_kind_name(const struct config_node *n);
 
 /* Sets diag at n's position to "path: message" and returns -EINVAL. */
-int config_node_error(struct config_diag *d, const char *file, const struct config_node *n,
+int config_node_error(struct diag *d, const char *file, const struct config_node *n,
                       const char *path, const char *fmt, ...)
         __attribute__((format(printf, 5, 6)));
 /* Appends "file:line:col: unknown key "x" (ignored)" for key node k. */
@@ -44,7 +44,7 @@ void config_node_warn_unknown_keys(char ***warnings, const char *file,
  * are errors.  Returns 0 and *out (NULL for an empty document), or -EINVAL
  * with diag set. */
 int config_tree_parse(const char *file, const char *data, size_t len, struct config_node **out,
-                      struct config_diag *diag);
+                      struct diag *diag);
 void config_tree_free(struct config_node *n);
 
 #endif

@@ -25,7 +25,7 @@ int config_parse_nonneg_long(const char *s, long *out);
 /* What a section parser carries along: where errors and warnings go. */
 struct config_walk {
         const char *file;
-        struct config_diag *diag;
+        struct diag *diag;
         char ***warnings;
 };
 

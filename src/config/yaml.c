@@ -25,34 +25,6 @@
 #define NODE_MAX 200000 /* a real config has hundreds */
 #define DEPTH_MAX 64
 
-/* ---- diagnostics ---- */
-
-int config_diag_set(struct config_diag *d, const char *file, int line, int column,
-                    const char *fmt, ...)
-{
-        if (!d)
-                return -EINVAL;
-        snprintf(d->file, sizeof(d->file), "%s", file ? file : "");
-        d->line = line;
-        d->column = column;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(d->message, sizeof(d->message), fmt, ap);
-        va_end(ap);
-        return -EINVAL;
-}
-
-const char *config_diag_format(const struct config_diag *d, char *buf, size_t size)
-{
-        if (d->file[0] && d->line > 0)
-                snprintf(buf, size, "%s:%d:%d: %s", d->file, d->line, d->column, d->message);
-        else if (d->file[0])
-                snprintf(buf, size, "%s: %s", d->file, d->message);
-        else
-                snprintf(buf, size, "%s", d->message);
-        return buf;
-}
-
 /* ---- nodes ---- */
 
 void config_tree_free(struct config_node *n)
@@ -96,7 +68,7 @@ const char *config_node_kind_name(const struct config_node *n)
         return "a value";
 }
 
-int config_node_error(struct config_diag *d, const char *file, const struct config_node *n,
+int config_node_error(struct diag *d, const char *file, const struct config_node *n,
                       const char *path, const char *fmt, ...)
 {
         char msg[400];
@@ -104,7 +76,7 @@ int config_node_error(struct config_diag *d, const char *file, const struct conf
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        return config_diag_set(d, file, n ? n->line : 0, n ? n->column : 0, "%s%s%s", path,
+        return diag_set_at(d, -EINVAL, file, n ? n->line : 0, n ? n->column : 0, "%s%s%s", path,
                                path[0] ? ": " : "", msg);
 }
 
@@ -131,7 +103,7 @@ void config_node_warn_unknown_keys(char ***warnings, const char *file,
 
 struct builder {
         const char *file;
-        struct config_diag *diag;
+        struct diag *diag;
         struct config_node *root;
         struct config_node *stack[DEPTH_MAX];
         size_t depth;
@@ -296,15 +268,15 @@ static int syntax_error(struct builder *b, const yaml_parser_t *p, const char *d
         }
         const char *problem = p->problem ? p->problem : "invalid YAML";
         if (p->context && p->error != YAML_READER_ERROR)
-                return config_diag_set(b->diag, b->file, line, column,
+                return diag_set_at(b->diag, -EINVAL, b->file, line, column,
                                        "%s (%s started at %d:%d)", problem, p->context,
                                        (int)p->context_mark.line + 1,
                                        (int)p->context_mark.column + 1);
-        return config_diag_set(b->diag, b->file, line, column, "%s", problem);
+        return diag_set_at(b->diag, -EINVAL, b->file, line, column, "%s", problem);
 }
 
 int config_tree_parse(const char *file, const char *data, size_t len, struct config_node **out,
-                      struct config_diag *diag)
+                      struct diag *diag)
 {
         struct builder b = { .file = file, .diag = diag };
         yaml_parser_t parser;

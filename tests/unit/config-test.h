@@ -91,20 +91,20 @@ TEST_HELPER const char *write_tmp(const char *content, size_t len)
 TEST_HELPER struct devlet_config *parse_ok(const char *yaml)
 {
         struct devlet_config *cfg = config_new_defaults(TEST_FAMILIES);
-        struct config_diag d;
+        struct diag d;
         int r = config_parse_yaml("t.yaml", yaml, strlen(yaml), cfg, &d);
         if (r != 0) {
                 char buf[1024];
-                print_error("unexpected error: %s\n", config_diag_format(&d, buf, sizeof(buf)));
+                print_error("unexpected error: %s\n", diag_format(&d, buf, sizeof(buf)));
                 fail();
         }
         return cfg;
 }
 
-TEST_HELPER struct config_diag parse_err(const char *yaml)
+TEST_HELPER struct diag parse_err(const char *yaml)
 {
         struct devlet_config *cfg = config_new_defaults(TEST_FAMILIES);
-        struct config_diag d;
+        struct diag d;
         int r = config_parse_yaml("t.yaml", yaml, strlen(yaml), cfg, &d);
         assert_int_equal(r, -EINVAL);
         assert_string_equal(d.file, "t.yaml");
@@ -114,7 +114,7 @@ TEST_HELPER struct config_diag parse_err(const char *yaml)
 
 /* config_load takes char **: give it a heap copy of literal arguments. */
 TEST_HELPER int load_args(size_t argc, const char *const *args, struct devlet_config **cfg,
-                          struct config_diag *d, int *argi)
+                          struct diag *d, int *argi)
 {
         char **argv = xcalloc(argc + 1, sizeof(*argv));
         for (size_t i = 0; i < argc; i++)
@@ -133,12 +133,12 @@ TEST_HELPER int load_args(size_t argc, const char *const *args, struct devlet_co
 TEST_HELPER struct devlet_config *load_ok(size_t argc, const char *const *args)
 {
         struct devlet_config *cfg = NULL;
-        struct config_diag d;
+        struct diag d;
         int r = load_args(argc, args, &cfg, &d, NULL);
         if (r != 0) {
                 char buf[1024];
                 print_error("unexpected error %d: %s\n", r,
-                            config_diag_format(&d, buf, sizeof(buf)));
+                            diag_format(&d, buf, sizeof(buf)));
                 fail();
         }
         assert_non_null(cfg);
@@ -151,10 +151,10 @@ TEST_HELPER struct devlet_config *load_ok(size_t argc, const char *const *args)
                 load_ok(ARRAY_SIZE(args_), args_);                                      \
         })
 
-TEST_HELPER struct config_diag load_err(size_t argc, const char *const *args)
+TEST_HELPER struct diag load_err(size_t argc, const char *const *args)
 {
         struct devlet_config *cfg = NULL;
-        struct config_diag d;
+        struct diag d;
         assert_int_equal(load_args(argc, args, &cfg, &d, NULL), -EINVAL);
         assert_null(cfg);
         return d;

@@ -130,11 +130,11 @@ TEST_HELPER struct devlet_config *cfg_yaml(const char *yaml)
         tmp_path(p, sizeof(p), "root");
         c->dev_root = xstrdup(p);
         if (yaml) {
-                struct config_diag d;
+                struct diag d;
                 int r = config_parse_yaml("test.yaml", yaml, strlen(yaml), c, &d);
                 if (r != 0) {
                         char buf[1024];
-                        print_error("config: %s\n", config_diag_format(&d, buf, sizeof(buf)));
+                        print_error("config: %s\n", diag_format(&d, buf, sizeof(buf)));
                         fail();
                 }
         }

@@ -372,11 +372,11 @@ static struct devlet_config *sharing_yaml(const char *resource, const char *devi
                                               "        replicas: 3\n"
                                               "        devices: %s\n",
                                               resource, devices);
-        struct config_diag d;
+        struct diag d;
         int r = config_parse_yaml("t.yaml", yaml, strlen(yaml), c, &d);
         if (r < 0) {
                 char buf[1024];
-                print_error("config: %s\n", config_diag_format(&d, buf, sizeof(buf)));
+                print_error("config: %s\n", diag_format(&d, buf, sizeof(buf)));
                 fail();
         }
         return c;
@@ -433,7 +433,7 @@ static void test_sharing_by_device_id(void **state)
         struct devlet_config *c = config_new_defaults(dev_config_families());
         const char *bad = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                           "      - {name: amd.com/gpu, replicas: 2, devices: [GPU-0]}\n";
-        struct config_diag d;
+        struct diag d;
         assert_int_equal(config_parse_yaml("t.yaml", bad, strlen(bad), c, &d), -EINVAL);
         assert_contains(d.message, "\"GPU-0\" is not a device index (\"0\", below 1024), a PCI "
                                    "address (\"0000:0c:00.0\") or a partition ID");

@@ -269,7 +269,7 @@ static void test_hostdev_errors(void **state)
                   6, 14, "hostDevices.devices[0].groups[0].paths: expected a list, found a value" },
         };
         for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-                struct config_diag d = parse_err(cases[i].yaml);
+                struct diag d = parse_err(cases[i].yaml);
                 if (d.line != cases[i].line || d.column != cases[i].column ||
                     (cases[i].message && strcmp(d.message, cases[i].message) != 0)) {
                         print_error("case %zu: got %d:%d: %s\n", i, d.line, d.column, d.message);

@@ -70,7 +70,7 @@ static void test_discovery_strategy(void **state)
 {
         struct devlet_config *c = LOAD_OK("--device-discovery-strategy", "auto");
         config_free(c);
-        struct config_diag d = LOAD_ERR("--device-discovery-strategy=tegra");
+        struct diag d = LOAD_ERR("--device-discovery-strategy=tegra");
         assert_contains(d.message, "--device-discovery-strategy=tegra is not supported");
         setenv("DEVICE_DISCOVERY_STRATEGY", "bogus", 1);
         d = LOAD_ERR();
@@ -88,7 +88,7 @@ static void test_imex(void **state)
         assert_strv(nvidia_options_get(c)->imex_channel_ids, (const char *const[]){ NULL });
         config_free(c);
         setenv("IMEX_CHANNEL_IDS", "0,1", 1);
-        struct config_diag d = LOAD_ERR();
+        struct diag d = LOAD_ERR();
         assert_contains(d.message, "channelIDs must be [] or [0]; found [0 1]");
 }
 
@@ -143,7 +143,7 @@ static void test_mps_checks(void **state)
                                          "    resources:\n"
                                          "      - name: nvidia.com/gpu\n"
                                          "        replicas: 2\n");
-        struct config_diag d = LOAD_ERR("--config-file", path, "--mig-strategy", "mixed");
+        struct diag d = LOAD_ERR("--config-file", path, "--mig-strategy", "mixed");
         assert_contains(d.message, "mig-strategy=mixed is not supported with MPS");
         d = LOAD_ERR("--config-file", path, "--mps-root", "");
         assert_contains(d.message, "MPS requires --mps-root");

@@ -27,7 +27,7 @@
 /* Parses yaml and checks the error's position and message. */
 static void check_err(const char *yaml, int line, int column, const char *message)
 {
-        struct config_diag d = parse_err(yaml);
+        struct diag d = parse_err(yaml);
         if (d.line != line || d.column != column || strcmp(d.message, message) != 0) {
                 print_error("got %d:%d: %s\nwant %d:%d: %s\n", d.line, d.column, d.message, line,
                             column, message);
@@ -606,7 +606,7 @@ static void test_section_warnings(void **state)
 static void test_sections_replace(void **state)
 {
         struct devlet_config *c = config_new_defaults(dev_config_families());
-        struct config_diag d;
+        struct diag d;
         static const char first[] = "version: v1\n"
                                     "sharing:\n  timeSlicing:\n"
                                     "    resources: [{name: gpu, replicas: 4}]\n"
@@ -785,7 +785,7 @@ static void test_options_precedence(void **state)
 
 static void test_options_bounds(void **state)
 {
-        struct config_diag d;
+        struct diag d;
         struct devlet_config *c;
 
         d = LOAD_ERR("--collect-interval=99");

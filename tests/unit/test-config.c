@@ -195,7 +195,7 @@ static void test_flag_forms(void **state)
 
 static void test_unknown_flag(void **state)
 {
-        struct config_diag d;
+        struct diag d;
 
         d = LOAD_ERR("--plugin-directroy", "/x");
         assert_string_equal(d.message,
@@ -225,7 +225,7 @@ static void test_unknown_flag(void **state)
 
 static void test_flag_errors(void **state)
 {
-        struct config_diag d;
+        struct diag d;
 
         d = LOAD_ERR("--mig-strategy");
         assert_string_equal(d.message, "flag --mig-strategy needs a value");
@@ -268,7 +268,7 @@ static void test_flag_errors(void **state)
 static void test_positional(void **state)
 {
         struct devlet_config *c = NULL;
-        struct config_diag d;
+        struct diag d;
         int argi = -1;
 
         assert_int_equal(LOAD(&c, &d, NULL, "-v1", "extra"), -EINVAL);
@@ -363,7 +363,7 @@ static void test_bool_forms(void **state)
                 config_free(c);
         }
 
-        struct config_diag d = parse_err("version: v1\nflags:\n  gdsEnabled: maybe\n");
+        struct diag d = parse_err("version: v1\nflags:\n  gdsEnabled: maybe\n");
         assert_int_equal(d.line, 3);
         assert_int_equal(d.column, 15);
         assert_string_equal(d.message,
@@ -386,7 +386,7 @@ static void test_durations(void **state)
         static const char *const bad[] = { "5x", "-1", "", "1.5s", "s", "5s5",
                                            "99999999999999999999h", "9999999999999999h", "forever" };
         for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-                struct config_diag d = LOAD_ERR("--rescan-interval", bad[i]);
+                struct diag d = LOAD_ERR("--rescan-interval", bad[i]);
                 assert_contains(d.message, "--rescan-interval: invalid value");
                 assert_contains(d.message, "500ms, 5s, 2m, 1h");
         }
@@ -431,7 +431,7 @@ static void test_lists(void **state)
         assert_strv(c->device_list_strategy, STRV("envvar", "cdi-annotations"));
         config_free(c);
 
-        struct config_diag d =
+        struct diag d =
                 parse_err("version: v1\nflags:\n  backends: [nvidia, intel]\n");
         assert_int_equal(d.line, 3);
         assert_int_equal(d.column, 13);
@@ -522,7 +522,7 @@ static void test_unknown_keys_warn(void **state)
 
         /* warnings from each parse accumulate */
         c = parse_ok("version: v1\na: 1\n");
-        struct config_diag d;
+        struct diag d;
         static const char more[] = "version: v1\nb: 1\n";
         assert_int_equal(config_parse_yaml("u.yaml", more, strlen(more), c, &d), 0);
         assert_strv(c->warnings, STRV("t.yaml:2:1: unknown key \"a\" (ignored)",
@@ -532,7 +532,7 @@ static void test_unknown_keys_warn(void **state)
 
 static void test_version(void **state)
 {
-        struct config_diag d;
+        struct diag d;
 
         d = parse_err("flags:\n  migStrategy: mixed\n");
         assert_int_equal(d.line, 1);
@@ -568,7 +568,7 @@ static void test_version(void **state)
 
 static void test_type_errors(void **state)
 {
-        struct config_diag d;
+        struct diag d;
 
         d = parse_err("version: v1\nflags:\n  - migStrategy\n");
         assert_int_equal(d.line, 3);
@@ -615,7 +615,7 @@ static void test_type_errors(void **state)
 
 static void test_duplicate_keys(void **state)
 {
-        struct config_diag d;
+        struct diag d;
 
         d = parse_err("version: v1\nflags:\n  migStrategy: single\n  verbosity: 1\n"
                       "  migStrategy: mixed\n");
@@ -636,7 +636,7 @@ static void test_duplicate_keys(void **state)
 
 static void test_syntax_error(void **state)
 {
-        struct config_diag d;
+        struct diag d;
 
         d = parse_err("version: v1\nflags:\n  migStrategy: [none\n");
         assert_int_equal(d.line, 4);
@@ -660,7 +660,7 @@ static void test_syntax_error(void **state)
         assert_contains(d.message, "invalid");
 
         char buf[600];
-        assert_contains(config_diag_format(&d, buf, sizeof(buf)), "t.yaml:3:22: ");
+        assert_contains(diag_format(&d, buf, sizeof(buf)), "t.yaml:3:22: ");
 }
 
 static void test_alias_bomb(void **state)
@@ -676,7 +676,7 @@ static void test_alias_bomb(void **state)
                                    "h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n"
                                    "i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n"
                                    "flags: *i\n";
-        struct config_diag d = parse_err(bomb);
+        struct diag d = parse_err(bomb);
         assert_int_equal(d.line, 3);
         assert_int_equal(d.column, 8);
         assert_string_equal(d.message, "YAML aliases (*a) are not supported");
@@ -696,7 +696,7 @@ static void test_bounds(void **state)
         memcpy(data, "version: v1\n", 12);
         data[big - 1] = '\n';
         struct devlet_config *c = config_new_defaults(dev_config_families());
-        struct config_diag d;
+        struct diag d;
         assert_int_equal(config_parse_yaml("big.yaml", data, big, c, &d), -EINVAL);
         assert_string_equal(d.message, "larger than 1048576 bytes");
         config_free(c);
@@ -757,7 +757,7 @@ static void test_bounds(void **state)
 static void test_failure_keeps_config(void **state)
 {
         struct devlet_config *c = config_new_defaults(dev_config_families());
-        struct config_diag d;
+        struct diag d;
         /* the error comes after good flags and a warning: none of them lands */
         static const char bad[] = "version: v1\n"
                                   "flags:\n  migStrategy: mixed\n"
@@ -774,7 +774,7 @@ static void test_failure_keeps_config(void **state)
 static void test_load_file_errors(void **state)
 {
         struct devlet_config *c = NULL;
-        struct config_diag d;
+        struct diag d;
         assert_int_equal(LOAD(&c, &d, NULL, "--config-file", "/nonexistent/devlet.yaml"),
                          -ENOENT);
         assert_null(c);
@@ -838,15 +838,15 @@ static void test_table(void **state)
 
 static void test_diag_format(void **state)
 {
-        struct config_diag d = { .line = 3, .column = 7 };
+        struct diag d = { .line = 3, .column = 7 };
         char buf[128];
         strcpy(d.file, "f.yaml");
         strcpy(d.message, "bad");
-        assert_string_equal(config_diag_format(&d, buf, sizeof(buf)), "f.yaml:3:7: bad");
+        assert_string_equal(diag_format(&d, buf, sizeof(buf)), "f.yaml:3:7: bad");
         d.line = 0;
-        assert_string_equal(config_diag_format(&d, buf, sizeof(buf)), "f.yaml: bad");
+        assert_string_equal(diag_format(&d, buf, sizeof(buf)), "f.yaml: bad");
         d.file[0] = '\0';
-        assert_string_equal(config_diag_format(&d, buf, sizeof(buf)), "bad");
+        assert_string_equal(diag_format(&d, buf, sizeof(buf)), "bad");
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)

@@ -36,7 +36,7 @@ struct toy_cfg {
 
 static int toy_parse(const struct config_node *node, const char *file,
                      const struct devlet_config *next, void *out, char ***warnings,
-                     struct config_diag *diag)
+                     struct diag *diag)
 {
         static const char *const known[] = { "slots", "names", NULL };
         struct config_walk w = { .file = file, .diag = diag, .warnings = warnings };
@@ -129,7 +129,7 @@ static const struct config_option toy_rows[] = {
 };
 
 static int toy_finish(const struct devlet_config *cfg, void *values, char ***warnings,
-                      struct config_diag *diag)
+                      struct diag *diag)
 {
         struct toy_options *o = values;
         o->fast = strcmp(o->mode, "fast") == 0;
@@ -226,7 +226,7 @@ static void test_backend_section(void **state)
 
 static void test_backend_section_errors(void **state)
 {
-        struct config_diag d = parse_err("version: v1\ntoy:\n  slots: 99\n");
+        struct diag d = parse_err("version: v1\ntoy:\n  slots: 99\n");
         assert_int_equal(d.line, 3);
         assert_contains(d.message, "toy.slots");
 
@@ -313,7 +313,7 @@ static void test_backend_options(void **state)
 static void test_backend_options_errors(void **state)
 {
         /* choices, from a flag, an env var and a file key */
-        struct config_diag d = LOAD_ERR("--toy-mode", "medium");
+        struct diag d = LOAD_ERR("--toy-mode", "medium");
         assert_string_equal(d.message, "--toy-mode: invalid value \"medium\" (allowed: fast, slow)");
         setenv("TOY_PULSE", "soon", 1);
         d = LOAD_ERR();
@@ -401,7 +401,7 @@ static void test_family_sharing(void **state)
         config_free(cfg);
 
         /* the toy's grammar, name rule and domain; no other family's */
-        struct config_diag d = parse_err("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+        struct diag d = parse_err("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                                          "      - {name: toy.example/widget, replicas: 2, "
                                          "devices: [\"0\"]}\n");
         assert_string_equal(d.message, "sharing.timeSlicing.resources[0].devices[0]: \"0\" is "

@@ -50,7 +50,7 @@ static struct devlet_config *config_with(const char *yaml)
         free(cfg->machine_type_file);
         cfg->machine_type_file = xstrdup("");
         if (yaml) {
-                struct config_diag d = { 0 };
+                struct diag d = { 0 };
                 int r = config_parse_yaml("test.yaml", yaml, strlen(yaml), cfg, &d);
                 if (r < 0)
                         fail_msg("config: %s", d.message);

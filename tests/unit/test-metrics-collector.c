@@ -362,7 +362,7 @@ static void test_virtual_gpus_and_selection(void **state)
 static void test_counters_csv(void **state)
 {
         char **names = NULL;
-        struct config_diag diag = { 0 };
+        struct diag diag = { 0 };
         assert_int_equal(config_counters_parse("# Format\n# DCGM FIELD, type, help\n\n"
                                                "DCGM_FI_DEV_SM_CLOCK,  gauge, SM clock frequency (in MHz).\n"
                                                "DCGM_FI_DEV_DEC_UTIL ,     gauge, Decoder utilization (in %).\n"
@@ -377,9 +377,9 @@ static void test_counters_csv(void **state)
         strv_free(names);
         char buf[600];
         assert_int_equal(config_counters_parse("DCGM_FI_DEV_SM_CLOCK, gauge\n", "c.csv", &names, &diag), -EINVAL);
-        assert_string_equal(config_diag_format(&diag, buf, sizeof(buf)), "c.csv:1:1: want \"field, type, help\"");
+        assert_string_equal(diag_format(&diag, buf, sizeof(buf)), "c.csv:1:1: want \"field, type, help\"");
         assert_int_equal(config_counters_parse("\nX, summary, h\n", "c.csv", &names, &diag), -EINVAL);
-        assert_string_equal(config_diag_format(&diag, buf, sizeof(buf)),
+        assert_string_equal(diag_format(&diag, buf, sizeof(buf)),
                             "c.csv:2:1: unknown type \"summary\" (gauge, counter, histogram or label)");
 }
 

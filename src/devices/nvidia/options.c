@@ -263,7 +263,7 @@ static bool listed(const char *const *v, const char *s)
         return false;
 }
 
-static int check_imex(struct nvidia_options *o, struct config_diag *diag)
+static int check_imex(struct nvidia_options *o, struct diag *diag)
 {
         char **ids = o->imex_channel_ids;
         size_t n = strv_len(ids);
@@ -278,7 +278,7 @@ static int check_imex(struct nvidia_options *o, struct config_diag *diag)
         for (size_t i = 0; i < n; i++)
                 snprintf(found + strlen(found), sizeof(found) - strlen(found), "%s%.20s",
                          i ? " " : "", ids[i]);
-        return config_diag_set(diag, NULL, 0, 0,
+        return diag_set_at(diag, -EINVAL, NULL, 0, 0,
                                "invalid IMEX channel IDs: channelIDs must be [] or [0]; found "
                                "[%s]",
                                found);
@@ -310,12 +310,12 @@ static void check_cdi(struct nvidia_options *o, char ***warnings)
 }
 
 static int finish(const struct devlet_config *cfg, void *values, char ***warnings,
-                  struct config_diag *diag)
+                  struct diag *diag)
 {
         struct nvidia_options *o = values;
         const char *dds = o->device_discovery_strategy;
         if (strcmp(dds, "tegra") == 0 || strcmp(dds, "vfio") == 0)
-                return config_diag_set(diag, NULL, 0, 0,
+                return diag_set_at(diag, -EINVAL, NULL, 0, 0,
                                        "--device-discovery-strategy=%s is not supported: devlet "
                                        "finds GPUs through NVML only (use auto or nvml)",
                                        dds);
@@ -324,11 +324,11 @@ static int finish(const struct devlet_config *cfg, void *values, char ***warning
                 return r;
         if (cfg->sharing.strategy == SHARING_MPS) {
                 if (strcmp(o->mig_strategy, "mixed") == 0)
-                        return config_diag_set(diag, NULL, 0, 0,
+                        return diag_set_at(diag, -EINVAL, NULL, 0, 0,
                                                "using --mig-strategy=mixed is not supported "
                                                "with MPS");
                 if (!o->mps_root[0])
-                        return config_diag_set(diag, NULL, 0, 0,
+                        return diag_set_at(diag, -EINVAL, NULL, 0, 0,
                                                "using MPS requires --mps-root to be specified");
         }
         check_cdi(o, warnings);

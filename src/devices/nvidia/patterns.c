@@ -89,7 +89,7 @@ static void section_clear(void *value)
 
 static int section_parse(const struct config_node *node, const char *file,
                          const struct devlet_config *next, void *out, char ***warnings,
-                         struct config_diag *diag)
+                         struct diag *diag)
 {
         static const char *const known[] = { "gpus", "mig", NULL };
         struct config_walk w = { .file = file, .diag = diag, .warnings = warnings };
