@@ -19,12 +19,11 @@
 static int node_load(const char *root, const char *profile, struct amd_fixture *n)
 {
         char *sys = amd_fixture_tree(root, profile);
-        char *err = NULL;
-        int r = sys ? amd_fixture_build(n, sys, "single", &err) : -1;
+        struct diag why = { 0 };
+        int r = sys ? amd_fixture_build(n, sys, "single", &why) : -1;
         if (r < 0)
-                fprintf(stderr, "bench-amd: %s: %s\n", profile, err ? err : "no tree");
+                fprintf(stderr, "bench-amd: %s: %s\n", profile, sys ? why.message : "no tree");
         free(sys);
-        free(err);
         return r;
 }
 
@@ -83,20 +82,18 @@ static void bench_load(const char *root, size_t iters)
         uint64_t *ns = xmalloc(iters * sizeof(*ns));
         for (size_t i = 0; i < iters; i++) {
                 struct amd_inventory *inv = NULL;
-                char *err = NULL;
+                struct diag why = { 0 };
                 uint64_t t0 = now_ns();
-                int r = amd_inventory_load(sys, &inv, &err);
+                int r = amd_inventory_load(sys, &inv, &why);
                 ns[i] = now_ns() - t0;
                 if (r < 0 || inv->n_gpus != 8) {
-                        fprintf(stderr, "bench-amd: inventory read failed: %s\n", err ? err : "");
-                        free(err);
+                        fprintf(stderr, "bench-amd: inventory read failed: %s\n", why.message);
                         amd_inventory_free(inv);
                         free(ns);
                         free(sys);
                         return;
                 }
                 amd_inventory_free(inv);
-                free(err);
         }
         report("amd inventory read, 8 MI300X CPX (64 partitions, 66 KFD nodes)", ns, iters);
         free(ns);

@@ -68,9 +68,9 @@ static void setup(void)
         for (size_t i = 0; dev_backends[i]; i++) {
                 if (strcmp(dev_backends[i]->name, "hostdev") != 0)
                         continue;
-                char *err = NULL;
-                if (dev_backends[i]->create(NULL, config, &backend, &err) < 0 || !backend)
-                        die(err ? err : "no hostdev backend");
+                struct diag why = { 0 };
+                if (dev_backends[i]->create(NULL, config, &backend, &why) < 0 || !backend)
+                        die(why.message[0] ? why.message : "no hostdev backend");
                 size_t n = 0;
                 struct dev_resource **res = dev_backends[i]->resources(backend, &n);
                 if (n < 1)

@@ -43,11 +43,11 @@ static int backends_create(struct labels_cmd *c, uv_loop_t *loop)
                 if (!dev_backend_wanted(c->cfg, ops->name))
                         continue;
                 struct dev_backend *b = NULL;
-                _cleanup_free_ char *err = NULL;
-                int r = ops->create(loop, c->cfg, &b, &err);
+                struct diag why = { 0 };
+                int r = ops->create(loop, c->cfg, &b, &why);
                 if (r < 0) {
                         fprintf(stderr, "devlet labels: backend %s: %s\n", ops->name,
-                                err ? err : strerror(-r));
+                                why.message[0] ? why.message : strerror(-r));
                         return 1;
                 }
                 if (b)

@@ -34,11 +34,11 @@ int cmd_each_backend(const char *cmd, const struct devlet_config *cfg, cmd_backe
                 if (!dev_backend_wanted(cfg, ops->name))
                         continue;
                 struct dev_backend *b = NULL;
-                _cleanup_free_ char *err = NULL;
-                int r = ops->create(NULL, cfg, &b, &err);
+                struct diag why = { 0 };
+                int r = ops->create(NULL, cfg, &b, &why);
                 if (r < 0) {
                         fprintf(stderr, "devlet %s: backend %s: %s\n", cmd, ops->name,
-                                err ? err : strerror(-r));
+                                why.message[0] ? why.message : strerror(-r));
                         rc = 1;
                         continue;
                 }

@@ -104,11 +104,11 @@ static int devset_start(uv_loop_t *loop, const struct devlet_config *cfg, struct
                 if (!dev_backend_wanted(cfg, ops->name))
                         continue;
                 struct dev_backend *b = NULL;
-                _cleanup_free_ char *err = NULL;
-                int r = ops->create(loop, cfg, &b, &err);
+                struct diag why = { 0 };
+                int r = ops->create(loop, cfg, &b, &why);
                 if (r < 0) {
                         log_error("daemon", "backend failed backend=%s error=\"%s\"", ops->name,
-                                  err ? err : strerror(-r));
+                                  why.message[0] ? why.message : strerror(-r));
                         devset_stop(set);
                         return r;
                 }

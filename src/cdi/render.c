@@ -243,20 +243,10 @@ static int render_yaml(json_t *root, char **out, size_t *len)
 
 /* ---- public ---- */
 
-int cdi_spec_check(const struct cdi_spec *s, struct diag *diag)
-{
-        /* cdi_spec_validate (devices/) still reports with a heap string */
-        _cleanup_free_ char *why = NULL;
-        int r = cdi_spec_validate(s, &why);
-        if (r < 0)
-                return diag_set(diag, r, "%s", why ? why : "invalid spec");
-        return 0;
-}
-
 int cdi_spec_render(const struct cdi_spec *s, enum cdi_format format, char **out, size_t *len,
                     struct diag *diag)
 {
-        int r = cdi_spec_check(s, diag);
+        int r = cdi_spec_validate(s, diag);
         if (r < 0)
                 return r;
         json_auto_t *root = spec_json(s);

@@ -64,7 +64,7 @@ int cdi_spec_from_resource(const struct dev_resource *r, struct cdi_spec **out, 
                                             d->mounts[k].container_path, NULL,
                                             d->mounts[k].read_only ? bind_ro : bind_rw);
         }
-        int rc = cdi_spec_check(s, diag);
+        int rc = cdi_spec_validate(s, diag);
         if (rc < 0)
                 return diag_prefix(diag, rc, "resource %s", r->name);
         *out = TAKE_PTR(s);

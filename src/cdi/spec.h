@@ -9,9 +9,6 @@
 
 enum cdi_format { CDI_FORMAT_YAML, CDI_FORMAT_JSON };
 
-/* cdi_spec_validate with its reason in diag.  Returns 0 or -EINVAL. */
-int cdi_spec_check(const struct cdi_spec *s, struct diag *diag);
-
 /* Renders a valid spec: a heap buffer in *out (NUL-terminated, length in
  * *len).  Returns 0, or -EINVAL with diag set for an invalid spec. */
 int cdi_spec_render(const struct cdi_spec *s, enum cdi_format format, char **out, size_t *len,

@@ -263,125 +263,101 @@ static bool abs_path(const char *p)
 static const char *const hook_names[] = { "prestart",       "createRuntime", "createContainer",
                                           "startContainer", "poststart",     "poststop" };
 
-static int edits_validate(const struct cdi_edits *e, const char *where, char **err)
+static int edits_validate(const struct cdi_edits *e, const char *where, struct diag *diag)
 {
         for (size_t i = 0; e->env && e->env[i]; i++)
-                if (!env_ok(e->env[i])) {
-                        *err = xasprintf("%s: env entry \"%s\" is not KEY=VALUE", where, e->env[i]);
-                        return -EINVAL;
-                }
+                if (!env_ok(e->env[i]))
+                        return diag_set(diag, -EINVAL, "%s: env entry \"%s\" is not KEY=VALUE",
+                                        where, e->env[i]);
         for (size_t i = 0; i < e->n_nodes; i++) {
                 const struct cdi_device_node *n = &e->nodes[i];
-                if (!abs_path(n->path)) {
-                        *err = xasprintf("%s: device node path \"%s\" is not absolute", where,
-                                         n->path ? n->path : "");
-                        return -EINVAL;
-                }
-                if (n->host_path && !abs_path(n->host_path)) {
-                        *err = xasprintf("%s: device node %s: host path \"%s\" is not absolute",
-                                         where, n->path, n->host_path);
-                        return -EINVAL;
-                }
-                if (n->type && !strchr("cbup", n->type)) {
-                        *err = xasprintf("%s: device node %s: invalid type '%c'", where, n->path,
-                                         n->type);
-                        return -EINVAL;
-                }
-                if (n->major < 0 || n->minor < 0) {
-                        *err = xasprintf("%s: device node %s: negative device number", where,
-                                         n->path);
-                        return -EINVAL;
-                }
+                if (!abs_path(n->path))
+                        return diag_set(diag, -EINVAL,
+                                        "%s: device node path \"%s\" is not absolute", where,
+                                        n->path ? n->path : "");
+                if (n->host_path && !abs_path(n->host_path))
+                        return diag_set(diag, -EINVAL,
+                                        "%s: device node %s: host path \"%s\" is not absolute",
+                                        where, n->path, n->host_path);
+                if (n->type && !strchr("cbup", n->type))
+                        return diag_set(diag, -EINVAL, "%s: device node %s: invalid type '%c'",
+                                        where, n->path, n->type);
+                if (n->major < 0 || n->minor < 0)
+                        return diag_set(diag, -EINVAL, "%s: device node %s: negative device number",
+                                        where, n->path);
                 if (n->permissions &&
-                    (!n->permissions[0] || n->permissions[strspn(n->permissions, "rwm")])) {
-                        *err = xasprintf("%s: device node %s: invalid permissions \"%s\"", where,
-                                         n->path, n->permissions);
-                        return -EINVAL;
-                }
-                if (n->file_mode < -1 || n->file_mode > 07777) {
-                        *err = xasprintf("%s: device node %s: invalid file mode", where, n->path);
-                        return -EINVAL;
-                }
+                    (!n->permissions[0] || n->permissions[strspn(n->permissions, "rwm")]))
+                        return diag_set(diag, -EINVAL,
+                                        "%s: device node %s: invalid permissions \"%s\"", where,
+                                        n->path, n->permissions);
+                if (n->file_mode < -1 || n->file_mode > 07777)
+                        return diag_set(diag, -EINVAL, "%s: device node %s: invalid file mode",
+                                        where, n->path);
         }
         for (size_t i = 0; i < e->n_mounts; i++) {
                 const struct cdi_mount *m = &e->mounts[i];
-                if (!abs_path(m->host_path) || !abs_path(m->container_path)) {
-                        *err = xasprintf("%s: mount \"%s\" -> \"%s\": paths must be absolute",
-                                         where, m->host_path ? m->host_path : "",
-                                         m->container_path ? m->container_path : "");
-                        return -EINVAL;
-                }
-                if (m->type && !m->type[0]) {
-                        *err = xasprintf("%s: mount %s: empty type", where, m->container_path);
-                        return -EINVAL;
-                }
+                if (!abs_path(m->host_path) || !abs_path(m->container_path))
+                        return diag_set(diag, -EINVAL,
+                                        "%s: mount \"%s\" -> \"%s\": paths must be absolute", where,
+                                        m->host_path ? m->host_path : "",
+                                        m->container_path ? m->container_path : "");
+                if (m->type && !m->type[0])
+                        return diag_set(diag, -EINVAL, "%s: mount %s: empty type", where,
+                                        m->container_path);
                 for (size_t k = 0; m->options && m->options[k]; k++)
-                        if (!m->options[k][0]) {
-                                *err = xasprintf("%s: mount %s: empty option", where,
-                                                 m->container_path);
-                                return -EINVAL;
-                        }
+                        if (!m->options[k][0])
+                                return diag_set(diag, -EINVAL, "%s: mount %s: empty option", where,
+                                                m->container_path);
         }
         for (size_t i = 0; i < e->n_hooks; i++) {
                 const struct cdi_hook *h = &e->hooks[i];
                 bool known = false;
                 for (size_t k = 0; k < ARRAY_SIZE(hook_names) && !known; k++)
                         known = h->hook_name && strcmp(h->hook_name, hook_names[k]) == 0;
-                if (!known) {
-                        *err = xasprintf("%s: invalid hook name \"%s\"", where,
-                                         h->hook_name ? h->hook_name : "");
-                        return -EINVAL;
-                }
-                if (!abs_path(h->path)) {
-                        *err = xasprintf("%s: hook %s: path \"%s\" is not absolute", where,
-                                         h->hook_name, h->path ? h->path : "");
-                        return -EINVAL;
-                }
+                if (!known)
+                        return diag_set(diag, -EINVAL, "%s: invalid hook name \"%s\"", where,
+                                        h->hook_name ? h->hook_name : "");
+                if (!abs_path(h->path))
+                        return diag_set(diag, -EINVAL, "%s: hook %s: path \"%s\" is not absolute",
+                                        where, h->hook_name, h->path ? h->path : "");
                 for (size_t k = 0; h->env && h->env[k]; k++)
-                        if (!env_ok(h->env[k])) {
-                                *err = xasprintf("%s: hook %s: env entry \"%s\" is not KEY=VALUE",
-                                                 where, h->hook_name, h->env[k]);
-                                return -EINVAL;
-                        }
+                        if (!env_ok(h->env[k]))
+                                return diag_set(diag, -EINVAL,
+                                                "%s: hook %s: env entry \"%s\" is not KEY=VALUE",
+                                                where, h->hook_name, h->env[k]);
         }
         return 0;
 }
 
-int cdi_spec_validate(const struct cdi_spec *s, char **err)
+int cdi_spec_validate(const struct cdi_spec *s, struct diag *diag)
 {
-        if (!cdi_valid_kind(s->kind)) {
-                *err = xasprintf("invalid kind \"%s\": want <vendor>/<class>, each starting with a "
-                                 "letter, ending with a letter or digit, with letters, digits, "
-                                 "'_', '-' and '.' between",
-                                 s->kind ? s->kind : "");
-                return -EINVAL;
-        }
-        if (s->n_devices == 0) {
-                *err = xasprintf("kind %s: a spec needs at least one device", s->kind);
-                return -EINVAL;
-        }
-        int r = edits_validate(&s->edits, "spec", err);
+        if (!cdi_valid_kind(s->kind))
+                return diag_set(diag, -EINVAL,
+                                "invalid kind \"%s\": want <vendor>/<class>, each starting with a "
+                                "letter, ending with a letter or digit, with letters, digits, "
+                                "'_', '-' and '.' between", s->kind ? s->kind : "");
+        if (s->n_devices == 0)
+                return diag_set(diag, -EINVAL, "kind %s: a spec needs at least one device",
+                                s->kind);
+        int r = edits_validate(&s->edits, "spec", diag);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < s->n_devices; i++) {
                 const struct cdi_device *d = &s->devices[i];
-                if (!cdi_valid_device_name(d->name)) {
-                        *err = xasprintf("invalid device name \"%s\": letters, digits, '_', '-', "
-                                         "'.' and ':', starting and ending with a letter or digit",
-                                         d->name ? d->name : "");
-                        return -EINVAL;
-                }
+                if (!cdi_valid_device_name(d->name))
+                        return diag_set(diag, -EINVAL,
+                                        "invalid device name \"%s\": letters, digits, '_', '-', "
+                                        "'.' and ':', starting and ending with a letter or digit",
+                                        d->name ? d->name : "");
                 for (size_t j = 0; j < i; j++)
-                        if (strcmp(s->devices[j].name, d->name) == 0) {
-                                *err = xasprintf("device \"%s\" appears twice", d->name);
-                                return -EINVAL;
-                        }
-                if (cdi_edits_empty(&d->edits)) {
-                        *err = xasprintf("device \"%s\" has no container edits", d->name);
-                        return -EINVAL;
-                }
+                        if (strcmp(s->devices[j].name, d->name) == 0)
+                                return diag_set(diag, -EINVAL, "device \"%s\" appears twice",
+                                                d->name);
+                if (cdi_edits_empty(&d->edits))
+                        return diag_set(diag, -EINVAL, "device \"%s\" has no container edits",
+                                        d->name);
                 _cleanup_free_ char *where = xasprintf("device \"%s\"", d->name);
-                r = edits_validate(&d->edits, where, err);
+                r = edits_validate(&d->edits, where, diag);
                 if (r < 0)
                         return r;
         }

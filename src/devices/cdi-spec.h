@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/diag.h"
+
 struct cdi_device_node {
         char *path;        /* in the container; absolute */
         char *host_path;   /* NULL: same as path (a host path needs cdiVersion 0.5.0) */
@@ -103,8 +105,8 @@ void cdi_edits_release(struct cdi_edits *e);
  * and unique; each device with at least one edit; env entries KEY=VALUE with
  * a non-empty key; absolute node, mount and hook paths; node types and
  * permissions as above, non-negative numbers; known hook names.  Returns 0,
- * or -EINVAL with *err (heap) naming the first problem. */
-int cdi_spec_validate(const struct cdi_spec *s, char **err);
+ * or -EINVAL with diag naming the first problem. */
+int cdi_spec_validate(const struct cdi_spec *s, struct diag *diag);
 
 /* The lowest cdiVersion that holds the spec's content: 0.3.0, or 0.4.0 for
  * a mount type, 0.5.0 for a node host path or a device name that starts

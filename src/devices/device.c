@@ -5,7 +5,7 @@
  * Everything here runs on the loop thread and never blocks.  Devices are only
  * ever appended to a resource, never removed (a vanished device stays, marked
  * unhealthy), so indices into r->devices stay valid; pointers do not survive
- * dev_resource_add().  Nothing here logs: callers turn -EINVAL and *err into
+ * dev_resource_add().  Nothing here logs: callers turn -EINVAL and diag into
  * gRPC errors. */
 #include "devices/device.h"
 
@@ -226,19 +226,15 @@ size_t dev_resource_healthy(const struct dev_resource *r)
 /* Every ID is checked before anything is merged, so out is untouched when the
  * request is refused. */
 static int allocate_generic(struct dev_resource *r, char *const *ids, size_t n,
-                            struct dev_alloc *out, char **err)
+                            struct dev_alloc *out, struct diag *diag)
 {
         _cleanup_free_ const struct dev_device **ds = xcalloc(n, sizeof(*ds));
         for (size_t i = 0; i < n; i++) {
                 ds[i] = dev_resource_find(r, ids[i]);
-                if (!ds[i]) {
-                        *err = xasprintf("unknown device ID \"%s\"", ids[i]);
-                        return -EINVAL;
-                }
-                if (ds[i]->health != DEV_HEALTHY) {
-                        *err = xasprintf("device \"%s\" is unhealthy", ids[i]);
-                        return -EINVAL;
-                }
+                if (!ds[i])
+                        return diag_set(diag, -EINVAL, "unknown device ID \"%s\"", ids[i]);
+                if (ds[i]->health != DEV_HEALTHY)
+                        return diag_set(diag, -EINVAL, "device \"%s\" is unhealthy", ids[i]);
         }
         for (size_t i = 0; i < n; i++) {
                 const struct dev_device *d = ds[i];
@@ -253,11 +249,11 @@ static int allocate_generic(struct dev_resource *r, char *const *ids, size_t n,
 }
 
 int dev_allocate(struct dev_resource *r, char *const *ids, size_t n, struct dev_alloc *out,
-                 char **err)
+                 struct diag *diag)
 {
         if (r->ops && r->ops->allocate)
-                return r->ops->allocate(r, ids, n, out, err);
-        return allocate_generic(r, ids, n, out, err);
+                return r->ops->allocate(r, ids, n, out, diag);
+        return allocate_generic(r, ids, n, out, diag);
 }
 
 /* ---- GetPreferredAllocation ---- */

@@ -18,6 +18,7 @@
 
 #include <uv.h>
 
+#include "base/diag.h"
 #include "config/config.h"
 #include "devices/measure.h"
 
@@ -78,10 +79,10 @@ struct dev_resource;
 
 struct dev_resource_ops {
         /* Fills out for one container holding ids.  On an unknown or unhealthy
-         * ID returns -EINVAL with *err naming it (heap string).  NULL: the
+         * ID returns -EINVAL with diag naming it.  NULL: the
          * generic merge of each device's nodes and mounts. */
         int (*allocate)(struct dev_resource *r, char *const *ids, size_t n, struct dev_alloc *out,
-                        char **err);
+                        struct diag *diag);
         /* Chooses size IDs from available, including every must ID.  Returns
          * a strv in *out.  NULL: the generic choice (dev_preferred_generic). */
         int (*preferred)(struct dev_resource *r, char *const *available, size_t n_available,
@@ -131,7 +132,7 @@ size_t dev_resource_healthy(const struct dev_resource *r);
 /* Dispatchers used by the plugin server: the resource's ops or the generic
  * behaviour. */
 int dev_allocate(struct dev_resource *r, char *const *ids, size_t n, struct dev_alloc *out,
-                 char **err);
+                 struct diag *diag);
 int dev_preferred(struct dev_resource *r, char *const *available, size_t n_available,
                   char *const *must, size_t n_must, size_t size, char ***out);
 /* Generic preferred allocation: every must ID, then available IDs that share
@@ -217,11 +218,11 @@ struct dev_share_units {
  * room for u->n), or NULL: served as it is.  An entry selects all the
  * units of its resource, the first devices_count of them, or those its
  * devices list names; a resource without units has nothing to share.
- * Returns 0, or -EINVAL with *err (heap; NVIDIA's wording) when a count
+ * Returns 0, or -EINVAL with diag (NVIDIA's wording) when a count
  * is more than the resource has or a listed device names none of its
  * units. */
 int dev_share_assign(const struct sharing_cfg *sc, const struct dev_share_units *u,
-                     const struct sharing_resource_cfg **out, char **err);
+                     const struct sharing_resource_cfg **out, struct diag *diag);
 
 /* ---- sidecar daemons: what a shared resource needs running beside devlet ---- */
 
@@ -257,9 +258,9 @@ struct dev_backend_ops {
          * here, synchronously) and starts watching on loop (loop may be NULL
          * for one-shot use such as `devlet list`: no watching).  Returns 0 and
          * *out, or 0 with *out NULL when cfg configures nothing for this
-         * backend, or -errno with *err (heap) saying why. */
+         * backend, or -errno with diag saying why. */
         int (*create)(uv_loop_t *loop, const struct devlet_config *cfg, struct dev_backend **out,
-                      char **err);
+                      struct diag *diag);
         /* Stops watching and frees everything; handle closes complete on the
          * loop, so the loop must run afterwards. */
         void (*destroy)(struct dev_backend *b);

@@ -33,7 +33,7 @@ static bool select_ref(const struct sharing_resource_cfg *s, const struct dev_sh
 }
 
 static int select_entry(const struct sharing_resource_cfg *s, const struct dev_share_units *u,
-                        const struct sharing_resource_cfg **out, char **err)
+                        const struct sharing_resource_cfg **out, struct diag *diag)
 {
         size_t n = 0;
         for (size_t k = 0; k < u->n; k++)
@@ -43,13 +43,11 @@ static int select_entry(const struct sharing_resource_cfg *s, const struct dev_s
         switch (s->devices_kind) {
         case SHARING_DEVICES_ALL:
         case SHARING_DEVICES_COUNT:
-                if (s->devices_kind == SHARING_DEVICES_COUNT && s->devices_count > n) {
-                        *err = xasprintf("unable to get IDs of devices to replicate for '%s' "
-                                         "resource: requested %u devices to be replicated, but "
-                                         "only %zu devices available",
-                                         s->name, s->devices_count, n);
-                        return -EINVAL;
-                }
+                if (s->devices_kind == SHARING_DEVICES_COUNT && s->devices_count > n)
+                        return diag_set(diag, -EINVAL,
+                                        "unable to get IDs of devices to replicate for '%s' "
+                                        "resource: requested %u devices to be replicated, but "
+                                        "only %zu devices available", s->name, s->devices_count, n);
                 for (size_t k = 0, nth = 0; k < u->n; k++)
                         if (unit_of(u, k, s->name) &&
                             (s->devices_kind == SHARING_DEVICES_ALL || nth++ < s->devices_count))
@@ -57,25 +55,23 @@ static int select_entry(const struct sharing_resource_cfg *s, const struct dev_s
                 return 0;
         case SHARING_DEVICES_LIST:
                 for (size_t i = 0; s->devices && s->devices[i]; i++)
-                        if (!select_ref(s, u, s->devices[i], out)) {
-                                *err = xasprintf("unable to get IDs of devices to replicate for "
-                                                 "'%s' resource: no matching device %s: %s",
-                                                 s->name, u->ref_kind(s->devices[i]),
-                                                 s->devices[i]);
-                                return -EINVAL;
-                        }
+                        if (!select_ref(s, u, s->devices[i], out))
+                                return diag_set(diag, -EINVAL,
+                                                "unable to get IDs of devices to replicate for "
+                                                "'%s' resource: no matching device %s: %s", s->name,
+                                                u->ref_kind(s->devices[i]), s->devices[i]);
                 return 0;
         }
         return -EINVAL;
 }
 
 int dev_share_assign(const struct sharing_cfg *sc, const struct dev_share_units *u,
-                     const struct sharing_resource_cfg **out, char **err)
+                     const struct sharing_resource_cfg **out, struct diag *diag)
 {
         for (size_t k = 0; k < u->n; k++)
                 out[k] = NULL;
         for (size_t i = 0; sc->strategy != SHARING_NONE && i < sc->n_resources; i++) {
-                int r = select_entry(&sc->resources[i], u, out, err);
+                int r = select_entry(&sc->resources[i], u, out, diag);
                 if (r < 0)
                         return r;
         }

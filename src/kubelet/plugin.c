@@ -330,16 +330,16 @@ static void handle_allocate(struct grpc_call *call, const uint8_t *req, size_t l
         _cleanup_free_ V1beta1__ContainerAllocateResponse **ptrs = xcalloc(n, sizeof(*ptrs));
         size_t done = 0;
         int status = GRPC_STATUS_OK;
-        _cleanup_free_ char *err = NULL;
+        struct diag why = { 0 };
 
         for (; done < n; done++) {
                 V1beta1__ContainerAllocateRequest *c = r->container_requests[done];
                 if (c->n_devices_ids == 0) {
                         status = GRPC_STATUS_INVALID_ARGUMENT;
-                        err = xstrdup("container request without device IDs");
+                        diag_set(&why, -EINVAL, "container request without device IDs");
                         break;
                 }
-                if (dev_allocate(p->res, c->devices_ids, c->n_devices_ids, &allocs[done], &err) < 0) {
+                if (dev_allocate(p->res, c->devices_ids, c->n_devices_ids, &allocs[done], &why) < 0) {
                         dev_alloc_release(&allocs[done]);
                         status = GRPC_STATUS_INVALID_ARGUMENT;
                         break;
@@ -359,8 +359,9 @@ static void handle_allocate(struct grpc_call *call, const uint8_t *req, size_t l
         } else {
                 p->stats.allocation_errors++;
                 log_warn("kubelet", "allocate refused resource=%s error=\"%s\"", p->res->name,
-                         err ? err : "?");
-                grpc_call_finish(call, status, "%s: %s", p->res->name, err ? err : "allocation failed");
+                         why.message[0] ? why.message : "?");
+                grpc_call_finish(call, status, "%s: %s", p->res->name,
+                                 why.message[0] ? why.message : "allocation failed");
         }
         for (size_t i = 0; i < done; i++) {
                 alloc_msg_release(&msgs[i]);

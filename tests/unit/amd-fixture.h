@@ -35,12 +35,12 @@ AMD_FIXTURE_HELPER char *amd_fixture_tree(const char *root, const char *profile)
 }
 
 /* Loads the inventory of sys and builds the resources for strategy.
- * Returns 0; -ENOENT with *err when the inventory fails to load; the
+ * Returns 0; -ENOENT with diag set when the inventory fails to load; the
  * layout's error otherwise (f->inv is loaded then). */
 AMD_FIXTURE_HELPER int amd_fixture_build(struct amd_fixture *f, const char *sys,
-                                         const char *strategy, char **err)
+                                         const char *strategy, struct diag *diag)
 {
-        int r = amd_inventory_load(sys, &f->inv, err);
+        int r = amd_inventory_load(sys, &f->inv, diag);
         if (r < 0)
                 return r;
         if (!f->cfg)
@@ -51,7 +51,7 @@ AMD_FIXTURE_HELPER int amd_fixture_build(struct amd_fixture *f, const char *sys,
         f->ctx = (struct amd_ctx){ .inv = f->inv, .dev_root = xstrdup(""),
                                    .cdi_annotation_prefix = xstrdup("cdi.k8s.io/"),
                                    .topo = amd_topology_build(f->inv) };
-        return amd_layout_build(f->inv, f->cfg, &f->ctx, &f->layout, err);
+        return amd_layout_build(f->inv, f->cfg, &f->ctx, &f->layout, diag);
 }
 
 AMD_FIXTURE_HELPER void amd_fixture_free(struct amd_fixture *f)

@@ -145,27 +145,26 @@ TEST_HELPER struct devlet_config *cfg_yaml(const char *yaml)
 TEST_HELPER struct dev_backend *backend_new(uv_loop_t *loop, const struct devlet_config *cfg)
 {
         struct dev_backend *b = NULL;
-        char *err = NULL;
-        int r = nvidia_backend_ops.create(loop, cfg, &b, &err);
+        struct diag why = { 0 };
+        int r = nvidia_backend_ops.create(loop, cfg, &b, &why);
         if (r != 0) {
-                print_error("create: %s\n", err ? err : strerror(-r));
-                free(err);
+                print_error("create: %s\n", why.message[0] ? why.message : strerror(-r));
                 fail();
         }
         assert_non_null(b);
         return b;
 }
 
-/* create() that must fail; returns the error (heap). */
+/* create() that must fail; returns its message (heap). */
 TEST_HELPER char *backend_fails(const struct devlet_config *cfg)
 {
         struct dev_backend *b = NULL;
-        char *err = NULL;
-        int r = nvidia_backend_ops.create(NULL, cfg, &b, &err);
+        struct diag why = { 0 };
+        int r = nvidia_backend_ops.create(NULL, cfg, &b, &why);
         assert_true(r < 0);
         assert_null(b);
-        assert_non_null(err);
-        return err;
+        assert_true(why.message[0] != '\0');
+        return xstrdup(why.message);
 }
 
 TEST_HELPER struct dev_resource *res_find(struct dev_backend *b, const char *name)

@@ -55,7 +55,7 @@ static void write_file(const char *path, const char *text)
 static struct amd_inventory *load(const char *sys)
 {
         struct amd_inventory *inv = NULL;
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(amd_inventory_load(sys, &inv, &err), 0);
         return inv;
 }
@@ -161,11 +161,11 @@ static void test_inventory_mi210_and_no_kfd(void **state)
         amd_inventory_free(inv);
 
         struct amd_inventory *none = NULL;
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         _cleanup_free_ char *empty = xasprintf("%s/empty", root);
         mkdir(empty, 0755);
         assert_int_equal(amd_inventory_load(empty, &none, &err), -ENOENT);
-        assert_contains(err, "amdgpu driver is not loaded");
+        assert_contains(err.message, "amdgpu driver is not loaded");
         assert_null(none);
 }
 
@@ -278,10 +278,10 @@ static void test_inventory_many_kfd_nodes(void **state)
 
 /* ---- resources and allocation ---- */
 
-static int fixture_build(struct amd_fixture *f, const char *profile, const char *strategy, char **err)
+static int fixture_build(struct amd_fixture *f, const char *profile, const char *strategy, struct diag *diag)
 {
         _cleanup_free_ char *sys = tree(profile);
-        int r = amd_fixture_build(f, sys, strategy, err);
+        int r = amd_fixture_build(f, sys, strategy, diag);
         assert_non_null(f->inv);
         return r;
 }
@@ -298,9 +298,9 @@ static struct dev_resource *res_named(struct amd_fixture *f, const char *name)
 static void test_naming(void **state)
 {
         struct amd_fixture f = { 0 };
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(fixture_build(&f, "mixed-node", "single", &err), -EINVAL);
-        assert_string_equal(err, AMD_MIXED_UNDER_SINGLE);
+        assert_string_equal(err.message, AMD_MIXED_UNDER_SINGLE);
         amd_fixture_free(&f);
 
         f = (struct amd_fixture){ 0 };
@@ -333,7 +333,7 @@ static void test_naming(void **state)
 static void test_sharing(void **state)
 {
         struct amd_fixture f = { 0 };
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         f.cfg = config_new_defaults(dev_config_families());
         struct sharing_cfg *sc = &f.cfg->sharing;
         sc->strategy = SHARING_TIME_SLICING;
@@ -395,7 +395,7 @@ static size_t ids_with_prefix(const struct dev_resource *r, const char *prefix)
 static void test_sharing_by_device_id(void **state)
 {
         struct amd_fixture f = { 0 };
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         f.cfg = sharing_yaml("amd.com/gpu", "[\"0000:22:00.0\"]");
         assert_string_equal(f.cfg->sharing.resources[0].devices[0], "0000:22:00.0");
         assert_int_equal(fixture_build(&f, "mi210-pair", "single", &err), 0);
@@ -426,7 +426,7 @@ static void test_sharing_by_device_id(void **state)
         f = (struct amd_fixture){ 0 };
         f.cfg = sharing_yaml("amd.com/gpu", "[\"0000:ff:00.0\"]");
         assert_int_equal(fixture_build(&f, "mi210-pair", "single", &err), -EINVAL);
-        assert_contains(err, "no matching device with ID: 0000:ff:00.0");
+        assert_contains(err.message, "no matching device with ID: 0000:ff:00.0");
         amd_fixture_free(&f);
 
         /* NVIDIA's grammar is not AMD's: a GPU UUID is refused with AMD's forms */
@@ -443,7 +443,7 @@ static void test_sharing_by_device_id(void **state)
 static void test_allocate(void **state)
 {
         struct amd_fixture f = { 0 };
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(fixture_build(&f, "mi300x-8x-cpx", "mixed", &err), 0);
         struct dev_resource *r = res_named(&f, "amd.com/cpx_nps4");
         char id0[] = "amdgpu_xcp_0", id1[] = "0000:0c:00.0";
@@ -458,8 +458,8 @@ static void test_allocate(void **state)
         char bad0[] = "0000:ff:00.0";
         char *bad[] = { bad0 };
         assert_int_equal(dev_allocate(r, bad, 1, &a, &err), -EINVAL);
-        assert_contains(err, "unknown device: 0000:ff:00.0");
-        free(TAKE_PTR(err));
+        assert_contains(err.message, "unknown device: 0000:ff:00.0");
+        err = (struct diag){ 0 };
 
         f.ctx.cdi_cri = true;
         assert_int_equal(dev_allocate(r, ids, 1, &a, &err), 0);
@@ -481,7 +481,7 @@ static char **ids_of(struct dev_resource *r, size_t *n)
 static void test_preferred(void **state)
 {
         struct amd_fixture f = { 0 };
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         size_t n;
         char **out = NULL;
 

@@ -97,7 +97,7 @@ static size_t check_names(struct dev_backend *b, const struct cdi_spec_list *spe
                         if (d->health != DEV_HEALTHY)
                                 continue;
                         struct dev_alloc a = { 0 };
-                        char *err = NULL;
+                        struct diag err = { 0 };
                         char *ids[] = { d->id };
                         assert_int_equal(dev_allocate(res[i], ids, 1, &a, &err), 0);
                         /* cdi-cri: CDI devices; cdi-annotations: one annotation,
@@ -259,7 +259,7 @@ static void test_extra_kinds(void **state)
         struct dev_resource *r = nvidia_backend_ops.resources(b, &n_res)[0];
         assert_string_equal(r->name, "nvidia.com/gpu");
         struct dev_alloc a = { 0 };
-        char *err = NULL;
+        struct diag err = { 0 };
         char *ids[] = { r->devices[0].id };
         assert_int_equal(dev_allocate(r, ids, 1, &a, &err), 0);
         size_t resolved = 0;
@@ -338,7 +338,8 @@ static void test_ldcache_hook_under_search_root(void **state)
                 else
                         assert_int_equal(unlink(hook), 0);
                 struct cdi_spec *s = NULL;
-                char **warnings = NULL, *err = NULL;
+                char **warnings = NULL;
+                struct diag err = { 0 };
                 assert_int_equal(nvidia_cdi_spec(&node, &opts, &s, &warnings, &err), 0);
                 assert_int_equal(s->edits.n_hooks, (size_t)present);
                 if (present) {
@@ -349,7 +350,6 @@ static void test_ldcache_hook_under_search_root(void **state)
                         assert_string_equal(h->args[3], "/usr/lib/x86_64-linux-gnu");
                 }
                 strv_free(warnings);
-                free(err);
                 cdi_spec_free(s);
         }
 }

@@ -49,11 +49,11 @@ static struct cdi_spec *good_spec(void)
 
 static void assert_invalid(struct cdi_spec *s, const char *needle)
 {
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(cdi_spec_validate(s, &err), -EINVAL);
-        assert_non_null(err);
-        if (!strstr(err, needle))
-                fail_msg("error \"%s\" does not mention \"%s\"", err, needle);
+        assert_true(err.message[0] != '\0');
+        if (!strstr(err.message, needle))
+                fail_msg("error \"%s\" does not mention \"%s\"", err.message, needle);
         _cleanup_free_ char *out = NULL;
         struct diag diag = { 0 };
         size_t len = 0;
@@ -129,9 +129,9 @@ static void test_device_names(void **state)
 static void test_good_spec(void **state)
 {
         _cleanup_spec_ struct cdi_spec *s = good_spec();
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(cdi_spec_validate(s, &err), 0);
-        assert_null(err);
+        assert_string_equal(err.message, "");
         assert_ptr_equal(cdi_spec_find_device(s, "gpu0"), &s->devices[0]);
         assert_null(cdi_spec_find_device(s, "gpu1"));
 }
@@ -269,7 +269,7 @@ static void test_bad_hooks(void **state)
         for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
                 _cleanup_spec_ struct cdi_spec *s = good_spec();
                 cdi_edits_add_hook(&s->edits, names[i], "/bin/true", NULL, NULL);
-                _cleanup_free_ char *err = NULL;
+                struct diag err = { 0 };
                 assert_int_equal(cdi_spec_validate(s, &err), 0);
         }
 }
@@ -537,7 +537,7 @@ static void test_merge(void **state)
         assert_int_equal(a->edits.n_mounts, 1);
         assert_int_equal(a->edits.n_nodes, 1);
         assert_int_equal(a->edits.n_hooks, 2); /* hooks are kept as given */
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(cdi_spec_validate(a, &err), 0);
 }
 
@@ -645,7 +645,7 @@ static void test_nvidia_spec(void **state)
                                               dev, hook };
         struct cdi_spec *s = NULL;
         char **warnings = NULL;
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(nvidia_cdi_spec(&node, &opts, &s, &warnings, &err), 0);
         assert_string_equal(s->kind, "k8s.device-plugin.nvidia.com/gpu");
 
@@ -736,8 +736,8 @@ static void test_nvidia_spec(void **state)
         s = NULL;
         assert_int_equal(nvidia_cdi_spec(&node, &o2, &s, NULL, &err), -EINVAL);
         assert_null(s);
-        assert_non_null(strstr(err, "no GPU device nodes"));
-        free(TAKE_PTR(err));
+        assert_non_null(strstr(err.message, "no GPU device nodes"));
+        err = (struct diag){ 0 };
         o2.kind = "bad kind";
         assert_int_equal(nvidia_cdi_spec(&node, &o2, &s, NULL, &err), -EINVAL);
 
@@ -750,7 +750,7 @@ static struct dev_resource *writer_res[1];
 static int writer_backend_token;
 
 static int writer_create(uv_loop_t *loop, const struct devlet_config *cfg,
-                         struct dev_backend **out, char **err)
+                         struct dev_backend **out, struct diag *diag)
 {
         return 0;
 }

@@ -157,10 +157,10 @@ static void test_allocate_one(void **state)
 {
         struct dev_resource *r = make_resource();
         struct dev_alloc a = { 0 };
-        char *err = NULL;
+        struct diag err = { 0 };
         _cleanup_strv_free_ char **ids = split("d1");
         assert_int_equal(dev_allocate(r, ids, 1, &a, &err), 0);
-        assert_null(err);
+        assert_string_equal(err.message, "");
         assert_int_equal(a.n_nodes, 1);
         assert_string_equal(a.nodes[0].host_path, "/dev/test1");
         assert_string_equal(a.nodes[0].container_path, "/dev/test1");
@@ -175,7 +175,7 @@ static void test_allocate_many(void **state)
 {
         struct dev_resource *r = make_resource();
         struct dev_alloc a = { 0 };
-        char *err = NULL;
+        struct diag err = { 0 };
         _cleanup_strv_free_ char **ids = split("d3 d0 d4");
         assert_int_equal(dev_allocate(r, ids, 3, &a, &err), 0);
         assert_int_equal(a.n_nodes, 3);
@@ -191,24 +191,22 @@ static void test_allocate_errors(void **state)
 {
         struct dev_resource *r = make_resource();
         struct dev_alloc a = { 0 };
-        char *err = NULL;
+        struct diag err = { 0 };
         _cleanup_strv_free_ char **unknown = split("d0 gpu-7");
         assert_int_equal(dev_allocate(r, unknown, 2, &a, &err), -EINVAL);
-        assert_string_equal(err, "unknown device ID \"gpu-7\"");
+        assert_string_equal(err.message, "unknown device ID \"gpu-7\"");
         assert_int_equal(a.n_nodes, 0); /* untouched on failure */
-        free(err);
-        err = NULL;
+        err = (struct diag){ 0 };
         _cleanup_strv_free_ char **sick = split("d1 d5");
         assert_int_equal(dev_allocate(r, sick, 2, &a, &err), -EINVAL);
-        assert_string_equal(err, "device \"d5\" is unhealthy");
+        assert_string_equal(err.message, "device \"d5\" is unhealthy");
         assert_int_equal(a.n_nodes, 0);
-        free(err);
         dev_alloc_release(&a);
         dev_resource_free(r);
 }
 
 static int custom_allocate(struct dev_resource *r, char *const *ids, size_t n,
-                           struct dev_alloc *out, char **err)
+                           struct dev_alloc *out, struct diag *diag)
 {
         dev_alloc_set_env(out, "CUSTOM", ids[0]);
         return 0;
@@ -228,7 +226,7 @@ static void test_dispatch_ops(void **state)
         struct dev_resource *r = make_resource();
         r->ops = &ops;
         struct dev_alloc a = { 0 };
-        char *err = NULL;
+        struct diag err = { 0 };
         _cleanup_strv_free_ char **ids = split("anything");
         assert_int_equal(dev_allocate(r, ids, 1, &a, &err), 0);
         assert_int_equal(a.n_envs, 1);

@@ -383,7 +383,7 @@ static void test_family_sharing(void **state)
                                                .names = toy_unit_names,
                                                .ref_kind = toy_ref_kind };
         const struct sharing_resource_cfg *out[4];
-        char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(dev_share_assign(&cfg->sharing, &units, out, &err), 0);
         assert_null(out[0]);
         assert_null(out[1]);
@@ -394,10 +394,9 @@ static void test_family_sharing(void **state)
         cfg = parse_ok("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                        "      - {name: toy.example/widget, replicas: 2, devices: [slot-7]}\n");
         assert_int_equal(dev_share_assign(&cfg->sharing, &units, out, &err), -EINVAL);
-        assert_string_equal(err, "unable to get IDs of devices to replicate for "
+        assert_string_equal(err.message, "unable to get IDs of devices to replicate for "
                                  "'toy.example/widget' resource: no matching device in slot: "
                                  "slot-7");
-        free(err);
         config_free(cfg);
 
         /* the toy's grammar, name rule and domain; no other family's */

@@ -172,10 +172,10 @@ static int teardown(void **state)
 static struct dev_backend *create_ok(uv_loop_t *loop, const struct devlet_config *c)
 {
         struct dev_backend *b = NULL;
-        char *err = NULL;
+        struct diag err = { 0 };
         int rc = hostdev_backend_ops.create(loop, c, &b, &err);
         if (rc < 0)
-                fail_msg("create failed: %s", err);
+                fail_msg("create failed: %s", err.message);
         assert_non_null(b);
         return b;
 }
@@ -243,10 +243,10 @@ static void test_nothing_configured(void **state)
 {
         struct devlet_config *c = cfg_new(tmp);
         struct dev_backend *b = (struct dev_backend *)&b;
-        char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(hostdev_backend_ops.create(NULL, c, &b, &err), 0);
         assert_null(b);
-        assert_null(err);
+        assert_string_equal(err.message, "");
         cfg_free(c);
 }
 
@@ -256,19 +256,17 @@ static void test_invalid_config(void **state)
         struct hostdev_group_cfg *g = cfg_group(cfg_device(c, "x"), 0);
         cfg_path(g, HOSTDEV_PATH_DEVICE, "/dev/null", NULL);
         struct dev_backend *b = NULL;
-        char *err = NULL;
+        struct diag err = { 0 };
         g->count = 1; /* count's bounds are the config module's alone */
         free(g->paths[0].path);
         g->paths[0].path = xstrdup("relative/path");
         assert_int_equal(hostdev_backend_ops.create(NULL, c, &b, &err), -EINVAL);
-        assert_non_null(strstr(err, "absolute"));
-        free(err);
-        err = NULL;
+        assert_non_null(strstr(err.message, "absolute"));
+        err = (struct diag){ 0 };
         g->paths[0].path[0] = '/';
         cfg_group(cfg_device(c, "x"), 1);
         assert_int_equal(hostdev_backend_ops.create(NULL, c, &b, &err), -EINVAL);
-        assert_non_null(strstr(err, "duplicate"));
-        free(err);
+        assert_non_null(strstr(err.message, "duplicate"));
         cfg_free(c);
 }
 
@@ -306,7 +304,7 @@ static void test_glob(void **state)
         assert_int_equal(d->numa_node, -1);
 
         struct dev_alloc a = { 0 };
-        char *err = NULL;
+        struct diag err = { 0 };
         char id0[] = "ttyUSB0", id1[] = "ttyUSB1";
         char *two[] = { id0, id1 };
         assert_int_equal(dev_allocate(r, two, 2, &a, &err), 0);
@@ -387,12 +385,11 @@ static void test_optional_and_missing(void **state)
         r = res(b, 1);
         assert_string_equal(ids(r), "broken!");
         struct dev_alloc a = { 0 };
-        char *err = NULL;
+        struct diag err = { 0 };
         char id[] = "broken";
         char *one[] = { id };
         assert_int_equal(dev_allocate(r, one, 1, &a, &err), -EINVAL);
-        assert_string_equal(err, "device \"broken\" is unhealthy");
-        free(err);
+        assert_string_equal(err.message, "device \"broken\" is unhealthy");
         assert_string_equal(ids(res(b, 2)), ""); /* a glob without matches: no devices */
         destroy_and_drain(NULL, b);
         cfg_free(c);
@@ -410,7 +407,7 @@ static void test_mount(void **state)
         struct dev_resource *r = res(b, 0);
         assert_string_equal(ids(r), "agent-0 agent-1 agent-2");
         struct dev_alloc a = { 0 };
-        char *err = NULL;
+        struct diag err = { 0 };
         char id[] = "agent-2";
         char *one[] = { id };
         assert_int_equal(dev_allocate(r, one, 1, &a, &err), 0);

@@ -579,7 +579,7 @@ static struct dev_resource *fake_res[2];
 static int fake_backend; /* any non-NULL pointer stands for the backend */
 
 static int fake_create(uv_loop_t *loop, const struct devlet_config *cfg, struct dev_backend **out,
-                       char **err)
+                       struct diag *diag)
 {
         return 0;
 }

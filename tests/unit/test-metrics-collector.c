@@ -129,7 +129,7 @@ static int teardown(void **state)
 static struct dev_sampler *sampler_open(void)
 {
         struct nvml_lib *lib = NULL;
-        _cleanup_free_ char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(nvml_lib_open("/", &lib, &err), 0);
         assert_int_equal(lib->init(), NVML_SUCCESS);
         _cleanup_free_ char *root = xasprintf("%s/proc", dir);

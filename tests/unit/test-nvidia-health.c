@@ -522,7 +522,7 @@ static void test_start_failure(void **state)
         struct nvml_lib *l = xcalloc(1, sizeof(*l));
         l->handle = dlopen(mock_lib, RTLD_NOW | RTLD_LOCAL);
         l->path = xstrdup(mock_lib);
-        char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(nvml_lib_resolve(l, hiding_lookup, l->handle, &err), 0);
         struct watch w;
         memset(&w, 0, sizeof(w));

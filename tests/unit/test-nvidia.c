@@ -49,14 +49,14 @@ static void *hiding_lookup(void *ctx, const char *name)
 }
 
 /* The mock, resolved with the names in hide made invisible. */
-static struct nvml_lib *lib_hiding(const char *const *hide, char **err)
+static struct nvml_lib *lib_hiding(const char *const *hide, struct diag *diag)
 {
         struct nvml_lib *l = xcalloc(1, sizeof(*l));
         l->handle = dlopen(mock_lib, RTLD_NOW | RTLD_LOCAL);
         assert_non_null(l->handle);
         l->path = xstrdup(mock_lib);
         hidden = hide;
-        if (nvml_lib_resolve(l, hiding_lookup, l->handle, err) < 0) {
+        if (nvml_lib_resolve(l, hiding_lookup, l->handle, diag) < 0) {
                 nvml_lib_close(l);
                 return NULL;
         }
@@ -66,7 +66,7 @@ static struct nvml_lib *lib_hiding(const char *const *hide, char **err)
 static void test_lib_open(void **state)
 {
         struct nvml_lib *l = NULL;
-        char *err = NULL;
+        struct diag err = { 0 };
         assert_int_equal(nvml_lib_open("/nonexistent-root", &l, &err), 0);
         assert_string_equal(l->path, mock_lib);
         assert_non_null(l->init);
@@ -78,8 +78,7 @@ static void test_lib_open(void **state)
 
         setenv("DEVLET_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
         assert_int_equal(nvml_lib_open("/", &l, &err), -ENOENT);
-        assert_contains(err, "/nonexistent/libnvidia-ml.so.1");
-        free(err);
+        assert_contains(err.message, "/nonexistent/libnvidia-ml.so.1");
         setenv("DEVLET_NVML_LIBRARY", mock_lib, 1);
 }
 
@@ -89,7 +88,7 @@ static void test_lib_fallbacks(void **state)
                                             "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2",
                                             "nvmlEventSetWait_v2",
                                             "nvmlDeviceGetTopologyCommonAncestor", NULL };
-        char *err = NULL;
+        struct diag err = { 0 };
         struct nvml_lib *l = lib_hiding(hide, &err);
         assert_non_null(l);
         assert_ptr_equal(l->init, dlsym(l->handle, "nvmlInit"));
@@ -117,14 +116,12 @@ static void test_lib_fallbacks(void **state)
 
         static const char *const no_uuid[] = { "nvmlDeviceGetUUID", NULL };
         assert_null(lib_hiding(no_uuid, &err));
-        assert_contains(err, "required symbol nvmlDeviceGetUUID");
-        free(err);
+        assert_contains(err.message, "required symbol nvmlDeviceGetUUID");
         static const char *const no_pci[] = { "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2",
                                               "nvmlDeviceGetPciInfo", NULL };
-        err = NULL;
+        err = (struct diag){ 0 };
         assert_null(lib_hiding(no_pci, &err));
-        assert_contains(err, "nvmlDeviceGetPciInfo_v3");
-        free(err);
+        assert_contains(err.message, "nvmlDeviceGetPciInfo_v3");
 }
 
 /* ---- inventory ---- */
@@ -415,7 +412,7 @@ static void test_no_library_no_gpus(void **state)
         struct devlet_config *cfg = cfg_yaml(NULL);
         struct dev_backend *b = NULL;
         char *err = NULL;
-        assert_int_equal(nvidia_backend_ops.create(NULL, cfg, &b, &err), 0);
+        assert_int_equal(nvidia_backend_ops.create(NULL, cfg, &b, NULL), 0);
         assert_null(b);
         config_free(cfg);
         cfg = cfg_yaml("version: v1\nflags: {backends: [nvidia]}\n");
@@ -423,7 +420,7 @@ static void test_no_library_no_gpus(void **state)
         assert_contains(err, "cannot load libnvidia-ml.so.1");
         free(err);
         cfg->fail_on_init_error = false;
-        assert_int_equal(nvidia_backend_ops.create(NULL, cfg, &b, &err), 0);
+        assert_int_equal(nvidia_backend_ops.create(NULL, cfg, &b, NULL), 0);
         assert_null(b);
         config_free(cfg);
         setenv("DEVLET_NVML_LIBRARY", mock_lib, 1);
@@ -438,7 +435,7 @@ static void test_no_library_no_gpus(void **state)
 
         nvml_write("devices: []\n");
         cfg = cfg_yaml(NULL);
-        assert_int_equal(nvidia_backend_ops.create(NULL, cfg, &b, &err), 0);
+        assert_int_equal(nvidia_backend_ops.create(NULL, cfg, &b, NULL), 0);
         assert_null(b);
         config_free(cfg);
 }
@@ -552,7 +549,7 @@ static void test_time_slicing(void **state)
 
 /* ---- Allocate ---- */
 
-static int alloc(struct dev_resource *r, struct dev_alloc *a, char **err, size_t n, ...)
+static int alloc(struct dev_resource *r, struct dev_alloc *a, struct diag *diag, size_t n, ...)
 {
         char *ids[16];
         va_list ap;
@@ -561,8 +558,8 @@ static int alloc(struct dev_resource *r, struct dev_alloc *a, char **err, size_t
                 ids[i] = va_arg(ap, char *);
         va_end(ap);
         memset(a, 0, sizeof(*a));
-        *err = NULL;
-        return dev_allocate(r, ids, n, a, err);
+        *diag = (struct diag){ 0 };
+        return dev_allocate(r, ids, n, a, diag);
 }
 
 static struct dev_backend *mig_backend(const char *flags, struct devlet_config **cfg)
@@ -580,7 +577,7 @@ static void test_allocate_envvar(void **state)
         struct dev_backend *b = mig_backend("gdsEnabled: true, mofedEnabled: true", &cfg);
         struct dev_resource *r = res_find(b, "nvidia.com/gpu");
         struct dev_alloc a;
-        char *err;
+        struct diag err = { 0 };
         assert_int_equal(alloc(r, &a, &err, 1, PLAIN_GPU), 0);
         assert_string_equal(env_of(&a, "NVIDIA_VISIBLE_DEVICES"), PLAIN_GPU);
         assert_string_equal(env_of(&a, "NVIDIA_GDS"), "enabled");
@@ -593,8 +590,7 @@ static void test_allocate_envvar(void **state)
         dev_alloc_release(&a);
 
         assert_int_equal(alloc(r, &a, &err, 1, "GPU-nope"), -EINVAL);
-        assert_string_equal(err, "invalid request: unknown device: GPU-nope");
-        free(err);
+        assert_string_equal(err.message, "invalid request: unknown device: GPU-nope");
         nvidia_backend_ops.destroy(b);
         config_free(cfg);
 
@@ -616,7 +612,7 @@ static void test_allocate_volume_mounts(void **state)
             cfg_yaml("version: v1\nflags: {plugin: {deviceListStrategy: volume-mounts}}\n");
         struct dev_backend *b = backend_new(NULL, cfg);
         struct dev_alloc a;
-        char *err;
+        struct diag err = { 0 };
         assert_int_equal(alloc(res_find(b, "nvidia.com/gpu"), &a, &err, 2, V100_3, V100_0), 0);
         assert_string_equal(env_of(&a, "NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
         assert_int_equal(a.n_mounts, 2);
@@ -636,7 +632,7 @@ static void test_allocate_cdi(void **state)
         struct dev_backend *b = backend_new(NULL, cfg);
         struct dev_resource *r = res_find(b, "nvidia.com/gpu");
         struct dev_alloc a;
-        char *err;
+        struct diag err = { 0 };
         assert_int_equal(alloc(r, &a, &err, 2, V100_0, V100_3), 0);
         assert_int_equal(a.n_annotations, 1);
         const char *prefix = "cdi.k8s.io/nvidia-device-plugin_";
@@ -686,7 +682,7 @@ static void test_allocate_device_specs(void **state)
         char root[PATH_MAX + 16], host[PATH_MAX + 64];
         tmp_path(root, sizeof(root), "root");
         struct dev_alloc a;
-        char *err;
+        struct diag err = { 0 };
         assert_int_equal(alloc(res_find(b, "nvidia.com/gpu"), &a, &err, 1, PLAIN_GPU), 0);
         assert_int_equal(a.n_nodes, 3);
         assert_string_equal(a.nodes[0].container_path, "/dev/nvidiactl");
@@ -710,8 +706,7 @@ static void test_allocate_device_specs(void **state)
 
         /* 1g.5gb's instance is not in mig-minors: refused, saying why */
         assert_int_equal(alloc(res_find(b, "nvidia.com/mig-1g.5gb"), &a, &err, 1, MIG_1G), -EINVAL);
-        assert_contains(err, "gpu0/gi13 is not in nvidia-caps/mig-minors");
-        free(err);
+        assert_contains(err.message, "gpu0/gi13 is not in nvidia-caps/mig-minors");
         nvidia_backend_ops.destroy(b);
         config_free(cfg);
 }
@@ -724,7 +719,7 @@ static void test_allocate_replicas(void **state)
         struct dev_backend *b = backend_new(NULL, cfg);
         struct dev_resource *r = res_find(b, "nvidia.com/gpu");
         struct dev_alloc a;
-        char *err;
+        struct diag err = { 0 };
         assert_int_equal(alloc(r, &a, &err, 3, V100_3 "::1", V100_0 "::2", V100_3 "::0"), 0);
         assert_string_equal(env_of(&a, "NVIDIA_VISIBLE_DEVICES"), V100_3 "," V100_0);
         dev_alloc_release(&a);
@@ -736,9 +731,8 @@ static void test_allocate_replicas(void **state)
         b = backend_new(NULL, cfg);
         r = res_find(b, "nvidia.com/gpu");
         assert_int_equal(alloc(r, &a, &err, 2, V100_3 "::1", V100_3 "::0"), -EINVAL);
-        assert_string_equal(err, "invalid request: maximum request size for shared resources is "
+        assert_string_equal(err.message, "invalid request: maximum request size for shared resources is "
                                  "1; found 2");
-        free(err);
         assert_int_equal(alloc(r, &a, &err, 1, V100_3 "::1"), 0);
         dev_alloc_release(&a);
         nvidia_backend_ops.destroy(b);
@@ -784,8 +778,7 @@ static void test_allocate_replicas(void **state)
         assert_string_equal(md[0].root, root);
         dev_sidecar_daemons_free(md, 1);
         assert_int_equal(alloc(r, &a, &err, 2, V100_3 "::1", V100_0 "::0"), -EINVAL);
-        assert_contains(err, "maximum request size for shared resources is 1");
-        free(err);
+        assert_contains(err.message, "maximum request size for shared resources is 1");
         assert_int_equal(alloc(r, &a, &err, 1, V100_3 "::1"), 0);
         assert_string_equal(env_of(&a, "CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com/gpu/pipe");
         assert_string_equal(env_of(&a, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
@@ -901,10 +894,9 @@ static void test_preferred_lost_and_replicas(void **state)
         assert_string_equal(out[1], "GPU-62000000-0000-0000-0000-000000000000");
         strv_free(out);
         struct dev_alloc a;
-        char *err;
+        struct diag err = { 0 };
         assert_int_equal(alloc(r, &a, &err, 1, "lost-gpu-1"), -EINVAL);
-        assert_contains(err, "unhealthy");
-        free(err);
+        assert_contains(err.message, "unhealthy");
         nvidia_backend_ops.destroy(b);
         config_free(cfg);
 

@@ -35,28 +35,24 @@ static char *cdi_name(const struct dev_resource *r, const char *id)
 }
 
 static int amd_allocate(struct dev_resource *r, char *const *ids, size_t n, struct dev_alloc *out,
-                        char **err)
+                        struct diag *diag)
 {
         const struct amd_ctx *c = ctx_of(r);
         bool replicas = false;
         for (size_t i = 0; i < n; i++) {
                 const struct dev_device *d = dev_resource_find(r, ids[i]);
-                if (!d) {
-                        *err = xasprintf("invalid request: unknown device: %s", ids[i]);
-                        return -EINVAL;
-                }
-                if (d->health != DEV_HEALTHY) {
-                        *err = xasprintf("invalid request: device %s is unhealthy", ids[i]);
-                        return -EINVAL;
-                }
+                if (!d)
+                        return diag_set(diag, -EINVAL, "invalid request: unknown device: %s",
+                                        ids[i]);
+                if (d->health != DEV_HEALTHY)
+                        return diag_set(diag, -EINVAL, "invalid request: device %s is unhealthy",
+                                        ids[i]);
                 replicas |= ((const struct amd_dev *)d->priv)->replica >= 0;
         }
-        if (replicas && n > 1 && c->fail_requests_greater_than_one) {
-                *err = xasprintf("invalid request: maximum request size for shared resources is "
-                                 "1; found %zu",
-                                 n);
-                return -EINVAL;
-        }
+        if (replicas && n > 1 && c->fail_requests_greater_than_one)
+                return diag_set(diag, -EINVAL,
+                                "invalid request: maximum request size for shared resources is "
+                                "1; found %zu", n);
         struct dev_alloc a = { 0 };
         bool cdi = c->cdi_cri || c->cdi_annotations;
         _cleanup_free_ char *joined = NULL;

@@ -164,26 +164,27 @@ static void backend_free(struct amd_backend *b)
 
 DEFINE_CLEANUP_FUNC(struct amd_backend, backend_free)
 
-/* "Nothing to serve": an info line once per process, or, with amd named
- * in --backends, a failure under --fail-on-init-error. */
-static int nothing(const struct devlet_config *cfg, int rc, char *why, struct dev_backend **out,
-                   char **err)
+/* "Nothing to serve" (rc, why): an info line once per process, or, with
+ * amd named in --backends, rc with diag set to why under
+ * --fail-on-init-error. */
+static int nothing(const struct devlet_config *cfg, int rc, const struct diag *why,
+                   struct dev_backend **out, struct diag *diag)
 {
         static bool said;
         bool named = cfg->backends && strv_contains(cfg->backends, "amd");
         *out = NULL;
         if (named && cfg->fail_on_init_error) {
-                *err = why;
+                if (diag)
+                        *diag = *why;
                 return rc;
         }
         if (named)
                 dev_report(DEV_REPORT_ERROR, "amd", "AMD backend not started, running without it "
                                  "(fail-on-init-error=false) error=\"%s\"",
-                          why);
+                          why->message);
         else if (!said)
-                dev_report(DEV_REPORT_INFO, "amd", "no AMD GPUs served: %s", why);
+                dev_report(DEV_REPORT_INFO, "amd", "no AMD GPUs served: %s", why->message);
         said = true;
-        free(why);
         return 0;
 }
 
@@ -209,7 +210,7 @@ static void ctx_fill(struct amd_ctx *c, const struct amd_inventory *inv,
 }
 
 static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct dev_backend **out,
-                      char **err)
+                      struct diag *diag)
 {
         if (!dev_backend_wanted(cfg, "amd")) {
                 *out = NULL;
@@ -217,21 +218,24 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
         }
         _cleanup_free_ char *sysfs = root_normalize(cfg->sysfs_root, "/sys");
         _cleanup_(backend_freep) struct amd_backend *b = xcalloc(1, sizeof(*b));
-        char *why = NULL;
+        struct diag why = { 0 };
         int r = amd_inventory_load(sysfs, &b->inv, &why);
         if (r < 0)
-                return nothing(cfg, r, why, out, err);
+                return nothing(cfg, r, &why, out, diag);
         for (size_t i = 0; b->inv->warnings && b->inv->warnings[i]; i++)
                 dev_report(DEV_REPORT_HOST_WARN, "amd", "%s", b->inv->warnings[i]);
-        if (b->inv->n_gpus == 0)
-                return nothing(cfg, -ENODEV, xstrdup("amdgpu is loaded but drives no GPU"), out, err);
-        if (!b->inv->kfd)
-                return nothing(cfg, -ENODEV,
-                               xasprintf("amdgpu drives %zu GPU(s) but KFD, the compute interface, "
-                                         "is not there (no %s/class/kfd): check that the kernel "
-                                         "has CONFIG_HSA_AMD and the GPUs support compute",
-                                         b->inv->n_gpus, sysfs),
-                               out, err);
+        if (b->inv->n_gpus == 0) {
+                diag_set(&why, -ENODEV, "amdgpu is loaded but drives no GPU");
+                return nothing(cfg, -ENODEV, &why, out, diag);
+        }
+        if (!b->inv->kfd) {
+                diag_set(&why, -ENODEV,
+                         "amdgpu drives %zu GPU(s) but KFD, the compute interface, is not there "
+                         "(no %s/class/kfd): check that the kernel has CONFIG_HSA_AMD and the GPUs "
+                         "support compute",
+                         b->inv->n_gpus, sysfs);
+                return nothing(cfg, -ENODEV, &why, out, diag);
+        }
         b->loop = loop;
         const struct amd_options *opts = amd_options_get(cfg);
         b->strategy = xstrdup(opts->resource_naming_strategy);
@@ -252,13 +256,13 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                 /* GPUs are there: a refused layout is an initialisation error, as
                  * NVIDIA's are, whether or not --backends names amd */
                 if (cfg->fail_on_init_error) {
-                        *err = why;
+                        if (diag)
+                                *diag = why;
                         return r;
                 }
                 dev_report(DEV_REPORT_ERROR, "amd", "AMD backend not started, running without it "
                                  "(fail-on-init-error=false) error=\"%s\"",
-                          why);
-                free(why);
+                          why.message);
                 *out = NULL;
                 return 0;
         }
@@ -390,8 +394,3 @@ const struct dev_backend_ops amd_backend_ops = {
         .sampler = amd_sampler,
         .attr_hints = &amd_attr_hints,
 };
-
-const struct amd_inventory *amd_backend_inventory(struct dev_backend *b)
-{
-        return ((struct amd_backend *)b)->inv;
-}

@@ -6,12 +6,6 @@
 
 #include "devices/device.h"
 
-struct amd_inventory;
-
 extern const struct dev_backend_ops amd_backend_ops;
-
-/* What sysfs said at start-up (devices/amd/inventory.h), read-only, valid
- * while the backend lives. */
-const struct amd_inventory *amd_backend_inventory(struct dev_backend *b);
 
 #endif

@@ -67,10 +67,10 @@ struct amd_layout {
 };
 
 /* Builds the resources for the naming strategy ("single"/"mixed") and the
- * sharing config.  Returns 0, or -EINVAL with *err: AMD's error for mixed
+ * sharing config.  Returns 0, or -EINVAL with diag: AMD's error for mixed
  * partition styles under single, a sharing selection naming no device. */
 int amd_layout_build(const struct amd_inventory *inv, const struct devlet_config *cfg,
-                     const struct amd_ctx *ctx, struct amd_layout *out, char **err);
+                     const struct amd_ctx *ctx, struct amd_layout *out, struct diag *diag);
 void amd_layout_release(struct amd_layout *l);
 
 /* The topology score between two GPUs: an XGMI link dominates (as an NVLink

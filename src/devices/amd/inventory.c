@@ -671,14 +671,12 @@ static void read_kfd(struct loader *l)
         read_links(l);
 }
 
-int amd_inventory_load(const char *sysfs_root, struct amd_inventory **out, char **err)
+int amd_inventory_load(const char *sysfs_root, struct amd_inventory **out, struct diag *diag)
 {
         _cleanup_free_ char *drv = xasprintf("%s/module/amdgpu/drivers", sysfs_root);
         struct stat st;
-        if (stat(drv, &st) < 0 || !S_ISDIR(st.st_mode)) {
-                *err = xasprintf("the amdgpu driver is not loaded (no %s)", drv);
-                return -ENOENT;
-        }
+        if (stat(drv, &st) < 0 || !S_ISDIR(st.st_mode))
+                return diag_set(diag, -ENOENT, "the amdgpu driver is not loaded (no %s)", drv);
         struct amd_inventory *inv = xcalloc(1, sizeof(*inv));
         atomic_init(&inv->refs, 1);
         inv->sysfs_root = xstrdup(sysfs_root);
@@ -687,7 +685,7 @@ int amd_inventory_load(const char *sysfs_root, struct amd_inventory **out, char 
         inv->driver_srcversion = read_or_empty(mod, "srcversion");
         int r = read_gpus(inv);
         if (r < 0) {
-                *err = xasprintf("cannot list %s: %s", drv, strerror(-r));
+                diag_set(diag, r, "cannot list %s: %s", drv, strerror(-r));
                 amd_inventory_free(inv);
                 return r;
         }

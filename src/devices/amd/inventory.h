@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/diag.h"
+
 /* KFD io_link types (kfd_crat.h: CRAT_IOLINK_TYPE_*) */
 #define AMD_LINK_PCIE 2
 #define AMD_LINK_XGMI 11
@@ -66,9 +68,9 @@ struct amd_inventory {
 };
 
 /* Reads the node under sysfs_root ("/sys").  Returns 0 and *out (maybe
- * with no GPUs: amdgpu loaded and driving none), -ENOENT with *err when the
+ * with no GPUs: amdgpu loaded and driving none), -ENOENT with diag when the
  * amdgpu module is not loaded, -ENOMEM never (allocation aborts). */
-int amd_inventory_load(const char *sysfs_root, struct amd_inventory **out, char **err);
+int amd_inventory_load(const char *sysfs_root, struct amd_inventory **out, struct diag *diag);
 /* A new reference (a sampler thread keeps one past the backend's life). */
 struct amd_inventory *amd_inventory_ref(struct amd_inventory *inv);
 /* Drops a reference; the last frees.  NULL is fine. */

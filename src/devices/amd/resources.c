@@ -88,7 +88,7 @@ static void device_add(struct builder *b, struct dev_resource *r, const struct u
         }
 }
 
-static int units_build(struct builder *b, char **err)
+static int units_build(struct builder *b, struct diag *diag)
 {
         const struct amd_inventory *inv = b->inv;
         bool mixed = strcmp(amd_options_get(b->cfg)->resource_naming_strategy, "mixed") == 0;
@@ -103,10 +103,8 @@ static int units_build(struct builder *b, char **err)
                 else if (strcmp(first, t) != 0)
                         heterogeneous = true;
         }
-        if (heterogeneous && !mixed) {
-                *err = xstrdup(AMD_MIXED_UNDER_SINGLE);
-                return -EINVAL;
-        }
+        if (heterogeneous && !mixed)
+                return diag_set(diag, -EINVAL, "%s", AMD_MIXED_UNDER_SINGLE);
         b->units = xcalloc(amd_inventory_units(inv) + 1, sizeof(*b->units));
         for (size_t i = 0; i < inv->n_gpus; i++) {
                 const struct amd_gpu *g = &inv->gpus[i];
@@ -147,11 +145,11 @@ static const char *share_ref_kind(const char *ref)
 }
 
 int amd_layout_build(const struct amd_inventory *inv, const struct devlet_config *cfg,
-                     const struct amd_ctx *ctx, struct amd_layout *out, char **err)
+                     const struct amd_ctx *ctx, struct amd_layout *out, struct diag *diag)
 {
         struct amd_layout l = { 0 };
         struct builder b = { .inv = inv, .cfg = cfg, .ctx = ctx, .out = &l };
-        int r = units_build(&b, err);
+        int r = units_build(&b, diag);
         _cleanup_free_ const struct sharing_resource_cfg **share =
                 xcalloc(b.n_units + 1, sizeof(*share));
         const struct dev_share_units units = { .n = b.n_units,
@@ -161,7 +159,7 @@ int amd_layout_build(const struct amd_inventory *inv, const struct devlet_config
                                                .ud = &b };
         /* AMD GPUs are shared by time-slicing only: MPS is NVIDIA's */
         if (r == 0 && cfg->sharing.strategy == SHARING_TIME_SLICING)
-                r = dev_share_assign(&cfg->sharing, &units, share, err);
+                r = dev_share_assign(&cfg->sharing, &units, share, diag);
         for (size_t k = 0; r == 0 && k < b.n_units; k++) {
                 const struct unit *u = &b.units[k];
                 bool parts = inv->gpus[u->gpu].n_parts > 1;

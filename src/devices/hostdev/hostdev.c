@@ -140,42 +140,34 @@ static void device_cfg_free(struct hostdev_device_cfg *c)
 /* The config module validates hostDevices (and alone bounds each group's
  * count); these checks only keep the backend safe on its own (tests, other
  * callers). */
-static int device_cfg_check(const struct hostdev_cfg *hc, size_t i, char **err)
+static int device_cfg_check(const struct hostdev_cfg *hc, size_t i, struct diag *diag)
 {
         const struct hostdev_device_cfg *d = &hc->devices[i];
-        if (!d->name || !d->name[0] || strchr(d->name, '/')) {
-                *err = xasprintf("hostDevices[%zu]: invalid name", i);
-                return -EINVAL;
-        }
+        if (!d->name || !d->name[0] || strchr(d->name, '/'))
+                return diag_set(diag, -EINVAL, "hostDevices[%zu]: invalid name", i);
         for (size_t j = 0; j < i; j++)
-                if (strcmp(hc->devices[j].name, d->name) == 0) {
-                        *err = xasprintf("hostDevices[%zu]: duplicate name \"%s\"", i, d->name);
-                        return -EINVAL;
-                }
-        if (d->n_groups == 0) {
-                *err = xasprintf("hostDevices \"%s\": no device groups", d->name);
-                return -EINVAL;
-        }
+                if (strcmp(hc->devices[j].name, d->name) == 0)
+                        return diag_set(diag, -EINVAL, "hostDevices[%zu]: duplicate name \"%s\"", i,
+                                        d->name);
+        if (d->n_groups == 0)
+                return diag_set(diag, -EINVAL, "hostDevices \"%s\": no device groups", d->name);
         for (size_t k = 0; k < d->n_groups; k++) {
                 const struct hostdev_group_cfg *g = &d->groups[k];
-                if (g->n_paths == 0 && g->n_usb == 0) {
-                        *err = xasprintf("hostDevices \"%s\": group %zu has no paths and no usb",
-                                         d->name, k);
-                        return -EINVAL;
-                }
+                if (g->n_paths == 0 && g->n_usb == 0)
+                        return diag_set(diag, -EINVAL,
+                                        "hostDevices \"%s\": group %zu has no paths and no usb",
+                                        d->name, k);
                 for (size_t p = 0; p < g->n_paths; p++)
                         if (!g->paths[p].path || g->paths[p].path[0] != '/' ||
-                            (g->paths[p].mount_path && g->paths[p].mount_path[0] != '/')) {
-                                *err = xasprintf("hostDevices \"%s\": group %zu: paths must be "
-                                                 "absolute", d->name, k);
-                                return -EINVAL;
-                        }
+                            (g->paths[p].mount_path && g->paths[p].mount_path[0] != '/'))
+                                return diag_set(diag, -EINVAL,
+                                                "hostDevices \"%s\": group %zu: paths must be "
+                                                "absolute", d->name, k);
                 for (size_t u = 0; u < g->n_usb; u++)
-                        if (!g->usb[u].vendor || !g->usb[u].product) {
-                                *err = xasprintf("hostDevices \"%s\": group %zu: usb needs "
-                                                 "vendor and product", d->name, k);
-                                return -EINVAL;
-                        }
+                        if (!g->usb[u].vendor || !g->usb[u].product)
+                                return diag_set(diag, -EINVAL,
+                                                "hostDevices \"%s\": group %zu: usb needs "
+                                                "vendor and product", d->name, k);
         }
         return 0;
 }
@@ -466,7 +458,7 @@ static void backend_free(struct hostdev_backend *b)
 DEFINE_CLEANUP_FUNC(struct hostdev_backend, backend_free)
 
 static int hostdev_create(uv_loop_t *loop, const struct devlet_config *cfg,
-                          struct dev_backend **out, char **err)
+                          struct dev_backend **out, struct diag *diag)
 {
         const struct hostdev_cfg *hc = &cfg->hostdev;
         if (hc->n_devices == 0) {
@@ -474,7 +466,7 @@ static int hostdev_create(uv_loop_t *loop, const struct devlet_config *cfg,
                 return 0;
         }
         for (size_t i = 0; i < hc->n_devices; i++) {
-                int rc = device_cfg_check(hc, i, err);
+                int rc = device_cfg_check(hc, i, diag);
                 if (rc < 0)
                         return rc;
         }

@@ -186,25 +186,22 @@ static void node_add(const struct nvidia_ctx *c, const char *ctr, struct dev_all
 
 static int device_specs(const struct nvidia_ctx *c, const struct dev_device *const *devs,
                         const struct nvidia_dev *const *ds, size_t n, struct dev_alloc *out,
-                        char **err)
+                        struct diag *diag)
 {
         static const char *const control[] = { "/dev/nvidiactl", "/dev/nvidia-uvm",
                                                "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset" };
         for (size_t i = 0; i < n; i++) {
                 const struct nvml_gpu *g = &c->inv->gpus[ds[i]->gpu];
                 const struct nvml_mig_dev *m = ds[i]->mig >= 0 ? &g->migs[ds[i]->mig] : NULL;
-                if (g->minor < 0) {
-                        *err = xasprintf("cannot pass the device nodes of %s: NVML gave no "
-                                         "minor number for GPU %u",
-                                         devs[i]->id, g->index);
-                        return -EINVAL;
-                }
-                if (m && (m->gi_cap < 0 || m->ci_cap < 0)) {
-                        *err = xasprintf("cannot pass the device nodes of %s: gpu%d/gi%u%s is "
-                                         "not in nvidia-caps/mig-minors",
-                                         devs[i]->id, g->minor, m->gi, m->gi_cap < 0 ? "" : "/ci");
-                        return -EINVAL;
-                }
+                if (g->minor < 0)
+                        return diag_set(diag, -EINVAL,
+                                        "cannot pass the device nodes of %s: NVML gave no "
+                                        "minor number for GPU %u", devs[i]->id, g->index);
+                if (m && (m->gi_cap < 0 || m->ci_cap < 0))
+                        return diag_set(diag, -EINVAL,
+                                        "cannot pass the device nodes of %s: gpu%d/gi%u%s is "
+                                        "not in nvidia-caps/mig-minors", devs[i]->id, g->minor,
+                                        m->gi, m->gi_cap < 0 ? "" : "/ci");
         }
         for (size_t i = 0; i < ARRAY_SIZE(control); i++)
                 node_if_present(c, control[i], out);
@@ -225,7 +222,7 @@ static int device_specs(const struct nvidia_ctx *c, const struct dev_device *con
 }
 
 static int nvidia_allocate(struct dev_resource *r, char *const *ids, size_t n,
-                           struct dev_alloc *out, char **err)
+                           struct dev_alloc *out, struct diag *diag)
 {
         const struct nvidia_ctx *c = ctx_of(r);
         _cleanup_free_ const struct dev_device **devs = xcalloc(n + 1, sizeof(*devs));
@@ -233,25 +230,21 @@ static int nvidia_allocate(struct dev_resource *r, char *const *ids, size_t n,
         bool replicas = false;
         for (size_t i = 0; i < n; i++) {
                 devs[i] = dev_resource_find(r, ids[i]);
-                if (!devs[i]) {
-                        *err = xasprintf("invalid request: unknown device: %s", ids[i]);
-                        return -EINVAL;
-                }
-                if (devs[i]->health != DEV_HEALTHY) {
-                        *err = xasprintf("invalid request: device %s is unhealthy", ids[i]);
-                        return -EINVAL;
-                }
+                if (!devs[i])
+                        return diag_set(diag, -EINVAL, "invalid request: unknown device: %s",
+                                        ids[i]);
+                if (devs[i]->health != DEV_HEALTHY)
+                        return diag_set(diag, -EINVAL, "invalid request: device %s is unhealthy",
+                                        ids[i]);
                 ds[i] = devs[i]->priv;
                 replicas |= ds[i]->replica >= 0;
         }
         if (replicas && n > 1 &&
             (c->sharing == SHARING_MPS ||
-             (c->sharing == SHARING_TIME_SLICING && c->fail_requests_greater_than_one))) {
-                *err = xasprintf("invalid request: maximum request size for shared resources is "
-                                 "1; found %zu",
-                                 n);
-                return -EINVAL;
-        }
+             (c->sharing == SHARING_TIME_SLICING && c->fail_requests_greater_than_one)))
+                return diag_set(diag, -EINVAL,
+                                "invalid request: maximum request size for shared resources is "
+                                "1; found %zu", n);
 
         struct dev_alloc a = { 0 };
         char **rids = runtime_ids(ds, n);
@@ -279,7 +272,7 @@ static int nvidia_allocate(struct dev_resource *r, char *const *ids, size_t n,
                                                     NVIDIA_DEVICE_LIST_ROOT "/imex/0", false);
                 }
                 if (c->pass_device_specs)
-                        rc = device_specs(c, devs, ds, n, &a, err);
+                        rc = device_specs(c, devs, ds, n, &a, diag);
                 if (rc == 0 && c->pass_device_specs && c->imex_channel0)
                         node_add(c, NVIDIA_IMEX_CHANNEL0, &a);
                 if (c->gds)

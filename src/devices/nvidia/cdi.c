@@ -242,12 +242,11 @@ static void add_named(struct cdi_spec *s, const char *name, const struct cdi_edi
 }
 
 int nvidia_cdi_spec(const struct nvidia_cdi_node *node, const struct nvidia_cdi_opts *opts,
-                    struct cdi_spec **out, char ***warnings, char **err)
+                    struct cdi_spec **out, char ***warnings, struct diag *diag)
 {
-        if (!cdi_valid_kind(opts->kind)) {
-                *err = xasprintf("invalid CDI kind \"%s\"", opts->kind ? opts->kind : "");
-                return -EINVAL;
-        }
+        if (!cdi_valid_kind(opts->kind))
+                return diag_set(diag, -EINVAL, "invalid CDI kind \"%s\"",
+                                opts->kind ? opts->kind : "");
         struct builder b = { .opts = opts, .warnings = warnings };
         b.driver_root = root_normalize(opts->driver_root);
         b.search_root = root_normalize(opts->search_root ? opts->search_root : opts->driver_root);
@@ -291,9 +290,8 @@ int nvidia_cdi_spec(const struct nvidia_cdi_node *node, const struct nvidia_cdi_
         }
         int r = 0;
         if (s->n_devices == 0) {
-                *err = xasprintf("no GPU device nodes under %s/dev to describe",
-                                 b.dev_root[0] ? b.dev_root : "");
-                r = -EINVAL;
+                r = diag_set(diag, -EINVAL, "no GPU device nodes under %s/dev to describe",
+                             b.dev_root[0] ? b.dev_root : "");
                 goto done;
         }
         add_named(s, "all", &all);
@@ -304,7 +302,7 @@ int nvidia_cdi_spec(const struct nvidia_cdi_node *node, const struct nvidia_cdi_
         add_driver_files(&b, &s->edits, node->driver_version);
         add_ldcache_hook(&b, &s->edits);
 
-        r = cdi_spec_validate(s, err);
+        r = cdi_spec_validate(s, diag);
 done:
         cdi_edits_release(&all);
         free(b.driver_root);
@@ -332,13 +330,11 @@ const struct nvidia_cdi_extra nvidia_cdi_gdrcopy = { "gdrcopy", gdrcopy_nodes, "
 const struct nvidia_cdi_extra nvidia_cdi_imex = { "imex-channel", imex_nodes, "0" };
 
 int nvidia_cdi_extra_spec(const char *kind, const char *dev_root,
-                          const struct nvidia_cdi_extra *x, struct cdi_spec **out, char **err)
+                          const struct nvidia_cdi_extra *x, struct cdi_spec **out, struct diag *diag)
 {
         const char *const *patterns = x->patterns;
-        if (!cdi_valid_kind(kind)) {
-                *err = xasprintf("invalid CDI kind \"%s\"", kind ? kind : "");
-                return -EINVAL;
-        }
+        if (!cdi_valid_kind(kind))
+                return diag_set(diag, -EINVAL, "invalid CDI kind \"%s\"", kind ? kind : "");
         _cleanup_free_ char *root = root_normalize(dev_root);
         struct cdi_spec *s = cdi_spec_new(kind);
         struct cdi_device *all = cdi_spec_add_device(s, x->device);
@@ -362,10 +358,9 @@ int nvidia_cdi_extra_spec(const char *kind, const char *dev_root,
                 globfree(&g);
         }
         if (all->edits.n_nodes == 0) {
-                *err = xasprintf("%s: no device node under %s/dev matches %s", kind, root,
-                                 patterns[0]);
                 cdi_spec_free(s);
-                return -ENOENT;
+                return diag_set(diag, -ENOENT, "%s: no device node under %s/dev matches %s", kind,
+                                root, patterns[0]);
         }
         *out = s;
         return 0;
@@ -426,9 +421,9 @@ void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *
                 .hook_path = no->cdi_hook_ldcache ? no->cdi_hook_path : NULL,
         };
         struct cdi_spec *s = NULL;
-        _cleanup_free_ char *err = NULL;
-        if (nvidia_cdi_spec(&node, &o, &s, &l->warnings, &err) < 0) {
-                cdi_spec_list_warn(l, xasprintf("no NVIDIA CDI spec: %s", err));
+        struct diag why = { 0 };
+        if (nvidia_cdi_spec(&node, &o, &s, &l->warnings, &why) < 0) {
+                cdi_spec_list_warn(l, xasprintf("no NVIDIA CDI spec: %s", why.message));
                 return;
         }
         cdi_spec_list_push(l, s);
@@ -447,10 +442,10 @@ void nvidia_backend_cdi_specs(struct dev_backend *b, const struct dev_cdi_opts *
                         continue;
                 _cleanup_free_ char *kind = xasprintf("%.*s/%s", (int)(slash - o.kind), o.kind,
                                                       extras[i].x->klass);
-                _cleanup_free_ char *xerr = NULL;
+                struct diag xwhy = { 0 };
                 struct cdi_spec *x = NULL;
-                if (nvidia_cdi_extra_spec(kind, nvidia_dev_root(cfg), extras[i].x, &x, &xerr) < 0)
-                        cdi_spec_list_warn(l, xasprintf("no CDI spec for %s: %s", kind, xerr));
+                if (nvidia_cdi_extra_spec(kind, nvidia_dev_root(cfg), extras[i].x, &x, &xwhy) < 0)
+                        cdi_spec_list_warn(l, xasprintf("no CDI spec for %s: %s", kind, xwhy.message));
                 else
                         cdi_spec_list_push(l, x);
         }

@@ -66,10 +66,10 @@ struct nvidia_cdi_opts {
  * symlinks naming them) and binaries found under the search root, mounted
  * read-only ("ro", "nosuid", "nodev", "bind"), and, when hook_path exists,
  * a createContainer hook running "update-ldcache --folder <dir>..." for the
- * library directories.  Returns 0 and *out (valid), or -EINVAL with *err
+ * library directories.  Returns 0 and *out (valid), or -EINVAL with diag
  * (no GPU device to describe, or an invalid kind). */
 int nvidia_cdi_spec(const struct nvidia_cdi_node *node, const struct nvidia_cdi_opts *opts,
-                    struct cdi_spec **out, char ***warnings, char **err);
+                    struct cdi_spec **out, char ***warnings, struct diag *diag);
 
 /* NVIDIA's extra kinds: class, the device nodes it holds, the one device's
  * name. */
@@ -86,9 +86,9 @@ extern const struct nvidia_cdi_extra nvidia_cdi_gds, nvidia_cdi_mofed, nvidia_cd
  * IMEX channel 0): one device x->device holding every character or block
  * device under the dev root that matches one of x's NULL-terminated glob
  * patterns (e.g. "/dev/nvidia-fs*").  Returns 0 and *out, or -ENOENT with
- * *err when nothing matches, -EINVAL for a bad kind. */
+ * diag when nothing matches, -EINVAL for a bad kind. */
 int nvidia_cdi_extra_spec(const char *kind, const char *dev_root,
-                          const struct nvidia_cdi_extra *x, struct cdi_spec **out, char **err);
+                          const struct nvidia_cdi_extra *x, struct cdi_spec **out, struct diag *diag);
 
 /* The backend's `cdi_specs` member: the GPU spec from the inventory, with
  * the GPU and MIG indices the backend's Allocate names ("<i>", "<i>:<j>":

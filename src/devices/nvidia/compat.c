@@ -91,11 +91,11 @@ char **nvidia_compat_warnings(const struct nvml_inventory *inv, const struct dev
 {
         char **w = NULL;
         struct nvidia_layout theirs = { 0 };
-        _cleanup_free_ char *err = NULL;
-        if (nvidia_layout_build_as_nvidia(inv, cfg, ctx, &theirs, &err) < 0) {
+        struct diag why = { 0 };
+        if (nvidia_layout_build_as_nvidia(inv, cfg, ctx, &theirs, &why) < 0) {
                 warn(&w, xasprintf("NVIDIA's plugin would not start on this node with this "
                                    "configuration: %s",
-                                   err ? err : "refused"));
+                                   why.message[0] ? why.message : "refused"));
                 return w;
         }
         for (size_t i = 0; i < layout->n_res; i++) {

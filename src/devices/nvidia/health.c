@@ -597,21 +597,18 @@ static void on_closed(uv_handle_t *handle)
 }
 
 int nvidia_health_start(uv_loop_t *loop, const struct nvidia_health_cfg *cfg,
-                        nvidia_health_cb cb, void *ud, struct nvidia_health **out, char **err)
+                        nvidia_health_cb cb, void *ud, struct nvidia_health **out, struct diag *diag)
 {
         const struct nvml_lib *lib = cfg->lib;
         if (!lib->event_set_create || !lib->register_events || !lib->event_set_wait ||
-            !lib->event_set_free) {
-                *err = xstrdup("NVML lacks the event calls (nvmlEventSetCreate, "
-                               "nvmlDeviceRegisterEvents, nvmlEventSetWait, nvmlEventSetFree)");
-                return -ENOTSUP;
-        }
+            !lib->event_set_free)
+                return diag_set(diag, -ENOTSUP, "NVML lacks the event calls (nvmlEventSetCreate, "
+                                "nvmlDeviceRegisterEvents, nvmlEventSetWait, nvmlEventSetFree)");
         nvmlEventSet_t set;
         nvmlReturn_t r = lib->event_set_create(&set);
-        if (r != NVML_SUCCESS) {
-                *err = xasprintf("cannot create an NVML event set: %s", nvml_lib_strerror(lib, r));
-                return -EIO;
-        }
+        if (r != NVML_SUCCESS)
+                return diag_set(diag, -EIO, "cannot create an NVML event set: %s",
+                                nvml_lib_strerror(lib, r));
         struct nvidia_health *h = xcalloc(1, sizeof(*h));
         h->cfg = *cfg;
         if (h->cfg.wait_ms == 0)
@@ -628,7 +625,7 @@ int nvidia_health_start(uv_loop_t *loop, const struct nvidia_health_cfg *cfg,
         register_gpus(h);
         int rc = pthread_create(&h->thread, NULL, health_main, h);
         if (rc != 0) {
-                *err = xasprintf("cannot start the health thread: %s", strerror(rc));
+                diag_set(diag, -rc, "cannot start the health thread: %s", strerror(rc));
                 lib->event_set_free(h->set);
                 h->set = NULL;
                 uv_close((uv_handle_t *)&h->async, on_closed);

@@ -99,11 +99,11 @@ int64_t nvidia_health_now_ms(void);
  * as NVIDIA does) events, and starts the thread.  GPUs that cannot be
  * registered are reported through cb before this returns (so the caller
  * sees them as part of its start).  Returns 0 and *out, or -errno with
- * *err when monitoring cannot start at all (no event set); cb is then not
+ * diag when monitoring cannot start at all (no event set); cb is then not
  * called.  cfg and everything it points at must stay until stop's done
  * callback. */
 int nvidia_health_start(uv_loop_t *loop, const struct nvidia_health_cfg *cfg,
-                        nvidia_health_cb cb, void *ud, struct nvidia_health **out, char **err);
+                        nvidia_health_cb cb, void *ud, struct nvidia_health **out, struct diag *diag);
 
 /* A GPU that starts unhealthy in this monitor because an earlier monitor
  * (before a re-enumeration) saw it fail at since (nvidia_health_now_ms):

@@ -123,20 +123,20 @@ struct nvidia_layout {
 };
 
 /* Builds the resources: MIG strategy, resource patterns, sharing.  Returns 0
- * and fills out; -EINVAL with *err in NVIDIA's wording for a sharing
- * selection that names no device; -ENOTSUP with *err (NVIDIA's wording) for
+ * and fills out; -EINVAL with diag in NVIDIA's wording for a sharing
+ * selection that names no device; -ENOTSUP with diag (NVIDIA's wording) for
  * a MIG layout that cannot be served (a MIG-enabled GPU without MIG
  * devices, or with strategy single mixed MIG modes or profiles).  Devices
  * of lost GPUs are unhealthy from the start. */
 int nvidia_layout_build(const struct nvml_inventory *inv, const struct devlet_config *cfg,
-                        const struct nvidia_ctx *ctx, struct nvidia_layout *out, char **err);
+                        const struct nvidia_ctx *ctx, struct nvidia_layout *out, struct diag *diag);
 /* What NVIDIA's plugin v0.20 would build from the same inventory and file:
  * MIG devices named after the GPU-instance profile their profile name
  * contains (unanchored), resources/rename/devices ignored.  For compat.c's
  * warnings; never served. */
 int nvidia_layout_build_as_nvidia(const struct nvml_inventory *inv,
                                   const struct devlet_config *cfg, const struct nvidia_ctx *ctx,
-                                  struct nvidia_layout *out, char **err);
+                                  struct nvidia_layout *out, struct diag *diag);
 /* "nvidia.com/mig-<profile>" with '+' as '.': devlet's and GFD's name for
  * a MIG profile's resource (mig-1c.3g.40gb, mig-1g.10gb.me). */
 char *nvidia_mig_resource_name(const char *profile);

@@ -520,14 +520,12 @@ static void topology_load(const struct nvml_lib *lib, struct nvml_inventory *inv
 /* ---- the whole node ---- */
 
 int nvml_inventory_load(const struct nvml_lib *lib, const struct nvml_inventory_env *env,
-                        struct nvml_inventory **out, char **err)
+                        struct nvml_inventory **out, struct diag *diag)
 {
         unsigned count = 0;
         nvmlReturn_t r = lib->device_count(&count);
-        if (r != NVML_SUCCESS) {
-                *err = xasprintf("cannot count the GPUs: %s", nvml_lib_strerror(lib, r));
-                return -EIO;
-        }
+        if (r != NVML_SUCCESS)
+                return diag_set(diag, -EIO, "cannot count the GPUs: %s", nvml_lib_strerror(lib, r));
         if (count > ALLOC_MAX_GPUS)
                 count = ALLOC_MAX_GPUS;
         struct nvml_inventory *inv = xcalloc(1, sizeof(*inv));

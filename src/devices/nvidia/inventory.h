@@ -68,10 +68,10 @@ struct nvml_inventory_env {
 };
 
 /* Reads everything from an initialised NVML.  Returns 0 and *out, or
- * -EIO with *err when the GPUs cannot be counted.  A GPU whose identity
+ * -EIO with diag when the GPUs cannot be counted.  A GPU whose identity
  * cannot be read is kept, marked lost. */
 int nvml_inventory_load(const struct nvml_lib *lib, const struct nvml_inventory_env *env,
-                        struct nvml_inventory **out, char **err);
+                        struct nvml_inventory **out, struct diag *diag);
 void nvml_inventory_free(struct nvml_inventory *inv);
 
 /* NVIDIA's MIG profile name (go-nvlib's): "<g>g.<gb>gb", "<c>c.<g>g.<gb>gb"

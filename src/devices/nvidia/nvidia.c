@@ -221,13 +221,14 @@ static void health_start(struct nvidia_backend *b, const struct devlet_config *c
                 .quiet_ms = cfg->health.recovery_quiet_ms,
                 .wait_ms = HEALTH_WAIT_MS,
         };
-        _cleanup_free_ char *err = NULL;
-        int r = nvidia_health_start(b->loop, &hc, on_health, b, &b->health, &err);
+        struct diag why = { 0 };
+        int r = nvidia_health_start(b->loop, &hc, on_health, b, &b->health, &why);
         if (r < 0) {
+                const char *e = why.message[0] ? why.message : strerror(-r);
                 dev_report(DEV_REPORT_ERROR, "nvidia", "health monitoring cannot start, every GPU is reported "
                                     "unhealthy error=\"%s\"",
-                          err ? err : strerror(-r));
-                b->health_state = xasprintf("failed: %s", err ? err : strerror(-r));
+                          e);
+                b->health_state = xasprintf("failed: %s", e);
                 for (size_t i = 0; i < b->inv->n_gpus; i++)
                         gpu_set(b, i, true, "health monitoring cannot start");
                 health_sync(b, false);
@@ -286,19 +287,19 @@ static void backend_free(struct nvidia_backend *b)
 
 DEFINE_CLEANUP_FUNC(struct nvidia_backend, backend_free)
 
-/* An initialisation failure under --fail-on-init-error: an error, or a
- * loud log and no backend.  Takes msg. */
-static int init_failed(const struct devlet_config *cfg, int rc, char *msg, struct dev_backend **out,
-                       char **err)
+/* An initialisation failure (rc, why): under --fail-on-init-error, rc
+ * with diag set to why; otherwise a loud log and no backend. */
+static int init_failed(const struct devlet_config *cfg, int rc, const struct diag *why,
+                       struct dev_backend **out, struct diag *diag)
 {
         if (cfg->fail_on_init_error) {
-                *err = msg;
+                if (diag)
+                        *diag = *why;
                 return rc;
         }
         dev_report(DEV_REPORT_ERROR, "nvidia", "NVIDIA backend not started, running without it "
                             "(fail-on-init-error=false) error=\"%s\"",
-                  msg);
-        free(msg);
+                  why->message);
         *out = NULL;
         return 0;
 }
@@ -389,7 +390,7 @@ static void mps_start(struct nvidia_backend *b)
 
 /* NVIDIA's IMEX rule: a required channel must exist at start-up; one not
  * required is left out when its node is missing. */
-static int imex_probe(struct nvidia_ctx *c, const struct devlet_config *cfg, char **err)
+static int imex_probe(struct nvidia_ctx *c, const struct devlet_config *cfg, struct diag *diag)
 {
         const struct nvidia_options *opts = nvidia_options_get(cfg);
         if (!opts->imex_channel0)
@@ -400,12 +401,10 @@ static int imex_probe(struct nvidia_ctx *c, const struct devlet_config *cfg, cha
                 c->imex_channel0 = true;
                 return 0;
         }
-        if (opts->imex_required) {
-                *err = xasprintf("IMEX channel 0 is required (--imex-required) but %s is "
-                                 "missing: %s",
-                                 path, strerror(errno));
-                return -ENOENT;
-        }
+        if (opts->imex_required)
+                return diag_set(diag, -ENOENT,
+                                "IMEX channel 0 is required (--imex-required) but %s is "
+                                "missing: %s", path, strerror(errno));
         dev_report(DEV_REPORT_WARN, "nvidia",
                    "IMEX channel 0 not found, containers get no IMEX channel path=%s", path);
         return 0;
@@ -432,7 +431,7 @@ static void report_found(const struct nvidia_backend *b)
 
 int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                                const struct devlet_config *cfg, struct dev_backend **out,
-                               char **err)
+                               struct diag *diag)
 {
         _cleanup_(backend_freep) struct nvidia_backend *b = xcalloc(1, sizeof(*b));
         b->lib = lib;
@@ -448,21 +447,21 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                                    "library=%s missing=%s",
                          lib->path ? lib->path : "?", names);
         }
+        struct diag why = { 0 };
         nvmlReturn_t nr = lib->init();
-        if (nr != NVML_SUCCESS)
-                return init_failed(cfg, -EIO,
-                                   xasprintf("failed to initialize NVML: %s (%s)",
-                                             nvml_lib_strerror(lib, nr), no_nvml_hint),
-                                   out, err);
+        if (nr != NVML_SUCCESS) {
+                diag_set(&why, -EIO, "failed to initialize NVML: %s (%s)",
+                         nvml_lib_strerror(lib, nr), no_nvml_hint);
+                return init_failed(cfg, -EIO, &why, out, diag);
+        }
         b->nvml_up = true;
         _cleanup_free_ char *sysfs = root_normalize(cfg->sysfs_root);
         const char *proc_env = getenv(PROC_ROOT_ENV);
         _cleanup_free_ char *proc = root_normalize(proc_env && *proc_env ? proc_env : "/proc");
         struct nvml_inventory_env env = { .sysfs_root = sysfs, .proc_root = proc };
-        char *msg = NULL;
-        int r = nvml_inventory_load(lib, &env, &b->inv, &msg);
+        int r = nvml_inventory_load(lib, &env, &b->inv, &why);
         if (r < 0)
-                return init_failed(cfg, r, msg, out, err);
+                return init_failed(cfg, r, &why, out, diag);
         if (b->inv->n_gpus == 0) {
                 dev_report(DEV_REPORT_INFO, "nvidia", "NVML found no GPUs; no NVIDIA resources library=%s",
                          lib->path ? lib->path : "?");
@@ -470,22 +469,21 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                 return 0;
         }
         ctx_fill(&b->ctx, b, cfg);
-        r = imex_probe(&b->ctx, cfg, &msg);
+        r = imex_probe(&b->ctx, cfg, &why);
         if (r < 0)
-                return init_failed(cfg, r, msg, out, err);
+                return init_failed(cfg, r, &why, out, diag);
         const char *mig_strategy = nvidia_options_get(cfg)->mig_strategy;
         b->mig_strategy = xstrdup(mig_strategy ? mig_strategy : "none");
-        r = nvidia_layout_build(b->inv, cfg, &b->ctx, &b->layout, &msg);
+        r = nvidia_layout_build(b->inv, cfg, &b->ctx, &b->layout, &why);
         if (r == -ENOTSUP) {
                 /* GFD labels such a node (<model>-MIG-INVALID): keep the
                  * inventory for the labels and metrics, serve nothing */
                 dev_report(DEV_REPORT_ERROR, "nvidia",
                            "MIG layout cannot be served, no NVIDIA resources mig_strategy=%s "
                            "error=\"%s\"",
-                           b->mig_strategy, msg);
-                free(TAKE_PTR(msg));
+                           b->mig_strategy, why.message);
         } else if (r < 0) {
-                return init_failed(cfg, r, msg, out, err);
+                return init_failed(cfg, r, &why, out, diag);
         } else if (loop) {
                 char **compat = nvidia_compat_warnings(b->inv, cfg, &b->ctx, &b->layout);
                 for (size_t i = 0; compat && compat[i]; i++)
@@ -507,9 +505,9 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                         }
         mps_start(b);
         report_found(b);
-        _cleanup_free_ char *sampler_err = NULL;
-        if (nvidia_sampler_new(lib, b->inv, &b->sampler, &sampler_err) < 0)
-                log_debug("nvidia", "no GPU metrics error=\"%s\"", sampler_err);
+        struct diag sampler_why = { 0 };
+        if (nvidia_sampler_new(lib, b->inv, &b->sampler, &sampler_why) < 0)
+                log_debug("nvidia", "no GPU metrics error=\"%s\"", sampler_why.message);
         health_start(b, cfg);
         *out = (struct dev_backend *)TAKE_PTR(b);
         return 0;
@@ -521,24 +519,23 @@ static bool named_explicitly(const struct devlet_config *cfg)
 }
 
 static int nvidia_create(uv_loop_t *loop, const struct devlet_config *cfg,
-                         struct dev_backend **out, char **err)
+                         struct dev_backend **out, struct diag *diag)
 {
         struct nvml_lib *lib = NULL;
-        char *msg = NULL;
-        int r = nvml_lib_open(nvidia_options_get(cfg)->driver_root, &lib, &msg);
+        struct diag why = { 0 };
+        int r = nvml_lib_open(nvidia_options_get(cfg)->driver_root, &lib, &why);
         if (r == -ENOENT && !named_explicitly(cfg)) {
                 dev_report(DEV_REPORT_INFO, "nvidia", "no NVIDIA driver library, NVIDIA backend off detail=\"%s\"",
-                         msg);
-                free(msg);
+                         why.message);
                 *out = NULL;
                 return 0;
         }
         if (r < 0) {
-                char *full = xasprintf("%s (%s)", msg, no_nvml_hint);
-                free(msg);
-                return init_failed(cfg, r, full, out, err);
+                struct diag full = { 0 };
+                diag_set(&full, r, "%s (%s)", why.message, no_nvml_hint);
+                return init_failed(cfg, r, &full, out, diag);
         }
-        return nvidia_backend_create_with(lib, loop, cfg, out, err);
+        return nvidia_backend_create_with(lib, loop, cfg, out, diag);
 }
 
 static void nvidia_destroy(struct dev_backend *db)

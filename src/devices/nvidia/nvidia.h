@@ -17,7 +17,7 @@ extern const struct dev_backend_ops nvidia_backend_ops;
  * for tests that hand in a table with symbols hidden. */
 int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
                                const struct devlet_config *cfg, struct dev_backend **out,
-                               char **err);
+                               struct diag *diag);
 
 /* What NVML said at start-up (devices/nvidia/inventory.h), read-only, for
  * the consumers that describe GPUs beyond the device model: node labels and

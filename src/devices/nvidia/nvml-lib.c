@@ -129,7 +129,7 @@ static const char *const lib_dirs[] = {
         NULL,
 };
 
-int nvml_lib_resolve(struct nvml_lib *l, nvml_lib_lookup lookup, void *ctx, char **err)
+int nvml_lib_resolve(struct nvml_lib *l, nvml_lib_lookup lookup, void *ctx, struct diag *diag)
 {
         if (atomic_load(&l->refs) == 0)
                 atomic_init(&l->refs, 1); /* a table a test built */
@@ -138,21 +138,18 @@ int nvml_lib_resolve(struct nvml_lib *l, nvml_lib_lookup lookup, void *ctx, char
                 void *p = NULL;
                 for (size_t k = 0; row->names[k] && !p; k++)
                         p = lookup(ctx, row->names[k]);
-                if (!p && row->required) {
-                        *err = xasprintf("%s lacks the required symbol %s", l->path ? l->path : LIB_SONAME,
-                                         row->names[0]);
-                        return -ENOEXEC;
-                }
+                if (!p && row->required)
+                        return diag_set(diag, -ENOEXEC, "%s lacks the required symbol %s",
+                                        l->path ? l->path : LIB_SONAME, row->names[0]);
                 if (!p && !row->quiet && row->offset != offsetof(struct nvml_lib, pci_info) &&
                     row->offset != offsetof(struct nvml_lib, pci_info_v1))
                         l->missing = strv_push(l->missing, row->names[0]);
                 memcpy((char *)l + row->offset, &p, sizeof(p));
         }
-        if (!l->pci_info && !l->pci_info_v1) {
-                *err = xasprintf("%s lacks the required symbol nvmlDeviceGetPciInfo_v3",
-                                 l->path ? l->path : LIB_SONAME);
-                return -ENOEXEC;
-        }
+        if (!l->pci_info && !l->pci_info_v1)
+                return diag_set(diag, -ENOEXEC,
+                                "%s lacks the required symbol nvmlDeviceGetPciInfo_v3",
+                                l->path ? l->path : LIB_SONAME);
         return 0;
 }
 
@@ -212,18 +209,19 @@ static void *search(const char *driver_root, char **path, char **tried)
         return h;
 }
 
-int nvml_lib_open(const char *driver_root, struct nvml_lib **out, char **err)
+int nvml_lib_open(const char *driver_root, struct nvml_lib **out, struct diag *diag)
 {
         _cleanup_free_ char *tried = NULL;
         struct nvml_lib *l = xcalloc(1, sizeof(*l));
         atomic_init(&l->refs, 1);
         l->handle = search(driver_root, &l->path, &tried);
         if (!l->handle) {
-                *err = xasprintf("cannot load " LIB_SONAME ": %s", tried ? tried : "not found");
+                diag_set(diag, -ENOENT, "cannot load " LIB_SONAME ": %s",
+                         tried ? tried : "not found");
                 nvml_lib_close(l);
                 return -ENOENT;
         }
-        int r = nvml_lib_resolve(l, dl_lookup, l->handle, err);
+        int r = nvml_lib_resolve(l, dl_lookup, l->handle, diag);
         if (r < 0) {
                 nvml_lib_close(l);
                 return r;

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "base/diag.h"
 #include "devices/nvidia/nvml.h"
 
 /* Full path of the library to load instead of searching: for tests and
@@ -104,14 +105,14 @@ typedef void *(*nvml_lib_lookup)(void *ctx, const char *name);
 /* Loads the library: $DEVLET_NVML_LIBRARY when set (that path only), else
  * libnvidia-ml.so.1 in <driver_root>'s library directories, else by soname
  * (the dynamic loader's search, LD_LIBRARY_PATH included).  Returns 0 and
- * *out, -ENOENT when no library could be loaded (*err lists what was
- * tried), or -ENOEXEC when a required symbol is missing (*err names it). */
-int nvml_lib_open(const char *driver_root, struct nvml_lib **out, char **err);
+ * *out, -ENOENT when no library could be loaded (diag lists what was
+ * tried), or -ENOEXEC when a required symbol is missing (diag names it). */
+int nvml_lib_open(const char *driver_root, struct nvml_lib **out, struct diag *diag);
 
 /* Fills the table of l through lookup (nvml_lib_open uses dlsym).  Returns
- * 0, or -ENOEXEC with *err naming the first required symbol missing.  For
+ * 0, or -ENOEXEC with diag naming the first required symbol missing.  For
  * tests: a lookup that hides names exercises the fallbacks. */
-int nvml_lib_resolve(struct nvml_lib *l, nvml_lib_lookup lookup, void *ctx, char **err);
+int nvml_lib_resolve(struct nvml_lib *l, nvml_lib_lookup lookup, void *ctx, struct diag *diag);
 
 /* Another reference to l (the metrics sampler holds one): any thread. */
 struct nvml_lib *nvml_lib_ref(struct nvml_lib *l);

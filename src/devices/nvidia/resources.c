@@ -110,17 +110,15 @@ static bool mig_in_use(const struct nvml_gpu *g)
 
 /* NVIDIA's checks of a MIG layout (its messages, with the index it means:
  * NVIDIA's always says "device 0"). */
-static int mig_layout_check(const struct builder *b, bool single, char **err)
+static int mig_layout_check(const struct builder *b, bool single, struct diag *diag)
 {
         const struct nvml_inventory *inv = b->inv;
         for (size_t i = 0; i < inv->n_gpus; i++)
-                if (mig_in_use(&inv->gpus[i]) && inv->gpus[i].n_migs == 0) {
-                        *err = xasprintf("invalid MIG configuration: at least one device with "
-                                         "migEnabled=true was not configured correctly: device "
-                                         "%zu has an invalid MIG configuration",
-                                         i);
-                        return -ENOTSUP;
-                }
+                if (mig_in_use(&inv->gpus[i]) && inv->gpus[i].n_migs == 0)
+                        return diag_set(diag, -ENOTSUP,
+                                        "invalid MIG configuration: at least one device with "
+                                        "migEnabled=true was not configured correctly: device "
+                                        "%zu has an invalid MIG configuration", i);
         if (!single)
                 return 0;
         const char *first = NULL;
@@ -135,28 +133,26 @@ static int mig_layout_check(const struct builder *b, bool single, char **err)
                         migs = true;
                         if (!first)
                                 first = g->migs[j].profile;
-                        else if (strcmp(first, g->migs[j].profile) != 0) {
-                                *err = xstrdup("invalid MIG configuration: more than one MIG "
-                                               "device type present on node");
-                                return -ENOTSUP;
-                        }
+                        else if (strcmp(first, g->migs[j].profile) != 0)
+                                return diag_set(diag, -ENOTSUP,
+                                                "invalid MIG configuration: more than one MIG "
+                                                "device type present on node");
                 }
         }
-        if (whole && migs) {
-                *err = xstrdup("all devices on the node must be configured with the same "
-                               "migEnabled value");
-                return -ENOTSUP;
-        }
+        if (whole && migs)
+                return diag_set(diag, -ENOTSUP,
+                                "all devices on the node must be configured with the same "
+                                "migEnabled value");
         return 0;
 }
 
-static int units_build(struct builder *b, char **err)
+static int units_build(struct builder *b, struct diag *diag)
 {
         const struct nvml_inventory *inv = b->inv;
         const char *strategy = nvidia_options_get(b->cfg)->mig_strategy;
         bool none = strcmp(strategy, "none") == 0;
         if (!none) {
-                int r = mig_layout_check(b, strcmp(strategy, "single") == 0, err);
+                int r = mig_layout_check(b, strcmp(strategy, "single") == 0, diag);
                 if (r < 0)
                         return r;
         }
@@ -218,7 +214,7 @@ static const char *default_mig_name(struct builder *b, const char *profile)
         return NULL;
 }
 
-static int name_mig(struct builder *b, const struct nvml_mig_dev *m, const char **out, char **err)
+static int name_mig(struct builder *b, const struct nvml_mig_dev *m, const char **out, struct diag *diag)
 {
         const struct resources_cfg *rc = b->res;
         for (size_t k = 0; k < rc->n_mig_resources; k++)
@@ -231,15 +227,14 @@ static int name_mig(struct builder *b, const struct nvml_mig_dev *m, const char 
                 return 0;
         }
         *out = default_mig_name(b, m->profile);
-        if (!*out) {
-                *err = xasprintf("MIG profile '%s' does not match any resource patterns",
-                                 m->profile);
-                return -EINVAL;
-        }
+        if (!*out)
+                return diag_set(diag, -EINVAL,
+                                "MIG profile '%s' does not match any resource patterns",
+                                m->profile);
         return 0;
 }
 
-static int names_assign(struct builder *b, char **err)
+static int names_assign(struct builder *b, struct diag *diag)
 {
         for (size_t k = 0; k < b->n_units; k++) {
                 struct unit *u = &b->units[k];
@@ -248,7 +243,7 @@ static int names_assign(struct builder *b, char **err)
                         u->resource = name_gpu(b, &b->inv->gpus[u->gpu]);
                         continue;
                 }
-                int r = name_mig(b, m, &u->resource, err);
+                int r = name_mig(b, m, &u->resource, diag);
                 if (r < 0)
                         return r;
         }
@@ -381,7 +376,7 @@ static const char *share_ref_kind(const char *ref)
                                                                             : "at index";
 }
 
-static int devices_build(struct builder *b, char **err)
+static int devices_build(struct builder *b, struct diag *diag)
 {
         _cleanup_free_ const struct sharing_resource_cfg **share =
                 xcalloc(b->n_units + 1, sizeof(*share));
@@ -390,7 +385,7 @@ static int devices_build(struct builder *b, char **err)
                                                .names = share_names,
                                                .ref_kind = share_ref_kind,
                                                .ud = b };
-        int r = dev_share_assign(&b->cfg->sharing, &units, share, err);
+        int r = dev_share_assign(&b->cfg->sharing, &units, share, diag);
         if (r < 0)
                 return r;
         for (size_t k = 0; k < b->n_units; k++) {
@@ -423,17 +418,17 @@ char *nvidia_mig_resource_name(const char *profile)
 
 static int layout_build(const struct nvml_inventory *inv, const struct devlet_config *cfg,
                         const struct nvidia_ctx *ctx, bool as_nvidia, struct nvidia_layout *out,
-                        char **err)
+                        struct diag *diag)
 {
         struct nvidia_layout l = { 0 };
         static const struct resources_cfg none;
         struct builder b = { .inv = inv, .cfg = cfg, .ctx = ctx, .out = &l, .as_nvidia = as_nvidia,
                              .res = as_nvidia ? &none : nvidia_resources_get(cfg) };
-        int r = units_build(&b, err);
+        int r = units_build(&b, diag);
         if (r == 0)
-                r = names_assign(&b, err);
+                r = names_assign(&b, diag);
         if (r == 0)
-                r = devices_build(&b, err);
+                r = devices_build(&b, diag);
         free(b.units);
         strv_free(b.names);
         if (r < 0) {
@@ -445,14 +440,14 @@ static int layout_build(const struct nvml_inventory *inv, const struct devlet_co
 }
 
 int nvidia_layout_build(const struct nvml_inventory *inv, const struct devlet_config *cfg,
-                        const struct nvidia_ctx *ctx, struct nvidia_layout *out, char **err)
+                        const struct nvidia_ctx *ctx, struct nvidia_layout *out, struct diag *diag)
 {
-        return layout_build(inv, cfg, ctx, false, out, err);
+        return layout_build(inv, cfg, ctx, false, out, diag);
 }
 
 int nvidia_layout_build_as_nvidia(const struct nvml_inventory *inv,
                                   const struct devlet_config *cfg, const struct nvidia_ctx *ctx,
-                                  struct nvidia_layout *out, char **err)
+                                  struct nvidia_layout *out, struct diag *diag)
 {
         /* NVIDIA's plugin ignores resources, a rename other than
          * renameByDefault's and any devices selection: a shallow copy with
@@ -472,7 +467,7 @@ int nvidia_layout_build_as_nvidia(const struct nvml_inventory *inv,
                 res[i].devices_kind = SHARING_DEVICES_ALL;
         }
         c.sharing.resources = res;
-        int r = layout_build(inv, &c, ctx, true, out, err);
+        int r = layout_build(inv, &c, ctx, true, out, diag);
         strv_free(renames);
         return r;
 }

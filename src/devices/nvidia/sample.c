@@ -552,13 +552,11 @@ static const struct dev_sampler_ops nv_sampler_ops = {
 };
 
 int nvidia_sampler_new(struct nvml_lib *lib, const struct nvml_inventory *inv,
-                       struct dev_sampler **out, char **err)
+                       struct dev_sampler **out, struct diag *diag)
 {
         nvmlReturn_t r = lib->init(); /* NVML counts: paired with nv_free's shutdown */
-        if (r != NVML_SUCCESS) {
-                *err = xasprintf("nvmlInit failed: %s", nvml_lib_strerror(lib, r));
-                return -EIO;
-        }
+        if (r != NVML_SUCCESS)
+                return diag_set(diag, -EIO, "nvmlInit failed: %s", nvml_lib_strerror(lib, r));
         struct nvidia_sampler *s = xcalloc(1, sizeof(*s));
         dev_sampler_init(&s->base, &nv_sampler_ops);
         s->lib = nvml_lib_ref(lib);

@@ -19,10 +19,10 @@
 /* Where NVIDIA GPUs are named in containers and pod-resources. */
 extern const struct dev_attr_hints nvidia_attr_hints;
 
-/* Returns 0 and *out (one reference), or -EIO with *err (heap) when NVML
+/* Returns 0 and *out (one reference), or -EIO with diag when NVML
  * cannot be initialised again. */
 int nvidia_sampler_new(struct nvml_lib *lib, const struct nvml_inventory *inv,
-                       struct dev_sampler **out, char **err);
+                       struct dev_sampler **out, struct diag *diag);
 
 /* The last XID seen on the inventory's GPU gpu (loop thread; any thread is
  * safe). */
