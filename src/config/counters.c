@@ -47,7 +47,7 @@ int config_counters_parse(const char *text, const char *path, char ***out,
                           struct diag *diag)
 {
         _cleanup_free_ char *copy = xstrdup(text);
-        char **names = NULL;
+        _cleanup_strv_free_ char **names = NULL;
         unsigned line = 0;
         char *save = NULL;
         for (char *l = copy; l; l = save) {
@@ -61,34 +61,27 @@ int config_counters_parse(const char *text, const char *path, char ***out,
                         continue;
                 char *c1 = strchr(s, ',');
                 char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
-                if (!c1 || !c2) {
-                        strv_free(names);
+                if (!c1 || !c2)
                         return diag_set_at(diag, -EINVAL, path, (int)line, 1,
-                                               "want \"field, type, help\"");
-                }
+                                           "want \"field, type, help\"");
                 *c1 = *c2 = '\0';
                 char *field = trim(s), *type = trim(c1 + 1);
-                if (!valid_name(field)) {
-                        diag_set_at(diag, -EINVAL, path, (int)line, 1, "invalid field name \"%s\"", field);
-                        strv_free(names);
-                        return -EINVAL;
-                }
+                if (!valid_name(field))
+                        return diag_set_at(diag, -EINVAL, path, (int)line, 1,
+                                           "invalid field name \"%s\"", field);
                 if (strcmp(type, "label") == 0)
                         continue;
                 if (strcmp(type, "gauge") != 0 && strcmp(type, "counter") != 0 &&
-                    strcmp(type, "histogram") != 0) {
-                        diag_set_at(diag, -EINVAL, path, (int)line, 1,
-                                        "unknown type \"%s\" (gauge, counter, histogram or label)",
-                                        type);
-                        strv_free(names);
-                        return -EINVAL;
-                }
+                    strcmp(type, "histogram") != 0)
+                        return diag_set_at(diag, -EINVAL, path, (int)line, 1,
+                                           "unknown type \"%s\" (gauge, counter, histogram or label)",
+                                           type);
                 if (!strv_contains(names, field))
                         names = strv_push(names, field);
         }
         if (!names)
                 names = xcalloc(1, sizeof(*names)); /* a file that selects nothing */
-        *out = names;
+        *out = TAKE_PTR(names);
         return 0;
 }
 
@@ -97,10 +90,9 @@ int config_counters_load(const char *path, char ***out, struct diag *diag)
         _cleanup_free_ char *text = NULL;
         int r = fs_read_file(path, COUNTERS_MAX_BYTES, &text, NULL);
         if (r == -EFBIG)
-                return diag_set_at(diag, -EINVAL, path, 0, 0, "larger than %d bytes", COUNTERS_MAX_BYTES);
-        if (r < 0) {
-                diag_set_at(diag, -EINVAL, path, 0, 0, "cannot read: %s", fs_strerror(r));
-                return r;
-        }
+                return diag_set_at(diag, -EINVAL, path, 0, 0, "larger than %d bytes",
+                                   COUNTERS_MAX_BYTES);
+        if (r < 0)
+                return diag_set_at(diag, r, path, 0, 0, "cannot read: %s", fs_strerror(r));
         return config_counters_parse(text, path, out, diag);
 }

@@ -49,18 +49,15 @@ static int walk_option(struct walk *w, const struct config_option *opt,
         if (config_node_is_null(n))
                 return 0; /* as if absent: the value stays */
         if (n->kind == CONFIG_NODE_SEQ && opt->type == CONFIG_LIST) {
-                char **items = NULL;
+                _cleanup_strv_free_ char **items = NULL;
                 for (size_t i = 0; i < n->n_items; i++) {
-                        if (n->items[i]->kind != CONFIG_NODE_SCALAR) {
-                                strv_free(items);
+                        if (n->items[i]->kind != CONFIG_NODE_SCALAR)
                                 return config_node_error(w->diag, w->file, n->items[i], path,
                                                          "expected a value, found %s",
                                                          config_node_kind_name(n->items[i]));
-                        }
                         items = strv_push(items, n->items[i]->text);
                 }
                 r = config_value_parse_items(w->families, opt, items, path, &v, w->diag);
-                strv_free(items);
         } else if (n->kind == CONFIG_NODE_SCALAR) {
                 r = config_value_parse(w->families, opt, n->text, path, &v, w->diag);
         } else {
@@ -345,7 +342,8 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
         if (!file)
                 file = "<config>";
         if (len > CONFIG_FILE_MAX)
-                return diag_set_at(diag, -EINVAL, file, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
+                return diag_set_at(diag, -EINVAL, file, 0, 0, "larger than %d bytes",
+                                   CONFIG_FILE_MAX);
 
         _cleanup_(config_tree_freep) struct config_node *root = NULL;
         int r = config_tree_parse(file, data, len, &root, diag);

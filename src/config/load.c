@@ -111,10 +111,10 @@ static int unknown_flag(const struct config_families *f, const char *shown, cons
         }
         if (best)
                 return diag_set_at(diag, -EINVAL, NULL, 0, 0,
-                                       "unknown flag %.*s%.*s; did you mean --%s?",
-                                       (int)(name - shown), shown, (int)len, name, best);
+                                   "unknown flag %.*s%.*s; did you mean --%s?",
+                                   (int)(name - shown), shown, (int)len, name, best);
         return diag_set_at(diag, -EINVAL, NULL, 0, 0, "unknown flag %.*s%.*s", (int)(name - shown),
-                               shown, (int)len, name);
+                           shown, (int)len, name);
 }
 
 /* Collects argv's flags into s; *first_arg gets the index of the first
@@ -177,8 +177,8 @@ static int parse_args(const struct config_families *f, int argc, char **argv,
                         else if (i + 1 < argc)
                                 value = argv[++i];
                         else
-                                return diag_set_at(diag, -EINVAL, NULL, 0, 0, "flag %s needs a value",
-                                                       who);
+                                return diag_set_at(diag, -EINVAL, NULL, 0, 0,
+                                                   "flag %s needs a value", who);
                 }
                 union config_value v = { 0 };
                 int r = config_value_parse(f, opt, value, who, &v, diag);
@@ -227,11 +227,10 @@ static int load_file(struct devlet_config *cfg, const char *path, struct diag *d
         size_t len = 0;
         int r = fs_read_file(path, CONFIG_FILE_MAX, &data, &len);
         if (r == -EFBIG)
-                return diag_set_at(diag, -EINVAL, path, 0, 0, "larger than %d bytes", CONFIG_FILE_MAX);
-        if (r < 0) {
-                diag_set_at(diag, -EINVAL, path, 0, 0, "cannot read: %s", fs_strerror(r));
-                return r;
-        }
+                return diag_set_at(diag, -EINVAL, path, 0, 0, "larger than %d bytes",
+                                   CONFIG_FILE_MAX);
+        if (r < 0)
+                return diag_set_at(diag, r, path, 0, 0, "cannot read: %s", fs_strerror(r));
         return config_parse_yaml(path, data, len, cfg, diag);
 }
 
@@ -250,7 +249,7 @@ int config_load(const struct config_families *families, int argc, char **argv,
                 return r;
         if (first_arg < argc && !argi)
                 return diag_set_at(diag, -EINVAL, NULL, 0, 0, "unexpected argument \"%.100s\"",
-                                       argv[first_arg]);
+                                   argv[first_arg]);
 
         _cleanup_(config_freep) struct devlet_config *cfg = config_new_defaults(families);
 

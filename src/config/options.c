@@ -519,7 +519,7 @@ static int bad_choice(const char *const *choices, const char *who, const char *v
 {
         char allowed[256];
         return diag_set_at(diag, -EINVAL, NULL, 0, 0, "%s: invalid value \"%.100s\" (allowed: %s)",
-                               who, value, choices_join(choices, ", ", allowed, sizeof(allowed)));
+                           who, value, choices_join(choices, ", ", allowed, sizeof(allowed)));
 }
 
 int config_value_parse_items(const struct config_families *f, const struct config_option *opt,
@@ -534,9 +534,9 @@ int config_value_parse_items(const struct config_families *f, const struct confi
         }
         if (!items || !items[0])
                 return diag_set_at(diag, -EINVAL, NULL, 0, 0, "%s: needs at least one value%s%s%s",
-                                       who, choices ? " (allowed: " : "",
-                                       choices_join(choices, ", ", allowed, sizeof(allowed)),
-                                       choices ? ")" : "");
+                                   who, choices ? " (allowed: " : "",
+                                   choices_join(choices, ", ", allowed, sizeof(allowed)),
+                                   choices ? ")" : "");
         for (size_t i = 0; items[i]; i++) {
                 if (!items[i][0])
                         return diag_set_at(diag, -EINVAL, NULL, 0, 0, "%s: empty list item", who);
@@ -585,38 +585,35 @@ int config_value_parse(const struct config_families *f, const struct config_opti
         case CONFIG_BOOL:
                 if (config_parse_bool(text, &out->b) < 0)
                         return diag_set_at(diag, -EINVAL, NULL, 0, 0,
-                                               "%s: invalid value \"%.100s\" (expected true or false)",
-                                               who, text);
+                                           "%s: invalid value \"%.100s\" (expected true or false)",
+                                           who, text);
                 return 0;
         case CONFIG_INT:
                 if (config_parse_nonneg_long(text, &out->i) < 0)
-                        return diag_set_at(
-                                diag, -EINVAL, NULL, 0, 0,
-                                "%s: invalid value \"%.100s\" (expected a non-negative integer)", who,
-                                text);
+                        return diag_set_at(diag, -EINVAL, NULL, 0, 0,
+                                           "%s: invalid value \"%.100s\" (expected a non-negative integer)",
+                                           who, text);
                 if (out->i < opt->min || (opt->max && out->i > opt->max)) {
                         if (opt->max)
                                 return diag_set_at(diag, -EINVAL, NULL, 0, 0,
-                                                       "%s: %ld is out of range (%ld to %ld)",
-                                                       who, out->i, opt->min, opt->max);
+                                                   "%s: %ld is out of range (%ld to %ld)",
+                                                   who, out->i, opt->min, opt->max);
                         return diag_set_at(diag, -EINVAL, NULL, 0, 0,
-                                               "%s: %ld is out of range (at least %ld)", who,
-                                               out->i, opt->min);
+                                           "%s: %ld is out of range (at least %ld)", who,
+                                           out->i, opt->min);
                 }
                 return 0;
         case CONFIG_DURATION:
                 if (config_parse_duration(text, &out->ms) < 0)
                         return diag_set_at(diag, -EINVAL, NULL, 0, 0,
-                                               "%s: invalid value \"%.100s\" (expected a duration "
-                                               "such as 500ms, 5s, 2m, 1h, a number of seconds, "
-                                               "or infinite)",
-                                               who, text);
+                                           "%s: invalid value \"%.100s\" (expected a duration "
+                                           "such as 500ms, 5s, 2m, 1h, a number of seconds, "
+                                           "or infinite)",
+                                           who, text);
                 return 0;
         case CONFIG_LIST: {
-                char **items = split_list(text);
-                int r = config_value_parse_items(f, opt, items, who, out, diag);
-                strv_free(items);
-                return r;
+                _cleanup_strv_free_ char **items = split_list(text);
+                return config_value_parse_items(f, opt, items, who, out, diag);
         }
         }
         return -EINVAL;

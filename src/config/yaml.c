@@ -77,7 +77,7 @@ int config_node_error(struct diag *d, const char *file, const struct config_node
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         return diag_set_at(d, -EINVAL, file, n ? n->line : 0, n ? n->column : 0, "%s%s%s", path,
-                               path[0] ? ": " : "", msg);
+                           path[0] ? ": " : "", msg);
 }
 
 void config_node_warn_unknown(char ***warnings, const char *file, const struct config_node *k)
@@ -269,9 +269,9 @@ static int syntax_error(struct builder *b, const yaml_parser_t *p, const char *d
         const char *problem = p->problem ? p->problem : "invalid YAML";
         if (p->context && p->error != YAML_READER_ERROR)
                 return diag_set_at(b->diag, -EINVAL, b->file, line, column,
-                                       "%s (%s started at %d:%d)", problem, p->context,
-                                       (int)p->context_mark.line + 1,
-                                       (int)p->context_mark.column + 1);
+                                   "%s (%s started at %d:%d)", problem, p->context,
+                                   (int)p->context_mark.line + 1,
+                                   (int)p->context_mark.column + 1);
         return diag_set_at(b->diag, -EINVAL, b->file, line, column, "%s", problem);
 }
 

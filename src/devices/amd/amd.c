@@ -242,11 +242,10 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
         b->policy.recovery = cfg->health.recovery_enabled;
         b->policy.quiet_ms = cfg->health.recovery_quiet_ms;
         b->poll_ms = opts->health_interval_ms;
-        char **warnings = NULL;
+        _cleanup_strv_free_ char **warnings = NULL;
         b->policy.ignore = amd_health_ignore_parse(getenv("AMD_DISABLE_HEALTHCHECKS"), &warnings);
         for (size_t i = 0; warnings && warnings[i]; i++)
                 dev_report(DEV_REPORT_HOST_WARN, "amd", "%s", warnings[i]);
-        strv_free(warnings);
         const char *dp = getenv("DP_DISABLE_HEALTHCHECKS");
         if (dp && strcmp(dp, "all") == 0)
                 b->policy.ignore = AMD_HEALTH_ALL;

@@ -135,18 +135,16 @@ int amd_dpm_current(const char *text, unsigned *mhz)
 
 int amd_read_text(const char *path, char **out)
 {
-        char *buf = NULL;
+        _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         int r = fs_read_file(path, AMD_TEXT_MAX, &buf, &len);
         if (r < 0)
                 return r;
-        if (memchr(buf, '\0', len)) {
-                free(buf);
+        if (memchr(buf, '\0', len))
                 return -EINVAL;
-        }
         while (len > 0 && isspace((unsigned char)buf[len - 1]))
                 buf[--len] = '\0';
-        *out = buf;
+        *out = TAKE_PTR(buf);
         return 0;
 }
 

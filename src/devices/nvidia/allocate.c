@@ -105,7 +105,7 @@ static char *strv_join(char *const *v, const char *sep)
 
 static void cdi_add(const struct nvidia_ctx *c, char *const *ids, struct dev_alloc *out)
 {
-        char **names = xcalloc(1, sizeof(char *));
+        _cleanup_strv_free_ char **names = xcalloc(1, sizeof(char *));
         for (size_t i = 0; ids[i]; i++) {
                 _cleanup_free_ char *n = xasprintf(NVIDIA_CDI_VENDOR "/gpu=%s", ids[i]);
                 names = strv_push(names, n);
@@ -129,7 +129,6 @@ static void cdi_add(const struct nvidia_ctx *c, char *const *ids, struct dev_all
         if (c->list_cdi_cri)
                 for (size_t i = 0; names[i]; i++)
                         dev_alloc_add_cdi(out, names[i]);
-        strv_free(names);
 }
 
 /* MPS clients: the daemon's pipe directory and the shared /dev/shm, and
@@ -247,7 +246,7 @@ static int nvidia_allocate(struct dev_resource *r, char *const *ids, size_t n,
                                 "1; found %zu", n);
 
         struct dev_alloc a = { 0 };
-        char **rids = runtime_ids(ds, n);
+        _cleanup_strv_free_ char **rids = runtime_ids(ds, n);
         if (c->list_cdi_annotations || c->list_cdi_cri)
                 cdi_add(c, rids, &a);
         mps_add(r, ds, n, &a);
@@ -282,7 +281,6 @@ static int nvidia_allocate(struct dev_resource *r, char *const *ids, size_t n,
                 if (c->gdrcopy)
                         dev_alloc_set_env(&a, "NVIDIA_GDRCOPY", "enabled");
         }
-        strv_free(rids);
         if (rc < 0) {
                 dev_alloc_release(&a);
                 return rc;

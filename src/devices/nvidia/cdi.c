@@ -220,7 +220,7 @@ static void add_ldcache_hook(struct builder *b, struct cdi_edits *e)
             (stat(path, &st) < 0 || !S_ISREG(st.st_mode)))
                 return;
         const char *base = strrchr(path, '/') + 1;
-        char **args = strv_push(xcalloc(1, sizeof(char *)), base);
+        _cleanup_strv_free_ char **args = strv_push(xcalloc(1, sizeof(char *)), base);
         if (strcmp(base, "nvidia-ctk") == 0)
                 args = strv_push(args, "hook");
         args = strv_push(args, "update-ldcache");
@@ -229,7 +229,6 @@ static void add_ldcache_hook(struct builder *b, struct cdi_edits *e)
                 args = strv_push(args, b->lib_dirs_used[i]);
         }
         cdi_edits_add_hook(e, "createContainer", path, (const char *const *)args, NULL);
-        strv_free(args);
 }
 
 /* ---- devices ---- */

@@ -44,7 +44,7 @@ static const struct dev_resource *holding(const struct nvidia_layout *l, size_t 
 /* "a, b" of the names l gives the units of r. */
 static char *names_elsewhere(const struct nvidia_layout *l, const struct dev_resource *r)
 {
-        char **names = NULL;
+        _cleanup_strv_free_ char **names = NULL;
         for (size_t k = 0; k < r->n_devices; k++) {
                 const struct nvidia_dev *nd = r->devices[k].priv;
                 const struct dev_resource *o = nd ? holding(l, nd->unit) : NULL;
@@ -61,7 +61,6 @@ static char *names_elsewhere(const struct nvidia_layout *l, const struct dev_res
                         strcat(s, ", ");
                 strcat(s, names[i]);
         }
-        strv_free(names);
         return s;
 }
 

@@ -196,12 +196,11 @@ static void on_health(void *ud, const struct nvidia_health_msg *msgs, size_t n)
 static void health_start(struct nvidia_backend *b, const struct devlet_config *cfg)
 {
         struct nvidia_xid_policy *policy = xcalloc(1, sizeof(*policy));
-        char **warnings = NULL;
+        _cleanup_strv_free_ char **warnings = NULL;
         nvidia_xid_policy_parse(getenv("DP_DISABLE_HEALTHCHECKS"), getenv("DP_ENABLE_HEALTHCHECKS"),
                                 policy, &warnings);
         for (size_t i = 0; warnings && warnings[i]; i++)
                 dev_report(DEV_REPORT_HOST_WARN, "nvidia", "%s", warnings[i]);
-        strv_free(warnings);
         b->policy = policy;
         if (!policy->monitor) {
                 b->health_state = xstrdup("disabled (DP_DISABLE_HEALTHCHECKS=all)");
@@ -485,11 +484,11 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
         } else if (r < 0) {
                 return init_failed(cfg, r, &why, out, diag);
         } else if (loop) {
-                char **compat = nvidia_compat_warnings(b->inv, cfg, &b->ctx, &b->layout);
+                _cleanup_strv_free_ char **compat =
+                        nvidia_compat_warnings(b->inv, cfg, &b->ctx, &b->layout);
                 for (size_t i = 0; compat && compat[i]; i++)
                         dev_report(DEV_REPORT_WARN, "nvidia", "differs from NVIDIA's plugin: %s",
                                    compat[i]);
-                strv_free(compat);
         }
         b->gpu_health = xcalloc(b->inv->n_gpus, sizeof(*b->gpu_health));
         for (size_t i = 0; i < b->inv->n_gpus; i++)

@@ -279,9 +279,9 @@ static int check_imex(struct nvidia_options *o, struct diag *diag)
                 snprintf(found + strlen(found), sizeof(found) - strlen(found), "%s%.20s",
                          i ? " " : "", ids[i]);
         return diag_set_at(diag, -EINVAL, NULL, 0, 0,
-                               "invalid IMEX channel IDs: channelIDs must be [] or [0]; found "
-                               "[%s]",
-                               found);
+                           "invalid IMEX channel IDs: channelIDs must be [] or [0]; found "
+                           "[%s]",
+                           found);
 }
 
 static void check_cdi(struct nvidia_options *o, char ***warnings)
@@ -316,20 +316,20 @@ static int finish(const struct devlet_config *cfg, void *values, char ***warning
         const char *dds = o->device_discovery_strategy;
         if (strcmp(dds, "tegra") == 0 || strcmp(dds, "vfio") == 0)
                 return diag_set_at(diag, -EINVAL, NULL, 0, 0,
-                                       "--device-discovery-strategy=%s is not supported: devlet "
-                                       "finds GPUs through NVML only (use auto or nvml)",
-                                       dds);
+                                   "--device-discovery-strategy=%s is not supported: devlet "
+                                   "finds GPUs through NVML only (use auto or nvml)",
+                                   dds);
         int r = check_imex(o, diag);
         if (r < 0)
                 return r;
         if (cfg->sharing.strategy == SHARING_MPS) {
                 if (strcmp(o->mig_strategy, "mixed") == 0)
                         return diag_set_at(diag, -EINVAL, NULL, 0, 0,
-                                               "using --mig-strategy=mixed is not supported "
-                                               "with MPS");
+                                           "using --mig-strategy=mixed is not supported "
+                                           "with MPS");
                 if (!o->mps_root[0])
                         return diag_set_at(diag, -EINVAL, NULL, 0, 0,
-                                               "using MPS requires --mps-root to be specified");
+                                           "using MPS requires --mps-root to be specified");
         }
         check_cdi(o, warnings);
         if (o->use_node_feature_api)

@@ -455,7 +455,7 @@ int nvidia_layout_build_as_nvidia(const struct nvml_inventory *inv,
         struct devlet_config c = *cfg;
         size_t n = cfg->sharing.strategy == SHARING_NONE ? 0 : cfg->sharing.n_resources;
         _cleanup_free_ struct sharing_resource_cfg *res = xcalloc(n + 1, sizeof(*res));
-        char **renames = NULL;
+        _cleanup_strv_free_ char **renames = NULL;
         for (size_t i = 0; i < n; i++) {
                 res[i] = cfg->sharing.resources[i];
                 res[i].rename = NULL;
@@ -467,9 +467,7 @@ int nvidia_layout_build_as_nvidia(const struct nvml_inventory *inv,
                 res[i].devices_kind = SHARING_DEVICES_ALL;
         }
         c.sharing.resources = res;
-        int r = layout_build(inv, &c, ctx, true, out, diag);
-        strv_free(renames);
-        return r;
+        return layout_build(inv, &c, ctx, true, out, diag);
 }
 
 void nvidia_layout_release(struct nvidia_layout *l)
