@@ -257,7 +257,7 @@ struct config_section; /* config/sections.h */
 /* What a family lets the sharing section name, and how its devices are
  * selected there (sharing.<strategy>.resources[].devices); the family's
  * backend matches the canonical selectors against its devices.  Every
- * function returns 0, or -EINVAL with *why (heap) for the message after
+ * function returns 0, or -EINVAL with diag set to the message after
  * the node's path; none logs. */
 struct config_sharing_rules {
         const char *domain; /* "nvidia.com": the family's resources are "<domain>/<name>" */
@@ -271,12 +271,12 @@ struct config_sharing_rules {
         /* One devices-list entry ("0", "GPU-<uuid>", "0000:0c:00.0"):
          * *canon gets the form the backend compares, under strategy. */
         int (*device)(const char *ref, enum sharing_strategy strategy, char **canon,
-                      char **why);
+                      struct diag *diag);
         /* Optional: refuses resource name under strategy (NVIDIA: MPS
          * shares no MIG resource); next is the config as the file leaves
          * it so far (the families' own sections in place). */
         int (*refuse)(const char *name, enum sharing_strategy strategy,
-                      const struct devlet_config *next, char **why);
+                      const struct devlet_config *next, struct diag *diag);
 };
 
 /* One device family, as config/ sees it. */

@@ -115,13 +115,12 @@ static int get_resource_name(struct config_walk *w, const struct config_families
                              out, rules);
 }
 
-/* A family's refusal (*why, heap) as the error at node n. */
+/* A family's refusal (why's message) as the error at node n. */
 static int refused(struct config_walk *w, const struct config_node *n, const char *path,
-                   char *why)
+                   const struct diag *why)
 {
-        int r = config_node_error(w->diag, w->file, n, path, "%s", why ? why : "refused");
-        free(why);
-        return r;
+        return config_node_error(w->diag, w->file, n, path, "%s",
+                                 why->message[0] ? why->message : "refused");
 }
 
 int config_resource_name(struct config_walk *w, const struct config_families *families,
@@ -194,9 +193,9 @@ static int parse_devices(struct config_walk *w, const struct config_node *map, c
                 if (r < 0)
                         return r;
                 _cleanup_free_ char *canon = NULL;
-                char *why = NULL;
+                struct diag why = { 0 };
                 if (rules->device(d->text, ctx->strategy, &canon, &why) < 0)
-                        return refused(w, d, item, why);
+                        return refused(w, d, item, &why);
                 for (size_t j = 0; out->devices && out->devices[j]; j++)
                         if (strcmp(out->devices[j], canon) == 0)
                                 return config_node_error(w->diag, w->file, d, item,
@@ -225,9 +224,9 @@ static int parse_resource(struct config_walk *w, const struct config_node *n, co
                                    &name_node, &rules)) < 0)
                 return r;
         config_subpath(sub, sizeof(sub), path, ".name");
-        char *why = NULL;
+        struct diag why = { 0 };
         if (rules->refuse && rules->refuse(out->name, ctx->strategy, ctx->next, &why) < 0)
-                return refused(w, name_node, sub, why);
+                return refused(w, name_node, sub, &why);
         for (size_t i = 0; i < done->n_resources; i++)
                 if (strcmp(done->resources[i].name, out->name) == 0)
                         return config_node_error(w->diag, w->file, name_node, sub,

@@ -153,15 +153,13 @@ static const struct config_option_set toy_options = {
 /* ---- the toy's sharing rules ---- */
 
 /* "slot-<n>", n below 100; canonical: no leading zeros */
-static int toy_device(const char *ref, enum sharing_strategy strategy, char **canon, char **why)
+static int toy_device(const char *ref, enum sharing_strategy strategy, char **canon, struct diag *diag)
 {
         char *end;
         unsigned long n = strncmp(ref, "slot-", 5) == 0 && ref[5] ? strtoul(ref + 5, &end, 10) : 100;
-        if (n >= 100 || *end || strategy == SHARING_MPS) {
-                *why = xasprintf("\"%s\" is not a toy slot (\"slot-<n>\", time-slicing only)",
-                                 ref);
-                return -EINVAL;
-        }
+        if (n >= 100 || *end || strategy == SHARING_MPS)
+                return diag_set(diag, -EINVAL,
+                                "\"%s\" is not a toy slot (\"slot-<n>\", time-slicing only)", ref);
         *canon = xasprintf("slot-%lu", n);
         return 0;
 }

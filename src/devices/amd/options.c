@@ -84,7 +84,7 @@ static bool is_partition_id(const char *s)
 /* An index into the resource's devices in order, or a device ID as AMD's
  * plugin advertises it (the GPU's PCI address, a partition's ID). */
 static int sharing_device(const char *ref, enum sharing_strategy strategy, char **canon,
-                          char **why)
+                          struct diag *diag)
 {
         char *end;
         unsigned long v = strtoul(ref, &end, 10);
@@ -98,10 +98,10 @@ static int sharing_device(const char *ref, enum sharing_strategy strategy, char 
                         *c = (char)tolower((unsigned char)*c);
                 return 0;
         }
-        *why = xasprintf("\"%.100s\" is not a device index (\"0\", below %d), a PCI address "
-                         "(\"0000:0c:00.0\") or a partition ID (\"" AMD_XCP_PREFIX "1\")",
-                         ref, INDEX_MAX + 1);
-        return -EINVAL;
+        return diag_set(diag, -EINVAL,
+                        "\"%.100s\" is not a device index (\"0\", below %d), a PCI address "
+                        "(\"0000:0c:00.0\") or a partition ID (\"" AMD_XCP_PREFIX "1\")", ref,
+                        INDEX_MAX + 1);
 }
 
 static const struct config_sharing_rules sharing_rules = {

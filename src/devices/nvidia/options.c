@@ -431,21 +431,18 @@ static enum device_ref device_ref(const char *s, char **canon)
 }
 
 static int sharing_device(const char *ref, enum sharing_strategy strategy, char **canon,
-                          char **why)
+                          struct diag *diag)
 {
         _cleanup_free_ char *c = NULL;
         enum device_ref kind = device_ref(ref, &c);
-        if (kind == DEVICE_REF_BAD) {
-                *why = xasprintf("\"%.100s\" is not a GPU index (\"0\"), a MIG index (\"0:1\"), "
-                                 "both below %d, or a GPU or MIG UUID (\"GPU-<uuid>\", "
-                                 "\"MIG-<uuid>\")",
-                                 ref, INDEX_MAX + 1);
-                return -EINVAL;
-        }
-        if (kind == DEVICE_REF_MIG && strategy == SHARING_MPS) {
-                *why = xasprintf("\"%.100s\" is a MIG device: MPS shares full GPUs only", ref);
-                return -EINVAL;
-        }
+        if (kind == DEVICE_REF_BAD)
+                return diag_set(diag, -EINVAL,
+                                "\"%.100s\" is not a GPU index (\"0\"), a MIG index (\"0:1\"), "
+                                "both below %d, or a GPU or MIG UUID (\"GPU-<uuid>\", "
+                                "\"MIG-<uuid>\")", ref, INDEX_MAX + 1);
+        if (kind == DEVICE_REF_MIG && strategy == SHARING_MPS)
+                return diag_set(diag, -EINVAL,
+                                "\"%.100s\" is a MIG device: MPS shares full GPUs only", ref);
         *canon = TAKE_PTR(c);
         return 0;
 }
@@ -453,7 +450,7 @@ static int sharing_device(const char *ref, enum sharing_strategy strategy, char 
 /* MPS shares full GPUs: no MIG resource, by its default name or by the
  * resources section's. */
 static int sharing_refuse(const char *name, enum sharing_strategy strategy,
-                          const struct devlet_config *next, char **why)
+                          const struct devlet_config *next, struct diag *diag)
 {
         bool mig = strncmp(name, NVIDIA_DOMAIN "/mig-", strlen(NVIDIA_DOMAIN "/mig-")) == 0;
         const struct resources_cfg *res = nvidia_resources_get(next);
@@ -461,8 +458,7 @@ static int sharing_refuse(const char *name, enum sharing_strategy strategy,
                 mig |= strcmp(res->mig_resources[i].name, name) == 0;
         if (strategy != SHARING_MPS || !mig)
                 return 0;
-        *why = xasprintf("\"%s\" is a MIG resource: MPS shares full GPUs only", name);
-        return -EINVAL;
+        return diag_set(diag, -EINVAL, "\"%s\" is a MIG resource: MPS shares full GPUs only", name);
 }
 
 static const struct config_sharing_rules sharing_rules = {
