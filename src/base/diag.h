@@ -19,7 +19,7 @@ struct diag {
         char file[256]; /* "" when the problem is in no file (a flag, a peer) */
         int line;       /* 1-based; 0: no position */
         int column;
-        char message[512];
+        char message[1024]; /* room for a loader's list of paths tried and a hint */
 };
 
 /* Room diag_format needs for any diag. */

@@ -94,6 +94,16 @@ char **strv_push(char **v, const char *s)
         return v;
 }
 
+char **strv_copy(const char *const *v)
+{
+        if (!v)
+                return NULL;
+        char **out = xcalloc(1, sizeof(*out));
+        for (size_t i = 0; v[i]; i++)
+                out = strv_push(out, v[i]);
+        return out;
+}
+
 void strv_free(char **v)
 {
         for (size_t i = 0; v && v[i]; i++)

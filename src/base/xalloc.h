@@ -25,6 +25,8 @@ char *xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0
 /* A NULL-terminated vector of owned strings. */
 char **strv_push(char **v, const char *s);
 size_t strv_len(char *const *v);
+/* A new vector holding copies of v's strings; NULL for NULL. */
+char **strv_copy(const char *const *v);
 void strv_free(char **v);
 static inline void strv_freep(char ***v) { strv_free(*v); }
 #define _cleanup_strv_free_ _cleanup_(strv_freep)

@@ -115,45 +115,35 @@ unsigned config_diff(const struct devlet_config *prev, const struct devlet_confi
         return apply;
 }
 
-static char **strv_copy(char *const *v)
-{
-        if (!v)
-                return NULL;
-        char **c = xcalloc(1, sizeof(char *));
-        for (size_t i = 0; v[i]; i++)
-                c = strv_push(c, v[i]);
-        return c;
-}
-
 void config_option_copy(struct devlet_config *dst, const struct devlet_config *src,
                         const struct config_option *opt)
 {
-        void *to = config_option_field(dst, opt);
         const void *from = config_option_value(src, opt);
+        union config_value v;
         switch (opt->type) {
         case CONFIG_STRING: {
                 const char *s = *(const char *const *)from;
-                free(*(char **)to);
-                *(char **)to = s ? xstrdup(s) : NULL;
+                v.s = s ? xstrdup(s) : NULL;
                 break;
         }
         case CONFIG_LIST:
-                strv_free(*(char ***)to);
-                *(char ***)to = strv_copy(*(char *const *const *)from);
+                v.list = strv_copy(*(const char *const *const *)from);
                 break;
         case CONFIG_BOOL:
-                *(bool *)to = *(const bool *)from;
+                v.b = *(const bool *)from;
                 break;
         case CONFIG_INT:
-                *(long *)to = *(const long *)from;
+                v.i = *(const long *)from;
                 break;
         case CONFIG_DURATION:
-                *(int64_t *)to = *(const int64_t *)from;
+                v.ms = *(const int64_t *)from;
                 break;
         }
+        config_value_store(dst, opt, &v);
         if (opt->loaded) {
-                char ***loaded = (char ***)((char *)to - opt->offset + opt->loaded);
+                char ***loaded = (char ***)((char *)config_option_field(dst, opt) - opt->offset +
+                                            opt->loaded);
                 strv_free(*loaded);
-                *loaded = strv_copy(*(char *const *const *)at(src, opt, opt->loaded));
+                *loaded = strv_copy(*(const char *const *const *)at(src, opt, opt->loaded));
         }
 }

@@ -138,16 +138,6 @@ struct cdi_device *cdi_spec_find_device(const struct cdi_spec *s, const char *na
         return NULL;
 }
 
-static char **strv_copy(const char *const *v)
-{
-        if (!v)
-                return NULL;
-        char **out = xcalloc(1, sizeof(*out));
-        for (size_t i = 0; v[i]; i++)
-                out = strv_push(out, v[i]);
-        return out;
-}
-
 void cdi_edits_add_env(struct cdi_edits *e, const char *key, const char *value)
 {
         _cleanup_free_ char *kv = xasprintf("%s=%s", key, value);
