@@ -142,6 +142,16 @@ class Cluster:
         p = self.devlet_pod()
         return any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
 
+    def kubelet_version(self):
+        return self.get("node", self.node)["status"]["nodeInfo"]["kubeletVersion"]
+
+    def devlet_watched(self, resources):
+        """Whether the kubelet has opened ListAndWatch on every one of
+        resources with devlet's current container (its `watched` lines):
+        from then on it admits pods asking for them."""
+        log = self.devlet_log()
+        return all(f"watched resource={r} " in log for r in resources)
+
     def set_config(self, text):
         """Replaces devlet's config file through its ConfigMap, as an operator does."""
         self.apply({"apiVersion": "v1", "kind": "ConfigMap",
@@ -228,12 +238,10 @@ def kubelet_swap(cluster, args, version, resources):
     restarts = cluster.devlet_pod()["status"]["containerStatuses"][0]["restartCount"]
     kubelet_stop(cluster)
     cl.start("kubelet", args)
-    cluster.wait(f"kubelet {version} in the Node's status", lambda: cluster.get("node", cluster.node)[
-        "status"]["nodeInfo"]["kubeletVersion"] == version)
+    cluster.wait(f"kubelet {version} in the Node's status", lambda: cluster.kubelet_version() == version)
     cluster.wait("the new kubelet to restart devlet's container", lambda: cluster.devlet_pod()["status"][
         "containerStatuses"][0]["restartCount"] > restarts and cluster.devlet_ready())
-    cluster.wait("the new kubelet to watch every resource of devlet's", lambda: {
-        r for r in resources if f"watched resource={r} " in cluster.devlet_log()} == set(resources))
+    cluster.wait("the new kubelet to watch every resource of devlet's", lambda: cluster.devlet_watched(resources))
 
 
 def kubelet_restart(cluster):

@@ -194,8 +194,8 @@ def test_devlet_killed_then_back(cluster):
         kubelet_log_count(ended, r) > n for r, n in before.items()))
     cluster.wait("the DaemonSet's container to restart", lambda: cluster.devlet_pod()["status"][
         "containerStatuses"][0]["restartCount"] > restarts and cluster.devlet_ready(), timeout=180)
-    cluster.wait("the kubelet to watch every resource of the new devlet's", lambda: all(
-        f"watched resource={r} " in cluster.devlet_log() for r in DEVICES))
+    cluster.wait("the kubelet to watch every resource of the new devlet's",
+                 lambda: cluster.devlet_watched(DEVICES))
     cluster.wait("allocatable back", lambda: all(cluster.allocatable().get(r) == n for r, n in DEVICES.items()),
                  timeout=180)
 

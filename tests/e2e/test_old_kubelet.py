@@ -14,10 +14,6 @@ import pytest
 from kube import DEVICES, cl, kubelet_args, kubelet_swap, unique
 
 
-def kubelet_version(cluster):
-    return cluster.get("node", cluster.node)["status"]["nodeInfo"]["kubeletVersion"]
-
-
 @pytest.fixture
 def old_kubelet(cluster):
     old_bin = os.path.join(cl.peers_dir("kubelet-old"), "bin", "kubelet")
@@ -35,7 +31,7 @@ def old_kubelet(cluster):
         old_args += [a, cl.path("kubelet-old.yaml") if a == "--config" else value]
     kubelet_swap(cluster, old_args, cl.peer_version("kubelet-old"), DEVICES)
     try:
-        yield kubelet_version(cluster)
+        yield cluster.kubelet_version()
     finally:
         kubelet_swap(cluster, args, cl.peer_version("kubernetes"), DEVICES)
         cluster.wait("the current kubelet's Node Ready with every device", lambda: cl.node_ready() and all(
@@ -51,4 +47,4 @@ def test_old_kubelet_gets_every_device(cluster, old_kubelet, pods):
     lines = out.split()
     assert lines[0].startswith("GPU-") and lines[1] == "fuse", out
     # the kubelet that ran it is the old one
-    assert kubelet_version(cluster) == old_kubelet
+    assert cluster.kubelet_version() == old_kubelet
