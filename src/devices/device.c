@@ -121,6 +121,144 @@ void dev_alloc_release(struct dev_alloc *a)
         memset(a, 0, sizeof(*a));
 }
 
+/* ---- the device model ---- */
+
+struct dev_model *dev_model_new(const char *name)
+{
+        struct dev_model *m = xcalloc(1, sizeof(*m));
+        m->name = xstrdup(name);
+        return m;
+}
+
+void dev_model_free(struct dev_model *m)
+{
+        if (!m)
+                return;
+        for (size_t i = 0; i < m->n_attrs; i++) {
+                free(m->attrs[i].name);
+                free(m->attrs[i].s);
+        }
+        for (size_t i = 0; i < m->n_capacity; i++) {
+                free(m->capacity[i].name);
+                free(m->capacity[i].value);
+        }
+        free(m->attrs);
+        free(m->capacity);
+        free(m->name);
+        free(m);
+}
+
+struct dev_model *dev_model_copy(const struct dev_model *m)
+{
+        if (!m)
+                return NULL;
+        struct dev_model *c = dev_model_new(m->name);
+        for (size_t i = 0; i < m->n_attrs; i++) {
+                const struct dev_attr *a = &m->attrs[i];
+                switch (a->type) {
+                case DEV_ATTR_STRING: dev_model_string(c, a->name, a->s); break;
+                case DEV_ATTR_VERSION: dev_model_version(c, a->name, a->s); break;
+                case DEV_ATTR_INT: dev_model_int(c, a->name, a->i); break;
+                case DEV_ATTR_BOOL: dev_model_bool(c, a->name, a->b); break;
+                }
+        }
+        for (size_t i = 0; i < m->n_capacity; i++)
+                dev_model_capacity(c, m->capacity[i].name, m->capacity[i].value);
+        return c;
+}
+
+/* The attribute named name, made (unset) when it is not there yet. */
+static struct dev_attr *model_slot(struct dev_model *m, const char *name)
+{
+        for (size_t i = 0; i < m->n_attrs; i++)
+                if (strcmp(m->attrs[i].name, name) == 0) {
+                        free(m->attrs[i].s);
+                        m->attrs[i].s = NULL;
+                        return &m->attrs[i];
+                }
+        xgrow((void **)&m->attrs, &m->cap_attrs, m->n_attrs + 1, sizeof(*m->attrs));
+        struct dev_attr *a = &m->attrs[m->n_attrs++];
+        memset(a, 0, sizeof(*a));
+        a->name = xstrdup(name);
+        return a;
+}
+
+void dev_model_string(struct dev_model *m, const char *name, const char *value)
+{
+        if (!value || !*value)
+                return;
+        struct dev_attr *a = model_slot(m, name);
+        a->type = DEV_ATTR_STRING;
+        a->s = xstrdup(value);
+}
+
+void dev_model_version(struct dev_model *m, const char *name, const char *semver)
+{
+        if (!semver || !*semver)
+                return;
+        struct dev_attr *a = model_slot(m, name);
+        a->type = DEV_ATTR_VERSION;
+        a->s = xstrdup(semver);
+}
+
+void dev_model_int(struct dev_model *m, const char *name, int64_t value)
+{
+        struct dev_attr *a = model_slot(m, name);
+        a->type = DEV_ATTR_INT;
+        a->i = value;
+}
+
+void dev_model_bool(struct dev_model *m, const char *name, bool value)
+{
+        struct dev_attr *a = model_slot(m, name);
+        a->type = DEV_ATTR_BOOL;
+        a->b = value;
+}
+
+void dev_model_capacity(struct dev_model *m, const char *name, const char *quantity)
+{
+        if (!quantity || !*quantity)
+                return;
+        for (size_t i = 0; i < m->n_capacity; i++)
+                if (strcmp(m->capacity[i].name, name) == 0) {
+                        free(m->capacity[i].value);
+                        m->capacity[i].value = xstrdup(quantity);
+                        return;
+                }
+        xgrow((void **)&m->capacity, &m->cap_capacity, m->n_capacity + 1, sizeof(*m->capacity));
+        m->capacity[m->n_capacity++] = (struct dev_quantity){ xstrdup(name), xstrdup(quantity) };
+}
+
+const struct dev_attr *dev_model_attr(const struct dev_model *m, const char *name)
+{
+        for (size_t i = 0; m && i < m->n_attrs; i++)
+                if (strcmp(m->attrs[i].name, name) == 0)
+                        return &m->attrs[i];
+        return NULL;
+}
+
+char *dev_model_label(const char *s)
+{
+        char out[64];
+        size_t n = 0;
+        bool dash = false;
+        for (; s && *s && n < 63; s++) {
+                char c = *s;
+                if (c >= 'A' && c <= 'Z')
+                        c = (char)(c - 'A' + 'a');
+                if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+                        if (dash && n > 0 && n < 62)
+                                out[n++] = '-';
+                        dash = false;
+                        out[n++] = c;
+                } else {
+                        dash = true;
+                }
+        }
+        out[n] = '\0';
+        return xstrdup(n ? out : "dev");
+}
+
 /* ---- resources ---- */
 
 struct dev_resource *dev_resource_new(const char *name)
@@ -141,6 +279,7 @@ void dev_resource_free(struct dev_resource *r)
                 free(d->id);
                 nodes_free(d->nodes, d->n_nodes);
                 mounts_free(d->mounts, d->n_mounts);
+                dev_model_free(d->model);
         }
         free(r->devices);
         free(r->watches);

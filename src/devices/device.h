@@ -63,6 +63,50 @@ void dev_alloc_set_annotation(struct dev_alloc *a, const char *key, const char *
 void dev_alloc_add_cdi(struct dev_alloc *a, const char *name);
 void dev_alloc_release(struct dev_alloc *a);
 
+/* ---- the device model: each device described once, with typed attributes
+ * and capacities (DRA's model), read by DRA's ResourceSlices and by
+ * whatever else describes devices ---- */
+
+enum dev_attr_type { DEV_ATTR_STRING, DEV_ATTR_INT, DEV_ATTR_BOOL, DEV_ATTR_VERSION };
+
+struct dev_attr {
+        char *name; /* "productName", or qualified: "resource.kubernetes.io/pcieRoot" */
+        enum dev_attr_type type;
+        char *s;   /* DEV_ATTR_STRING, DEV_ATTR_VERSION (semantic version "12.8.0") */
+        int64_t i; /* DEV_ATTR_INT */
+        bool b;    /* DEV_ATTR_BOOL */
+};
+
+struct dev_quantity {
+        char *name;  /* "memory" */
+        char *value; /* a Kubernetes quantity: "81559Mi", "14" */
+};
+
+/* One device as its family's DRA driver publishes it. */
+struct dev_model {
+        char *name; /* a DNS label unique within the family's driver on this node:
+                     * "gpu-0", "gpu-0-mig-1g10gb-0", "fuse-0" */
+        struct dev_attr *attrs;
+        size_t n_attrs, cap_attrs;
+        struct dev_quantity *capacity;
+        size_t n_capacity, cap_capacity;
+};
+
+struct dev_model *dev_model_new(const char *name);
+void dev_model_free(struct dev_model *m);
+struct dev_model *dev_model_copy(const struct dev_model *m);
+/* Setters copy their arguments; setting a name again replaces it.  NULL or
+ * empty string values are not set. */
+void dev_model_string(struct dev_model *m, const char *name, const char *value);
+void dev_model_version(struct dev_model *m, const char *name, const char *semver);
+void dev_model_int(struct dev_model *m, const char *name, int64_t value);
+void dev_model_bool(struct dev_model *m, const char *name, bool value);
+void dev_model_capacity(struct dev_model *m, const char *name, const char *quantity);
+const struct dev_attr *dev_model_attr(const struct dev_model *m, const char *name);
+/* A DNS label from s: lowercase, [a-z0-9-], runs of others as one '-',
+ * trimmed, at most 63 bytes.  Heap string ("" becomes "dev"). */
+char *dev_model_label(const char *s);
+
 struct dev_device {
         char *id;
         enum dev_health health;
@@ -72,6 +116,10 @@ struct dev_device {
         size_t n_nodes;
         struct dev_mount *mounts;
         size_t n_mounts;
+        /* the device as DRA publishes it (owned; NULL: not offered through
+         * DRA).  Replicas of one unit carry copies with the same name: one
+         * DRA device. */
+        struct dev_model *model;
         void *priv; /* backend's */
 };
 
@@ -254,6 +302,9 @@ struct dev_backend;
 
 struct dev_backend_ops {
         const char *name; /* "hostdev", "nvidia" */
+        /* the DRA driver name the family's devices are published under
+         * ("gpu.nvidia.com"); NULL: the family has no DRA driver */
+        const char *dra_driver;
         /* Builds the backend's resources from cfg (an initial scan happens
          * here, synchronously) and starts watching on loop (loop may be NULL
          * for one-shot use such as `devlet list`: no watching).  Returns 0 and

@@ -1,0 +1,105 @@
+/* A small Kubernetes API client: libcurl (with OpenSSL, the one TLS library
+ * of the whole daemon) for HTTPS, jansson for JSON.
+ *
+ * Calls block: they are made from worker threads (dra/), never from the
+ * loop.  A client is safe to use from several threads at once (each call
+ * has its own curl handle; the connection cache is shared under a lock).
+ * Every answer is bounded: a body over its limit, a line of a watch over
+ * its limit, or a peer that stops sending for the low-speed time fails the
+ * call with a clear diag, and memory never grows with what the server
+ * sends.  Knows nothing of devices or DRA. */
+#ifndef DEVLET_KAPI_KAPI_H
+#define DEVLET_KAPI_KAPI_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "base/diag.h"
+
+/* Where the API server is and who we are to it. */
+struct kapi_config {
+        char *server;       /* "https://10.0.0.1:6443" */
+        char *ca_file;      /* PEM file, or NULL */
+        char *ca_data;      /* PEM text (kubeconfig's certificate-authority-data, decoded) */
+        char *cert_file, *cert_data; /* client certificate (PEM) */
+        char *key_file, *key_data;   /* its key (PEM) */
+        char *token;        /* bearer token, or NULL */
+        char *token_file;   /* re-read at most once a minute (bound tokens rotate) */
+        bool insecure;      /* insecure-skip-tls-verify */
+};
+
+/* Reads a kubeconfig file (its current context; relative paths are taken
+ * from the file's directory), or with path NULL or "" the in-cluster
+ * account: $KUBERNETES_SERVICE_HOST/$KUBERNETES_SERVICE_PORT and sa_dir's
+ * token and ca.crt (sa_dir NULL: /var/run/secrets/kubernetes.io/serviceaccount).
+ * Returns 0 and *out, or -errno with diag (file:line:column for a broken
+ * kubeconfig). */
+int kapi_config_load(const char *path, const char *sa_dir, struct kapi_config **out,
+                     struct diag *diag);
+void kapi_config_free(struct kapi_config *c);
+
+struct kapi_client;
+
+/* Takes cfg.  Calls curl_global_init once per process. */
+int kapi_client_new(struct kapi_config *cfg, struct kapi_client **out, struct diag *diag);
+void kapi_client_free(struct kapi_client *c);
+/* The server URL, for logs. */
+const char *kapi_client_server(const struct kapi_client *c);
+
+/* Limits (0 keeps the default). */
+struct kapi_limits {
+        size_t max_body;        /* default 16 MiB */
+        size_t max_watch_line;  /* default 4 MiB */
+        long connect_timeout_ms; /* default 5 s */
+        long low_speed_ms;      /* a transfer that moves no byte for this long fails; default 30 s
+                                 * (watches: the server's own timeout + this) */
+};
+void kapi_client_set_limits(struct kapi_client *c, const struct kapi_limits *l);
+
+struct kapi_response {
+        long status;  /* HTTP status, 0 when no answer came */
+        json_t *body; /* the parsed body (NULL: empty or not JSON) */
+};
+void kapi_response_release(struct kapi_response *r);
+
+/* One request.  method: "GET", "POST", "PUT", "PATCH" (body as a merge
+ * patch), "DELETE".  path: "/apis/resource.k8s.io/v1/resourceslices?..."
+ * (already escaped).  body may be NULL.  timeout_ms bounds the whole call.
+ * Returns 0 when an HTTP answer came (any status: resp->status says which;
+ * for a status >= 400 diag holds the server's Status message), or -errno
+ * with diag when none did (-ETIMEDOUT, -ECONNREFUSED, -EMSGSIZE for a body
+ * over max_body, -EBADMSG for a body that is not JSON where JSON is due,
+ * -ECANCELED when *stop became true). */
+int kapi_request(struct kapi_client *c, const char *method, const char *path, const json_t *body,
+                 long timeout_ms, const atomic_bool *stop, struct kapi_response *resp,
+                 struct diag *diag);
+
+/* A watch: GET path (which must carry ?watch=1 or &watch=1, and may carry
+ * resourceVersion and timeoutSeconds) and calls fn for each event line,
+ * type "ADDED", "MODIFIED", "DELETED", "BOOKMARK" or "ERROR" with its
+ * object (borrowed: valid during the call).  fn returns 0 to go on, any
+ * other value to stop (returned).  Ends when the server ends the stream
+ * (0), when *stop becomes true (-ECANCELED), on a line over
+ * max_watch_line (-EMSGSIZE) or a line that is not an event (-EBADMSG), or
+ * with the HTTP status as -EPROTO and diag when the server refuses
+ * (410 Gone comes as an "ERROR" event or as status 410: *status_out says
+ * which status came, may be NULL). */
+typedef int (*kapi_event_fn)(const char *type, json_t *object, void *ud);
+int kapi_watch(struct kapi_client *c, const char *path, const atomic_bool *stop, kapi_event_fn fn,
+               void *ud, long *status_out, struct diag *diag);
+
+/* Percent-encodes s for a query value (fieldSelector=...).  Heap string. */
+char *kapi_escape(const char *s);
+
+/* Bounded retry: the delay before attempt n (0-based) of a call that
+ * failed for a reason that may pass (no answer, 429, 5xx): 200 ms doubling
+ * to cap_ms, with ±20% jitter. */
+long kapi_backoff_ms(unsigned attempt, long cap_ms);
+/* Whether a call's outcome is worth retrying: r < 0 other than
+ * -ECANCELED/-EMSGSIZE/-EBADMSG, or status 429, 500, 502, 503, 504. */
+bool kapi_retryable(int r, long status);
+
+#endif
