@@ -8,6 +8,7 @@
 #   make cluster  a one-node Kubernetes cluster on loopback (real kubelet, API
 #                 server, scheduler, containerd) with devlet installed from its
 #                 image on mock hardware; prints KUBECONFIG=... last.
+#                 `make cluster DRA=1`: the GPUs served through DRA instead.
 #                 `make cluster-down` removes it.  `make peers` only builds
 #                 (or finds in the cache) the pinned peers.
 #   make soak     long-running proofs (kubelet restarts, a million Allocates, a
@@ -141,7 +142,7 @@ peers:
 	@scripts/peers.sh >/dev/null
 
 cluster: deps all peers
-	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) scripts/cluster.py up
+	DEVLET_BUILD=$(abspath $(BUILD)) DRA=$(DRA) $(PYTHON) scripts/cluster.py up
 
 cluster-down:
 	$(PYTHON) scripts/cluster.py down

@@ -16,9 +16,14 @@ reachable, so the pause and busybox images are built here (a static pause
 binary, Debian's busybox-static) and devlet's image by scripts/build-image.sh,
 each imported with `ctr -n k8s.io images import`.  Then devlet is applied with
 `kubectl apply -k` on a test overlay over deploy/overlays/<overlay>
-(all-in-one by default) that adds the mock hardware: the mock NVML (8 H100s),
-a fake AMD sysfs tree (8 MI300X in CPX, 64 partitions), fake device nodes
-for both, and host devices (/dev/fuse, two at a time).
+(dra by default: all-in-one plus the DRA driver's RBAC, sockets and
+DeviceClasses) that adds the mock hardware: the mock NVML (8 H100s), a fake
+AMD sysfs tree (8 MI300X in CPX, 64 partitions), fake device nodes for both,
+and host devices (/dev/fuse, two at a time; /dev/null, one).  Every resource
+is served by the device plugin, unless DRA=1 is in the environment (`make
+cluster DRA=1`): then the GPUs and devlet.io/null are served through DRA
+(ResourceSlices; pods ask with ResourceClaims) and devlet.io/fuse through the
+device plugin, side by side.
 
 Everything `up` makes is recorded under the state directory
 (DEVLET_CLUSTER_DIR, default /var/lib/devlet-cluster) before it is made, so
@@ -516,10 +521,25 @@ hostDevices:
     - count: 2
       paths:
       - path: /dev/fuse
+  - name: null
+    groups:
+    - paths:
+      - path: /dev/null
 """
+# DRA=1: what goes through DRA (the rest stays with the device plugin)
+DRA_RESOURCES = ["nvidia.com/gpu", "amd.com/gpu", "devlet.io/null"]
 
 
-def write_overlay(overlay):
+def config_text(dra):
+    """The test overlay's config file: CONFIG, with DRA_RESOURCES served
+    through DRA when dra."""
+    if not dra:
+        return CONFIG
+    return CONFIG.replace("  failOnInitError: false\n", "  failOnInitError: false\n  draResources:\n" +
+                          "".join(f"  - {r}\n" for r in DRA_RESOURCES))
+
+
+def write_overlay(overlay, dra=False):
     """STATE/deploy: a kustomization over deploy/overlays/OVERLAY that adds the
     mock hardware (the test overlay), as an operator adds a patch of theirs."""
     d = path("deploy")
@@ -569,18 +589,32 @@ spec:
 """)
     with open(os.path.join(d, "config.yaml"), "w") as f:
         f.write("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: devlet-config\ndata:\n  config.yaml: |\n")
-        f.write("".join(f"    {line}\n" for line in CONFIG.splitlines()))
+        f.write("".join(f"    {line}\n" for line in config_text(dra).splitlines()))
 
 
-def install_devlet(overlay):
+def resource_slices():
+    """driver -> number of devices in this node's ResourceSlices"""
+    r = kubectl("get", "resourceslices", "-o", "json", check=False, timeout=10)
+    out = {}
+    for s in json.loads(r.stdout or "{}").get("items", []) if r.returncode == 0 else []:
+        if s["spec"].get("nodeName") == NODE:
+            d = s["spec"]["driver"]
+            out[d] = out.get(d, 0) + len(s["spec"].get("devices") or [])
+    return out
+
+
+def install_devlet(overlay, dra=False):
     make_mock_hardware()
-    write_overlay(overlay)
+    write_overlay(overlay, dra)
     # the GPU operator's label (or an operator's, by hand): the overlays'
     # node affinity asks for it when NFD is not installed
     kubectl("label", "--overwrite", "node", NODE, "nvidia.com/gpu.present=true", "amd.com/gpu.present=true")
     kubectl("apply", "-k", path("deploy"))
     kubectl("-n", "devlet", "rollout", "status", "ds/devlet", "--timeout=180s", timeout=200)
-    wait_for("devlet's resources on the Node", lambda: allocatable().get("nvidia.com/gpu") == "8", timeout=60)
+    if dra:
+        wait_for("devlet's ResourceSlices", lambda: resource_slices().get("gpu.nvidia.com") == 8, timeout=60)
+    else:
+        wait_for("devlet's resources on the Node", lambda: allocatable().get("nvidia.com/gpu") == "8", timeout=60)
 
 
 def allocatable():
@@ -590,7 +624,7 @@ def allocatable():
 
 # ---------------------------------------------------------------- up / down
 
-def up(overlay, with_devlet, keep=False):
+def up(overlay, with_devlet, keep=False, dra=False):
     preflight()
     t0 = time.monotonic()
     record_host_state()
@@ -611,7 +645,7 @@ def up(overlay, with_devlet, keep=False):
         start_kubelet(bins)
         log(f"node {NODE} Ready ({time.monotonic() - t0:.0f} s)")
         if with_devlet:
-            install_devlet(overlay)
+            install_devlet(overlay, dra)
             log(f"devlet serving ({time.monotonic() - t0:.0f} s)")
     except (ClusterError, subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
         msg = str(e)
@@ -748,7 +782,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     u = sub.add_parser("up")
-    u.add_argument("--overlay", default=os.environ.get("OVERLAY", "all-in-one"))
+    u.add_argument("--overlay", default=os.environ.get("OVERLAY", "dra"))
+    u.add_argument("--dra", action="store_true", default=os.environ.get("DRA", "") not in ("", "0"),
+                   help="serve the GPUs and devlet.io/null through DRA (also DRA=1)")
     u.add_argument("--no-devlet", action="store_true", help="the cluster alone")
     u.add_argument("--keep", action="store_true", help="on an error, leave what runs for a look")
     sub.add_parser("down")
@@ -756,7 +792,7 @@ def main():
     a = ap.parse_args()
     try:
         if a.cmd == "up":
-            return up(a.overlay, not a.no_devlet, a.keep)
+            return up(a.overlay, not a.no_devlet, a.keep, a.dra)
         if a.cmd == "down":
             return down()
         return status()

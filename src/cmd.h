@@ -12,6 +12,7 @@ int cmd_labels(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_mps(int argc, char **argv);
+int cmd_dra(int argc, char **argv);
 
 struct devlet_config;
 struct dev_backend;

@@ -34,7 +34,9 @@
 #include "base/watchdog.h"
 #include "base/xalloc.h"
 #include "cdi/generate.h"
+#include "cdi/cdi.h"
 #include "devices/device.h"
+#include "dra/dra.h"
 #include "kubelet/kubelet.h"
 #include "labels/labels.h"
 #include "metrics/metrics.h"
@@ -50,6 +52,11 @@ struct devset {
         size_t n_backends;
         struct dev_resource **resources;
         size_t n_resources;
+        /* the same resources split by how they are served (--dra-resources) */
+        struct dev_resource **plugin_res;
+        size_t n_plugin_res;
+        struct dra_resource *dra_res;
+        size_t n_dra_res;
 };
 
 struct daemon {
@@ -60,6 +67,7 @@ struct daemon {
 
         struct devset devs;
         struct kubelet_manager *kubelet;
+        struct dra *dra;             /* NULL until a resource is served through DRA */
         struct labeler *labeler;
         struct cdi_writer *cdi;      /* NULL unless a CDI device-list strategy is on */
         uv_timer_t devices_changed; /* coalesces notifies into one refresh */
@@ -92,6 +100,10 @@ static void devset_stop(struct devset *set)
         set->n_backends = 0;
         free(TAKE_PTR(set->resources));
         set->n_resources = 0;
+        free(TAKE_PTR(set->plugin_res));
+        set->n_plugin_res = 0;
+        free(TAKE_PTR(set->dra_res));
+        set->n_dra_res = 0;
 }
 
 /* Creates every wanted backend from cfg (each scans its devices now).  On
@@ -124,6 +136,23 @@ static int devset_start(uv_loop_t *loop, const struct devlet_config *cfg, struct
                                           (set->n_resources + n) * sizeof(*set->resources));
                 memcpy(set->resources + set->n_resources, res, n * sizeof(*res));
                 set->n_resources += n;
+                for (size_t k = 0; k < n; k++) {
+                        enum dra_mode mode = dra_mode_of(cfg, res[k]->name, ops->dra_driver);
+                        if (mode == DRA_MODE_DEVICE_PLUGIN) {
+                                set->plugin_res = xrealloc(set->plugin_res,
+                                                           (set->n_plugin_res + 1) *
+                                                                   sizeof(*set->plugin_res));
+                                set->plugin_res[set->n_plugin_res++] = res[k];
+                                continue;
+                        }
+                        set->dra_res = xrealloc(set->dra_res,
+                                                (set->n_dra_res + 1) * sizeof(*set->dra_res));
+                        set->dra_res[set->n_dra_res++] =
+                                (struct dra_resource){ ops->dra_driver, res[k] };
+                        log_info("daemon", "served through DRA resource=%s driver=%s mode=%s",
+                                 res[k]->name, ops->dra_driver,
+                                 mode == DRA_MODE_BOTH ? "both" : "dra");
+                }
                 log_info("daemon", "backend started backend=%s resources=%zu", ops->name, n);
         }
         if (set->n_resources == 0)
@@ -200,9 +229,39 @@ static void outputs_stop(struct daemon *d)
 static void modules_stop(struct daemon *d)
 {
         kubelet_manager_free(TAKE_PTR(d->kubelet));
+        dra_stop(TAKE_PTR(d->dra));
         metrics_stop(TAKE_PTR(d->metrics));
         outputs_stop(d);
         devset_stop(&d->devs);
+}
+
+static const struct dra_cdi_ops dra_cdi = {
+        .edits_from_alloc = cdi_edits_from_alloc,
+        .render_json = cdi_spec_render_json,
+};
+
+/* Serves set's DRA resources, starting DRA when the first one comes; a DRA
+ * that cannot start (no API server) is logged, and those resources wait
+ * for the next reload. */
+static void dra_serve(struct daemon *d, const struct devlet_config *cfg, const struct devset *set)
+{
+        if (d->dra && !dra_config_same(d->dra, cfg)) {
+                log_info("dra", "restarting: the API server, node or directories changed");
+                dra_stop(TAKE_PTR(d->dra));
+        }
+        if (!d->dra && set->n_dra_res) {
+                struct diag why = { 0 };
+                int r = dra_start(&d->loop, cfg, &dra_cdi, &d->dra, &why);
+                if (r < 0) {
+                        char buf[DIAG_FORMAT_MAX];
+                        log_error("dra", "cannot start; the resources served through DRA are not "
+                                         "offered error=\"%s\"",
+                                  diag_format(&why, buf, sizeof(buf)));
+                        return;
+                }
+        }
+        if (d->dra)
+                dra_update(d->dra, cfg, set->dra_res, set->n_dra_res);
 }
 
 /* On the watchdog's thread: the loop thread is still waiting on a thread
@@ -332,12 +391,13 @@ static int modules_start(struct daemon *d)
         if (r < 0)
                 return r;
         r = kubelet_manager_new(&d->loop, d->cfg->plugin_directory, daemon_kubelet_socket(d->cfg),
-                                d->devs.resources, d->devs.n_resources, on_kubelet_restart, d,
+                                d->devs.plugin_res, d->devs.n_plugin_res, on_kubelet_restart, d,
                                 &d->kubelet);
         if (r < 0) {
                 modules_stop(d);
                 return r;
         }
+        dra_serve(d, d->cfg, &d->devs);
         outputs_start(d);
         metrics_restart(d);
         return 0;
@@ -432,13 +492,14 @@ static void reload(struct daemon *d)
         devset_inherit(&devs, &d->devs);
 
         if (d->kubelet && !(need & CONFIG_APPLY_SOCKETS)) {
-                r = kubelet_manager_update(d->kubelet, devs.resources, devs.n_resources);
+                r = kubelet_manager_update(d->kubelet, devs.plugin_res, devs.n_plugin_res);
         } else {
                 kubelet_manager_free(TAKE_PTR(d->kubelet));
                 r = kubelet_manager_new(&d->loop, cfg->plugin_directory, daemon_kubelet_socket(cfg),
-                                        devs.resources, devs.n_resources, on_kubelet_restart, d,
+                                        devs.plugin_res, devs.n_plugin_res, on_kubelet_restart, d,
                                         &d->kubelet);
         }
+        dra_serve(d, cfg, &devs);
         if (r < 0)
                 log_error("daemon", "could not serve every resource after the reload; waiting for "
                                     "the next SIGHUP or config change error=\"%s\"", strerror(-r));

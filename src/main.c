@@ -28,6 +28,7 @@ static void usage(FILE *f)
               "  metrics   print one collection of the GPU metrics (Prometheus text format)\n"
               "  version   print the version\n"
               "  mps-control-daemon  run NVIDIA's MPS control daemons (the MPS sidecar)\n"
+              "  dra cleanup         delete this node's ResourceSlices (uninstalling devlet)\n"
               "  help      print this text; `devlet help flags` lists every flag,\n"
               "            `devlet help <command>` that command's help\n"
               "\n"
@@ -139,6 +140,7 @@ static int dispatch(int argc, char **argv)
                 { "labels", cmd_labels, "" },
                 { "metrics", cmd_metrics, "" },
                 { "mps-control-daemon", cmd_mps, "" },
+                { "dra", cmd_dra, NULL },
         };
         for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
                 if (strcmp(cmd, cmds[i].name) != 0)

@@ -29,4 +29,12 @@
 int cdi_spec_from_resource(const struct dev_resource *r, struct cdi_spec **out, char ***skipped,
                            struct diag *diag);
 
+/* The container edits of an allocation (what Allocate answered for some
+ * device IDs): its device nodes as above, its mounts as bind mounts, its
+ * environment.  Annotations and CDI device names are the caller's. */
+void cdi_edits_from_alloc(const struct dev_alloc *a, struct cdi_edits *out);
+
+/* cdi_spec_render as JSON (DRA's per-claim specs). */
+int cdi_spec_render_json(const struct cdi_spec *s, char **out, size_t *len, struct diag *diag);
+
 #endif

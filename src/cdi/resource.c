@@ -70,3 +70,19 @@ int cdi_spec_from_resource(const struct dev_resource *r, struct cdi_spec **out, 
         *out = TAKE_PTR(s);
         return 0;
 }
+
+void cdi_edits_from_alloc(const struct dev_alloc *a, struct cdi_edits *out)
+{
+        for (size_t i = 0; i < a->n_nodes; i++)
+                add_node(out, &a->nodes[i]);
+        for (size_t i = 0; i < a->n_mounts; i++)
+                cdi_edits_add_mount(out, a->mounts[i].host_path, a->mounts[i].container_path, NULL,
+                                    a->mounts[i].read_only ? bind_ro : bind_rw);
+        for (size_t i = 0; i < a->n_envs; i++)
+                cdi_edits_add_env(out, a->envs[i].key, a->envs[i].value);
+}
+
+int cdi_spec_render_json(const struct cdi_spec *s, char **out, size_t *len, struct diag *diag)
+{
+        return cdi_spec_render(s, CDI_FORMAT_JSON, out, len, diag);
+}

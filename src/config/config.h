@@ -152,6 +152,14 @@ struct devlet_config {
         char *machine_type_file;          /* --machine-type-file */
         bool labels_remove_on_exit;       /* --remove-on-exit: delete the file when stopping */
 
+        /* Dynamic Resource Allocation */
+        char **dra_resources;        /* RESOURCE[=dra|both|device-plugin] items; "*" = all */
+        char *kubeconfig;            /* "" = in-cluster service account */
+        char *node_name;             /* "" = the host name */
+        char *kubelet_registry_dir;  /* the kubelet's plugins_registry */
+        char *kubelet_plugins_dir;   /* <dir>/<driver>/dra.sock and checkpoint */
+        bool dra_cleanup;            /* delete our ResourceSlices on the way out */
+
         /* derived by config_load, not options */
         bool kubelet_disabled;  /* --kubelet-socket "" given: serve, never register */
 

@@ -234,6 +234,27 @@ static int load_file(struct devlet_config *cfg, const char *path, struct diag *d
         return config_parse_yaml(path, data, len, cfg, diag);
 }
 
+/* --dra-resources: RESOURCE[=dra|both|device-plugin] items (dra/ reads them). */
+static int check_dra_resources(char *const *items, struct diag *diag)
+{
+        static const char *const modes[] = { "dra", "both", "device-plugin" };
+        for (size_t i = 0; items && items[i]; i++) {
+                const char *eq = strchr(items[i], '=');
+                if (eq == items[i] || !items[i][0])
+                        return diag_set(diag, -EINVAL, "--dra-resources: \"%s\" names no resource",
+                                        items[i]);
+                bool known = !eq;
+                for (size_t k = 0; eq && k < ARRAY_SIZE(modes); k++)
+                        known = known || strcmp(eq + 1, modes[k]) == 0;
+                if (!known)
+                        return diag_set(diag, -EINVAL,
+                                        "--dra-resources: %s: unknown mode \"%s\" (dra, both or "
+                                        "device-plugin)",
+                                        items[i], eq + 1);
+        }
+        return 0;
+}
+
 int config_load(const struct config_families *families, int argc, char **argv,
                 struct devlet_config **out, struct diag *diag, int *argi)
 {
@@ -284,6 +305,10 @@ int config_load(const struct config_families *families, int argc, char **argv,
                 free(cfg->kubelet_socket);
                 cfg->kubelet_socket = xasprintf("%.*s/kubelet.sock", (int)n, cfg->plugin_directory);
         }
+
+        r = check_dra_resources(cfg->dra_resources, diag);
+        if (r < 0)
+                return r;
 
         if (cfg->collectors_file && cfg->collectors_file[0]) {
                 r = config_counters_load(cfg->collectors_file, &cfg->collectors, diag);

@@ -334,6 +334,73 @@ static const struct config_option options[] = {
                         "the labels stay across restarts)",
                 .apply = CONFIG_APPLY_OUTPUTS,
         },
+        /* Dynamic Resource Allocation (resource.k8s.io/v1) */
+        {
+                .flag = "dra-resources",
+                .envs = { "DEVLET_DRA_RESOURCES" },
+                .key = "flags.draResources",
+                .type = CONFIG_LIST,
+                .default_value = "",
+                .offset = FIELD(dra_resources),
+                .help = "Resources served through DRA instead of the device plugin, each "
+                        "RESOURCE[=dra|both|device-plugin] (\"*\": every resource whose family "
+                        "has a DRA driver; both: DRA, and pods asking for the extended resource "
+                        "are served through the DeviceClass's extendedResourceName)",
+                .apply = CONFIG_APPLY_SOCKETS,
+        },
+        {
+                .flag = "kubeconfig",
+                .envs = { "KUBECONFIG" },
+                .key = "flags.kubeconfig",
+                .type = CONFIG_STRING,
+                .default_value = "",
+                .offset = FIELD(kubeconfig),
+                .help = "Kubeconfig file for the API server (empty: the in-cluster service "
+                        "account)",
+                .apply = CONFIG_APPLY_SOCKETS,
+        },
+        {
+                .flag = "node-name",
+                .envs = { "NODE_NAME" },
+                .key = "flags.nodeName",
+                .type = CONFIG_STRING,
+                .default_value = "",
+                .offset = FIELD(node_name),
+                .help = "This node's name in the API server (empty: the host name)",
+                .apply = CONFIG_APPLY_SOCKETS,
+        },
+        {
+                .flag = "kubelet-registrar-directory-path",
+                .envs = { "KUBELET_REGISTRAR_DIRECTORY_PATH" },
+                .key = "flags.kubeletRegistrarDirectoryPath",
+                .type = CONFIG_STRING,
+                .default_value = "/var/lib/kubelet/plugins_registry",
+                .offset = FIELD(kubelet_registry_dir),
+                .help = "Where the kubelet's plugin watcher looks for DRA drivers' "
+                        "registration sockets",
+                .apply = CONFIG_APPLY_SOCKETS,
+        },
+        {
+                .flag = "kubelet-plugins-directory-path",
+                .envs = { "KUBELET_PLUGINS_DIRECTORY_PATH" },
+                .key = "flags.kubeletPluginsDirectoryPath",
+                .type = CONFIG_STRING,
+                .default_value = "/var/lib/kubelet/plugins",
+                .offset = FIELD(kubelet_plugins_dir),
+                .help = "Where each DRA driver's socket and checkpoint live (one directory "
+                        "per driver)",
+                .apply = CONFIG_APPLY_SOCKETS,
+        },
+        {
+                .flag = "dra-cleanup",
+                .envs = { "DEVLET_DRA_CLEANUP" },
+                .key = "flags.draCleanup",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(dra_cleanup),
+                .help = "Delete this node's ResourceSlices when devlet stops (uninstalling)",
+                .apply = CONFIG_APPLY_NONE,
+        },
 };
 
 /* ---- the rows: devlet's own, then the families' ---- */

@@ -23,15 +23,18 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 OVERLAYS_DIR = ROOT / "deploy" / "overlays"
 OVERLAYS = sorted(p.name for p in OVERLAYS_DIR.iterdir() if (p / "kustomization.yaml").exists())
 
-GPU = {"all-in-one", "nvidia-only", "nvidia-mps", "metrics", "metrics-podmonitor", "monitoring"}
+GPU = {"all-in-one", "nvidia-only", "nvidia-mps", "metrics", "metrics-podmonitor", "monitoring", "dra"}
 # process attribution (metrics per pod) is on where the pod-resources socket is
-ATTRIBUTION = {"all-in-one", "metrics", "metrics-podmonitor", "monitoring"}
+ATTRIBUTION = {"all-in-one", "metrics", "metrics-podmonitor", "monitoring", "dra"}
 # the MPS control daemon serves its clients' processes: it sees the host's
 HOST_PID = ATTRIBUTION | {"nvidia-mps"}
 NAMESPACED = {"ServiceAccount", "ConfigMap", "Service", "DaemonSet", "ServiceMonitor", "PodMonitor",
               "PrometheusRule"}
 NVIDIA_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
+
+# overlays whose pods talk to the API server (service account token mounted)
+API_CLIENT = {"dra"}
 
 # host path -> (mounted read-only, overlays that mount it)
 HOST_PATHS = {
@@ -46,6 +49,8 @@ HOST_PATHS = {
     "/run/nvidia/mps": (True, {"nvidia-mps"}),
     "/dev/dri": (True, {"amd-only"}),
     "/dev/kfd": (True, {"amd-only"}),
+    "/var/lib/kubelet/plugins": (False, {"dra"}),
+    "/var/lib/kubelet/plugins_registry": (False, {"dra"}),
 }
 
 
@@ -182,7 +187,27 @@ def test_no_privilege(overlay):
     assert sc["runAsUser"] == 0
     spec = daemonset(overlay)["spec"]["template"]["spec"]
     assert spec.get("hostNetwork", False) is False
-    assert spec.get("automountServiceAccountToken") is False
+    # the API server is talked to only by the DRA driver
+    assert spec.get("automountServiceAccountToken") is (overlay in API_CLIENT)
+
+
+def test_dra_overlay_rbac_is_exactly_what_the_driver_calls():
+    """The DRA overlay's ClusterRole: the node's ResourceSlices and reading
+    claims, nothing more; bound to devlet's service account; one
+    DeviceClass per kind of device the drivers publish."""
+    objs = objects("dra")
+    (role,) = [o for o in objs if o["kind"] == "ClusterRole"]
+    rules = {(g, r): set(x["verbs"]) for x in role["rules"] for g in x["apiGroups"] for r in x["resources"]}
+    assert rules == {("resource.k8s.io", "resourceslices"):
+                     {"list", "watch", "create", "update", "delete", "deletecollection"},
+                     ("resource.k8s.io", "resourceclaims"): {"get"}}
+    (binding,) = [o for o in objs if o["kind"] == "ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "devlet", "namespace": "devlet"}]
+    classes = {o["metadata"]["name"] for o in objs if o["kind"] == "DeviceClass"}
+    assert classes == {"gpu.nvidia.com", "mig.nvidia.com", "gpu.amd.com", "hostdev.devlet.io"}
+    config = yaml.safe_load(config_map("dra")["data"]["config.yaml"])
+    assert config["flags"]["draResources"] == ["nvidia.com/gpu", "amd.com/gpu"]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -1,0 +1,124 @@
+/* What the files of dra/ share: the device table (an immutable snapshot of
+ * one driver's devices, built on the loop and read by the threads), one
+ * driver's state, and the threads' entry points. */
+#ifndef DEVLET_DRA_INTERNAL_H
+#define DEVLET_DRA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "dra/dra.h"
+#include "kapi/kapi.h"
+
+/* One DRA device: what the slice says of it, and what a container holding
+ * it gets (the family's Allocate answer for its device ID plus the
+ * device's own nodes and mounts, taken on the loop when the table was
+ * built). */
+struct dra_dev {
+        char *name;      /* DNS label, unique in the driver */
+        char *resource;  /* the device plugin resource it belongs to */
+        char *id;        /* its device ID there */
+        bool healthy;
+        json_t *slice_device; /* {"name", "attributes", "capacity"} */
+        struct dev_alloc alloc;
+};
+
+struct dra_table {
+        atomic_int refs;
+        char *driver;
+        struct dra_dev *devs;
+        size_t n;
+};
+
+/* Builds the table of driver's devices from res (loop thread: calls the
+ * families' Allocate).  Unhealthy devices stay in the table (a claim
+ * prepared before may name them) but leave the slices. */
+struct dra_table *dra_table_build(const char *driver, struct dev_resource *const *res, size_t n);
+struct dra_table *dra_table_ref(struct dra_table *t);
+void dra_table_unref(struct dra_table *t);
+const struct dra_dev *dra_table_find(const struct dra_table *t, const char *name);
+
+/* The slices of one pool: the table's healthy devices, at most
+ * DRA_SLICE_DEVICES_MAX per slice.  Returns a JSON array of ResourceSlice
+ * objects named <prefix>-<k> (new reference) and the content's hash in
+ * hash (hex). */
+#define DRA_SLICE_DEVICES_MAX 128
+json_t *dra_slices_desired(const struct dra_table *t, const char *node, const char *prefix,
+                           char hash[17]);
+/* A device model as a ResourceSlice device (new reference). */
+json_t *dra_model_json(const struct dev_model *m);
+
+/* A job for a driver's claims thread, answered on the loop. */
+enum dra_job_kind { DRA_JOB_PREPARE, DRA_JOB_UNPREPARE };
+
+struct dra_job_claim {
+        char *namespace, *uid, *name;
+};
+
+struct dra_job {
+        struct dra_job *next;
+        enum dra_job_kind kind;
+        struct grpc_call *call; /* loop thread only; NULL once the peer is gone */
+        struct dra_job_claim *claims;
+        size_t n_claims;
+        uint8_t *reply; /* packed response, set by the thread */
+        size_t reply_len;
+};
+
+struct dra_driver {
+        struct dra *dra;
+        char *name;       /* "gpu.nvidia.com" */
+        char *dir;        /* <plugins>/<driver> */
+        char *dra_socket; /* <dir>/dra.sock */
+        char *reg_socket; /* <registry>/<driver>-reg.sock */
+        char *slice_prefix;
+        struct grpc_server *reg_srv, *dra_srv;
+        struct dev_resource **res;
+        size_t n_res;
+        bool registered;
+
+        pthread_mutex_t mu; /* guards what follows, shared with the threads */
+        pthread_cond_t cond;
+        struct dra_table *table;
+        char desired_hash[17];
+        bool pub_dirty;
+        bool cleanup_on_stop;
+        struct dra_job *jobs, **jobs_tail; /* for the claims thread */
+        struct dra_job *done;              /* for the loop */
+        atomic_bool stop;
+
+        pthread_t pub_thread, watch_thread, claims_thread;
+        bool threads_started;
+        uv_async_t done_async;
+        bool async_open;
+};
+
+/* The global state: dra.c. */
+struct dra {
+        uv_loop_t *loop;
+        /* taken from the config at start (the threads read them; a reload
+         * swaps the config under them) */
+        char *cdi_spec_dir, *plugins_dir, *registry_dir, *kubeconfig, *node_cfg;
+        bool cleanup; /* the latest config's --dra-cleanup (loop only) */
+        struct dra_cdi_ops cdi;
+        struct kapi_client *api;
+        char *node;
+        struct dra_driver **drivers;
+        size_t n_drivers;
+};
+
+void *dra_publisher_main(void *ud);
+void *dra_watch_main(void *ud);
+void *dra_claims_main(void *ud);
+
+/* The reg and DRA gRPC servers of a driver (plugin.c). */
+int dra_plugin_serve(struct dra_driver *drv, struct diag *diag);
+void dra_plugin_stop(struct dra_driver *drv);
+void dra_job_free(struct dra_job *j);
+
+/* Deletes every slice of driver on node (one DELETE of the collection). */
+int dra_slices_delete(struct kapi_client *api, const char *node, const char *driver,
+                      long timeout_ms, const atomic_bool *stop, struct diag *diag);
+
+#endif

@@ -1,0 +1,233 @@
+/* One driver's kubelet plugin: the registration socket the kubelet's
+ * plugin watcher finds (GetInfo, NotifyRegistrationStatus), the DRA
+ * service socket (NodePrepareResources, NodeUnprepareResources; v1 and
+ * v1beta1, same messages), and the job queue between them and the claims
+ * thread (prepare.c).
+ *
+ * Handlers run on the loop and never block it: a request becomes a job
+ * queued for the claims thread, whose packed answer comes back through
+ * drv->done_async and is sent here.  A call the kubelet gives up on
+ * (cancel, connection gone) is forgotten; its job still runs to the end,
+ * so the checkpoint stays true. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+#include "dra.pb-c.h"
+#include "dra/internal.h"
+#include "grpc/grpc.h"
+#include "pluginregistration.pb-c.h"
+
+/* The kubelet keeps one connection to each driver and counts a driver
+ * without one as gone (its slices are wiped 30 s later): never close an
+ * idle kubelet connection. */
+#define DRA_IDLE_MS (24u * 3600 * 1000)
+
+void dra_job_free(struct dra_job *j)
+{
+        if (!j)
+                return;
+        for (size_t i = 0; i < j->n_claims; i++) {
+                free(j->claims[i].namespace);
+                free(j->claims[i].uid);
+                free(j->claims[i].name);
+        }
+        free(j->claims);
+        free(j->reply);
+        free(j);
+}
+
+/* ---- registration ---- */
+
+static void on_get_info(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        struct dra_driver *drv = ud;
+        static char v1[] = "v1.DRAPlugin", v1beta1[] = "v1beta1.DRAPlugin", type[] = "DRAPlugin";
+        char *versions[] = { v1, v1beta1 };
+        Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
+        info.type = type;
+        info.name = drv->name;
+        info.endpoint = drv->dra_socket;
+        info.n_supported_versions = ARRAY_SIZE(versions);
+        info.supported_versions = versions;
+        grpc_call_reply_pb(call, &info.base);
+}
+
+static void on_registration_status(struct grpc_call *call, const uint8_t *req, size_t len,
+                                   void *ud)
+{
+        struct dra_driver *drv = ud;
+        Pluginregistration__RegistrationStatus *st =
+                pluginregistration__registration_status__unpack(NULL, len, req);
+        if (!st) {
+                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed RegistrationStatus");
+                return;
+        }
+        if (st->plugin_registered) {
+                log_info("dra", "registered with the kubelet driver=%s endpoint=%s", drv->name,
+                         drv->dra_socket);
+        } else {
+                log_error("dra", "the kubelet refused the driver driver=%s error=\"%s\"",
+                          drv->name, st->error ? st->error : "");
+        }
+        drv->registered = st->plugin_registered;
+        pluginregistration__registration_status__free_unpacked(st, NULL);
+        Pluginregistration__RegistrationStatusResponse resp =
+                PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
+        grpc_call_reply_pb(call, &resp.base);
+}
+
+static const struct grpc_method reg_methods[] = {
+        { "/pluginregistration.Registration/GetInfo", false, on_get_info },
+        { "/pluginregistration.Registration/NotifyRegistrationStatus", false,
+          on_registration_status },
+};
+
+/* ---- prepare / unprepare ---- */
+
+static void on_job_cancel(struct grpc_call *call, void *ud)
+{
+        struct dra_job *j = ud;
+        j->call = NULL;
+}
+
+/* A Kubernetes object name or namespace: 1..253 of [a-z0-9.-]. */
+static bool k8s_name_valid(const char *s)
+{
+        size_t n = s ? strlen(s) : 0;
+        if (n == 0 || n > 253)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+                      s[i] == '-' || s[i] == '.'))
+                        return false;
+        return true;
+}
+
+static void queue_job(struct dra_driver *drv, struct grpc_call *call, enum dra_job_kind kind,
+                      Dra__V1__Claim **claims, size_t n)
+{
+        if (n > 1024) {
+                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "more than 1024 claims");
+                return;
+        }
+        struct dra_job *j = xcalloc(1, sizeof(*j));
+        j->kind = kind;
+        j->call = call;
+        j->claims = xcalloc(n ? n : 1, sizeof(*j->claims));
+        for (size_t i = 0; i < n; i++) {
+                const Dra__V1__Claim *c = claims[i];
+                if (!k8s_name_valid(c->namespace_) || !k8s_name_valid(c->name) ||
+                    !dra_uid_valid(c->uid)) {
+                        grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
+                                         "claim %zu: invalid namespace, name or UID", i);
+                        dra_job_free(j);
+                        return;
+                }
+                j->claims[j->n_claims++] = (struct dra_job_claim){
+                        xstrdup(c->namespace_), xstrdup(c->uid), xstrdup(c->name)
+                };
+        }
+        grpc_call_on_cancel(call, on_job_cancel, j);
+        pthread_mutex_lock(&drv->mu);
+        *drv->jobs_tail = j;
+        drv->jobs_tail = &j->next;
+        pthread_cond_broadcast(&drv->cond);
+        pthread_mutex_unlock(&drv->mu);
+}
+
+static void on_prepare(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        Dra__V1__NodePrepareResourcesRequest *r =
+                dra__v1__node_prepare_resources_request__unpack(NULL, len, req);
+        if (!r) {
+                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
+                                 "malformed NodePrepareResourcesRequest");
+                return;
+        }
+        queue_job(ud, call, DRA_JOB_PREPARE, r->claims, r->n_claims);
+        dra__v1__node_prepare_resources_request__free_unpacked(r, NULL);
+}
+
+static void on_unprepare(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
+{
+        Dra__V1__NodeUnprepareResourcesRequest *r =
+                dra__v1__node_unprepare_resources_request__unpack(NULL, len, req);
+        if (!r) {
+                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
+                                 "malformed NodeUnprepareResourcesRequest");
+                return;
+        }
+        queue_job(ud, call, DRA_JOB_UNPREPARE, r->claims, r->n_claims);
+        dra__v1__node_unprepare_resources_request__free_unpacked(r, NULL);
+}
+
+static const struct grpc_method dra_methods[] = {
+        { "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources", false, on_prepare },
+        { "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources", false,
+          on_unprepare },
+        { "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources", false,
+          on_prepare },
+        { "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources", false,
+          on_unprepare },
+};
+
+/* The claims thread's answers, sent on the loop. */
+static void on_jobs_done(uv_async_t *a)
+{
+        struct dra_driver *drv = a->data;
+        pthread_mutex_lock(&drv->mu);
+        struct dra_job *done = TAKE_PTR(drv->done);
+        pthread_mutex_unlock(&drv->mu);
+        /* answered in the order they came */
+        struct dra_job *rev = NULL;
+        while (done) {
+                struct dra_job *n = done->next;
+                done->next = rev;
+                rev = done;
+                done = n;
+        }
+        while (rev) {
+                struct dra_job *j = rev;
+                rev = j->next;
+                if (j->call) {
+                        grpc_call_on_cancel(j->call, NULL, NULL);
+                        if (j->reply)
+                                grpc_call_reply(j->call, j->reply, j->reply_len);
+                        else
+                                grpc_call_finish(j->call, GRPC_STATUS_INTERNAL, "no answer");
+                }
+                dra_job_free(j);
+        }
+}
+
+int dra_plugin_serve(struct dra_driver *drv, struct diag *diag)
+{
+        uv_loop_t *loop = drv->dra->loop;
+        if (!drv->async_open) {
+                int r = uv_async_init(loop, &drv->done_async, on_jobs_done);
+                if (r < 0)
+                        return diag_set(diag, r, "uv_async_init: %s", uv_strerror(r));
+                drv->done_async.data = drv;
+                drv->async_open = true;
+        }
+        int r = grpc_server_new(loop, drv->dra_socket, dra_methods, ARRAY_SIZE(dra_methods), drv,
+                                &drv->dra_srv);
+        if (r < 0)
+                return diag_set(diag, r, "cannot serve %s: %s", drv->dra_socket, strerror(-r));
+        grpc_server_set_limits(drv->dra_srv, &(struct grpc_server_limits){ .idle_ms = DRA_IDLE_MS });
+        r = grpc_server_new(loop, drv->reg_socket, reg_methods, ARRAY_SIZE(reg_methods), drv,
+                            &drv->reg_srv);
+        if (r < 0)
+                return diag_set(diag, r, "cannot serve %s: %s", drv->reg_socket, strerror(-r));
+        return 0;
+}
+
+void dra_plugin_stop(struct dra_driver *drv)
+{
+        grpc_server_free(TAKE_PTR(drv->reg_srv));
+        grpc_server_free(TAKE_PTR(drv->dra_srv));
+}

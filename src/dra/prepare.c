@@ -1,0 +1,417 @@
+/* One driver's claims thread: NodePrepareResources and
+ * NodeUnprepareResources, one job at a time, and the checkpoint of the
+ * claims prepared.
+ *
+ * Prepare reads the ResourceClaim from the API server, takes the results
+ * for this driver and node, finds each device in the device table (a
+ * vanished or unhealthy device fails the claim with a message the kubelet
+ * puts in the pod's events), writes one CDI spec for the claim
+ * (<cdi-spec-dir>/k8s.<driver>-claim_<uid>.json, kind
+ * k8s.<driver>/claim) and answers the CDI device IDs.  The edits of the
+ * devices one request takes from one resource are merged into one CDI
+ * device, so values such as NVIDIA_VISIBLE_DEVICES list every device.
+ * Both calls are idempotent: a claim in the checkpoint is answered from
+ * it (its spec written again if it went missing), and unpreparing an
+ * unknown claim succeeds.  The checkpoint (<plugins>/<driver>/
+ * checkpoint.json) is written atomically, never through a link, before
+ * the answer goes, so a restart in between loses nothing and leaks
+ * nothing.  Runs on its own thread; owns the checkpoint. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+#include "dra.pb-c.h"
+#include "dra/internal.h"
+
+#define CHECKPOINT_MAX (16u * 1024 * 1024)
+#define CLAIM_GET_MS 10000
+#define CLAIM_GET_TRIES 3
+
+struct claims_state {
+        struct dra_driver *drv;
+        json_t *ckpt;   /* {"version": 1, "driver": D, "claims": {uid: {...}}} */
+        char *ckpt_path;
+};
+
+static json_t *ckpt_claims(struct claims_state *s)
+{
+        return json_object_get(s->ckpt, "claims");
+}
+
+static void ckpt_load(struct claims_state *s)
+{
+        s->ckpt = json_pack("{s:i, s:s, s:{}}", "version", 1, "driver", s->drv->name, "claims");
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        int r = fs_read_file(s->ckpt_path, CHECKPOINT_MAX, &data, &len);
+        if (r == -ENOENT)
+                return;
+        if (r < 0) {
+                log_warn("dra", "cannot read the checkpoint, starting empty path=%s error=\"%s\"",
+                         s->ckpt_path, fs_strerror(r));
+                return;
+        }
+        json_error_t err;
+        json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &err);
+        json_t *claims = json_object_get(j, "claims");
+        if (!json_is_object(claims)) {
+                log_warn("dra", "checkpoint is not devlet's, starting empty path=%s error=\"%s\"",
+                         s->ckpt_path, j ? "no claims object" : err.text);
+                json_decref(j);
+                return;
+        }
+        json_object_set(s->ckpt, "claims", claims);
+        json_decref(j);
+        log_info("dra", "checkpoint loaded driver=%s claims=%zu", s->drv->name,
+                 json_object_size(claims));
+}
+
+static int ckpt_save(struct claims_state *s, struct diag *diag)
+{
+        _cleanup_free_ char *text = json_dumps(s->ckpt, JSON_COMPACT | JSON_SORT_KEYS);
+        if (!text)
+                return diag_set(diag, -ENOMEM, "cannot render the checkpoint");
+        int r = fs_write_atomic_at(AT_FDCWD, s->ckpt_path, text, strlen(text), 0600, FS_CREATE);
+        if (r < 0)
+                return diag_set(diag, r, "cannot write the checkpoint %s: %s", s->ckpt_path,
+                                fs_strerror(r));
+        return 0;
+}
+
+static char *spec_path(const struct dra_driver *drv, const char *uid)
+{
+        return xasprintf("%s/k8s.%s-claim_%s.json", drv->dra->cdi_spec_dir, drv->name, uid);
+}
+
+/* Values of the same variable from several devices: listed, comma-separated. */
+static void merge_alloc(struct dev_alloc *dst, const struct dev_alloc *src)
+{
+        for (size_t i = 0; i < src->n_nodes; i++)
+                dev_alloc_add_node(dst, src->nodes[i].host_path, src->nodes[i].container_path,
+                                   src->nodes[i].permissions);
+        for (size_t i = 0; i < src->n_mounts; i++)
+                dev_alloc_add_mount(dst, src->mounts[i].host_path, src->mounts[i].container_path,
+                                    src->mounts[i].read_only);
+        for (size_t i = 0; i < src->n_envs; i++) {
+                const struct dev_kv *e = &src->envs[i];
+                const char *old = NULL;
+                for (size_t k = 0; k < dst->n_envs; k++)
+                        if (strcmp(dst->envs[k].key, e->key) == 0)
+                                old = dst->envs[k].value;
+                if (old && strcmp(old, e->value) != 0) {
+                        _cleanup_free_ char *v = xasprintf("%s,%s", old, e->value);
+                        dev_alloc_set_env(dst, e->key, v);
+                } else {
+                        dev_alloc_set_env(dst, e->key, e->value);
+                }
+        }
+        for (size_t i = 0; src->cdi_devices && src->cdi_devices[i]; i++)
+                dev_alloc_add_cdi(dst, src->cdi_devices[i]);
+}
+
+DEFINE_CLEANUP_FUNC(struct cdi_spec, cdi_spec_free)
+
+/* The claim's devices in the table, its spec written; the answer's devices
+ * (JSON, for the checkpoint and the reply) in *out. */
+static int prepare_devices(struct claims_state *s, const struct dra_claim *c, json_t **out,
+                           struct diag *diag)
+{
+        struct dra_driver *drv = s->drv;
+        pthread_mutex_lock(&drv->mu);
+        struct dra_table *t = dra_table_ref(drv->table);
+        pthread_mutex_unlock(&drv->mu);
+
+        const struct dra_dev **devs = xcalloc(c->n_devices, sizeof(*devs));
+        int r = 0;
+        for (size_t i = 0; i < c->n_devices && r == 0; i++) {
+                devs[i] = dra_table_find(t, c->devices[i].device);
+                if (!devs[i])
+                        r = diag_set(diag, -ENODEV, "device %s is not on this node any more",
+                                     c->devices[i].device);
+                else if (!devs[i]->healthy)
+                        r = diag_set(diag, -EIO, "device %s is unhealthy", devs[i]->name);
+        }
+
+        _cleanup_free_ char *kind = xasprintf("k8s.%s/claim", drv->name);
+        _cleanup_(cdi_spec_freep) struct cdi_spec *spec = r == 0 ? cdi_spec_new(kind) : NULL;
+        json_t *answer = json_array();
+        /* one CDI device per (request, resource), named after its first device */
+        for (size_t i = 0; i < c->n_devices && r == 0; i++) {
+                const char *cdi_id = NULL;
+                _cleanup_free_ char *id = NULL;
+                bool first = true;
+                for (size_t k = 0; k < i; k++)
+                        if (strcmp(c->devices[k].request, c->devices[i].request) == 0 &&
+                            strcmp(devs[k]->resource, devs[i]->resource) == 0)
+                                first = false;
+                json_t *ids = json_array();
+                if (first) {
+                        struct dev_alloc merged = { 0 };
+                        for (size_t k = i; k < c->n_devices; k++)
+                                if (strcmp(c->devices[k].request, c->devices[i].request) == 0 &&
+                                    strcmp(devs[k]->resource, devs[i]->resource) == 0)
+                                        merge_alloc(&merged, &devs[k]->alloc);
+                        _cleanup_free_ char *dev_name = xasprintf("%s-%s", c->uid, devs[i]->name);
+                        struct cdi_device *cd = cdi_spec_add_device(spec, dev_name);
+                        drv->dra->cdi.edits_from_alloc(&merged, &cd->edits);
+                        if (cdi_edits_empty(&cd->edits))
+                                cdi_edits_add_env(&cd->edits, "DEVLET_DRA_CLAIM", c->uid);
+                        id = xasprintf("%s=%s", kind, dev_name);
+                        cdi_id = id;
+                        json_array_append_new(ids, json_string(cdi_id));
+                        for (size_t k = 0; merged.cdi_devices && merged.cdi_devices[k]; k++)
+                                json_array_append_new(ids, json_string(merged.cdi_devices[k]));
+                        dev_alloc_release(&merged);
+                }
+                json_array_append_new(answer,
+                                      json_pack("{s:[s], s:s, s:s, s:o}", "requests",
+                                                c->devices[i].request, "pool", c->devices[i].pool,
+                                                "device", c->devices[i].device, "cdiDeviceIDs",
+                                                ids));
+        }
+        if (r == 0) {
+                _cleanup_free_ char *text = NULL;
+                size_t len = 0;
+                r = drv->dra->cdi.render_json(spec, &text, &len, diag);
+                _cleanup_free_ char *path = spec_path(drv, c->uid);
+                if (r == 0) {
+                        r = fs_write_atomic_at(AT_FDCWD, path, text, len, 0644, FS_CREATE);
+                        if (r < 0)
+                                diag_set(diag, r, "cannot write the CDI spec %s: %s", path,
+                                         fs_strerror(r));
+                }
+        }
+        free(devs);
+        dra_table_unref(t);
+        if (r < 0) {
+                json_decref(answer);
+                return r;
+        }
+        *out = answer;
+        return 0;
+}
+
+/* GET the claim, with a few tries for failures that may pass. */
+static int claim_get(struct claims_state *s, const struct dra_job_claim *jc, struct dra_claim *out,
+                     struct diag *diag)
+{
+        struct dra_driver *drv = s->drv;
+        _cleanup_free_ char *path = xasprintf("/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
+                                              jc->namespace, jc->name);
+        int r = 0;
+        for (unsigned attempt = 0; attempt < CLAIM_GET_TRIES; attempt++) {
+                if (attempt)
+                        usleep((useconds_t)kapi_backoff_ms(attempt - 1, 2000) * 1000);
+                struct kapi_response resp = { 0 };
+                memset(diag, 0, sizeof(*diag));
+                r = kapi_request(drv->dra->api, "GET", path, NULL, CLAIM_GET_MS, &drv->stop, &resp,
+                                 diag);
+                long status = resp.status;
+                if (r == 0 && status == 200)
+                        r = dra_claim_decode(resp.body, jc->uid, drv->name, drv->dra->node, out,
+                                             diag);
+                else if (r == 0)
+                        r = -EPROTO;
+                kapi_response_release(&resp);
+                if (r == 0 || !kapi_retryable(r == -EPROTO ? 0 : r, status) ||
+                    atomic_load(&drv->stop))
+                        break;
+        }
+        return r;
+}
+
+static json_t *prepare_one(struct claims_state *s, const struct dra_job_claim *jc, char **error)
+{
+        struct dra_driver *drv = s->drv;
+        json_t *known = json_object_get(ckpt_claims(s), jc->uid);
+        struct diag why = { 0 };
+        if (json_is_object(known)) {
+                _cleanup_free_ char *path = spec_path(drv, jc->uid);
+                if (access(path, F_OK) == 0)
+                        return json_incref(json_object_get(known, "devices"));
+        }
+        struct dra_claim c = { 0 };
+        int r = claim_get(s, jc, &c, &why);
+        json_t *devices = NULL;
+        if (r == 0)
+                r = prepare_devices(s, &c, &devices, &why);
+        if (r == 0) {
+                json_object_set_new(ckpt_claims(s), jc->uid,
+                                    json_pack("{s:s, s:s, s:O}", "namespace", jc->namespace,
+                                              "name", jc->name, "devices", devices));
+                r = ckpt_save(s, &why);
+        }
+        dra_claim_release(&c);
+        if (r < 0) {
+                json_decref(devices);
+                *error = xasprintf("claim %s/%s: %s", jc->namespace, jc->name,
+                                   why.message[0] ? why.message : strerror(-r));
+                log_warn("dra", "prepare failed driver=%s claim=%s/%s uid=%s error=\"%s\"",
+                         drv->name, jc->namespace, jc->name, jc->uid, *error);
+                return NULL;
+        }
+        log_info("dra", "prepared driver=%s claim=%s/%s uid=%s devices=%zu", drv->name,
+                 jc->namespace, jc->name, jc->uid, json_array_size(devices));
+        return devices;
+}
+
+static char *unprepare_one(struct claims_state *s, const struct dra_job_claim *jc)
+{
+        _cleanup_free_ char *path = spec_path(s->drv, jc->uid);
+        if (unlink(path) < 0 && errno != ENOENT)
+                return xasprintf("claim %s/%s: cannot remove %s: %s", jc->namespace, jc->name,
+                                 path, strerror(errno));
+        if (json_object_get(ckpt_claims(s), jc->uid)) {
+                json_object_del(ckpt_claims(s), jc->uid);
+                struct diag why = { 0 };
+                if (ckpt_save(s, &why) < 0)
+                        return xasprintf("claim %s/%s: %s", jc->namespace, jc->name, why.message);
+                log_info("dra", "unprepared driver=%s claim=%s/%s uid=%s", s->drv->name,
+                         jc->namespace, jc->name, jc->uid);
+        }
+        return NULL;
+}
+
+/* ---- packing the answers ---- */
+
+static char **json_strv(const json_t *a, size_t *n)
+{
+        *n = json_array_size(a);
+        char **v = xcalloc(*n + 1, sizeof(char *));
+        for (size_t i = 0; i < *n; i++) {
+                const char *s = json_string_value(json_array_get(a, i));
+                v[i] = xstrdup(s ? s : "");
+        }
+        return v;
+}
+
+static void pack_prepare(struct claims_state *s, struct dra_job *j)
+{
+        size_t n = j->n_claims;
+        Dra__V1__NodePrepareResourcesResponse resp = DRA__V1__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
+        Dra__V1__NodePrepareResourcesResponse__ClaimsEntry *entries = xcalloc(n + 1, sizeof(*entries));
+        Dra__V1__NodePrepareResourcesResponse__ClaimsEntry **ep = xcalloc(n + 1, sizeof(*ep));
+        Dra__V1__NodePrepareResourceResponse *rs = xcalloc(n + 1, sizeof(*rs));
+        json_t **answers = xcalloc(n + 1, sizeof(*answers));
+        char **errors = xcalloc(n + 1, sizeof(*errors));
+        for (size_t i = 0; i < n; i++) {
+                dra__v1__node_prepare_resources_response__claims_entry__init(&entries[i]);
+                dra__v1__node_prepare_resource_response__init(&rs[i]);
+                answers[i] = prepare_one(s, &j->claims[i], &errors[i]);
+                entries[i].key = j->claims[i].uid;
+                entries[i].value = &rs[i];
+                ep[i] = &entries[i];
+                if (!answers[i]) {
+                        rs[i].error = errors[i];
+                        continue;
+                }
+                size_t nd = json_array_size(answers[i]);
+                rs[i].n_devices = nd;
+                rs[i].devices = xcalloc(nd + 1, sizeof(*rs[i].devices));
+                for (size_t k = 0; k < nd; k++) {
+                        const json_t *d = json_array_get(answers[i], k);
+                        Dra__V1__Device *pd = xcalloc(1, sizeof(*pd));
+                        dra__v1__device__init(pd);
+                        pd->request_names = json_strv(json_object_get(d, "requests"),
+                                                      &pd->n_request_names);
+                        pd->pool_name = xstrdup(json_string_value(json_object_get(d, "pool")) ?: "");
+                        pd->device_name =
+                                xstrdup(json_string_value(json_object_get(d, "device")) ?: "");
+                        pd->cdi_device_ids = json_strv(json_object_get(d, "cdiDeviceIDs"),
+                                                       &pd->n_cdi_device_ids);
+                        rs[i].devices[k] = pd;
+                }
+        }
+        resp.n_claims = n;
+        resp.claims = ep;
+        j->reply_len = dra__v1__node_prepare_resources_response__get_packed_size(&resp);
+        j->reply = xmalloc(j->reply_len + 1);
+        dra__v1__node_prepare_resources_response__pack(&resp, j->reply);
+        for (size_t i = 0; i < n; i++) {
+                for (size_t k = 0; k < rs[i].n_devices; k++) {
+                        Dra__V1__Device *pd = rs[i].devices[k];
+                        strv_free(pd->request_names);
+                        strv_free(pd->cdi_device_ids);
+                        free(pd->pool_name);
+                        free(pd->device_name);
+                        free(pd);
+                }
+                free(rs[i].devices);
+                json_decref(answers[i]);
+                free(errors[i]);
+        }
+        free(entries);
+        free(ep);
+        free(rs);
+        free(answers);
+        free(errors);
+}
+
+static void pack_unprepare(struct claims_state *s, struct dra_job *j)
+{
+        size_t n = j->n_claims;
+        Dra__V1__NodeUnprepareResourcesResponse resp =
+                DRA__V1__NODE_UNPREPARE_RESOURCES_RESPONSE__INIT;
+        Dra__V1__NodeUnprepareResourcesResponse__ClaimsEntry *entries =
+                xcalloc(n + 1, sizeof(*entries));
+        Dra__V1__NodeUnprepareResourcesResponse__ClaimsEntry **ep = xcalloc(n + 1, sizeof(*ep));
+        Dra__V1__NodeUnprepareResourceResponse *rs = xcalloc(n + 1, sizeof(*rs));
+        for (size_t i = 0; i < n; i++) {
+                dra__v1__node_unprepare_resources_response__claims_entry__init(&entries[i]);
+                dra__v1__node_unprepare_resource_response__init(&rs[i]);
+                rs[i].error = unprepare_one(s, &j->claims[i]);
+                entries[i].key = j->claims[i].uid;
+                entries[i].value = &rs[i];
+                ep[i] = &entries[i];
+        }
+        resp.n_claims = n;
+        resp.claims = ep;
+        j->reply_len = dra__v1__node_unprepare_resources_response__get_packed_size(&resp);
+        j->reply = xmalloc(j->reply_len + 1);
+        dra__v1__node_unprepare_resources_response__pack(&resp, j->reply);
+        for (size_t i = 0; i < n; i++)
+                if (rs[i].error != protobuf_c_empty_string)
+                        free(rs[i].error);
+        free(entries);
+        free(ep);
+        free(rs);
+}
+
+void *dra_claims_main(void *ud)
+{
+        struct claims_state s = { .drv = ud };
+        s.ckpt_path = xasprintf("%s/checkpoint.json", s.drv->dir);
+        ckpt_load(&s);
+        struct dra_driver *drv = s.drv;
+        pthread_mutex_lock(&drv->mu);
+        while (!atomic_load(&drv->stop)) {
+                struct dra_job *j = drv->jobs;
+                if (!j) {
+                        pthread_cond_wait(&drv->cond, &drv->mu);
+                        continue;
+                }
+                drv->jobs = j->next;
+                if (!drv->jobs)
+                        drv->jobs_tail = &drv->jobs;
+                j->next = NULL;
+                pthread_mutex_unlock(&drv->mu);
+                if (j->kind == DRA_JOB_PREPARE)
+                        pack_prepare(&s, j);
+                else
+                        pack_unprepare(&s, j);
+                pthread_mutex_lock(&drv->mu);
+                j->next = drv->done;
+                drv->done = j;
+                uv_async_send(&drv->done_async);
+        }
+        pthread_mutex_unlock(&drv->mu);
+        json_decref(s.ckpt);
+        free(s.ckpt_path);
+        return NULL;
+}

@@ -1,0 +1,283 @@
+/* The node's ResourceSlices, kept equal to the device table through the
+ * API server: one publisher thread and one watch thread per driver.
+ *
+ * The publisher reconciles when woken (the table changed, the watch saw a
+ * slice that is not what we last wanted, a retry is due) and every
+ * DRA_RESYNC_MS anyway: it lists the pool's slices, and when any differs
+ * from the desired content (compared by the content hash devlet puts in
+ * an annotation, since the API server adds defaults of its own) it writes
+ * them all with the pool's generation bumped, then deletes the extra ones.
+ * The watch exists so that a slice deleted by someone else (the kubelet
+ * wipes a node's slices when it starts) comes back at once.  Both threads
+ * block only in the API client, which checks drv->stop; both log what an
+ * operator must see, once per change of state. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+#include "dra/internal.h"
+
+#define DRA_RESYNC_MS (5 * 60 * 1000)
+#define DRA_CALL_MS 10000
+#define DRA_BACKOFF_CAP_MS 30000
+/* below the API client's default low-speed time (30 s) */
+#define DRA_WATCH_TIMEOUT_S 20
+
+static const char *const slices_path = "/apis/resource.k8s.io/v1/resourceslices";
+
+/* Waits on drv->cond until woken or ms passed (mu held). */
+static void wait_ms(struct dra_driver *drv, long ms)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&drv->cond, &drv->mu, &ts);
+}
+
+static char *selector_query(const char *node, const char *driver)
+{
+        _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s,spec.driver=%s", node, driver);
+        _cleanup_free_ char *esc = kapi_escape(sel);
+        return xasprintf("fieldSelector=%s", esc);
+}
+
+int dra_slices_delete(struct kapi_client *api, const char *node, const char *driver,
+                      long timeout_ms, const atomic_bool *stop, struct diag *diag)
+{
+        _cleanup_free_ char *q = selector_query(node, driver);
+        _cleanup_free_ char *path = xasprintf("%s?%s", slices_path, q);
+        struct kapi_response resp = { 0 };
+        int r = kapi_request(api, "DELETE", path, NULL, timeout_ms, stop, &resp, diag);
+        long status = resp.status;
+        kapi_response_release(&resp);
+        if (r < 0)
+                return r;
+        return status >= 200 && status < 300 ? 0 : -EPROTO;
+}
+
+static const char *annotation(const json_t *obj, const char *key)
+{
+        const json_t *a = json_object_get(json_object_get(obj, "metadata"), "annotations");
+        const json_t *v = json_object_get(a, key);
+        return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static const char *meta_str(const json_t *obj, const char *key)
+{
+        const json_t *v = json_object_get(json_object_get(obj, "metadata"), key);
+        return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* A call that must answer 2xx: 0, or <0 with diag (status in *status). */
+static int call(struct dra_driver *drv, const char *method, const char *path, const json_t *body,
+                json_t **out, long *status, struct diag *diag)
+{
+        struct kapi_response resp = { 0 };
+        int r = kapi_request(drv->dra->api, method, path, body, DRA_CALL_MS, &drv->stop, &resp,
+                             diag);
+        *status = resp.status;
+        if (r >= 0 && (resp.status < 200 || resp.status >= 300)) {
+                if (!diag || !diag->message[0])
+                        diag_set(diag, -EPROTO, "%s %s: HTTP %ld", method, path, resp.status);
+                r = -EPROTO;
+        }
+        if (r >= 0 && out)
+                *out = json_incref(resp.body);
+        kapi_response_release(&resp);
+        return r;
+}
+
+/* One reconcile of the pool with t.  0 when the slices are as desired. */
+static int reconcile(struct dra_driver *drv, const struct dra_table *t, int *writes,
+                     struct diag *diag)
+{
+        const char *node = drv->dra->node;
+        char hash[17];
+        json_t *desired = dra_slices_desired(t, node, drv->slice_prefix, hash);
+        pthread_mutex_lock(&drv->mu);
+        memcpy(drv->desired_hash, hash, sizeof(hash));
+        pthread_mutex_unlock(&drv->mu);
+
+        _cleanup_free_ char *q = selector_query(node, drv->name);
+        _cleanup_free_ char *list_path = xasprintf("%s?%s", slices_path, q);
+        json_t *list = NULL;
+        long status;
+        int r = call(drv, "GET", list_path, NULL, &list, &status, diag);
+        if (r < 0) {
+                json_decref(desired);
+                return r;
+        }
+        const json_t *items = json_object_get(list, "items");
+        json_int_t gen = 0;
+        bool same = json_is_array(items) && json_array_size(items) == json_array_size(desired);
+        size_t i;
+        const json_t *it;
+        json_array_foreach(items, i, it) {
+                const json_t *g = json_object_get(json_object_get(json_object_get(it, "spec"), "pool"),
+                                                  "generation");
+                if (json_is_integer(g) && json_integer_value(g) > gen)
+                        gen = json_integer_value(g);
+                const char *h = annotation(it, "devlet.io/content-hash");
+                if (!h || strcmp(h, hash) != 0)
+                        same = false;
+        }
+        size_t k;
+        json_t *want;
+        json_array_foreach(desired, k, want) {
+                bool found = false;
+                json_array_foreach(items, i, it) {
+                        const char *n = meta_str(it, "name");
+                        found = found || (n && strcmp(n, meta_str(want, "name")) == 0);
+                }
+                same = same && found;
+        }
+        if (same) {
+                json_decref(list);
+                json_decref(desired);
+                return 0;
+        }
+
+        gen++;
+        json_array_foreach(desired, k, want) {
+                json_object_set_new(json_object_get(json_object_get(want, "spec"), "pool"),
+                                    "generation", json_integer(gen));
+                const char *name = meta_str(want, "name");
+                const char *rv = NULL;
+                json_array_foreach(items, i, it) {
+                        const char *n = meta_str(it, "name");
+                        if (n && strcmp(n, name) == 0)
+                                rv = meta_str(it, "resourceVersion");
+                }
+                if (rv) {
+                        json_object_set_new(json_object_get(want, "metadata"), "resourceVersion",
+                                            json_string(rv));
+                        _cleanup_free_ char *path = xasprintf("%s/%s", slices_path, name);
+                        r = call(drv, "PUT", path, want, NULL, &status, diag);
+                } else {
+                        r = call(drv, "POST", slices_path, want, NULL, &status, diag);
+                }
+                if (r < 0)
+                        goto out;
+                (*writes)++;
+        }
+        json_array_foreach(items, i, it) {
+                const char *n = meta_str(it, "name");
+                bool wanted = false;
+                json_array_foreach(desired, k, want)
+                        wanted = wanted || (n && strcmp(n, meta_str(want, "name")) == 0);
+                if (wanted || !n)
+                        continue;
+                _cleanup_free_ char *path = xasprintf("%s/%s", slices_path, n);
+                r = call(drv, "DELETE", path, NULL, NULL, &status, diag);
+                if (r < 0 && status != 404)
+                        goto out;
+                r = 0;
+                (*writes)++;
+        }
+out:
+        json_decref(list);
+        json_decref(desired);
+        return r;
+}
+
+void *dra_publisher_main(void *ud)
+{
+        struct dra_driver *drv = ud;
+        unsigned attempt = 0;
+        bool failing = false;
+        pthread_mutex_lock(&drv->mu);
+        for (;;) {
+                while (!drv->pub_dirty && !atomic_load(&drv->stop))
+                        wait_ms(drv, DRA_RESYNC_MS), drv->pub_dirty = true;
+                if (atomic_load(&drv->stop))
+                        break;
+                drv->pub_dirty = false;
+                struct dra_table *t = dra_table_ref(drv->table);
+                pthread_mutex_unlock(&drv->mu);
+
+                struct diag why = { 0 };
+                int writes = 0;
+                int r = t ? reconcile(drv, t, &writes, &why) : 0;
+                size_t healthy = 0;
+                for (size_t i = 0; t && i < t->n; i++)
+                        healthy += t->devs[i].healthy;
+                dra_table_unref(t);
+
+                pthread_mutex_lock(&drv->mu);
+                if (atomic_load(&drv->stop))
+                        break;
+                if (r < 0) {
+                        if (!failing)
+                                log_warn("dra", "cannot publish ResourceSlices, retrying driver=%s "
+                                                "error=\"%s\"",
+                                         drv->name, why.message[0] ? why.message : strerror(-r));
+                        failing = true;
+                        wait_ms(drv, kapi_backoff_ms(attempt++, DRA_BACKOFF_CAP_MS));
+                        drv->pub_dirty = true;
+                        continue;
+                }
+                if (failing || writes)
+                        log_info("dra", "published ResourceSlices driver=%s node=%s devices=%zu "
+                                        "writes=%d",
+                                 drv->name, drv->dra->node, healthy, writes);
+                failing = false;
+                attempt = 0;
+        }
+        pthread_mutex_unlock(&drv->mu);
+        return NULL;
+}
+
+static int on_slice_event(const char *type, json_t *object, void *ud)
+{
+        struct dra_driver *drv = ud;
+        if (strcmp(type, "ERROR") == 0)
+                return 1;
+        if (strcmp(type, "BOOKMARK") == 0)
+                return 0;
+        const char *h = annotation(object, "devlet.io/content-hash");
+        pthread_mutex_lock(&drv->mu);
+        if (drv->desired_hash[0] &&
+            (strcmp(type, "DELETED") == 0 || !h || strcmp(h, drv->desired_hash) != 0)) {
+                drv->pub_dirty = true;
+                pthread_cond_broadcast(&drv->cond);
+        }
+        pthread_mutex_unlock(&drv->mu);
+        return 0;
+}
+
+void *dra_watch_main(void *ud)
+{
+        struct dra_driver *drv = ud;
+        _cleanup_free_ char *q = selector_query(drv->dra->node, drv->name);
+        _cleanup_free_ char *path =
+                xasprintf("%s?%s&watch=1&timeoutSeconds=%d", slices_path, q, DRA_WATCH_TIMEOUT_S);
+        unsigned attempt = 0;
+        while (!atomic_load(&drv->stop)) {
+                struct diag why = { 0 };
+                long status = 0;
+                int r = kapi_watch(drv->dra->api, path, &drv->stop, on_slice_event, drv, &status,
+                                   &why);
+                if (atomic_load(&drv->stop))
+                        break;
+                if (r == 0) {
+                        attempt = 0;
+                        continue;
+                }
+                log_debug("dra", "slice watch ended driver=%s r=%d status=%ld error=\"%s\"",
+                          drv->name, r, status, why.message);
+                pthread_mutex_lock(&drv->mu);
+                if (!atomic_load(&drv->stop))
+                        wait_ms(drv, kapi_backoff_ms(attempt++, DRA_BACKOFF_CAP_MS));
+                pthread_mutex_unlock(&drv->mu);
+        }
+        return NULL;
+}

@@ -1,0 +1,183 @@
+/* The device table: one driver's devices as DRA offers them, taken from
+ * the resources on the loop thread and then only read, by reference, by
+ * the publisher and claims threads (so they never touch a resource).
+ * Also the ResourceSlices a table calls for.  Never blocks, never logs
+ * above debug. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/xalloc.h"
+#include "dra/internal.h"
+
+DEFINE_CLEANUP_FUNC(struct dev_model, dev_model_free)
+
+json_t *dra_model_json(const struct dev_model *m)
+{
+        json_t *attrs = json_object(), *cap = json_object();
+        for (size_t i = 0; i < m->n_attrs; i++) {
+                const struct dev_attr *a = &m->attrs[i];
+                json_t *v = NULL;
+                switch (a->type) {
+                case DEV_ATTR_STRING: v = json_pack("{s:s}", "string", a->s); break;
+                case DEV_ATTR_VERSION: v = json_pack("{s:s}", "version", a->s); break;
+                case DEV_ATTR_INT: v = json_pack("{s:I}", "int", (json_int_t)a->i); break;
+                case DEV_ATTR_BOOL: v = json_pack("{s:b}", "bool", a->b); break;
+                }
+                if (v)
+                        json_object_set_new(attrs, a->name, v);
+        }
+        for (size_t i = 0; i < m->n_capacity; i++)
+                json_object_set_new(cap, m->capacity[i].name,
+                                    json_pack("{s:s}", "value", m->capacity[i].value));
+        json_t *dev = json_pack("{s:s}", "name", m->name);
+        if (json_object_size(attrs))
+                json_object_set(dev, "attributes", attrs);
+        if (json_object_size(cap))
+                json_object_set(dev, "capacity", cap);
+        json_decref(attrs);
+        json_decref(cap);
+        return dev;
+}
+
+/* A model for a device whose family gives none: "<resource's short
+ * name>-<index>", with the resource and the ID. */
+static struct dev_model *model_fallback(const struct dev_resource *r, size_t i)
+{
+        const char *slash = strrchr(r->name, '/');
+        _cleanup_free_ char *raw = xasprintf("%s-%zu", slash ? slash + 1 : r->name, i);
+        _cleanup_free_ char *name = dev_model_label(raw);
+        struct dev_model *m = dev_model_new(name);
+        dev_model_string(m, "resource", r->name);
+        dev_model_string(m, "id", r->devices[i].id);
+        return m;
+}
+
+static void dev_release(struct dra_dev *d)
+{
+        free(d->name);
+        free(d->resource);
+        free(d->id);
+        json_decref(d->slice_device);
+        dev_alloc_release(&d->alloc);
+}
+
+struct dra_table *dra_table_build(const char *driver, struct dev_resource *const *res, size_t n)
+{
+        struct dra_table *t = xcalloc(1, sizeof(*t));
+        atomic_init(&t->refs, 1);
+        t->driver = xstrdup(driver);
+        size_t cap = 0;
+        for (size_t k = 0; k < n; k++) {
+                struct dev_resource *r = res[k];
+                for (size_t i = 0; i < r->n_devices; i++) {
+                        struct dev_device *d = &r->devices[i];
+                        _cleanup_(dev_model_freep) struct dev_model *own =
+                                d->model ? NULL : model_fallback(r, i);
+                        const struct dev_model *m = d->model ? d->model : own;
+                        if (dra_table_find(t, m->name))
+                                continue; /* a replica of a unit already in */
+                        xgrow((void **)&t->devs, &cap, t->n + 1, sizeof(*t->devs));
+                        struct dra_dev *x = &t->devs[t->n];
+                        memset(x, 0, sizeof(*x));
+                        char *ids[] = { d->id };
+                        if (d->health == DEV_HEALTHY &&
+                            dev_allocate(r, ids, 1, &x->alloc, NULL) < 0) {
+                                dev_alloc_release(&x->alloc);
+                                continue;
+                        }
+                        /* the device's own nodes whatever the device-list
+                         * strategy: a claim's CDI spec always carries them */
+                        for (size_t k = 0; k < d->n_nodes; k++)
+                                dev_alloc_add_node(&x->alloc, d->nodes[k].host_path,
+                                                   d->nodes[k].container_path,
+                                                   d->nodes[k].permissions);
+                        for (size_t k = 0; k < d->n_mounts; k++)
+                                dev_alloc_add_mount(&x->alloc, d->mounts[k].host_path,
+                                                    d->mounts[k].container_path,
+                                                    d->mounts[k].read_only);
+                        x->name = xstrdup(m->name);
+                        x->resource = xstrdup(r->name);
+                        x->id = xstrdup(d->id);
+                        x->healthy = d->health == DEV_HEALTHY;
+                        x->slice_device = dra_model_json(m);
+                        t->n++;
+                }
+        }
+        return t;
+}
+
+struct dra_table *dra_table_ref(struct dra_table *t)
+{
+        if (t)
+                atomic_fetch_add(&t->refs, 1);
+        return t;
+}
+
+void dra_table_unref(struct dra_table *t)
+{
+        if (!t || atomic_fetch_sub(&t->refs, 1) != 1)
+                return;
+        for (size_t i = 0; i < t->n; i++)
+                dev_release(&t->devs[i]);
+        free(t->devs);
+        free(t->driver);
+        free(t);
+}
+
+const struct dra_dev *dra_table_find(const struct dra_table *t, const char *name)
+{
+        for (size_t i = 0; t && i < t->n; i++)
+                if (strcmp(t->devs[i].name, name) == 0)
+                        return &t->devs[i];
+        return NULL;
+}
+
+/* FNV-1a, 64 bits */
+static uint64_t hash_text(uint64_t h, const char *s)
+{
+        for (; *s; s++) {
+                h ^= (unsigned char)*s;
+                h *= 0x100000001b3ull;
+        }
+        return h;
+}
+
+json_t *dra_slices_desired(const struct dra_table *t, const char *node, const char *prefix,
+                           char hash[17])
+{
+        json_t *devices = json_array();
+        for (size_t i = 0; i < t->n; i++)
+                if (t->devs[i].healthy)
+                        json_array_append(devices, t->devs[i].slice_device);
+        size_t n = json_array_size(devices);
+        size_t count = n ? (n + DRA_SLICE_DEVICES_MAX - 1) / DRA_SLICE_DEVICES_MAX : 1;
+
+        _cleanup_free_ char *text = json_dumps(devices, JSON_COMPACT | JSON_SORT_KEYS);
+        uint64_t h = hash_text(hash_text(hash_text(0xcbf29ce484222325ull, t->driver), node),
+                               text ? text : "");
+        snprintf(hash, 17, "%016" PRIx64, h);
+
+        json_t *slices = json_array();
+        for (size_t k = 0; k < count; k++) {
+                json_t *part = json_array();
+                for (size_t i = k * DRA_SLICE_DEVICES_MAX;
+                     i < n && i < (k + 1) * DRA_SLICE_DEVICES_MAX; i++)
+                        json_array_append(part, json_array_get(devices, i));
+                _cleanup_free_ char *name = xasprintf("%s-%zu", prefix, k);
+                json_t *s = json_pack(
+                        "{s:s, s:s, s:{s:s, s:{s:s, s:s}, s:{s:s}}, s:{s:s, s:s, s:{s:s, s:I, s:I}, s:o}}",
+                        "apiVersion", "resource.k8s.io/v1", "kind", "ResourceSlice", "metadata",
+                        "name", name, "labels", "app.kubernetes.io/managed-by", "devlet",
+                        "devlet.io/driver", t->driver, "annotations", "devlet.io/content-hash",
+                        hash, "spec", "driver", t->driver, "nodeName", node, "pool", "name", node,
+                        "generation", (json_int_t)0, "resourceSliceCount", (json_int_t)count,
+                        "devices", part);
+                json_array_append_new(slices, s);
+        }
+        json_decref(devices);
+        return slices;
+}

@@ -1,0 +1,206 @@
+"""devlet as a Dynamic Resource Allocation driver (resource.k8s.io/v1) on the
+real cluster: the real scheduler allocates from devlet's ResourceSlices with
+CEL, the real kubelet calls devlet's NodePrepareResources, and containerd
+injects the claim's CDI spec into the container.
+
+The module switches the GPUs and devlet.io/null to DRA with a config reload
+(the ConfigMap, as an operator edits it) and switches them back at the end,
+so the rest of the suite keeps its device plugin; devlet.io/fuse stays with
+the device plugin throughout.  Every assertion reads what the cluster
+reports (ResourceSlices, claims, pod phases and events, what a container
+prints, the files on the node), never devlet's word.
+"""
+
+import json
+import os
+
+import pytest
+import yaml
+
+from kube import REPO, cl, kubelet_restart, unique
+
+H100 = os.path.join(REPO, "tests", "mock-nvml", "profiles", f"{cl.NVML_PROFILE}.yaml")
+CDI_DIR = "/var/run/cdi"
+
+
+def gpu_uuids():
+    with open(H100) as f:
+        return [d["uuid"] for d in yaml.safe_load(f)["devices"]]
+
+
+def reloads(cluster):
+    return cluster.devlet_log().count("daemon: reloaded")
+
+
+def reconfigure(cluster, text):
+    before = reloads(cluster)
+    cluster.set_config(text)
+    cluster.wait("devlet to reload its config", lambda: reloads(cluster) > before, timeout=120)
+
+
+def slices(cluster):
+    return cl.resource_slices()
+
+
+def claim_spec(uid, driver="gpu.nvidia.com"):
+    return os.path.join(CDI_DIR, f"k8s.{driver}-claim_{uid}.json")
+
+
+@pytest.fixture(scope="module")
+def dra(cluster):
+    """GPUs and devlet.io/null through DRA for the module; back after."""
+    reconfigure(cluster, cl.config_text(True))
+    cluster.wait("every driver's ResourceSlices",
+                 lambda: slices(cluster) == {"gpu.nvidia.com": 8, "gpu.amd.com": 64,
+                                             "hostdev.devlet.io": 1})
+    yield cluster
+    reconfigure(cluster, cl.CONFIG)
+    cluster.wait("the GPUs back with the device plugin",
+                 lambda: cluster.allocatable().get("nvidia.com/gpu") == "8"
+                 and cluster.allocatable().get("devlet.io/null") == "1"
+                 and cluster.devlet_watched(["nvidia.com/gpu", "amd.com/gpu", "devlet.io/null"]))
+    cluster.wait("the DRA ResourceSlices gone", lambda: slices(cluster) == {})
+
+
+def template(cluster, name, device_class, cel=None, count=1):
+    req = {"name": "dev", "exactly": {"deviceClassName": device_class, "count": count}}
+    if cel:
+        req["exactly"]["selectors"] = [{"cel": {"expression": cel}}]
+    cluster.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"spec": {"devices": {"requests": [req]}}}})
+
+
+def claim(cluster, name, device_class, cel=None):
+    req = {"name": "dev", "exactly": {"deviceClassName": device_class}}
+    if cel:
+        req["exactly"]["selectors"] = [{"cel": {"expression": cel}}]
+    cluster.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"devices": {"requests": [req]}}})
+
+
+def claim_pod(cluster, name, command, template_name=None, claim_name=None, resources=None):
+    src = {"resourceClaimTemplateName": template_name} if template_name else {"resourceClaimName": claim_name}
+    cluster.apply({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"devlet-e2e": "1"}},
+        "spec": {
+            "hostNetwork": True, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+            "resourceClaims": [{"name": "dev", **src}],
+            "containers": [{
+                "name": "main", "image": cluster.busybox, "imagePullPolicy": "Never",
+                "command": ["/bin/sh", "-c", command],
+                "resources": {"claims": [{"name": "dev"}],
+                              "limits": {k: str(v) for k, v in (resources or {}).items()}},
+            }],
+        },
+    })
+    return name
+
+
+def pod_claim_uid(cluster, pod):
+    """The UID of the ResourceClaim the pod's claim "dev" resolved to."""
+    st = cluster.get("pod", pod)["status"]
+    name = next(s["resourceClaimName"] for s in st.get("resourceClaimStatuses", []) if s["name"] == "dev")
+    return cluster.get("resourceclaim", name)["metadata"]["uid"]
+
+
+def wait_output(cluster, pod, text):
+    return cluster.wait(f"pod {pod} to print {text!r}", lambda: text in cluster.logs(pod) and cluster.logs(pod))
+
+
+def test_slices_and_device_plugin_side_by_side(dra):
+    """ResourceSlices for the three drivers, the device plugin's resources
+    that moved are off the Node, devlet.io/fuse is still there."""
+    alloc = dra.allocatable()
+    assert alloc.get("nvidia.com/gpu", "0") == "0", alloc
+    assert alloc.get("devlet.io/fuse") == "2", alloc
+    items = dra.get("resourceslices")["items"]
+    nv = [s for s in items if s["spec"]["driver"] == "gpu.nvidia.com"]
+    assert len(nv) == 1 and nv[0]["spec"]["pool"]["name"] == dra.node
+    names = {d["name"] for d in nv[0]["spec"]["devices"]}
+    assert names == {f"gpu-{i}" for i in range(8)}, names
+    dev = nv[0]["spec"]["devices"][0]
+    assert dev["attributes"]["uuid"]["string"] in gpu_uuids()
+    assert "H100" in dev["attributes"]["productName"]["string"]
+
+
+def test_claim_by_cel_runs_and_unprepares(dra, pods):
+    """A template selecting by product name and memory: the scheduler
+    allocates, the kubelet prepares, the container gets the GPU through the
+    claim's CDI spec; deleting the pod unprepares (spec gone)."""
+    name = unique("dra-cel")
+    template(dra, name, "gpu.nvidia.com",
+             'device.attributes["gpu.nvidia.com"].productName.contains("H100") && '
+             'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0')
+    pods.append(claim_pod(dra, name, "echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 3600", template_name=name))
+    dra.wait_phase(name, ("Running",))
+    out = wait_output(dra, name, "gpu=")
+    uuid = out.split("gpu=")[1].split()[0]
+    assert uuid in gpu_uuids(), out
+    uid = pod_claim_uid(dra, name)
+    assert os.path.exists(claim_spec(uid))
+    dra.delete_pods(name)
+    dra.wait("the claim's CDI spec removed", lambda: not os.path.exists(claim_spec(uid)))
+
+
+def test_shared_claim_two_pods(dra, pods):
+    """One ResourceClaim, two pods: both run with the same GPU."""
+    name = unique("dra-shared")
+    claim(dra, name, "gpu.nvidia.com")
+    try:
+        a, b = f"{name}-a", f"{name}-b"
+        for p in (a, b):
+            pods.append(claim_pod(dra, p, "echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 3600", claim_name=name))
+        got = []
+        for p in (a, b):
+            dra.wait_phase(p, ("Running",))
+            got.append(wait_output(dra, p, "gpu=").split("gpu=")[1].split()[0])
+        assert got[0] == got[1] and got[0] in gpu_uuids(), got
+    finally:
+        dra.delete_pods(*pods)
+        dra.kubectl("delete", "resourceclaim", name, "--wait=true", check=False)
+
+
+def test_host_devices_by_dra_and_by_device_plugin(dra, pods):
+    """devlet.io/null through a claim and devlet.io/fuse through the device
+    plugin, in one container."""
+    name = unique("dra-hostdev")
+    template(dra, name, "hostdev.devlet.io")
+    pods.append(claim_pod(dra, name, "test -c /dev/null && test -c /dev/fuse && echo both-ok",
+                          template_name=name, resources={"devlet.io/fuse": 1}))
+    dra.wait_phase(name, ("Succeeded",))
+    assert "both-ok" in dra.logs(name)
+
+
+def test_devlet_restart_between_prepare_and_unprepare(dra, pods):
+    """devlet restarted while a claim is prepared: the new devlet knows it
+    from its checkpoint, and unprepares it when the pod goes."""
+    name = unique("dra-restart")
+    template(dra, name, "gpu.nvidia.com")
+    pods.append(claim_pod(dra, name, "echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 3600", template_name=name))
+    dra.wait_phase(name, ("Running",))
+    uid = pod_claim_uid(dra, name)
+    old = dra.devlet_pod()["metadata"]["name"]
+    dra.kubectl("-n", "devlet", "delete", "pod", old, "--wait=true")
+    dra.wait("the new devlet ready", lambda: dra.devlet_pod()["metadata"]["name"] != old and dra.devlet_ready())
+    assert "checkpoint loaded driver=gpu.nvidia.com claims=1" in dra.devlet_log()
+    assert os.path.exists(claim_spec(uid))
+    dra.delete_pods(name)
+    dra.wait("the claim's CDI spec removed", lambda: not os.path.exists(claim_spec(uid)))
+    with open("/var/lib/kubelet/plugins/gpu.nvidia.com/checkpoint.json") as f:
+        assert uid not in json.load(f)["claims"]
+
+
+def test_kubelet_restart_slices_come_back(dra, pods):
+    """A starting kubelet wipes the node's ResourceSlices; devlet puts them
+    back, and a claim is served again."""
+    kubelet_restart(dra)
+    dra.wait("the ResourceSlices back",
+             lambda: slices(dra) == {"gpu.nvidia.com": 8, "gpu.amd.com": 64, "hostdev.devlet.io": 1})
+    name = unique("dra-kubelet")
+    template(dra, name, "gpu.nvidia.com")
+    pods.append(claim_pod(dra, name, "echo gpu=$NVIDIA_VISIBLE_DEVICES", template_name=name))
+    dra.wait_phase(name, ("Succeeded",))
+    assert dra.logs(name).split("gpu=")[1].split()[0] in gpu_uuids()
