@@ -7,7 +7,7 @@
  * Every answer is bounded: a body over its limit, a line of a watch over
  * its limit, or a peer that stops sending for the low-speed time fails the
  * call with a clear diag, and memory never grows with what the server
- * sends.  Knows nothing of devices or DRA. */
+ * sends.  Knows nothing of devices or DRA.  Never logs above debug. */
 #ifndef DEVLET_KAPI_KAPI_H
 #define DEVLET_KAPI_KAPI_H
 
@@ -19,7 +19,9 @@
 
 #include "base/diag.h"
 
-/* Where the API server is and who we are to it. */
+/* Where the API server is and who we are to it.  Where a kubeconfig gives
+ * both a file and its data, only the data is kept (kubectl's "will
+ * override"). */
 struct kapi_config {
         char *server;       /* "https://10.0.0.1:6443" */
         char *ca_file;      /* PEM file, or NULL */
@@ -27,52 +29,74 @@ struct kapi_config {
         char *cert_file, *cert_data; /* client certificate (PEM) */
         char *key_file, *key_data;   /* its key (PEM) */
         char *token;        /* bearer token, or NULL */
-        char *token_file;   /* re-read at most once a minute (bound tokens rotate) */
+        char *token_file;   /* re-read at most once a minute (bound tokens rotate); wins
+                             * over token, as in client-go; at most 64 KiB */
         bool insecure;      /* insecure-skip-tls-verify */
 };
 
 /* Reads a kubeconfig file (its current context; relative paths are taken
  * from the file's directory), or with path NULL or "" the in-cluster
  * account: $KUBERNETES_SERVICE_HOST/$KUBERNETES_SERVICE_PORT and sa_dir's
- * token and ca.crt (sa_dir NULL: /var/run/secrets/kubernetes.io/serviceaccount).
+ * token and ca.crt (sa_dir NULL: /var/run/secrets/kubernetes.io/serviceaccount;
+ * without a ca.crt the system's roots are trusted, as client-go does).  The
+ * kubeconfig is at most 1 MiB and a regular file (a symlink is followed, a
+ * FIFO or directory refused without blocking); exec, auth-provider and
+ * basic-auth users are refused.  A token file is read once here.
  * Returns 0 and *out, or -errno with diag (file:line:column for a broken
- * kubeconfig). */
+ * kubeconfig or a missing context, cluster or user): -ENOENT (no file; not
+ * in a cluster), -EFBIG, -EISDIR, -EINVAL. */
 int kapi_config_load(const char *path, const char *sa_dir, struct kapi_config **out,
                      struct diag *diag);
 void kapi_config_free(struct kapi_config *c);
 
 struct kapi_client;
 
-/* Takes cfg.  Calls curl_global_init once per process. */
+/* Takes cfg (frees it on failure too).  Calls curl_global_init once per
+ * process.  -EINVAL: a server that is not http(s)://, a token with control
+ * characters, a certificate without its key or a key without its
+ * certificate.  kapi_client_free: no call may be running. */
 int kapi_client_new(struct kapi_config *cfg, struct kapi_client **out, struct diag *diag);
 void kapi_client_free(struct kapi_client *c);
 /* The server URL, for logs. */
 const char *kapi_client_server(const struct kapi_client *c);
 
-/* Limits (0 keeps the default). */
+/* Limits (0 keeps the default).  Safe to set while calls run: each call
+ * reads them once as it starts. */
 struct kapi_limits {
         size_t max_body;        /* default 16 MiB */
         size_t max_watch_line;  /* default 4 MiB */
         long connect_timeout_ms; /* default 5 s */
-        long low_speed_ms;      /* a transfer that moves no byte for this long fails; default 30 s
-                                 * (watches: the server's own timeout + this) */
+        long low_speed_ms;      /* a transfer that moves no byte for this long fails
+                                 * (-ETIMEDOUT); default 30 s; checked about once a
+                                 * second.  A watch too: the server sends nothing
+                                 * between events, so a watcher puts
+                                 * timeoutSeconds below this in its path (the
+                                 * server then ends a quiet stream cleanly) */
 };
 void kapi_client_set_limits(struct kapi_client *c, const struct kapi_limits *l);
 
 struct kapi_response {
-        long status;  /* HTTP status, 0 when no answer came */
+        long status;  /* HTTP status, 0 when no answer came (set on failure too) */
         json_t *body; /* the parsed body (NULL: empty or not JSON) */
 };
 void kapi_response_release(struct kapi_response *r);
 
 /* One request.  method: "GET", "POST", "PUT", "PATCH" (body as a merge
  * patch), "DELETE".  path: "/apis/resource.k8s.io/v1/resourceslices?..."
- * (already escaped).  body may be NULL.  timeout_ms bounds the whole call.
+ * (already escaped).  body may be NULL.  timeout_ms bounds the whole call
+ * (<= 0: only the low-speed limit does).  stop may be NULL.  Redirects are
+ * not followed (a 3xx is an answer).  *resp is always set: the status that
+ * came (0: none), the body only on success.
  * Returns 0 when an HTTP answer came (any status: resp->status says which;
- * for a status >= 400 diag holds the server's Status message), or -errno
- * with diag when none did (-ETIMEDOUT, -ECONNREFUSED, -EMSGSIZE for a body
- * over max_body, -EBADMSG for a body that is not JSON where JSON is due,
- * -ECANCELED when *stop became true). */
+ * for a status >= 400 diag holds "GET /path: 404 Not Found: <the Status's
+ * message>"), or -errno with diag when none did (-ETIMEDOUT: the whole
+ * call's bound, the connect timeout or the low-speed limit; -ECONNREFUSED
+ * or another connect errno; -ECONNABORTED: TLS failed, e.g. the server's
+ * certificate is not signed by the CA; -ECONNRESET: the connection broke;
+ * -EMSGSIZE for a body over max_body; -EBADMSG for a body that is not JSON
+ * where JSON is due (status < 400); -ECANCELED when *stop became true;
+ * -EINVAL for a path that does not start with '/' or holds spaces or
+ * control characters, an unknown method, unusable local TLS files). */
 int kapi_request(struct kapi_client *c, const char *method, const char *path, const json_t *body,
                  long timeout_ms, const atomic_bool *stop, struct kapi_response *resp,
                  struct diag *diag);
@@ -86,7 +110,10 @@ int kapi_request(struct kapi_client *c, const char *method, const char *path, co
  * max_watch_line (-EMSGSIZE) or a line that is not an event (-EBADMSG), or
  * with the HTTP status as -EPROTO and diag when the server refuses
  * (410 Gone comes as an "ERROR" event or as status 410: *status_out says
- * which status came, may be NULL). */
+ * which status came, may be NULL), or with kapi_request's transport errors
+ * (-ETIMEDOUT when the stream stays silent for low_speed_ms; see
+ * kapi_limits).  A path without watch=1 is -EINVAL.  A last line without
+ * its '\n' is parsed as an event too. */
 typedef int (*kapi_event_fn)(const char *type, json_t *object, void *ud);
 int kapi_watch(struct kapi_client *c, const char *path, const atomic_bool *stop, kapi_event_fn fn,
                void *ud, long *status_out, struct diag *diag);
@@ -96,10 +123,11 @@ char *kapi_escape(const char *s);
 
 /* Bounded retry: the delay before attempt n (0-based) of a call that
  * failed for a reason that may pass (no answer, 429, 5xx): 200 ms doubling
- * to cap_ms, with ±20% jitter. */
+ * to cap_ms (<= 0: 30 s), then ±20% jitter (so up to 1.2 * cap_ms). */
 long kapi_backoff_ms(unsigned attempt, long cap_ms);
 /* Whether a call's outcome is worth retrying: r < 0 other than
- * -ECANCELED/-EMSGSIZE/-EBADMSG, or status 429, 500, 502, 503, 504. */
+ * -ECANCELED/-EMSGSIZE/-EBADMSG/-EPROTO, or status 429, 500, 502, 503, 504
+ * (a watch's -EPROTO is judged by its status, like an answer). */
 bool kapi_retryable(int r, long status);
 
 #endif

@@ -1,0 +1,104 @@
+/* kapi's small pure pieces: query escaping, the retry policy (backoff and
+ * what is worth retrying) and the bearer token file reader.  No network. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/xalloc.h"
+#include "kapi/internal.h"
+#include "kapi/kapi.h"
+
+#define BACKOFF_BASE_MS 200L
+#define BACKOFF_CAP_DEFAULT_MS 30000L
+
+char *kapi_escape(const char *s)
+{
+        static const char hex[] = "0123456789ABCDEF";
+        size_t n = strlen(s);
+        char *out = xmalloc(3 * n + 1), *o = out;
+        for (; *s; s++) {
+                unsigned char ch = (unsigned char)*s;
+                if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+                        *o++ = (char)ch;
+                } else {
+                        *o++ = '%';
+                        *o++ = hex[ch >> 4];
+                        *o++ = hex[ch & 15];
+                }
+        }
+        *o = '\0';
+        return out;
+}
+
+/* splitmix64 on a per-thread state seeded from getrandom: jitter needs no
+ * more, and no lock. */
+static uint64_t jitter_random(void)
+{
+        static _Thread_local uint64_t state;
+        if (!state) {
+                if (getrandom(&state, sizeof(state), GRND_NONBLOCK) != (ssize_t)sizeof(state)) {
+                        struct timespec ts;
+                        clock_gettime(CLOCK_MONOTONIC, &ts);
+                        state = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
+                                (uint64_t)(uintptr_t)&state;
+                }
+                state |= 1;
+        }
+        uint64_t z = (state += 0x9e3779b97f4a7c15u);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+        return z ^ (z >> 31);
+}
+
+long kapi_backoff_ms(unsigned attempt, long cap_ms)
+{
+        if (cap_ms <= 0)
+                cap_ms = BACKOFF_CAP_DEFAULT_MS;
+        long base = cap_ms;
+        if (attempt < 32 && (BACKOFF_BASE_MS << attempt) < cap_ms)
+                base = BACKOFF_BASE_MS << attempt;
+        /* ±20%: base * [0.8, 1.2] */
+        long spread = base * 2 / 5;
+        long lo = base - base / 5;
+        return lo + (spread > 0 ? (long)(jitter_random() % (uint64_t)(spread + 1)) : 0);
+}
+
+bool kapi_retryable(int r, long status)
+{
+        if (r < 0 && r != -EPROTO)
+                return r != -ECANCELED && r != -EMSGSIZE && r != -EBADMSG;
+        return status == 429 || status == 500 || status == 502 || status == 503 ||
+               status == 504;
+}
+
+int kapi_token_read(const char *path, char **out)
+{
+        _cleanup_free_ char *data = NULL;
+        size_t len;
+        int r = fs_read_file(path, KAPI_TOKEN_MAX, &data, &len);
+        if (r < 0)
+                return r;
+        size_t start = 0;
+        while (len > 0 && isspace((unsigned char)data[len - 1]))
+                len--;
+        while (start < len && isspace((unsigned char)data[start]))
+                start++;
+        int bad = len == start ? -ENODATA : 0;
+        for (size_t i = start; i < len && !bad; i++)
+                if ((unsigned char)data[i] < 0x20 || data[i] == 0x7f)
+                        bad = -EBADMSG;
+        if (bad) {
+                explicit_bzero(data, len);
+                return bad;
+        }
+        data[len] = '\0';
+        if (start)
+                memmove(data, data + start, len - start + 1);
+        *out = TAKE_PTR(data);
+        return 0;
+}
