@@ -91,14 +91,14 @@ struct dra_table *dra_table_build(const char *driver, struct dev_resource *const
                         }
                         /* the device's own nodes whatever the device-list
                          * strategy: a claim's CDI spec always carries them */
-                        for (size_t k = 0; k < d->n_nodes; k++)
-                                dev_alloc_add_node(&x->alloc, d->nodes[k].host_path,
-                                                   d->nodes[k].container_path,
-                                                   d->nodes[k].permissions);
-                        for (size_t k = 0; k < d->n_mounts; k++)
-                                dev_alloc_add_mount(&x->alloc, d->mounts[k].host_path,
-                                                    d->mounts[k].container_path,
-                                                    d->mounts[k].read_only);
+                        for (size_t j = 0; j < d->n_nodes; j++)
+                                dev_alloc_add_node(&x->alloc, d->nodes[j].host_path,
+                                                   d->nodes[j].container_path,
+                                                   d->nodes[j].permissions);
+                        for (size_t j = 0; j < d->n_mounts; j++)
+                                dev_alloc_add_mount(&x->alloc, d->mounts[j].host_path,
+                                                    d->mounts[j].container_path,
+                                                    d->mounts[j].read_only);
                         x->name = xstrdup(m->name);
                         x->resource = xstrdup(r->name);
                         x->id = xstrdup(d->id);
