@@ -203,15 +203,6 @@ static const struct config_option rows[] = {
                 .apply = CONFIG_APPLY_NONE,
         },
         {
-                .flag = "kubeconfig",
-                .envs = { "KUBECONFIG" },
-                .type = CONFIG_STRING,
-                .default_value = "",
-                .offset = FIELD(kubeconfig),
-                .help = "GFD's Kubernetes client (for the NodeFeature API): accepted, unused",
-                .apply = CONFIG_APPLY_RESTART,
-        },
-        {
                 .flag = "kube-api-qps",
                 .envs = { "KUBE_API_QPS" },
                 .type = CONFIG_STRING,
@@ -236,15 +227,6 @@ static const struct config_option rows[] = {
                 .default_value = "default",
                 .offset = FIELD(gfd_namespace),
                 .help = "GFD's namespace for NodeFeature objects: accepted, unused",
-                .apply = CONFIG_APPLY_RESTART,
-        },
-        {
-                .flag = "node-name",
-                .type = CONFIG_STRING,
-                .default_value = "",
-                .offset = FIELD(node_name),
-                .help = "GFD's node name for NodeFeature objects: accepted, unused (the metrics read "
-                        "the NODE_NAME env var)",
                 .apply = CONFIG_APPLY_RESTART,
         },
 };
