@@ -1,5 +1,7 @@
 /* `devlet list`: the resources and devices devlet would serve, as a table or
- * JSON.  Backends are created without a loop: one scan, no watching. */
+ * JSON (where each device also shows what its family's DRA driver would
+ * publish for it).  Backends are created without a loop: one scan, no
+ * watching. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +19,9 @@ static const char *health_name(enum dev_health h)
         return h == DEV_HEALTHY ? "Healthy" : "Unhealthy";
 }
 
-static json_t *device_json(const struct dev_device *d)
+/* dra_driver: the family's DRA driver (NULL: none).  "dra" is what the
+ * driver publishes for d, in a ResourceSlice device's shape. */
+static json_t *device_json(const struct dev_device *d, const char *dra_driver)
 {
         json_t *specs = json_array(), *mounts = json_array();
         for (size_t i = 0; i < d->n_nodes; i++)
@@ -30,9 +34,18 @@ static json_t *device_json(const struct dev_device *d)
                                                         d->mounts[i].container_path, "host_path",
                                                         d->mounts[i].host_path, "read_only",
                                                         d->mounts[i].read_only));
-        return json_pack("{s:s, s:s, s:o, s:o, s:o}", "id", d->id, "health", health_name(d->health),
-                         "numa", d->numa_node >= 0 ? json_integer(d->numa_node) : json_null(),
-                         "devices", specs, "mounts", mounts);
+        json_t *j = json_pack("{s:s, s:s, s:o, s:o, s:o}", "id", d->id, "health",
+                              health_name(d->health), "numa",
+                              d->numa_node >= 0 ? json_integer(d->numa_node) : json_null(),
+                              "devices", specs, "mounts", mounts);
+        if (dra_driver && d->model) {
+                json_t *dra = json_pack("{s:s}", "driver", dra_driver);
+                json_t *model = dev_model_json(d->model);
+                json_object_update(dra, model);
+                json_decref(model);
+                json_object_set_new(j, "dra", dra);
+        }
+        return j;
 }
 
 static void print_table(struct dev_resource *const *res, size_t n, int header)
@@ -76,7 +89,8 @@ static void list_backend(const struct dev_backend_ops *ops, struct dev_backend *
                 for (size_t j = 0; j < n; j++) {
                         json_t *devs = json_array();
                         for (size_t k = 0; k < res[j]->n_devices; k++)
-                                json_array_append_new(devs, device_json(&res[j]->devices[k]));
+                                json_array_append_new(
+                                        devs, device_json(&res[j]->devices[k], ops->dra_driver));
                         json_array_append_new(out->jres, json_pack("{s:s, s:s, s:o}", "name",
                                                                    res[j]->name, "backend",
                                                                    ops->name, "devices", devs));

@@ -1,6 +1,8 @@
-/* The device model: allocation answers, resources and their devices, and the
- * generic Allocate / GetPreferredAllocation behaviour every backend gets
- * unless it brings its own (struct dev_resource_ops).
+/* The device model: allocation answers, resources and their devices, each
+ * device's description for DRA (struct dev_model, its value rules and its
+ * ResourceSlice JSON), and the generic Allocate / GetPreferredAllocation
+ * behaviour every backend gets unless it brings its own (struct
+ * dev_resource_ops).
  *
  * Everything here runs on the loop thread and never blocks.  Devices are only
  * ever appended to a resource, never removed (a vanished device stays, marked
@@ -10,9 +12,12 @@
 #include "devices/device.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "base/cleanup.h"
 #include "base/log.h"
@@ -183,9 +188,14 @@ static struct dev_attr *model_slot(struct dev_model *m, const char *name)
         return a;
 }
 
+static bool value_fits(const char *value)
+{
+        return value && *value && strnlen(value, DEV_MODEL_VALUE_MAX + 1) <= DEV_MODEL_VALUE_MAX;
+}
+
 void dev_model_string(struct dev_model *m, const char *name, const char *value)
 {
-        if (!value || !*value)
+        if (!value_fits(value))
                 return;
         struct dev_attr *a = model_slot(m, name);
         a->type = DEV_ATTR_STRING;
@@ -194,11 +204,39 @@ void dev_model_string(struct dev_model *m, const char *name, const char *value)
 
 void dev_model_version(struct dev_model *m, const char *name, const char *semver)
 {
-        if (!semver || !*semver)
+        if (!value_fits(semver))
                 return;
         struct dev_attr *a = model_slot(m, name);
         a->type = DEV_ATTR_VERSION;
         a->s = xstrdup(semver);
+}
+
+void dev_model_version_loose(struct dev_model *m, const char *name, const char *text)
+{
+        if (!text)
+                return;
+        const char *p = text + (*text == 'v');
+        uint64_t part[3] = { 0 };
+        for (int i = 0; i < 3; i++) {
+                size_t digits = strspn(p, "0123456789");
+                if (digits == 0)
+                        return; /* "", "x", "12." */
+                while (digits > 1 && *p == '0') {
+                        p++;
+                        digits--;
+                }
+                if (digits > 19)
+                        return;
+                for (size_t k = 0; k < digits; k++)
+                        part[i] = part[i] * 10 + (uint64_t)(p[k] - '0');
+                p += digits;
+                if (*p != '.' || p[1] < '0' || p[1] > '9')
+                        break;
+                p++;
+        }
+        char buf[3 * 21];
+        snprintf(buf, sizeof(buf), "%" PRIu64 ".%" PRIu64 ".%" PRIu64, part[0], part[1], part[2]);
+        dev_model_version(m, name, buf);
 }
 
 void dev_model_int(struct dev_model *m, const char *name, int64_t value)
@@ -229,12 +267,65 @@ void dev_model_capacity(struct dev_model *m, const char *name, const char *quant
         m->capacity[m->n_capacity++] = (struct dev_quantity){ xstrdup(name), xstrdup(quantity) };
 }
 
+void dev_model_capacity_int(struct dev_model *m, const char *name, uint64_t value)
+{
+        static const char *const suffix[] = { "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei" };
+        size_t e = 0;
+        if (value >= 1024)
+                while (e + 1 < ARRAY_SIZE(suffix) && value % 1024 == 0) {
+                        value /= 1024;
+                        e++;
+                }
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%" PRIu64 "%s", value, suffix[e]);
+        dev_model_capacity(m, name, buf);
+}
+
 const struct dev_attr *dev_model_attr(const struct dev_model *m, const char *name)
 {
         for (size_t i = 0; m && i < m->n_attrs; i++)
                 if (strcmp(m->attrs[i].name, name) == 0)
                         return &m->attrs[i];
         return NULL;
+}
+
+static bool attr_equal(const struct dev_attr *a, const struct dev_attr *b)
+{
+        if (!b || a->type != b->type)
+                return false;
+        switch (a->type) {
+        case DEV_ATTR_STRING:
+        case DEV_ATTR_VERSION: return strcmp(a->s, b->s) == 0;
+        case DEV_ATTR_INT: return a->i == b->i;
+        case DEV_ATTR_BOOL: return a->b == b->b;
+        }
+        return false;
+}
+
+static const char *capacity_of(const struct dev_model *m, const char *name)
+{
+        for (size_t i = 0; i < m->n_capacity; i++)
+                if (strcmp(m->capacity[i].name, name) == 0)
+                        return m->capacity[i].value;
+        return NULL;
+}
+
+bool dev_model_equal(const struct dev_model *a, const struct dev_model *b)
+{
+        if (!a || !b)
+                return a == b;
+        if (strcmp(a->name, b->name) != 0 || a->n_attrs != b->n_attrs ||
+            a->n_capacity != b->n_capacity)
+                return false;
+        for (size_t i = 0; i < a->n_attrs; i++)
+                if (!attr_equal(&a->attrs[i], dev_model_attr(b, a->attrs[i].name)))
+                        return false;
+        for (size_t i = 0; i < a->n_capacity; i++) {
+                const char *v = capacity_of(b, a->capacity[i].name);
+                if (!v || strcmp(v, a->capacity[i].value) != 0)
+                        return false;
+        }
+        return true;
 }
 
 char *dev_model_label(const char *s)
@@ -257,6 +348,26 @@ char *dev_model_label(const char *s)
         }
         out[n] = '\0';
         return xstrdup(n ? out : "dev");
+}
+
+json_t *dev_model_json(const struct dev_model *m)
+{
+        json_t *attrs = json_object(), *cap = json_object();
+        for (size_t i = 0; i < m->n_attrs; i++) {
+                const struct dev_attr *a = &m->attrs[i];
+                json_t *v = NULL;
+                switch (a->type) {
+                case DEV_ATTR_STRING: v = json_pack("{s:s}", "string", a->s); break;
+                case DEV_ATTR_VERSION: v = json_pack("{s:s}", "version", a->s); break;
+                case DEV_ATTR_INT: v = json_pack("{s:I}", "int", (json_int_t)a->i); break;
+                case DEV_ATTR_BOOL: v = json_pack("{s:b}", "bool", a->b); break;
+                }
+                json_object_set_new(attrs, a->name, v);
+        }
+        for (size_t i = 0; i < m->n_capacity; i++)
+                json_object_set_new(cap, m->capacity[i].name,
+                                    json_pack("{s:s}", "value", m->capacity[i].value));
+        return json_pack("{s:s, s:o, s:o}", "name", m->name, "attributes", attrs, "capacity", cap);
 }
 
 /* ---- resources ---- */

@@ -85,7 +85,7 @@ struct dev_quantity {
 /* One device as its family's DRA driver publishes it. */
 struct dev_model {
         char *name; /* a DNS label unique within the family's driver on this node:
-                     * "gpu-0", "gpu-0-mig-1g10gb-0", "fuse-0" */
+                     * "gpu-0", "gpu-0-mig-1g10gb-19-0", "fuse-0" */
         struct dev_attr *attrs;
         size_t n_attrs, cap_attrs;
         struct dev_quantity *capacity;
@@ -95,17 +95,44 @@ struct dev_model {
 struct dev_model *dev_model_new(const char *name);
 void dev_model_free(struct dev_model *m);
 struct dev_model *dev_model_copy(const struct dev_model *m);
-/* Setters copy their arguments; setting a name again replaces it.  NULL or
- * empty string values are not set. */
+/* Kubernetes' standard attributes (k8s.io/dynamic-resource-allocation's
+ * deviceattribute), which every driver may publish under these names. */
+#define DEV_ATTR_PCI_BUS_ID "resource.kubernetes.io/pciBusID" /* "0000:3b:00.0" */
+#define DEV_ATTR_PCIE_ROOT "resource.kubernetes.io/pcieRoot"  /* "pci0000:3a" */
+#define DEV_ATTR_NUMA_NODE "resource.kubernetes.io/numaNode"  /* int, sysfs numa_node */
+/* DRA's longest string or version value: longer ones are not set. */
+#define DEV_MODEL_VALUE_MAX 64
+
+/* Setters copy their arguments; setting a name again replaces it.  NULL,
+ * empty and over-long (DEV_MODEL_VALUE_MAX) string values are not set. */
 void dev_model_string(struct dev_model *m, const char *name, const char *value);
 void dev_model_version(struct dev_model *m, const char *name, const char *semver);
+/* A version attribute from a looser text, normalised as the vendors'
+ * drivers do theirs: the first three dot-separated numbers (an optional
+ * leading 'v'), leading zeros dropped ("580.65.06" -> "580.65.6"), missing
+ * ones as 0 ("12.8" -> "12.8.0"), a fourth and whatever follows the numbers
+ * dropped ("6.19.14.31400000" -> "6.19.14").  Text that does not start
+ * with a number sets nothing. */
+void dev_model_version_loose(struct dev_model *m, const char *name, const char *text);
 void dev_model_int(struct dev_model *m, const char *name, int64_t value);
 void dev_model_bool(struct dev_model *m, const char *name, bool value);
 void dev_model_capacity(struct dev_model *m, const char *name, const char *quantity);
+/* A capacity from a count or a size in bytes, in the canonical form of a
+ * Kubernetes quantity made with resource.BinarySI (what the vendors'
+ * drivers publish): below 1024 or not a multiple of it plain ("16",
+ * "1536"), else the largest exact power-of-1024 suffix ("81559Mi", "80Gi"). */
+void dev_model_capacity_int(struct dev_model *m, const char *name, uint64_t value);
 const struct dev_attr *dev_model_attr(const struct dev_model *m, const char *name);
+/* Whether a and b publish the same name, attributes and capacities (in any
+ * order).  Two NULLs are equal. */
+bool dev_model_equal(const struct dev_model *a, const struct dev_model *b);
 /* A DNS label from s: lowercase, [a-z0-9-], runs of others as one '-',
  * trimmed, at most 63 bytes.  Heap string ("" becomes "dev"). */
 char *dev_model_label(const char *s);
+/* The model as a resource.k8s.io/v1 ResourceSlice device (a new reference):
+ * {"name": ..., "attributes": {"<name>": {"string"|"int"|"bool"|"version":
+ * value}}, "capacity": {"<name>": {"value": "<quantity>"}}}. */
+struct json_t *dev_model_json(const struct dev_model *m);
 
 struct dev_device {
         char *id;

@@ -607,8 +607,13 @@ def test_list_json(dirs, build_dir):
     assert sorted(res) == [FUSE, SOCK, SERIAL]
     dev = dirs.dev
     fuse_node = {"container_path": f"{dev}/fuse", "host_path": f"{dev}/fuse", "permissions": "rw"}
+    # what hostdev.devlet.io would publish: one DRA device for both IDs
+    numbers = {"major": {"int": 1}, "minor": {"int": 3}} if os.geteuid() == 0 else {}
+    fuse_dra = {"driver": "hostdev.devlet.io", "name": "fuse-0", "capacity": {}, "attributes": {
+        "path": {"string": f"{dev}/fuse"}, **numbers, "resource": {"string": FUSE}}}
     assert res[FUSE]["devices"] == [
-        {"id": f"fuse-{i}", "health": "Healthy", "numa": None, "devices": [fuse_node], "mounts": []}
+        {"id": f"fuse-{i}", "health": "Healthy", "numa": None, "devices": [fuse_node], "mounts": [],
+         "dra": fuse_dra}
         for i in range(2)]
     assert sorted(x["id"] for x in res[SERIAL]["devices"]) == ["ttyUSB0", "ttyUSB1"]
     for x in res[SERIAL]["devices"]:
@@ -616,7 +621,9 @@ def test_list_json(dirs, build_dir):
         assert x["devices"] == [{"container_path": p_, "host_path": p_, "permissions": "rw"}]
     assert res[SOCK]["devices"] == [{
         "id": "runtime-socket", "health": "Healthy", "numa": None, "devices": [],
-        "mounts": [{"container_path": "/run/foo.sock", "host_path": f"{dirs.run}/foo.sock", "read_only": True}]}]
+        "mounts": [{"container_path": "/run/foo.sock", "host_path": f"{dirs.run}/foo.sock", "read_only": True}],
+        "dra": {"driver": "hostdev.devlet.io", "name": "runtime-socket-0", "capacity": {},
+                "attributes": {"resource": {"string": SOCK}}}}]
 
     # CONFIG_FILE works as --config-file does; the table names everything
     p2 = run_devlet(["list", "-o", "json"], env={"CONFIG_FILE": path})

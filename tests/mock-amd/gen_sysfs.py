@@ -10,6 +10,7 @@ uses (drivers/gpu/drm/amd/amdgpu and amdkfd, Documentation/gpu/amdgpu):
   module/amdgpu/drivers/pci:amdgpu/<BDF> -> ../../../../devices/pci0000:00/<BDF>
   devices/pci0000:00/<BDF>/  vendor device numa_node product_name serial_number
       unique_id mem_info_vram_total mem_info_vram_used gpu_busy_percent
+      xgmi_hive_id (hive members only)
       mem_busy_percent pp_dpm_sclk pp_dpm_mclk current_compute_partition
       current_memory_partition available_compute_partition
       available_memory_partition drm/card<N>/dev drm/renderD<M>/dev
@@ -145,6 +146,19 @@ def generate(profile, sysfs, dev=None, mknod=False):
         if kfd:
             node_file(f"{dev}/dev/kfd", KFD_MAJOR, 0, mknod)
 
+    # XGMI hives: the GPUs the xgmi pairs join, each group one hive ("all":
+    # one hive of every GPU); amdgpu writes xgmi_hive_id only for hive members
+    xgmi = profile.get("xgmi") or []
+    hives = {}
+    if xgmi == "all":
+        hives = {g["index"]: 0x5A5A0000 for g in gpus}
+    else:
+        groups = []
+        for pair in xgmi:
+            joined = [grp for grp in groups if grp & set(pair)]
+            merged = set(pair).union(*joined)
+            groups = [grp for grp in groups if grp not in joined] + [merged]
+        hives = {i: 0x5A5A0000 + k for k, grp in enumerate(groups) for i in grp}
     card = 1
     xcp = 0
     per_numa = max(1, (len(gpus) + cpus - 1) // cpus)
@@ -165,6 +179,8 @@ def generate(profile, sysfs, dev=None, mknod=False):
         write(f"{d}/serial_number", g["serial"] + "\n")
         write(f"{d}/unique_id", f"{g['unique_id']:016x}\n")
         write(f"{d}/mem_info_vram_total", f"{m['vram']}\n")
+        if g["index"] in hives:
+            write(f"{d}/xgmi_hive_id", f"{hives[g['index']]}\n")
         write(f"{d}/mem_info_vram_used", f"{(300 + g['index']) << 20}\n")
         write(f"{d}/gpu_busy_percent", f"{(7 * g['index']) % 100}\n")
         write(f"{d}/mem_busy_percent", f"{(3 * g['index']) % 100}\n")
@@ -209,6 +225,7 @@ def generate(profile, sysfs, dev=None, mknod=False):
         for dv in devices:
             kfd_nodes.append((cpus + len(kfd_nodes), g["index"], dv["partition"], dv["render"]))
         manifest["gpus"].append(dict(bdf=g["bdf"], numa=numa, model=g["model_name"],
+                                     hive=hives.get(g["index"], 0),
                                      compute=(g["compute"] or "").lower(),
                                      memory=(g["memory"] or "").lower(),
                                      serial=g["serial"], sysfs=d, devices=devices))
@@ -224,7 +241,6 @@ def generate(profile, sysfs, dev=None, mknod=False):
             write(f"{nd}/properties", kfd_properties(dict(cpu_cores_count=96, cpu_core_id_base=96 * c)))
             write(f"{nd}/gpu_id", "0\n")
             write(f"{nd}/name", "\n")
-        xgmi = profile.get("xgmi") or []
         for n, gi, p, render in kfd_nodes:
             g = gpus[gi]
             m = g["model"]
@@ -235,7 +251,7 @@ def generate(profile, sysfs, dev=None, mknod=False):
                          max_waves_per_simd=8, lds_size_in_kb=64, wave_front_size=64,
                          gfx_target_version=m["gfx"], vendor_id=4098, device_id=int(m["device"], 16),
                          location_id=(g["bus"] << 8), domain=0, drm_render_minor=render,
-                         hive_id=(0x5A5A0000 if xgmi else 0), local_mem_size=vram,
+                         hive_id=hives.get(gi, 0), local_mem_size=vram,
                          unique_id=g["unique_id"], num_xcc=8 // g["partitions"] if m["xcds"] > 1 else 1,
                          max_engine_clk_fcompute=m["sclk"][-1])
             links = []

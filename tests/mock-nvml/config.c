@@ -7,6 +7,7 @@
  * that agree in both directions, processes and events that name existing
  * MIG instances.  Every error names file, line and column.  Nothing here
  * touches the global state. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,14 @@ static const struct name_value brand_names[] = {
     {"grid", NVML_BRAND_GRID},       {"geforce", NVML_BRAND_GEFORCE},
     {"titan", NVML_BRAND_TITAN},     {"nvidia_rtx", NVML_BRAND_NVIDIA_RTX},
     {"nvidia", NVML_BRAND_NVIDIA},   {NULL, 0},
+};
+
+static const struct name_value fabric_state_names[] = {
+    {"not_supported", NVML_GPU_FABRIC_STATE_NOT_SUPPORTED},
+    {"not_started", NVML_GPU_FABRIC_STATE_NOT_STARTED},
+    {"in_progress", NVML_GPU_FABRIC_STATE_IN_PROGRESS},
+    {"completed", NVML_GPU_FABRIC_STATE_COMPLETED},
+    {NULL, 0},
 };
 
 static const struct name_value compute_mode_names[] = {
@@ -311,6 +320,66 @@ static int parse_submap(struct parser *p, yaml_node_t *map, const char *ctx, con
         return *out ? yw_check_map(p, *out, what, keys) : 0;
 }
 
+/* "8-4-4-4-12" hex digits into 16 bytes; false if malformed. */
+static bool parse_uuid16(const char *s, unsigned char out[16])
+{
+        size_t k = 0;
+        for (size_t i = 0; s[i]; i++) {
+                if (i == 8 || i == 13 || i == 18 || i == 23) {
+                        if (s[i] != '-')
+                                return false;
+                        continue;
+                }
+                unsigned v;
+                if (k == 16 || !isxdigit((unsigned char)s[i]) || !isxdigit((unsigned char)s[i + 1]) ||
+                    sscanf(s + i, "%2x", &v) != 1)
+                        return false;
+                out[k++] = (unsigned char)v;
+                i++;
+        }
+        return k == 16 && strlen(s) == 36;
+}
+
+/* fabric: {clusterUuid, cliqueId, state (default completed), status (an
+ * nvmlReturn_t, default 0)} */
+static int parse_fabric(struct parser *p, yaml_node_t *n, const char *ctx, struct mock_gpu *g)
+{
+        static const char *const keys[] = {"clusterUuid", "cliqueId", "state", "status", NULL};
+        char what[64];
+        yw_name(what, sizeof(what), "%s.fabric", ctx);
+        if (yw_check_map(p, n, what, keys) < 0)
+                return -1;
+        char *uuid = NULL;
+        unsigned long long v;
+        int r = -1;
+        g->has_fabric = true;
+        memset(&g->fabric, 0, sizeof(g->fabric));
+        if (yw_opt_str(p, n, what, "clusterUuid", 36, &uuid) < 0)
+                goto out;
+        if (uuid && !parse_uuid16(uuid, g->fabric.clusterUuid)) {
+                yw_fail(p, yw_get(p, n, "clusterUuid"), "%s.clusterUuid: '%s' is not a UUID",
+                        what, uuid);
+                goto out;
+        }
+        if (yw_uint_or(p, n, what, "cliqueId", 0xffffffffULL, 0, &v) < 0)
+                goto out;
+        g->fabric.cliqueId = (unsigned)v;
+        g->fabric.state = NVML_GPU_FABRIC_STATE_COMPLETED;
+        yaml_node_t *s = yw_get(p, n, "state");
+        if (s) {
+                if (yw_named(p, s, "fabric.state", fabric_state_names, 3, &v) < 0)
+                        goto out;
+                g->fabric.state = (nvmlGpuFabricState_t)v;
+        }
+        if (yw_uint_or(p, n, what, "status", 999, 0, &v) < 0)
+                goto out;
+        g->fabric.status = (nvmlReturn_t)v;
+        r = 0;
+out:
+        free(uuid);
+        return r;
+}
+
 static int parse_gpu(struct parser *p, yaml_node_t *m, size_t idx, size_t n_gpus, size_t n_switches,
                      struct mock_gpu *g)
 {
@@ -338,6 +407,7 @@ static int parse_gpu(struct parser *p, yaml_node_t *m, size_t idx, size_t n_gpus
             "nvlink",
             "nvlinkLinks",
             "nvlinkCounters",
+            "fabric",
             "lost",
             "migCapable",
             "migMaxDevices",
@@ -466,6 +536,8 @@ static int parse_gpu(struct parser *p, yaml_node_t *m, size_t idx, size_t n_gpus
                         active, g->link_ports);
                 goto out;
         }
+        if ((n = yw_get(p, m, "fabric")) && parse_fabric(p, n, ctx, g) < 0)
+                goto out;
         if (parse_submap(p, m, ctx, "nvlinkCounters", nvl_keys, &n) < 0 ||
             (n && (yw_opt_u64(p, n, ctx, "dataTxKiB", ~0ULL, &g->nvl_data_tx) < 0 ||
                    yw_opt_u64(p, n, ctx, "dataRxKiB", ~0ULL, &g->nvl_data_rx) < 0 ||

@@ -114,6 +114,8 @@ struct mock_gpu {
 
         unsigned link_ports;
         struct mock_link links[NVML_NVLINK_MAX_LINKS];
+        bool has_fabric; /* nvmlDeviceGetGpuFabricInfo answers (else NOT_SUPPORTED) */
+        nvmlGpuFabricInfo_t fabric;
         struct mock_opt nvl_data_tx, nvl_data_rx, nvl_raw_tx, nvl_raw_rx; /* KiB */
 
         struct mock_opt util_gpu, util_mem, util_enc, util_dec;

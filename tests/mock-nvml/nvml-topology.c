@@ -6,7 +6,9 @@
  * `numaNode` (equal: NODE); anything else is SYSTEM.  NVLink links come from
  * the `nvlink` map (config.c lays them out): a link to a GPU reports that
  * GPU's PCI address as its remote end, a link to the NVSwitch fabric the
- * switch's.  MIG device handles answer for their parent GPU. */
+ * switch's.  The multi-node fabric (`fabric`: cluster UUID, clique) is
+ * told by nvmlDeviceGetGpuFabricInfo, NOT_SUPPORTED without the key.  MIG
+ * device handles answer for their parent GPU, except for the fabric. */
 #include <string.h>
 
 #include "mock.h"
@@ -318,4 +320,19 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned 
 {
         return nvmlDeviceGetCpuAffinityWithinScope(device, cpuSetSize, cpuSet,
                                                    NVML_AFFINITY_SCOPE_NODE);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info)
+{
+        MOCK_LOCKED();
+        struct nvmlDevice_st *d;
+        nvmlReturn_t r = mock_device_gpu(device, &d);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!info)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (!d->gpu->has_fabric)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *info = d->gpu->fabric;
+        return NVML_SUCCESS;
 }

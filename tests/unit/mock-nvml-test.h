@@ -24,6 +24,7 @@
         X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetHandleBySerial) \
         X(nvmlDeviceGetHandleByPciBusId) X(nvmlDeviceGetHandleByPciBusId_v2) \
         X(nvmlDeviceGetUUID) X(nvmlDeviceGetName) X(nvmlDeviceGetBrand) X(nvmlDeviceGetIndex) \
+        X(nvmlDeviceGetGpuFabricInfo) \
         X(nvmlDeviceGetMinorNumber) X(nvmlDeviceGetSerial) X(nvmlDeviceGetBoardPartNumber) \
         X(nvmlDeviceGetVbiosVersion) X(nvmlDeviceGetPciInfo) X(nvmlDeviceGetPciInfo_v2) \
         X(nvmlDeviceGetPciInfo_v3) X(nvmlDeviceGetCudaComputeCapability) \

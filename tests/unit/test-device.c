@@ -1,5 +1,6 @@
 /* Unit tests for devices/device.c: allocation answers, generic Allocate and
- * generic GetPreferredAllocation, and the backend table. */
+ * generic GetPreferredAllocation, the backend table, the DRA model (its
+ * value rules, names, JSON) and devices/pci.c's PCIe root. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,13 +8,18 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "base/xalloc.h"
 #include "devices/device.h"
 #include "devices/hostdev/hostdev.h"
+#include "devices/pci.h"
 
 
 /* "a b c" -> a strv (NULL for ""); tests spell ID lists this way. */
@@ -346,6 +352,227 @@ static void test_backend_table(void **state)
         assert_null(f->v[n]);
 }
 
+/* ---- the DRA model ---- */
+
+static void label_is(const char *in, const char *want)
+{
+        _cleanup_free_ char *l = dev_model_label(in);
+        assert_string_equal(l, want);
+}
+
+static void test_model_label(void **state)
+{
+        (void)state;
+        label_is("NVIDIA A100-SXM4-80GB", "nvidia-a100-sxm4-80gb");
+        label_is("fuse", "fuse");
+        label_is("--My__Dev..", "my-dev");
+        label_is("1g.10gb+me", "1g-10gb-me");
+        label_is("", "dev");
+        label_is("+++", "dev");
+        label_is(NULL, "dev");
+        char long_in[200];
+        memset(long_in, 'a', sizeof(long_in));
+        long_in[62] = '-'; /* a dash right at the cut is dropped */
+        long_in[199] = '\0';
+        _cleanup_free_ char *l = dev_model_label(long_in);
+        assert_true(strlen(l) <= 63);
+        assert_true(l[strlen(l) - 1] != '-');
+}
+
+static const char *version_of(const char *text)
+{
+        static char buf[80];
+        struct dev_model *m = dev_model_new("x");
+        dev_model_version_loose(m, "v", text);
+        const struct dev_attr *a = dev_model_attr(m, "v");
+        if (a) {
+                assert_int_equal(a->type, DEV_ATTR_VERSION);
+                snprintf(buf, sizeof(buf), "%s", a->s);
+        }
+        dev_model_free(m);
+        return a ? buf : NULL;
+}
+
+static void test_model_versions(void **state)
+{
+        (void)state;
+        assert_string_equal(version_of("580.65.06"), "580.65.6");  /* NVIDIA's driver */
+        assert_string_equal(version_of("535.104"), "535.104.0");
+        assert_string_equal(version_of("12.8"), "12.8.0");         /* CUDA */
+        assert_string_equal(version_of("9.0"), "9.0.0");           /* compute capability */
+        assert_string_equal(version_of("6.19.14.31400000"), "6.19.14"); /* AMD's module */
+        assert_string_equal(version_of("6.8.5"), "6.8.5");
+        assert_string_equal(version_of("v1.2.3-rc1"), "1.2.3");
+        assert_string_equal(version_of("7"), "7.0.0");
+        assert_string_equal(version_of("00.0.000"), "0.0.0");
+        assert_string_equal(version_of("12."), "12.0.0");
+        assert_null(version_of(""));
+        assert_null(version_of("abc"));
+        assert_null(version_of(".1"));
+        assert_null(version_of(NULL));
+        assert_null(version_of("99999999999999999999.1")); /* past uint64 */
+}
+
+static const char *quantity_of(uint64_t v)
+{
+        static char buf[32];
+        struct dev_model *m = dev_model_new("x");
+        dev_model_capacity_int(m, "q", v);
+        assert_int_equal(m->n_capacity, 1);
+        snprintf(buf, sizeof(buf), "%s", m->capacity[0].value);
+        dev_model_free(m);
+        return buf;
+}
+
+/* resource.NewQuantity(v, resource.BinarySI).String() */
+static void test_model_quantities(void **state)
+{
+        (void)state;
+        assert_string_equal(quantity_of(0), "0");
+        assert_string_equal(quantity_of(16), "16");
+        assert_string_equal(quantity_of(1023), "1023");
+        assert_string_equal(quantity_of(1024), "1Ki");
+        assert_string_equal(quantity_of(1536), "1536");
+        assert_string_equal(quantity_of(1536 * 1024), "1536Ki");
+        assert_string_equal(quantity_of(81559ULL << 20), "81559Mi");
+        assert_string_equal(quantity_of(80ULL << 30), "80Gi");
+        assert_string_equal(quantity_of(192ULL << 30), "192Gi");
+        assert_string_equal(quantity_of(1ULL << 60), "1Ei");
+        assert_string_equal(quantity_of(1ULL << 62), "4Ei");
+        assert_string_equal(quantity_of(85520809985ULL), "85520809985");
+}
+
+static void test_model_setters(void **state)
+{
+        (void)state;
+        struct dev_model *m = dev_model_new("gpu-0");
+        char v64[65], v65[66];
+        memset(v64, 'x', 64);
+        v64[64] = '\0';
+        memset(v65, 'x', 65);
+        v65[65] = '\0';
+        dev_model_string(m, "ok", v64);
+        dev_model_string(m, "long", v65); /* DRA refuses past 64: not set */
+        dev_model_string(m, "empty", "");
+        dev_model_string(m, "null", NULL);
+        dev_model_version(m, "vlong", v65);
+        assert_non_null(dev_model_attr(m, "ok"));
+        assert_null(dev_model_attr(m, "long"));
+        assert_null(dev_model_attr(m, "empty"));
+        assert_null(dev_model_attr(m, "null"));
+        assert_null(dev_model_attr(m, "vlong"));
+        /* setting again replaces value and type, keeping one entry */
+        dev_model_string(m, "k", "a");
+        dev_model_int(m, "k", 5);
+        assert_int_equal(m->n_attrs, 2);
+        assert_int_equal(dev_model_attr(m, "k")->type, DEV_ATTR_INT);
+        assert_null(dev_model_attr(m, "k")->s);
+        dev_model_capacity(m, "memory", "1Gi");
+        dev_model_capacity(m, "memory", "2Gi");
+        assert_int_equal(m->n_capacity, 1);
+        assert_string_equal(m->capacity[0].value, "2Gi");
+
+        struct dev_model *c = dev_model_copy(m);
+        assert_true(dev_model_equal(m, c));
+        assert_true(dev_model_equal(NULL, NULL));
+        assert_false(dev_model_equal(m, NULL));
+        dev_model_bool(c, "extra", true);
+        assert_false(dev_model_equal(m, c));
+        dev_model_free(c);
+        c = dev_model_copy(m);
+        dev_model_int(c, "k", 6);
+        assert_false(dev_model_equal(m, c));
+        dev_model_free(c);
+        c = dev_model_copy(m);
+        dev_model_capacity(c, "memory", "3Gi");
+        assert_false(dev_model_equal(m, c));
+        dev_model_free(c);
+        c = dev_model_copy(m);
+        free(c->name);
+        c->name = xstrdup("gpu-1");
+        assert_false(dev_model_equal(m, c));
+        dev_model_free(c);
+        assert_null(dev_model_copy(NULL));
+        dev_model_free(m);
+        dev_model_free(NULL);
+}
+
+/* The shape of a resource.k8s.io/v1 ResourceSlice device. */
+static void test_model_json(void **state)
+{
+        (void)state;
+        struct dev_model *m = dev_model_new("gpu-0");
+        dev_model_string(m, "productName", "NVIDIA H100 80GB HBM3");
+        dev_model_version_loose(m, "driverVersion", "580.65.06");
+        dev_model_int(m, DEV_ATTR_NUMA_NODE, 1);
+        dev_model_bool(m, "virtual", false);
+        dev_model_capacity_int(m, "memory", 80ULL << 30);
+        json_t *j = dev_model_json(m);
+        _cleanup_free_ char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        assert_string_equal(s, "{\"attributes\":{"
+                               "\"driverVersion\":{\"version\":\"580.65.6\"},"
+                               "\"productName\":{\"string\":\"NVIDIA H100 80GB HBM3\"},"
+                               "\"resource.kubernetes.io/numaNode\":{\"int\":1},"
+                               "\"virtual\":{\"bool\":false}},"
+                               "\"capacity\":{\"memory\":{\"value\":\"80Gi\"}},"
+                               "\"name\":\"gpu-0\"}");
+        json_decref(j);
+        dev_model_free(m);
+        /* empty maps stay (a device with no capacity) */
+        m = dev_model_new("fuse-0");
+        j = dev_model_json(m);
+        _cleanup_free_ char *e = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        assert_string_equal(e, "{\"attributes\":{},\"capacity\":{},\"name\":\"fuse-0\"}");
+        json_decref(j);
+        dev_model_free(m);
+}
+
+static void test_pci_root(void **state)
+{
+        (void)state;
+        char tmp[] = "/tmp/devlet-pci-XXXXXX";
+        assert_non_null(mkdtemp(tmp));
+        char sys[64], p[256], q[256], out[32];
+        snprintf(sys, sizeof(sys), "%s/sys", tmp);
+        /* as the kernel links them: relative, through bridges */
+        snprintf(p, sizeof(p), "%s/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0", sys);
+        assert_int_equal(fs_mkdir_p(p, 0755), 0);
+        snprintf(p, sizeof(p), "%s/bus/pci/devices", sys);
+        assert_int_equal(fs_mkdir_p(p, 0755), 0);
+        snprintf(p, sizeof(p), "%s/bus/pci/devices/0000:3b:00.0", sys);
+        assert_int_equal(symlink("../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0", p), 0);
+        assert_int_equal(dev_pci_root(sys, "0000:3b:00.0", out, sizeof(out)), 0);
+        assert_string_equal(out, "pci0000:3a");
+        /* a trailing slash or ./.. in the root changes nothing */
+        snprintf(q, sizeof(q), "%s/./sys/../sys/", tmp);
+        assert_int_equal(dev_pci_root(q, "0000:3b:00.0", out, sizeof(out)), 0);
+        assert_string_equal(out, "pci0000:3a");
+        /* an absolute link works as well */
+        snprintf(p, sizeof(p), "%s/bus/pci/devices/0000:3a:00.0", sys);
+        snprintf(q, sizeof(q), "%s/devices/pci0000:3a/0000:3a:00.0", sys);
+        assert_int_equal(symlink(q, p), 0);
+        assert_int_equal(dev_pci_root(sys, "0000:3a:00.0", out, sizeof(out)), 0);
+        assert_string_equal(out, "pci0000:3a");
+        assert_int_equal(dev_pci_root(sys, "0000:3a:00.0", out, 4), -ENAMETOOLONG);
+        /* links that do not lead to a device below a root complex */
+        snprintf(p, sizeof(p), "%s/bus/pci/devices/0000:01:00.0", sys);
+        assert_int_equal(symlink("../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0", p), 0);
+        assert_int_equal(dev_pci_root(sys, "0000:01:00.0", out, sizeof(out)), -EINVAL);
+        snprintf(p, sizeof(p), "%s/bus/pci/devices/0000:02:00.0", sys);
+        assert_int_equal(symlink("../../../../elsewhere/0000:02:00.0", p), 0);
+        assert_int_equal(dev_pci_root(sys, "0000:02:00.0", out, sizeof(out)), -EINVAL);
+        assert_int_equal(dev_pci_root(sys, "0000:04:00.0", out, sizeof(out)), -ENOENT);
+        /* BDFs Kubernetes would refuse */
+        assert_int_equal(dev_pci_root(sys, "0000:3B:00.0", out, sizeof(out)), -EINVAL);
+        assert_int_equal(dev_pci_root(sys, "00000000:3b:00.0", out, sizeof(out)), -EINVAL);
+        assert_int_equal(dev_pci_root(sys, "../../x", out, sizeof(out)), -EINVAL);
+        assert_true(dev_pci_bdf_valid("0000:3b:1f.7"));
+        assert_false(dev_pci_bdf_valid("0000:3b:1f"));
+        assert_false(dev_pci_bdf_valid(NULL));
+        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", tmp);
+        assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -361,6 +588,12 @@ int main(void)
                 cmocka_unit_test(test_preferred_numa),
                 cmocka_unit_test(test_preferred_skips),
                 cmocka_unit_test(test_backend_table),
+                cmocka_unit_test(test_model_label),
+                cmocka_unit_test(test_model_versions),
+                cmocka_unit_test(test_model_quantities),
+                cmocka_unit_test(test_model_setters),
+                cmocka_unit_test(test_model_json),
+                cmocka_unit_test(test_pci_root),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

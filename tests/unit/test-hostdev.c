@@ -550,6 +550,8 @@ static void test_hotplug_usb(void **state)
         assert_int_equal(rename(tpath("staging/1-2"), tpath("sys/bus/usb/devices/1-2")), 0);
         wait_changes(&loop, 1);
         assert_string_equal(ids(r), "usb-abcd-0001-A usb-abcd-0001-B");
+        assert_string_equal(r->devices[0].model->name, "tag-0");
+        assert_string_equal(r->devices[1].model->name, "tag-1");
 
         /* unplugged: the node goes away */
         assert_int_equal(unlink(tpath("dev/bus/usb/001/002")), 0);
@@ -598,6 +600,80 @@ static void test_config_copied(void **state)
         destroy_and_drain(&loop, b);
 }
 
+static const char *mattr_s(const struct dev_device *d, const char *name)
+{
+        const struct dev_attr *a = dev_model_attr(d->model, name);
+        if (!a)
+                return NULL;
+        assert_int_equal(a->type, DEV_ATTR_STRING);
+        return a->s;
+}
+
+/* hostdev.devlet.io: one DRA device per instance, named after the
+ * resource's short name and the instance's index, carried by every ID of
+ * the instance; path, major/minor of its first node, USB IDs, resource. */
+static void test_dra_model(void **state)
+{
+        bool root = geteuid() == 0;
+        if (root) {
+                assert_int_equal(fs_mkdir_p(tpath("dev"), 0755), 0);
+                assert_int_equal(mknod(tpath("dev/fuse"), S_IFCHR | 0666, makedev(10, 229)), 0);
+        } else {
+                put(tpath("dev/fuse"), "");
+        }
+        put(tpath("dev/ttyX0"), "");
+        put(tpath("dev/ttyX1"), "");
+        usb_dev("sys/bus/usb/devices/1-3", "046d", "0825", "CAM1", 1, 7);
+        put(tpath("dev/bus/usb/001/007"), "");
+        put(tpath("dev/odd"), "");
+
+        struct devlet_config *c = cfg_new(tmp);
+        cfg_path(cfg_group(cfg_device(c, "fuse"), 3), HOSTDEV_PATH_DEVICE, tpath("dev/fuse"), "/dev/fuse");
+        cfg_path(cfg_group(cfg_device(c, "tty"), 1), HOSTDEV_PATH_DEVICE, tpath("dev/ttyX*"), NULL);
+        cfg_usb(cfg_group(cfg_device(c, "webcam"), 1), "046d", "0825", NULL);
+        /* two names, one DNS label */
+        cfg_path(cfg_group(cfg_device(c, "my_dev"), 1), HOSTDEV_PATH_DEVICE, tpath("dev/odd"), NULL);
+        cfg_path(cfg_group(cfg_device(c, "My.Dev"), 1), HOSTDEV_PATH_DEVICE, tpath("dev/odd"), NULL);
+
+        struct dev_backend *b = create_ok(NULL, c);
+        assert_string_equal(hostdev_backend_ops.dra_driver, "hostdev.devlet.io");
+        struct dev_resource *r = res(b, 0);
+        assert_string_equal(ids(r), "fuse-0 fuse-1 fuse-2");
+        for (size_t i = 0; i < 3; i++) {
+                const struct dev_device *d = &r->devices[i];
+                assert_non_null(d->model);
+                assert_string_equal(d->model->name, "fuse-0"); /* replicas of one device */
+                assert_string_equal(mattr_s(d, "path"), tpath("dev/fuse"));
+                assert_string_equal(mattr_s(d, "resource"), r->name);
+                const struct dev_attr *major = dev_model_attr(d->model, "major");
+                if (root) {
+                        assert_int_equal(major->type, DEV_ATTR_INT);
+                        assert_int_equal(major->i, 10);
+                        assert_int_equal(dev_model_attr(d->model, "minor")->i, 229);
+                } else {
+                        assert_null(major); /* a regular file stands in: no numbers */
+                }
+        }
+        r = res(b, 1);
+        assert_string_equal(ids(r), "ttyX0 ttyX1");
+        assert_string_equal(r->devices[0].model->name, "tty-0");
+        assert_string_equal(r->devices[1].model->name, "tty-1");
+        assert_string_equal(mattr_s(&r->devices[1], "path"), tpath("dev/ttyX1"));
+        assert_null(dev_model_attr(r->devices[1].model, "major"));
+
+        r = res(b, 2);
+        const struct dev_device *d = &r->devices[0];
+        assert_string_equal(d->model->name, "webcam-0");
+        assert_string_equal(mattr_s(d, "usbVendorID"), "046d");
+        assert_string_equal(mattr_s(d, "usbProductID"), "0825");
+        assert_string_equal(mattr_s(d, "path"), tpath("dev/bus/usb/001/007"));
+
+        assert_string_equal(res(b, 3)->devices[0].model->name, "my-dev-0");
+        assert_string_equal(res(b, 4)->devices[0].model->name, "my-dev-0-2");
+        destroy_and_drain(NULL, b);
+        cfg_free(c);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -616,6 +692,7 @@ int main(void)
                 T(test_hotplug_usb),
                 T(test_rescan_timer),
                 T(test_config_copied),
+                T(test_dra_model),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

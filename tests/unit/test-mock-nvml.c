@@ -108,6 +108,42 @@ static void test_init_errors(void **state)
         err = capture_stderr(N(nvmlInit_v2), &r);
         assert_int_equal(r, NVML_ERROR_UNKNOWN);
         assert_non_null(strstr(err, "profile '5g.50gb' is not one of: 1g.5gb 2g.10gb 3g.20gb"));
+        write_cfg("devices:\n  - {uuid: GPU-1, name: a, memoryMiB: 1, pciBusId: \"0:1:0.0\",\n"
+                  "     computeCapability: \"10.0\", fabric: {clusterUuid: 12-34, cliqueId: 1}}\n");
+        err = capture_stderr(N(nvmlInit_v2), &r);
+        assert_int_equal(r, NVML_ERROR_UNKNOWN);
+        assert_non_null(strstr(err, "devices[0].fabric.clusterUuid: '12-34' is not a UUID"));
+}
+
+/* nvmlDeviceGetGpuFabricInfo: what the `fabric` key says, NOT_SUPPORTED
+ * without it. */
+static void test_fabric(void **state)
+{
+        (void)state;
+        write_cfg("devices:\n"
+                  "  - {uuid: GPU-1, name: a, memoryMiB: 1, pciBusId: \"0:1:0.0\", computeCapability: "
+                  "\"10.0\", fabric: {clusterUuid: 5c1b0e6a-3f0e-4a8e-9d4c-0b7f2c9e1a11, cliqueId: 7}}\n"
+                  "  - {uuid: GPU-2, name: b, memoryMiB: 1, pciBusId: \"0:2:0.0\", computeCapability: "
+                  "\"10.0\", fabric: {state: not_started, status: 3}}\n"
+                  "  - {uuid: GPU-3, name: c, memoryMiB: 1, pciBusId: \"0:3:0.0\", computeCapability: "
+                  "\"9.0\"}\n");
+        assert_int_equal(N(nvmlInit_v2)(), NVML_SUCCESS);
+        nvmlGpuFabricInfo_t fi;
+        memset(&fi, 0xff, sizeof(fi));
+        assert_int_equal(N(nvmlDeviceGetGpuFabricInfo)(dev(0), &fi), NVML_SUCCESS);
+        static const unsigned char uuid[16] = { 0x5c, 0x1b, 0x0e, 0x6a, 0x3f, 0x0e, 0x4a, 0x8e,
+                                                0x9d, 0x4c, 0x0b, 0x7f, 0x2c, 0x9e, 0x1a, 0x11 };
+        assert_memory_equal(fi.clusterUuid, uuid, sizeof(uuid));
+        assert_int_equal(fi.cliqueId, 7);
+        assert_int_equal(fi.state, NVML_GPU_FABRIC_STATE_COMPLETED);
+        assert_int_equal(fi.status, NVML_SUCCESS);
+        assert_int_equal(N(nvmlDeviceGetGpuFabricInfo)(dev(1), &fi), NVML_SUCCESS);
+        assert_int_equal(fi.state, NVML_GPU_FABRIC_STATE_NOT_STARTED);
+        assert_int_equal(fi.status, NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(fi.cliqueId, 0);
+        assert_int_equal(N(nvmlDeviceGetGpuFabricInfo)(dev(2), &fi), NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N(nvmlDeviceGetGpuFabricInfo)(dev(0), NULL), NVML_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
 }
 
 static void test_enumeration(void **state)
@@ -710,6 +746,7 @@ int main(void)
             cmocka_unit_test(test_attributes),
             cmocka_unit_test(test_mig),
             cmocka_unit_test(test_topology),
+            cmocka_unit_test(test_fabric),
             cmocka_unit_test(test_processes),
         };
         return cmocka_run_group_tests(tests, setup, teardown);

@@ -383,6 +383,7 @@ static struct dev_sampler *amd_sampler(struct dev_backend *db)
 
 const struct dev_backend_ops amd_backend_ops = {
         .name = "amd",
+        .dra_driver = "gpu.amd.com",
         .create = amd_create,
         .destroy = amd_destroy,
         .resources = amd_resources,

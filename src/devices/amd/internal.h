@@ -79,6 +79,10 @@ struct alloc_topology *amd_topology_build(const struct amd_inventory *inv);
 
 extern const struct dev_resource_ops amd_resource_ops;
 
+/* What gpu.amd.com publishes for partition part of GPU gpu (model.c); NULL
+ * when sysfs names no card or render node for it. */
+struct dev_model *amd_model(const struct amd_inventory *inv, size_t gpu, size_t part);
+
 /* ---- health (health.c) ---- */
 
 /* What one poll saw of a GPU, compared with the previous poll. */

@@ -3,10 +3,12 @@
  *
  * How it is read (layouts from the kernel's amdgpu and amdkfd drivers):
  *   1. <sysfs>/module/amdgpu/drivers/pci:amdgpu/<BDF>: one GPU each (PCI
- *      order), with its attributes, drm/card<N> and drm/renderD<N>.
+ *      order), with its attributes (xgmi_hive_id among them), drm/card<N>
+ *      and drm/renderD<N>; its PCIe root from <sysfs>/bus/pci/devices.
  *   2. <sysfs>/class/kfd/kfd/topology/nodes/<n>/properties: every compute
  *      node; GPU nodes name their render minor, PCI location and the GPU's
- *      unique_id, which its partitions share.
+ *      unique_id, which its partitions share (and its hive_id, when amdgpu
+ *      has no xgmi_hive_id file).
  *   3. <sysfs>/devices/platform/amdgpu_xcp_<N>: the further partitions of
  *      MI300-class GPUs.  One whose render minor KFD does not know is not
  *      a partition in the current mode (the driver makes them all at load)
@@ -35,6 +37,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/xalloc.h"
+#include "devices/pci.h"
 
 #define AMD_TEXT_MAX 4096
 /* More is a broken tree, not a node.  A cap keeps the first by number
@@ -170,7 +173,7 @@ int amd_read_u64(const char *path, uint64_t *out)
 struct kfd_node {
         int id;
         char *dir;
-        uint64_t render, location, domain, unique_id, simd_count, simd_per_cu, gfx;
+        uint64_t render, location, domain, unique_id, simd_count, simd_per_cu, gfx, hive;
         uint64_t vram;
         unsigned gpu_id;
         int gpu;  /* index into inv->gpus; -1 none yet */
@@ -342,6 +345,11 @@ static int read_gpus(struct amd_inventory *inv)
                 _cleanup_free_ char *vt = xasprintf("%s/mem_info_vram_total", dir);
                 if (amd_read_u64(vt, &v) == 0)
                         g->vram_total = v;
+                _cleanup_free_ char *hive = xasprintf("%s/xgmi_hive_id", dir);
+                if (amd_read_u64(hive, &v) == 0)
+                        g->xgmi_hive_id = v;
+                if (dev_pci_root(inv->sysfs_root, g->bdf, g->pcie_root, sizeof(g->pcie_root)) < 0)
+                        g->pcie_root[0] = '\0';
                 read_partition_mode(inv, g);
                 find_hwmon(g);
                 find_ras(g);
@@ -476,6 +484,7 @@ static void read_kfd_nodes(struct loader *l)
                 amd_kfd_property(props, "unique_id", &k.unique_id);
                 amd_kfd_property(props, "simd_per_cu", &k.simd_per_cu);
                 amd_kfd_property(props, "gfx_target_version", &k.gfx);
+                amd_kfd_property(props, "hive_id", &k.hive);
                 _cleanup_free_ char *mp = xasprintf("%s/mem_banks/0/properties", dir);
                 _cleanup_free_ char *mem = NULL;
                 if (amd_read_text(mp, &mem) == 0)
@@ -664,6 +673,8 @@ static void read_kfd(struct loader *l)
                 part_fill(&g->parts[0], k);
                 g->unique_id_num = k->unique_id;
                 g->gfx_target_version = (unsigned)(k->gfx <= UINT32_MAX ? k->gfx : 0);
+                if (!g->xgmi_hive_id)
+                        g->xgmi_hive_id = k->hive;
         }
         read_partitions(l);
         read_links(l);

@@ -45,6 +45,9 @@ struct amd_gpu {
         bool memory_partitioning;  /* available_memory_partition exists */
         uint64_t vram_total;       /* mem_info_vram_total, bytes */
         unsigned gfx_target_version; /* KFD's, e.g. 90402 for gfx942; 0 unknown */
+        uint64_t xgmi_hive_id; /* its XGMI hive: amdgpu's xgmi_hive_id, else KFD's
+                                * hive_id; 0 none */
+        char pcie_root[32];    /* its PCIe root complex, "pci0000:00"; "" unknown */
         char *problem;      /* why it cannot be used (no KFD node...), NULL if fine */
         char **ras_files;   /* its ras/<block>_err_count files, strv or NULL (no RAS) */
         struct amd_part *parts; /* parts[0]: the PCI device's own nodes */

@@ -15,8 +15,9 @@
  *      those listed by index into the resource's units in this order or by
  *      device ID: PCI address, partition ID) are advertised replicas times
  *      as "<id>::<n>", under the rename when there is one.
- * Every device carries /dev/kfd and its DRM card and render nodes (rw) and
- * its GPU's NUMA node; devices of a GPU with a problem start unhealthy. */
+ * Every device carries /dev/kfd and its DRM card and render nodes (rw), its
+ * GPU's NUMA node and its unit's DRA model (model.c; replicas carry
+ * copies); devices of a GPU with a problem start unhealthy. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ static void device_add(struct builder *b, struct dev_resource *r, const struct u
         struct dev_device *d = dev_resource_add(r, id);
         d->numa_node = g->numa_node;
         d->health = g->problem ? DEV_UNHEALTHY : DEV_HEALTHY;
+        d->model = amd_model(b->inv, u->gpu, u->part); /* replicas: one unit, one name */
         struct amd_dev *ad = xcalloc(1, sizeof(*ad));
         *ad = (struct amd_dev){ .gpu = u->gpu, .part = u->part, .unit = u->unit, .replica = replica };
         d->priv = ad;

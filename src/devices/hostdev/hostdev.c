@@ -20,8 +20,15 @@
  * rescanned.  A timer rescans every rescan_interval_ms as well, for what
  * inotify cannot see (sysfs, directories that do not exist yet).  Watches
  * that failed, or whose directory was replaced, are retried on each rescan.
- * A resource is notified once per rescan when its IDs, health or NUMA nodes
- * changed; changed nodes or mounts alone are updated silently.
+ * A resource is notified once per rescan when its IDs, health, NUMA nodes
+ * or DRA models changed; changed nodes or mounts alone are updated
+ * silently.
+ *
+ * DRA (hostdev.devlet.io): each instance is one DRA device named
+ * "<resource's short name>-<instance index>" ("fuse-0"; "-<k>" added when
+ * another resource already publishes the name), which every ID of the
+ * instance carries (count > 1 makes replicas of one device).  Its
+ * attributes are the scan's (scan.c) and resource, the resource name.
  *
  * Resources use the generic allocate/preferred (ops NULL) and do not
  * advertise GetPreferredAllocation: instances of a host device are
@@ -43,6 +50,9 @@
 #include "devices/hostdev/scan.h"
 
 #define DEBOUNCE_MS 20
+/* the longest resource short name in a DRA device name, leaving room in
+ * its 63 bytes for "-<instance>-<k>" */
+#define MODEL_STEM_MAX 40
 
 struct hostdev_inst {
         char *identity;
@@ -238,10 +248,59 @@ static void spec_copy(struct dev_device *d, const struct dev_device *spec)
                                      spec->mounts[i].read_only);
 }
 
-/* Brings d in line with what the scan saw; true when the kubelet-visible
- * part (health, NUMA) changed. */
-static bool device_update(struct dev_device *d, const struct dev_device *spec)
+/* ---- the DRA model ---- */
+
+/* Whether a device of b is published under name. */
+static bool model_name_taken(const struct hostdev_backend *b, const char *name)
 {
+        for (size_t i = 0; i < b->n_res; i++) {
+                const struct dev_resource *r = b->res[i].r;
+                for (size_t k = 0; k < r->n_devices; k++)
+                        if (r->devices[k].model && strcmp(r->devices[k].model->name, name) == 0)
+                                return true;
+        }
+        return false;
+}
+
+/* "<resource's short name>-<instance index>" as a DNS label ("fuse-0"), with
+ * "-<k>" after it when another resource of b already publishes that name
+ * (two domains, one short name). */
+static char *model_name(const struct hostdev_backend *b, const struct dev_resource *r, size_t inst)
+{
+        const char *slash = strrchr(r->name, '/');
+        _cleanup_free_ char *label = dev_model_label(slash ? slash + 1 : r->name);
+        size_t n = strlen(label);
+        if (n > MODEL_STEM_MAX)
+                n = MODEL_STEM_MAX;
+        while (n > 1 && label[n - 1] == '-')
+                n--;
+        label[n] = '\0';
+        char *name = xasprintf("%s-%zu", label, inst);
+        for (unsigned k = 2; model_name_taken(b, name); k++) {
+                free(name);
+                name = xasprintf("%s-%zu-%u", label, inst, k);
+        }
+        return name;
+}
+
+/* What the devices of an instance publish: the scan's attributes under
+ * their name, and the resource they are served as. */
+static struct dev_model *model_for(const struct dev_resource *r, const struct hostdev_found *f,
+                                   const char *name)
+{
+        struct dev_model *m = dev_model_copy(f->model);
+        free(m->name);
+        m->name = xstrdup(name);
+        dev_model_string(m, "resource", r->name);
+        return m;
+}
+
+/* Brings d in line with what the scan saw; true when the kubelet-visible
+ * part (health, NUMA) or the DRA model changed. */
+static bool device_update(const struct dev_resource *r, struct dev_device *d,
+                          const struct hostdev_found *f, const char *model_name)
+{
+        const struct dev_device *spec = &f->spec;
         bool changed = d->health != spec->health || d->numa_node != spec->numa_node;
         d->health = spec->health;
         d->numa_node = spec->numa_node;
@@ -249,13 +308,23 @@ static bool device_update(struct dev_device *d, const struct dev_device *spec)
                 hostdev_spec_clear(d);
                 spec_copy(d, spec);
         }
+        struct dev_model *m = model_for(r, f, model_name);
+        if (dev_model_equal(d->model, m)) {
+                dev_model_free(m);
+        } else {
+                dev_model_free(d->model);
+                d->model = m;
+                changed = true;
+        }
         return changed;
 }
 
-static void inst_add(struct hostdev_res *hr, const struct hostdev_found *f)
+static void inst_add(const struct hostdev_backend *b, struct hostdev_res *hr,
+                     const struct hostdev_found *f)
 {
         struct dev_resource *r = hr->r;
         _cleanup_free_ char *key = choose_key(r, f->key, f->count);
+        _cleanup_free_ char *name = model_name(b, r, hr->n_insts);
         xgrow((void **)&hr->insts, &hr->cap_insts, hr->n_insts + 1, sizeof(*hr->insts));
         struct hostdev_inst *in = &hr->insts[hr->n_insts++];
         in->identity = xstrdup(f->identity);
@@ -264,11 +333,12 @@ static void inst_add(struct hostdev_res *hr, const struct hostdev_found *f)
         for (unsigned n = 0; n < f->count; n++) {
                 _cleanup_free_ char *id = device_id(key, f->count, n);
                 struct dev_device *d = dev_resource_add(r, id);
-                device_update(d, &f->spec);
+                device_update(r, d, f, name);
         }
 }
 
-static bool res_reconcile(struct hostdev_res *hr, const struct hostdev_scan *s)
+static bool res_reconcile(const struct hostdev_backend *b, struct hostdev_res *hr,
+                          const struct hostdev_scan *s)
 {
         struct dev_resource *r = hr->r;
         size_t n_old = hr->n_insts;
@@ -281,15 +351,16 @@ static bool res_reconcile(struct hostdev_res *hr, const struct hostdev_scan *s)
                 while (j < hr->n_insts && strcmp(hr->insts[j].identity, f->identity) != 0)
                         j++;
                 if (j == hr->n_insts) {
-                        inst_add(hr, f);
+                        inst_add(b, hr, f);
                         changed = true;
                         continue;
                 }
                 if (j < n_old)
                         seen[j] = true;
                 const struct hostdev_inst *in = &hr->insts[j];
+                _cleanup_free_ char *name = xstrdup(r->devices[in->first].model->name);
                 for (unsigned n = 0; n < in->count; n++)
-                        changed |= device_update(&r->devices[in->first + n], &f->spec);
+                        changed |= device_update(r, &r->devices[in->first + n], f, name);
         }
         for (size_t j = 0; j < n_old; j++) {
                 if (seen[j])
@@ -312,7 +383,7 @@ static void rescan_resources(struct hostdev_backend *b, bool notify)
                 struct hostdev_res *hr = &b->res[i];
                 struct hostdev_scan s = { 0 };
                 hostdev_scan_device(&b->env, &hr->cfg, &s);
-                bool changed = res_reconcile(hr, &s);
+                bool changed = res_reconcile(b, hr, &s);
                 hostdev_scan_release(&s);
                 if (changed) {
                         log_debug("hostdev", "changed resource=%s devices=%zu healthy=%zu",
@@ -550,6 +621,7 @@ static struct dev_resource **hostdev_resources(struct dev_backend *db, size_t *n
 
 const struct dev_backend_ops hostdev_backend_ops = {
         .name = "hostdev",
+        .dra_driver = "hostdev.devlet.io",
         .create = hostdev_create,
         .destroy = hostdev_destroy,
         .resources = hostdev_resources,

@@ -26,6 +26,11 @@
  *   plain group  identity "g<k>", key "<name>" (one group) or "<name>-g<k>".
  * Keys keep [A-Za-z0-9_.-] and turn anything else into '_'.
  *
+ * DRA attributes (hostdev.c names the model): path, the host path of the
+ * instance's first device node, and major and minor when it is a char or
+ * block device; usbVendorID and usbProductID (sysfs idVendor/idProduct,
+ * "046d") for a USB instance.
+ *
  * Only stat, glob, readdir and small sysfs reads: cheap enough for the loop.
  * Never logs above debug, never follows config paths outside what the config
  * names. */
@@ -75,6 +80,7 @@ void hostdev_scan_release(struct hostdev_scan *s)
                 free(s->v[i].identity);
                 free(s->v[i].key);
                 hostdev_spec_clear(&s->v[i].spec);
+                dev_model_free(s->v[i].model);
         }
         free(s->v);
         memset(s, 0, sizeof(*s));
@@ -100,7 +106,23 @@ static struct hostdev_found *found_add(struct hostdev_scan *s, char *identity, c
         f->count = count;
         f->spec.health = DEV_HEALTHY;
         f->spec.numa_node = -1;
+        f->model = dev_model_new("");
         return f;
+}
+
+/* The attributes of an instance's first device node: its host path and,
+ * for a char or block device, its numbers. */
+static void model_fill(struct hostdev_found *f)
+{
+        if (f->spec.n_nodes == 0)
+                return;
+        const char *path = f->spec.nodes[0].host_path;
+        dev_model_string(f->model, "path", path);
+        struct stat st;
+        if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) {
+                dev_model_int(f->model, "major", major(st.st_rdev));
+                dev_model_int(f->model, "minor", minor(st.st_rdev));
+        }
 }
 
 static bool identity_seen(const struct hostdev_scan *s, const char *identity)
@@ -304,6 +326,8 @@ static void scan_usb(const struct hostdev_env *env, const struct hostdev_group_c
                         }
                         struct hostdev_found *f = found_add(out, identity, key, g->count);
                         free(key);
+                        dev_model_string(f->model, "usbVendorID", u.vendor);
+                        dev_model_string(f->model, "usbProductID", u.product);
                         _cleanup_free_ char *ctr =
                                 xasprintf("/dev/bus/usb/%03ld/%03ld", u.busnum, u.devnum);
                         _cleanup_free_ char *host = xasprintf("%s%s", env->dev_root, ctr);
@@ -347,6 +371,7 @@ static void scan_glob(const struct hostdev_env *env, const struct hostdev_group_
 void hostdev_scan_device(const struct hostdev_env *env, const struct hostdev_device_cfg *dev,
                          struct hostdev_scan *out)
 {
+        size_t first_found = out->n;
         for (size_t k = 0; k < dev->n_groups; k++) {
                 const struct hostdev_group_cfg *g = &dev->groups[k];
                 if (g->n_usb > 0) {
@@ -366,4 +391,6 @@ void hostdev_scan_device(const struct hostdev_env *env, const struct hostdev_dev
                 struct hostdev_found *f = found_add(out, xasprintf("g%zu", k), key, g->count);
                 add_paths_except(env, &f->spec, g, SIZE_MAX);
         }
+        for (size_t i = first_found; i < out->n; i++)
+                model_fill(&out->v[i]);
 }

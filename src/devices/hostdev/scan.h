@@ -21,6 +21,9 @@ struct hostdev_found {
         char *key;      /* preferred ID stem (sanitized) */
         unsigned count; /* IDs: key if 1, else key-0 .. key-(count-1) */
         struct dev_device spec; /* health, numa_node, nodes, mounts; id unused */
+        /* its DRA attributes as the scan sees them (path, major, minor, USB
+         * IDs); name "" (hostdev.c names it) */
+        struct dev_model *model;
 };
 
 struct hostdev_scan {

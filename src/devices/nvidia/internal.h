@@ -152,6 +152,10 @@ void nvidia_layout_release(struct nvidia_layout *l);
  * anchored: "A100" matches "NVIDIA A100-SXM4-80GB"). */
 bool nvidia_pattern_match(const char *pattern, const char *s);
 
+/* What gpu.nvidia.com publishes for GPU gpu (mig < 0) or its MIG device
+ * mig (model.c); NULL for a GPU NVML lost or whose minor it does not tell. */
+struct dev_model *nvidia_model(const struct nvml_inventory *inv, size_t gpu, int mig);
+
 /* Allocate and GetPreferredAllocation for every NVIDIA resource. */
 extern const struct dev_resource_ops nvidia_resource_ops;
 

@@ -1,8 +1,10 @@
 /* The node as NVML describes it, read once when the backend is created.
  *
- * Per GPU: identity, PCI address, memory, compute capability, NUMA node
- * (sysfs first, as NVIDIA's plugin reads it, then NVML's memory affinity),
- * MIG mode and MIG devices.  A MIG device's profile is named the way
+ * Per GPU: identity, brand, PCI address and PCIe root complex (sysfs),
+ * memory, compute capability, NUMA node (sysfs first, as NVIDIA's plugin
+ * reads it, then NVML's memory affinity), its multi-node NVLink clique, MIG
+ * mode and MIG devices (with their GPU instance's profile ID and
+ * placement).  A MIG device's profile is named the way
  * NVIDIA's go-nvlib names it: the GPU and compute instance profile indices
  * are found by matching the instance's profile ID against NVML's profile
  * tables, and the memory is rounded to eighths of the GPU (see
@@ -30,6 +32,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/xalloc.h"
+#include "devices/pci.h"
 
 #define MIB (1024ULL * 1024ULL)
 #define GIB (1024ULL * MIB)
@@ -226,8 +229,9 @@ static int ci_profile_index(const struct nvml_lib *lib, nvmlGpuInstance_t gi, un
         return -1;
 }
 
-/* The profile of one MIG device from its instances' profile IDs; false when
- * NVML cannot tell them. */
+/* The profile of one MIG device from its instances' profile IDs, and its
+ * GPU instance's profile ID and placement; false when NVML cannot tell the
+ * profile. */
 static bool mig_profile_exact(const struct nvml_lib *lib, const struct nvml_gpu *g,
                               struct nvml_mig_dev *m)
 {
@@ -240,8 +244,12 @@ static bool mig_profile_exact(const struct nvml_lib *lib, const struct nvml_gpu 
         nvmlComputeInstanceInfo_t ci_info;
         memset(&ci_info, 0, sizeof(ci_info));
         if (lib->gi_by_id(g->handle, m->gi, &gi) != NVML_SUCCESS ||
-            lib->gi_info(gi, &gi_info) != NVML_SUCCESS ||
-            lib->ci_by_id(gi, m->ci, &ci) != NVML_SUCCESS ||
+            lib->gi_info(gi, &gi_info) != NVML_SUCCESS)
+                return false;
+        m->gi_profile_id = (int)gi_info.profileId;
+        m->gi_start = gi_info.placement.start;
+        m->gi_size = gi_info.placement.size;
+        if (lib->ci_by_id(gi, m->ci, &ci) != NVML_SUCCESS ||
             lib->ci_info(ci, &ci_info) != NVML_SUCCESS)
                 return false;
         int gp = gi_profile_index(lib, g->handle, gi_info.profileId);
@@ -291,7 +299,7 @@ static void mig_load(const struct nvml_lib *lib, struct nvml_gpu *g, const char 
                 nvmlDevice_t h;
                 if (lib->mig_handle_by_index(g->handle, j, &h) != NVML_SUCCESS)
                         continue;
-                struct nvml_mig_dev m = { .index = j, .handle = h };
+                struct nvml_mig_dev m = { .index = j, .handle = h, .gi_profile_id = -1 };
                 if (lib->uuid(h, m.uuid, sizeof(m.uuid)) != NVML_SUCCESS ||
                     lib->gpu_instance_id(h, &m.gi) != NVML_SUCCESS ||
                     lib->compute_instance_id(h, &m.ci) != NVML_SUCCESS)
@@ -330,12 +338,32 @@ static void mig_profiles_load(const struct nvml_lib *lib, struct nvml_gpu *g)
         }
 }
 
+/* GFD's clique: the GPU's fabric registration, when complete and on a
+ * cluster (a zero cluster UUID is none). */
+static void clique_load(const struct nvml_lib *lib, struct nvml_gpu *g)
+{
+        nvmlGpuFabricInfo_t fi;
+        memset(&fi, 0, sizeof(fi));
+        if (!lib->fabric_info || lib->fabric_info(g->handle, &fi) != NVML_SUCCESS ||
+            fi.state != NVML_GPU_FABRIC_STATE_COMPLETED || fi.status != NVML_SUCCESS)
+                return;
+        static const unsigned char zero[NVML_GPU_FABRIC_UUID_LEN];
+        if (memcmp(fi.clusterUuid, zero, sizeof(zero)) == 0)
+                return;
+        const unsigned char *u = fi.clusterUuid;
+        snprintf(g->clique, sizeof(g->clique),
+                 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x.%u", u[0],
+                 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+                 u[14], u[15], fi.cliqueId);
+}
+
 static void gpu_load(const struct nvml_lib *lib, const struct nvml_inventory_env *env,
                      const char *minors, unsigned index, struct nvml_gpu *g)
 {
         g->index = index;
         g->minor = g->numa_node = g->cc_major = g->cc_minor = -1;
         g->architecture = NVML_DEVICE_ARCH_UNKNOWN;
+        g->brand = -1;
         nvmlReturn_t r = lib->handle_by_index(index, &g->handle);
         if (r != NVML_SUCCESS) {
                 g->handle = NULL;
@@ -369,9 +397,16 @@ static void gpu_load(const struct nvml_lib *lib, const struct nvml_inventory_env
                 g->cc_major = g->cc_minor = -1;
         if (lib->architecture && lib->architecture(g->handle, &g->architecture) != NVML_SUCCESS)
                 g->architecture = NVML_DEVICE_ARCH_UNKNOWN;
+        nvmlBrandType_t brand;
+        if (lib->brand && lib->brand(g->handle, &brand) == NVML_SUCCESS)
+                g->brand = (int)brand;
+        clique_load(lib, g);
         bool found = false;
-        if (g->bus_id[0])
+        if (g->bus_id[0]) {
                 g->numa_node = numa_from_sysfs(env->sysfs_root, g->bus_id, &found);
+                if (dev_pci_root(env->sysfs_root, g->bus_id, g->pcie_root, sizeof(g->pcie_root)) < 0)
+                        g->pcie_root[0] = '\0';
+        }
         if (!found)
                 g->numa_node = numa_from_nvml(lib, g->handle);
         nvmlGpmSupport_t gpm = { .version = NVML_GPM_SUPPORT_VERSION };

@@ -26,6 +26,10 @@ struct nvml_mig_dev {
         unsigned gi_slices, ci_slices;
         unsigned copy_engines, decoders, encoders, jpegs, ofas;
         int gi_cap, ci_cap; /* /dev/nvidia-caps/nvidia-cap<N> minors; -1 unknown */
+        /* its GPU instance: NVML's profile ID and placement (memory slices
+         * gi_start .. gi_start + gi_size - 1); gi_profile_id -1: unknown */
+        int gi_profile_id;
+        unsigned gi_start, gi_size;
 };
 
 struct nvml_gpu {
@@ -39,6 +43,11 @@ struct nvml_gpu {
         unsigned long long memory_bytes;                /* NVML's total (v1) */
         int cc_major, cc_minor;                         /* -1 unknown */
         unsigned architecture;                          /* NVML_DEVICE_ARCH_* */
+        int brand;                                      /* nvmlBrandType_t; -1 unknown */
+        char pcie_root[32]; /* its PCIe root complex, "pci0000:3a" (sysfs); "" unknown */
+        /* on a multi-node NVLink fabric: "<cluster UUID>.<clique ID>" (GFD's
+         * nvidia.com/gpu.clique); "" when NVML tells none */
+        char clique[64];
         int numa_node;                                  /* -1 unknown */
         bool mig_capable, mig_enabled;
         bool gpm; /* NVML's GPU Performance Monitoring works: the DCGM_FI_PROF_* families */

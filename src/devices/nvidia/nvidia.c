@@ -644,6 +644,7 @@ static size_t nvidia_events(struct dev_backend *db, struct dev_event_count *out,
 
 const struct dev_backend_ops nvidia_backend_ops = {
         .name = "nvidia",
+        .dra_driver = "gpu.nvidia.com",
         .create = nvidia_create,
         .destroy = nvidia_destroy,
         .resources = nvidia_resources,

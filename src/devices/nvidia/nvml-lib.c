@@ -60,6 +60,8 @@ static const struct sym_row syms[] = {
             "nvmlSystemGetCudaDriverVersion"),
         ROW(compute_capability, false, "nvmlDeviceGetCudaComputeCapability"),
         ROW(architecture, false, "nvmlDeviceGetArchitecture"),
+        ROW(brand, false, "nvmlDeviceGetBrand"),
+        ROW(fabric_info, false, "nvmlDeviceGetGpuFabricInfo"),
         ROW(memory_affinity, false, "nvmlDeviceGetMemoryAffinity"),
         ROW(common_ancestor, false, "nvmlDeviceGetTopologyCommonAncestor"),
         ROW(nvlink_state, false, "nvmlDeviceGetNvLinkState"),

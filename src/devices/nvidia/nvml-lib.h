@@ -45,6 +45,8 @@ struct nvml_lib {
         NVML_FN(nvmlSystemGetCudaDriverVersion_v2) cuda_driver_version; /* _v2, plain */
         NVML_FN(nvmlDeviceGetCudaComputeCapability) compute_capability;
         NVML_FN(nvmlDeviceGetArchitecture) architecture;
+        NVML_FN(nvmlDeviceGetBrand) brand;
+        NVML_FN(nvmlDeviceGetGpuFabricInfo) fabric_info;
         NVML_FN(nvmlDeviceGetMemoryAffinity) memory_affinity;
         NVML_FN(nvmlDeviceGetTopologyCommonAncestor) common_ancestor;
         NVML_FN(nvmlDeviceGetNvLinkState) nvlink_state;

@@ -24,6 +24,9 @@
  *      devices not selected keep their plain IDs under the original name, as
  *      NVIDIA does.
  *
+ * Each device carries its unit's DRA model (model.c); replicas carry
+ * copies of it.
+ *
  * IDs are NVIDIA's: the UUID (MIG UUID for MIG devices), whatever the ID
  * strategy, which only decides what the runtime is told.  A GPU NVML could
  * not identify at start is advertised as "lost-gpu-<index>", unhealthy.
@@ -314,6 +317,7 @@ static void device_add(struct builder *b, struct dev_resource *r, const struct u
         struct dev_device *d = dev_resource_add(r, id);
         d->numa_node = g->numa_node;
         d->health = g->lost ? DEV_UNHEALTHY : DEV_HEALTHY;
+        d->model = nvidia_model(b->inv, u->gpu, u->mig); /* replicas: one unit, one name */
         nodes_add(b, u, d);
         struct nvidia_dev *nd = xcalloc(1, sizeof(*nd));
         nd->gpu = u->gpu;
