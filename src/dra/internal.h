@@ -46,8 +46,6 @@ const struct dra_dev *dra_table_find(const struct dra_table *t, const char *name
 #define DRA_SLICE_DEVICES_MAX 128
 json_t *dra_slices_desired(const struct dra_table *t, const char *node, const char *prefix,
                            char hash[17]);
-/* A device model as a ResourceSlice device (new reference). */
-json_t *dra_model_json(const struct dev_model *m);
 
 /* A job for a driver's claims thread, answered on the loop. */
 enum dra_job_kind { DRA_JOB_PREPARE, DRA_JOB_UNPREPARE };

@@ -15,34 +15,6 @@
 
 DEFINE_CLEANUP_FUNC(struct dev_model, dev_model_free)
 
-json_t *dra_model_json(const struct dev_model *m)
-{
-        json_t *attrs = json_object(), *cap = json_object();
-        for (size_t i = 0; i < m->n_attrs; i++) {
-                const struct dev_attr *a = &m->attrs[i];
-                json_t *v = NULL;
-                switch (a->type) {
-                case DEV_ATTR_STRING: v = json_pack("{s:s}", "string", a->s); break;
-                case DEV_ATTR_VERSION: v = json_pack("{s:s}", "version", a->s); break;
-                case DEV_ATTR_INT: v = json_pack("{s:I}", "int", (json_int_t)a->i); break;
-                case DEV_ATTR_BOOL: v = json_pack("{s:b}", "bool", a->b); break;
-                }
-                if (v)
-                        json_object_set_new(attrs, a->name, v);
-        }
-        for (size_t i = 0; i < m->n_capacity; i++)
-                json_object_set_new(cap, m->capacity[i].name,
-                                    json_pack("{s:s}", "value", m->capacity[i].value));
-        json_t *dev = json_pack("{s:s}", "name", m->name);
-        if (json_object_size(attrs))
-                json_object_set(dev, "attributes", attrs);
-        if (json_object_size(cap))
-                json_object_set(dev, "capacity", cap);
-        json_decref(attrs);
-        json_decref(cap);
-        return dev;
-}
-
 /* A model for a device whose family gives none: "<resource's short
  * name>-<index>", with the resource and the ID. */
 static struct dev_model *model_fallback(const struct dev_resource *r, size_t i)
@@ -103,7 +75,7 @@ struct dra_table *dra_table_build(const char *driver, struct dev_resource *const
                         x->resource = xstrdup(r->name);
                         x->id = xstrdup(d->id);
                         x->healthy = d->health == DEV_HEALTHY;
-                        x->slice_device = dra_model_json(m);
+                        x->slice_device = dev_model_json(m);
                         t->n++;
                 }
         }
