@@ -19,9 +19,9 @@ each imported with `ctr -n k8s.io images import`.  Then devlet is applied with
 (dra by default: all-in-one plus the DRA driver's RBAC, sockets and
 DeviceClasses) that adds the mock hardware: the mock NVML (8 H100s), a fake
 AMD sysfs tree (8 MI300X in CPX, 64 partitions), fake device nodes for both,
-and host devices (/dev/fuse, two at a time; /dev/null, one).  Every resource
+and host devices (/dev/fuse, two at a time; /dev/zero, one).  Every resource
 is served by the device plugin, unless DRA=1 is in the environment (`make
-cluster DRA=1`): then the GPUs and devlet.io/null are served through DRA
+cluster DRA=1`): then the GPUs and devlet.io/zero are served through DRA
 (ResourceSlices; pods ask with ResourceClaims) and devlet.io/fuse through the
 device plugin, side by side.
 
@@ -521,13 +521,13 @@ hostDevices:
     - count: 2
       paths:
       - path: /dev/fuse
-  - name: null
+  - name: zero
     groups:
     - paths:
-      - path: /dev/null
+      - path: /dev/zero
 """
 # DRA=1: what goes through DRA (the rest stays with the device plugin)
-DRA_RESOURCES = ["nvidia.com/gpu", "amd.com/gpu", "devlet.io/null"]
+DRA_RESOURCES = ["nvidia.com/gpu", "amd.com/gpu", "devlet.io/zero"]
 
 
 def config_text(dra):
@@ -576,6 +576,10 @@ spec:
         - {{name: MOCK_NVML_CONFIG, value: {mock}/nvml.yaml}}
         - {{name: DEVLET_SYSFS_ROOT, value: {mock}/sys}}
         - {{name: NVIDIA_DEV_ROOT, value: {mock}}}
+        # no kube-proxy here: the API server's service address leads
+        # nowhere, so the in-cluster client is pointed at it directly
+        - {{name: KUBERNETES_SERVICE_HOST, value: "127.0.0.1"}}
+        - {{name: KUBERNETES_SERVICE_PORT, value: "6443"}}
         volumeMounts:
         - {{name: mock-hardware, mountPath: {mock}, readOnly: true}}
         # host devices are looked for at their own paths, as in the
@@ -784,7 +788,7 @@ def main():
     u = sub.add_parser("up")
     u.add_argument("--overlay", default=os.environ.get("OVERLAY", "dra"))
     u.add_argument("--dra", action="store_true", default=os.environ.get("DRA", "") not in ("", "0"),
-                   help="serve the GPUs and devlet.io/null through DRA (also DRA=1)")
+                   help="serve the GPUs and devlet.io/zero through DRA (also DRA=1)")
     u.add_argument("--no-devlet", action="store_true", help="the cluster alone")
     u.add_argument("--keep", action="store_true", help="on an error, leave what runs for a look")
     sub.add_parser("down")

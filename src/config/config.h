@@ -153,7 +153,7 @@ struct devlet_config {
         bool labels_remove_on_exit;       /* --remove-on-exit: delete the file when stopping */
 
         /* Dynamic Resource Allocation */
-        char **dra_resources;        /* RESOURCE[=dra|both|device-plugin] items; "*" = all */
+        char **dra_resources;        /* PATTERN[=dra|both|device-plugin] items, the last match wins */
         char *kubeconfig;            /* "" = in-cluster service account */
         char *node_name;             /* "" = the host name */
         char *kubelet_registry_dir;  /* the kubelet's plugins_registry */

@@ -343,9 +343,11 @@ static const struct config_option options[] = {
                 .default_value = "",
                 .offset = FIELD(dra_resources),
                 .help = "Resources served through DRA instead of the device plugin, each "
-                        "RESOURCE[=dra|both|device-plugin] (\"*\": every resource whose family "
-                        "has a DRA driver; both: DRA, and pods asking for the extended resource "
-                        "are served through the DeviceClass's extendedResourceName)",
+                        "PATTERN[=dra|both|device-plugin], a shell pattern (\"*\", "
+                        "\"nvidia.com/*\") matched against the resources whose family has a DRA "
+                        "driver; the last item that matches decides.  both: DRA, and pods "
+                        "asking for the extended resource are served through the DeviceClass's "
+                        "extendedResourceName",
                 .apply = CONFIG_APPLY_SOCKETS,
         },
         {

@@ -4,6 +4,7 @@
  * API server is a peer like any other, so nothing here trusts a type, a
  * length or a count in what it sends. */
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,21 +130,15 @@ enum dra_mode dra_mode_of(const struct devlet_config *cfg, const char *resource,
         if (!driver)
                 return DRA_MODE_DEVICE_PLUGIN;
         enum dra_mode mode = DRA_MODE_DEVICE_PLUGIN;
-        size_t n = strlen(resource);
-        /* the last item naming the resource wins; "*" is weaker than a name */
-        bool named = false;
+        /* the last item whose pattern matches decides */
         for (size_t i = 0; cfg->dra_resources && cfg->dra_resources[i]; i++) {
                 const char *it = cfg->dra_resources[i], *eq = strchr(it, '=');
-                size_t len = eq ? (size_t)(eq - it) : strlen(it);
+                _cleanup_free_ char *pattern = xstrndup(it, eq ? (size_t)(eq - it) : strlen(it));
                 enum dra_mode m = DRA_MODE_DRA;
                 if (eq && mode_parse(eq + 1, &m) < 0)
                         continue;
-                if (len == n && memcmp(it, resource, n) == 0) {
+                if (fnmatch(pattern, resource, 0) == 0)
                         mode = m;
-                        named = true;
-                } else if (len == 1 && it[0] == '*' && !named) {
-                        mode = m;
-                }
         }
         return mode;
 }

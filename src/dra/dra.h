@@ -41,8 +41,9 @@ enum dra_mode {
         DRA_MODE_BOTH,
 };
 
-/* The mode cfg gives resource; DRA modes only for a family with a driver
- * (driver NULL: always the device plugin). */
+/* The mode cfg gives resource: the last --dra-resources item whose shell
+ * pattern matches it; DRA modes only for a family with a driver (driver
+ * NULL: always the device plugin). */
 enum dra_mode dra_mode_of(const struct devlet_config *cfg, const char *resource,
                           const char *driver);
 

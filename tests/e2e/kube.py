@@ -202,7 +202,7 @@ def devlet_host_pid(cluster):
 
 
 # what the test overlay serves (cluster.py): resource -> count on the Node
-DEVICES = {"nvidia.com/gpu": "8", "amd.com/gpu": "64", "devlet.io/fuse": "2", "devlet.io/null": "1"}
+DEVICES = {"nvidia.com/gpu": "8", "amd.com/gpu": "64", "devlet.io/fuse": "2", "devlet.io/zero": "1"}
 
 
 def kubelet_log_count(text, resource):

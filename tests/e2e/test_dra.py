@@ -3,7 +3,7 @@ real cluster: the real scheduler allocates from devlet's ResourceSlices with
 CEL, the real kubelet calls devlet's NodePrepareResources, and containerd
 injects the claim's CDI spec into the container.
 
-The module switches the GPUs and devlet.io/null to DRA with a config reload
+The module switches the GPUs and devlet.io/zero to DRA with a config reload
 (the ConfigMap, as an operator edits it) and switches them back at the end,
 so the rest of the suite keeps its device plugin; devlet.io/fuse stays with
 the device plugin throughout.  Every assertion reads what the cluster
@@ -33,6 +33,11 @@ def reloads(cluster):
 
 
 def reconfigure(cluster, text):
+    """Edits devlet's ConfigMap and waits for devlet to reload it (nothing
+    to wait for when it already holds text: `make cluster DRA=1`)."""
+    cm = cluster.get("configmap", "-n", "devlet", "devlet-config")
+    if cm["data"]["config.yaml"] == text:
+        return
     before = reloads(cluster)
     cluster.set_config(text)
     cluster.wait("devlet to reload its config", lambda: reloads(cluster) > before, timeout=120)
@@ -48,7 +53,7 @@ def claim_spec(uid, driver="gpu.nvidia.com"):
 
 @pytest.fixture(scope="module")
 def dra(cluster):
-    """GPUs and devlet.io/null through DRA for the module; back after."""
+    """GPUs and devlet.io/zero through DRA for the module; back after."""
     reconfigure(cluster, cl.config_text(True))
     cluster.wait("every driver's ResourceSlices",
                  lambda: slices(cluster) == {"gpu.nvidia.com": 8, "gpu.amd.com": 64,
@@ -57,8 +62,8 @@ def dra(cluster):
     reconfigure(cluster, cl.CONFIG)
     cluster.wait("the GPUs back with the device plugin",
                  lambda: cluster.allocatable().get("nvidia.com/gpu") == "8"
-                 and cluster.allocatable().get("devlet.io/null") == "1"
-                 and cluster.devlet_watched(["nvidia.com/gpu", "amd.com/gpu", "devlet.io/null"]))
+                 and cluster.allocatable().get("devlet.io/zero") == "1"
+                 and cluster.devlet_watched(["nvidia.com/gpu", "amd.com/gpu", "devlet.io/zero"]))
     cluster.wait("the DRA ResourceSlices gone", lambda: slices(cluster) == {})
 
 
@@ -164,11 +169,11 @@ def test_shared_claim_two_pods(dra, pods):
 
 
 def test_host_devices_by_dra_and_by_device_plugin(dra, pods):
-    """devlet.io/null through a claim and devlet.io/fuse through the device
+    """devlet.io/zero through a claim and devlet.io/fuse through the device
     plugin, in one container."""
     name = unique("dra-hostdev")
     template(dra, name, "hostdev.devlet.io")
-    pods.append(claim_pod(dra, name, "test -c /dev/null && test -c /dev/fuse && echo both-ok",
+    pods.append(claim_pod(dra, name, "test -c /dev/zero && test -c /dev/fuse && echo both-ok",
                           template_name=name, resources={"devlet.io/fuse": 1}))
     dra.wait_phase(name, ("Succeeded",))
     assert "both-ok" in dra.logs(name)
@@ -204,3 +209,72 @@ def test_kubelet_restart_slices_come_back(dra, pods):
     pods.append(claim_pod(dra, name, "echo gpu=$NVIDIA_VISIBLE_DEVICES", template_name=name))
     dra.wait_phase(name, ("Succeeded",))
     assert dra.logs(name).split("gpu=")[1].split()[0] in gpu_uuids()
+
+
+def test_amd_partitions_by_type_on_one_hive(dra, pods):
+    """Four CPX partitions with at least 16Gi each, all on one XGMI hive
+    (matchAttribute): the container gets the render nodes and /dev/kfd."""
+    name = unique("dra-amd")
+    dra.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"spec": {"devices": {
+                   "requests": [{"name": "dev", "exactly": {
+                       "deviceClassName": "gpu.amd.com", "count": 4,
+                       "selectors": [{"cel": {"expression":
+                                              'device.attributes["gpu.amd.com"].computePartition == "cpx" && '
+                                              'device.capacity["gpu.amd.com"].memory.compareTo(quantity("16Gi")) >= 0'}}]}}],
+                   "constraints": [{"requests": ["dev"], "matchAttribute": "gpu.amd.com/xgmiHiveID"}]}}}})
+    pods.append(claim_pod(dra, name, "ls /dev/dri | grep -c renderD; test -e /dev/kfd && echo kfd-ok",
+                          template_name=name))
+    dra.wait_phase(name, ("Succeeded",))
+    out = dra.logs(name).split()
+    assert out == ["4", "kfd-ok"], out
+
+
+def test_mig_profile_by_cel(dra, pods):
+    """An A100 node in MIG mode (mixed): the MIG devices are DRA devices of
+    their own, and a claim for profile 1g.10gb gets one of them."""
+    from test_cluster import use_gpus
+    profile = os.path.join(REPO, "tests", "mock-nvml", "profiles", "a100-mig-mixed.yaml")
+    with open(profile) as f:
+        devices = yaml.safe_load(f)["devices"]
+    mig_uuids = {m["uuid"] for d in devices for m in d.get("mig", []) if m["profile"] == "1g.10gb"}
+    mig = sum(len(d.get("mig", [])) for d in devices)
+    use_gpus("a100-mig-mixed.yaml")
+    text = cl.config_text(True).replace("migStrategy: none", "migStrategy: mixed").replace(
+        "  - nvidia.com/gpu\n", "  - nvidia.com/*\n")
+    try:
+        reconfigure(dra, text)
+        dra.wait("the GPUs and MIG devices in the slice", lambda: slices(dra).get("gpu.nvidia.com") == 4 + mig)
+        name = unique("dra-mig")
+        template(dra, name, "mig.nvidia.com", 'device.attributes["gpu.nvidia.com"].profile == "1g.10gb"')
+        pods.append(claim_pod(dra, name, "echo $NVIDIA_VISIBLE_DEVICES", template_name=name))
+        dra.wait_phase(name, ("Succeeded",))
+        assert dra.logs(name).strip() in mig_uuids, dra.logs(name)
+    finally:
+        use_gpus(f"{cl.NVML_PROFILE}.yaml")
+        reconfigure(dra, cl.config_text(True))
+        dra.wait("the H100s back", lambda: slices(dra).get("gpu.nvidia.com") == 8)
+
+
+def test_unhealthy_gpu_gets_no_new_allocation(dra, pods):
+    """An XID takes a GPU out of the slice: a claim for all 8 waits
+    (the scheduler cannot allocate it) until the GPU recovers."""
+    from test_cluster import append_event, use_gpus
+    reconfigure(dra, cl.config_text(True) + "health:\n  recovery:\n    enabled: true\n    quietPeriod: 20s\n")
+    try:
+        append_event({"device": 3, "type": "xid", "xid": 79})
+        dra.wait("the GPU out of the slice", lambda: slices(dra).get("gpu.nvidia.com") == 7, interval=0.05)
+        nv = [s for s in dra.get("resourceslices")["items"] if s["spec"]["driver"] == "gpu.nvidia.com"][0]
+        assert gpu_uuids()[3] not in {d["attributes"]["uuid"]["string"] for d in nv["spec"]["devices"]}
+        name = unique("dra-all8")
+        template(dra, name, "gpu.nvidia.com", count=8)
+        pods.append(claim_pod(dra, name, "echo $NVIDIA_VISIBLE_DEVICES", template_name=name))
+        dra.wait("the scheduler to refuse the claim",
+                 lambda: any(r == "FailedScheduling" for r, _ in dra.events(name)))
+        assert dra.phase(name) == "Pending"
+        dra.wait_phase(name, ("Succeeded",), timeout=120)
+        assert len(dra.logs(name).strip().split(",")) == 8, dra.logs(name)
+    finally:
+        use_gpus(f"{cl.NVML_PROFILE}.yaml")
+        reconfigure(dra, cl.config_text(True))

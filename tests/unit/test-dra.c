@@ -99,6 +99,10 @@ static void test_modes(void **state)
                          DRA_MODE_DEVICE_PLUGIN);
         /* a family without a DRA driver stays with the device plugin */
         assert_int_equal(dra_mode_of(&cfg, "amd.com/gpu", NULL), DRA_MODE_DEVICE_PLUGIN);
+        char *glob[] = { (char[]){ "nvidia.com/*" }, NULL };
+        cfg.dra_resources = glob;
+        assert_int_equal(dra_mode_of(&cfg, "nvidia.com/mig-1g.10gb", "gpu.nvidia.com"), DRA_MODE_DRA);
+        assert_int_equal(dra_mode_of(&cfg, "amd.com/gpu", "gpu.amd.com"), DRA_MODE_DEVICE_PLUGIN);
         cfg.dra_resources = NULL;
         assert_int_equal(dra_mode_of(&cfg, "amd.com/gpu", "gpu.amd.com"), DRA_MODE_DEVICE_PLUGIN);
 }
