@@ -19,7 +19,7 @@ BUILD ?= build
 CC ?= gcc
 PYTHON ?= /usr/bin/python3
 PKG_CONFIG ?= pkg-config
-PKGS := libuv libnghttp2 libprotobuf-c yaml-0.1 jansson libcurl
+PKGS := libuv libnghttp2 libprotobuf-c yaml-0.1 jansson
 
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0)
 

@@ -2,9 +2,11 @@
 # Builds devlet's container image offline with buildah, FROM scratch: no base
 # image is pulled, so it works on a machine that reaches no registry.  The
 # image holds build/devlet (stripped), the shared libraries `ldd` reports for
-# it, the dynamic loader, and glibc's libdl/libpthread/librt/libm, which NVML
-# (dlopened from the host's driver at run time) links against.  No shell, no
-# package manager.  The Containerfile at the repository root builds the same
+# it, the dynamic loader, glibc's libdl/libpthread/librt/libm, which NVML
+# (dlopened from the host's driver at run time) links against, and the build
+# host's libssl.so.3 and libcrypto.so.3, which the API client dlopens on first
+# use (src/kapi/tls.c), so ldd does not list them.  No shell, no package
+# manager.  The Containerfile at the repository root builds the same
 # layout with a registry-connected builder.
 #
 #   scripts/build-image.sh               build and commit the image
@@ -89,6 +91,17 @@ for lib in $libs; do
 done
 for extra in libdl.so.2 libpthread.so.0 librt.so.1 libm.so.6; do
         if [ -e "$libc_dir/$extra" ]; then stage_lib "$libc_dir/$extra"; fi
+done
+# OpenSSL, with what it links (libcrypto), where the loader's default path
+# finds it (the image has no ld.so.cache)
+ssl=""
+for dir in "$libc_dir" "/usr$libc_dir"; do
+        if [ -e "$dir/libssl.so.3" ]; then ssl="$dir/libssl.so.3"; break; fi
+done
+[ -n "$ssl" ] || { echo "build-image: libssl.so.3 not found beside $libc_dir/libc (scripts/deps.sh installs libssl-dev)" >&2; exit 1; }
+stage_lib "$ssl"
+for lib in $(ldd "$ssl" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
+        stage_lib "$lib"
 done
 mkdir -p "$stage/usr/bin"
 strip --strip-unneeded -o "$stage/usr/bin/devlet" "$bin"

@@ -47,7 +47,8 @@ static void on_get_info(struct grpc_call *call, const uint8_t *req, size_t len, 
         struct dra_driver *drv = ud;
         static char v1[] = "v1.DRAPlugin", v1beta1[] = "v1beta1.DRAPlugin", type[] = "DRAPlugin";
         char *versions[] = { v1, v1beta1 };
-        Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
+        Pluginregistration__PluginInfo info;
+        pluginregistration__plugin_info__init(&info);
         info.type = type;
         info.name = drv->name;
         info.endpoint = drv->dra_socket;

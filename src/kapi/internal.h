@@ -1,5 +1,6 @@
-/* What kapi's files share beyond kapi.h (and what its unit test reaches):
- * the strict base64 decoder and the token file reader. */
+/* What kapi's files share beyond kapi.h (and what its unit tests and fuzz
+ * target reach): the strict base64 decoder, the token file reader and the
+ * watch's line splitter. */
 #ifndef DEVLET_KAPI_INTERNAL_H
 #define DEVLET_KAPI_INTERNAL_H
 
@@ -20,5 +21,26 @@ int kapi_base64_decode(const char *in, size_t len, char **out, size_t *out_len, 
  * characters inside it (they would end the Authorization header), or
  * fs_read_file's errors. */
 int kapi_token_read(const char *path, char **out);
+
+/* A watch's stream cut into lines at each '\n', every whole line handed
+ * to a function as it completes; only the unfinished rest is kept, at most
+ * max bytes (the watch's memory bound).  Pure. */
+struct kapi_lines {
+        size_t max;     /* the longest line, its '\n' left out */
+        unsigned count; /* lines completed so far (empty ones too) */
+        char *buf;      /* the unfinished line */
+        size_t len, cap;
+};
+/* line: borrowed for the call, without its '\n'; returns 0 to go on. */
+typedef int (*kapi_line_fn)(void *ud, const char *line, size_t len);
+
+/* Feeds the next bytes.  Returns 0, fn's first nonzero value, or -EMSGSIZE
+ * when the line being gathered (number count + 1) grows past max. */
+int kapi_lines_feed(struct kapi_lines *l, const char *data, size_t len, kapi_line_fn fn,
+                    void *ud);
+/* The stream ended: an unfinished last line goes to fn as well.  Returns
+ * 0 or fn's value. */
+int kapi_lines_finish(struct kapi_lines *l, kapi_line_fn fn, void *ud);
+void kapi_lines_release(struct kapi_lines *l);
 
 #endif

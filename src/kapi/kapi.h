@@ -1,9 +1,11 @@
-/* A small Kubernetes API client: libcurl (with OpenSSL, the one TLS library
- * of the whole daemon) for HTTPS, jansson for JSON.
+/* A small Kubernetes API client: its own HTTP/1.1 (http.c), OpenSSL 3
+ * loaded on first use for HTTPS (tls.c; the one TLS library of the whole
+ * daemon), jansson for JSON.
  *
  * Calls block: they are made from worker threads (dra/), never from the
  * loop.  A client is safe to use from several threads at once (each call
- * has its own curl handle; the connection cache is shared under a lock).
+ * has a connection of its own; up to 4 idle ones are kept alive for the
+ * next calls, under a lock).
  * Every answer is bounded: a body over its limit, a line of a watch over
  * its limit, or a peer that stops sending for the low-speed time fails the
  * call with a clear diag, and memory never grows with what the server
@@ -51,10 +53,13 @@ void kapi_config_free(struct kapi_config *c);
 
 struct kapi_client;
 
-/* Takes cfg (frees it on failure too).  Calls curl_global_init once per
- * process.  -EINVAL: a server that is not http(s)://, a token with control
+/* Takes cfg (frees it on failure too).  An https server loads OpenSSL
+ * (once per process; an http one never does).  -EINVAL: a server that is
+ * not http(s)://host[:port][/prefix] (host a name, an IPv4 address or an
+ * [IPv6] address; no user, query or fragment), a token with control
  * characters, a certificate without its key or a key without its
- * certificate.  kapi_client_free: no call may be running. */
+ * certificate.  -ELIBACC: libssl.so.3 cannot be loaded ("TLS: cannot load
+ * libssl.so.3: ...").  kapi_client_free: no call may be running. */
 int kapi_client_new(struct kapi_config *cfg, struct kapi_client **out, struct diag *diag);
 void kapi_client_free(struct kapi_client *c);
 /* The server URL, for logs. */
@@ -65,10 +70,10 @@ const char *kapi_client_server(const struct kapi_client *c);
 struct kapi_limits {
         size_t max_body;        /* default 16 MiB */
         size_t max_watch_line;  /* default 4 MiB */
-        long connect_timeout_ms; /* default 5 s */
-        long low_speed_ms;      /* a transfer that moves no byte for this long fails
-                                 * (-ETIMEDOUT); default 30 s; checked about once a
-                                 * second.  A watch too: the server sends nothing
+        long connect_timeout_ms; /* TCP connect and TLS handshake; default 5 s */
+        long low_speed_ms;      /* a transfer that moves no byte for this long once
+                                 * connected fails (-ETIMEDOUT); default 30 s.  A
+                                 * watch too: the server sends nothing
                                  * between events, so a watcher puts
                                  * timeoutSeconds below this in its path (the
                                  * server then ends a quiet stream cleanly) */
@@ -84,17 +89,20 @@ void kapi_response_release(struct kapi_response *r);
 /* One request.  method: "GET", "POST", "PUT", "PATCH" (body as a merge
  * patch), "DELETE".  path: "/apis/resource.k8s.io/v1/resourceslices?..."
  * (already escaped).  body may be NULL.  timeout_ms bounds the whole call
- * (<= 0: only the low-speed limit does).  stop may be NULL.  Redirects are
- * not followed (a 3xx is an answer).  *resp is always set: the status that
- * came (0: none), the body only on success.
+ * (<= 0: only the low-speed limit does).  stop may be NULL (else it is
+ * looked at at least every 100 ms).  Redirects are not followed (a 3xx is
+ * an answer).  *resp is always set: the status that came (0: none), the
+ * body only on success.
  * Returns 0 when an HTTP answer came (any status: resp->status says which;
  * for a status >= 400 diag holds "GET /path: 404 Not Found: <the Status's
  * message>"), or -errno with diag when none did (-ETIMEDOUT: the whole
  * call's bound, the connect timeout or the low-speed limit; -ECONNREFUSED
- * or another connect errno; -ECONNABORTED: TLS failed, e.g. the server's
- * certificate is not signed by the CA; -ECONNRESET: the connection broke;
+ * or another connect errno; -EHOSTUNREACH: the name does not resolve;
+ * -ECONNABORTED: TLS failed, e.g. the server's certificate is not signed by
+ * the CA; -ECONNRESET: the connection broke, or closed inside the response;
  * -EMSGSIZE for a body over max_body; -EBADMSG for a body that is not JSON
- * where JSON is due (status < 400); -ECANCELED when *stop became true;
+ * where JSON is due (status < 400), or a response that breaks HTTP/1.1's
+ * syntax or framing; -ECANCELED when *stop became true;
  * -EINVAL for a path that does not start with '/' or holds spaces or
  * control characters, an unknown method, unusable local TLS files). */
 int kapi_request(struct kapi_client *c, const char *method, const char *path, const json_t *body,

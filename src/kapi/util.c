@@ -1,5 +1,6 @@
 /* kapi's small pure pieces: query escaping, the retry policy (backoff and
- * what is worth retrying) and the bearer token file reader.  No network. */
+ * what is worth retrying), the bearer token file reader and the watch's
+ * line splitter.  No network. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
@@ -101,4 +102,67 @@ int kapi_token_read(const char *path, char **out)
                 memmove(data, data + start, len - start + 1);
         *out = TAKE_PTR(data);
         return 0;
+}
+
+/* Appends to the unfinished line; the caller checked it fits max. */
+static void lines_append(struct kapi_lines *l, const char *data, size_t len)
+{
+        if (l->len + len > l->cap) {
+                size_t cap = l->cap ? l->cap : 4096;
+                while (cap < l->len + len)
+                        cap *= 2;
+                if (cap > l->max)
+                        cap = l->max;
+                l->buf = xrealloc(l->buf, cap);
+                l->cap = cap;
+        }
+        memcpy(l->buf + l->len, data, len);
+        l->len += len;
+}
+
+int kapi_lines_feed(struct kapi_lines *l, const char *data, size_t len, kapi_line_fn fn,
+                    void *ud)
+{
+        const char *p = data, *end = data + len;
+        while (p < end) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                size_t n = (size_t)((nl ? nl : end) - p);
+                if (n > l->max - l->len)
+                        return -EMSGSIZE;
+                if (!nl) {
+                        lines_append(l, p, n);
+                        return 0;
+                }
+                /* a whole line within data is handed on where it lies */
+                const char *line = p;
+                if (l->len) {
+                        lines_append(l, p, n);
+                        line = l->buf;
+                        n = l->len;
+                }
+                p = nl + 1;
+                l->len = 0;
+                l->count++;
+                int r = fn(ud, line, n);
+                if (r)
+                        return r;
+        }
+        return 0;
+}
+
+int kapi_lines_finish(struct kapi_lines *l, kapi_line_fn fn, void *ud)
+{
+        if (!l->len)
+                return 0;
+        size_t n = l->len;
+        l->len = 0;
+        l->count++;
+        return fn(ud, l->buf, n);
+}
+
+void kapi_lines_release(struct kapi_lines *l)
+{
+        free(l->buf);
+        l->buf = NULL;
+        l->len = l->cap = 0;
 }

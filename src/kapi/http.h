@@ -1,0 +1,91 @@
+/* Internal to kapi/: a small HTTP/1.1 client for one server (the API
+ * server), for calls that block their thread.
+ *
+ * A call connects (or takes an idle connection from the pool), writes its
+ * request, and reads the response through kapi_http_parse, handing the
+ * head and then the body, piece by piece as it arrives, to the caller's
+ * sink, which may stop the call at any piece; nothing of the body is kept
+ * here.  Deadlines: the whole call, the connection (TCP connect and TLS
+ * handshake together), and the low-speed cut (no byte moved either way);
+ * the stop flag is looked at at least every 100 ms while the call waits.
+ * No redirects, no proxies.
+ *
+ * Keep-alive: up to KAPI_HTTP_POOL_MAX idle connections, under a mutex,
+ * each taken by one call at a time.  A connection goes back to the pool
+ * only when its response was read to its end and allowed another; an idle
+ * connection that the server closed, or that has been idle for
+ * KAPI_HTTP_IDLE_MS, is closed instead of used.  A call on a reused
+ * connection that ends before any byte of a response came is made once
+ * more on a new connection (the server may have closed it meanwhile).
+ * Never logs above debug. */
+#ifndef DEVLET_KAPI_HTTP_H
+#define DEVLET_KAPI_HTTP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/diag.h"
+#include "kapi/http-parser.h"
+#include "kapi/kapi.h"
+
+#define KAPI_HTTP_POOL_MAX 4u
+#define KAPI_HTTP_IDLE_MS 60000u
+/* How often a waiting call looks at its stop flag. */
+#define KAPI_HTTP_STOP_POLL_MS 100
+
+struct kapi_http;
+
+/* For cfg->server, http://host[:port][/prefix] or https://..., host a name,
+ * an IPv4 address or [an IPv6 address]; a prefix goes in front of every
+ * path.  cfg is borrowed and must outlive the result (its TLS settings
+ * are read when the first https connection is made, and again when one of
+ * its files changed).  https loads OpenSSL (kapi_tls_load).  Returns 0 and
+ * *out, or with diag -EINVAL (a URL that is not that, or carries a
+ * user, a query or a fragment) or -ELIBACC (no usable libssl). */
+int kapi_http_new(const struct kapi_config *cfg, struct kapi_http **out, struct diag *diag);
+/* Closes the pooled connections.  No call may be running. */
+void kapi_http_free(struct kapi_http *h);
+
+/* What the response goes to.  head: the final head came (p->status and
+ * its framing); body: the next bytes of the body.  Each returns 0 to go
+ * on, anything else to end the call (kapi_http_call then returns 1). */
+struct kapi_http_sink {
+        int (*head)(void *ud, const struct kapi_http_parser *p);
+        int (*body)(void *ud, const char *data, size_t len);
+        void *ud;
+};
+
+struct kapi_http_request {
+        const char *method;
+        const char *path;         /* from '/', escaped: goes after the URL's prefix */
+        const char *user_agent;
+        const char *accept;
+        const char *content_type; /* NULL: no Content-Type */
+        const char *body;         /* NULL: no body and no Content-Length */
+        size_t body_len;
+        const char *token;        /* Authorization: Bearer; NULL: none */
+        long timeout_ms;          /* the whole call; <= 0: none */
+        long connect_timeout_ms;  /* TCP connect and TLS handshake */
+        long low_speed_ms;        /* no byte moved this long (after connecting) */
+        const atomic_bool *stop;  /* may be NULL */
+};
+
+/* One exchange.  *status is the response's status as soon as its head
+ * came (0 before), also when the call then fails.  Returns 0 when the
+ * response was read to its end, 1 when the sink ended the call, or -errno
+ * with diag (what failed, without the request's name):
+ *   -ECANCELED  *stop became true
+ *   -ETIMEDOUT  the whole call's bound, the connect timeout or the
+ *               low-speed limit ("no byte moved for N ms")
+ *   -EHOSTUNREACH  the name does not resolve; another connect errno
+ *               (-ECONNREFUSED, -ENETUNREACH...) as connect(2) gave it
+ *   -ECONNABORTED  the TLS handshake failed (the certificate's verdict)
+ *   -ECONNRESET the connection broke or closed inside the response
+ *   -EBADMSG    the response breaks HTTP/1.1 (the parser's reason)
+ *   -EINVAL     the TLS files are unusable (kapi_tls_ctx_new)
+ *   -ENOMEM     OpenSSL could not allocate */
+int kapi_http_call(struct kapi_http *h, const struct kapi_http_request *rq,
+                   const struct kapi_http_sink *sink, long *status, struct diag *diag);
+
+#endif
