@@ -58,6 +58,9 @@ def dra(cluster):
     cluster.wait("every driver's ResourceSlices",
                  lambda: slices(cluster) == {"gpu.nvidia.com": 8, "gpu.amd.com": 64,
                                              "hostdev.devlet.io": 1})
+    # the kubelet counts a device plugin's devices out once its stream ends
+    cluster.wait("the moved resources off the device plugin",
+                 lambda: all(cluster.allocatable().get(r, "0") == "0" for r in cl.DRA_RESOURCES))
     yield cluster
     reconfigure(cluster, cl.CONFIG)
     cluster.wait("the GPUs back with the device plugin",
