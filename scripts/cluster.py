@@ -69,6 +69,10 @@ PORTS = {
     "kube-scheduler": [10259],
     "kubelet": [10250, 10248],
 }
+# alpha in v1.35: a DeviceClass's extendedResourceName, which lets pods that
+# ask for an extended resource ("devlet.io/zero: 1") be served through DRA
+# (devlet's --dra-resources mode "both")
+FEATURE_GATES = "DRAExtendedResource=true"
 # host paths the kubelet, containerd and devlet's DaemonSet create; removed
 # by `down` when `up` found them absent
 HOST_DIRS = ["/var/lib/kubelet", "/var/lib/containerd", "/run/containerd", "/var/log/pods",
@@ -326,7 +330,7 @@ def start_control_plane(bins):
         "--service-account-key-file", f"{pki}/sa.pub", "--service-account-signing-key-file", f"{pki}/sa.key",
         "--service-cluster-ip-range", SERVICE_CIDR, "--authorization-mode", "Node,RBAC",
         "--allow-privileged=true", "--endpoint-reconciler-type", "none", "--profiling=false",
-        "--v", "1"])
+        "--feature-gates", FEATURE_GATES, "--v", "1"])
     wait_for("kube-apiserver", lambda: https_ok("https://127.0.0.1:6443/readyz"), p)
     start("kube-controller-manager", [
         os.path.join(k, "kube-controller-manager"), "--kubeconfig", path("controller-manager.kubeconfig"),
@@ -335,12 +339,12 @@ def start_control_plane(bins):
         "--bind-address", "127.0.0.1", "--leader-elect=false", "--use-service-account-credentials",
         "--service-account-private-key-file", f"{pki}/sa.key", "--root-ca-file", f"{pki}/ca.crt",
         "--cluster-signing-cert-file", f"{pki}/ca.crt", "--cluster-signing-key-file", f"{pki}/ca.key",
-        "--service-cluster-ip-range", SERVICE_CIDR, "--v", "1"])
+        "--service-cluster-ip-range", SERVICE_CIDR, "--feature-gates", FEATURE_GATES, "--v", "1"])
     start("kube-scheduler", [
         os.path.join(k, "kube-scheduler"), "--kubeconfig", path("scheduler.kubeconfig"),
         "--authentication-kubeconfig", path("scheduler.kubeconfig"),
         "--authorization-kubeconfig", path("scheduler.kubeconfig"),
-        "--bind-address", "127.0.0.1", "--leader-elect=false", "--v", "1"])
+        "--bind-address", "127.0.0.1", "--leader-elect=false", "--feature-gates", FEATURE_GATES, "--v", "1"])
 
 
 def start_containerd(bins):
@@ -418,6 +422,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {{memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}}
 serializeImagePulls: false
+featureGates: {{{FEATURE_GATES.replace("=", ": ")}}}
 """)
     p = start("kubelet", [os.path.join(bins["kubernetes"], "kubelet"), "--config", path("kubelet.yaml"),
                           "--kubeconfig", path("kubelet.kubeconfig"), "--hostname-override", NODE,
@@ -526,8 +531,9 @@ hostDevices:
     - paths:
       - path: /dev/zero
 """
-# DRA=1: what goes through DRA (the rest stays with the device plugin)
-DRA_RESOURCES = ["nvidia.com/gpu", "amd.com/gpu", "devlet.io/zero"]
+# DRA=1: what goes through DRA (the rest stays with the device plugin);
+# devlet.io/zero also for pods that ask for it as an extended resource
+DRA_RESOURCES = ["nvidia.com/gpu", "amd.com/gpu", "devlet.io/zero=both"]
 
 
 def config_text(dra):

@@ -60,7 +60,7 @@ def dra(cluster):
                                              "hostdev.devlet.io": 1})
     # the kubelet counts a device plugin's devices out once its stream ends
     cluster.wait("the moved resources off the device plugin",
-                 lambda: all(cluster.allocatable().get(r, "0") == "0" for r in cl.DRA_RESOURCES))
+                 lambda: all(cluster.allocatable().get(r.split("=")[0], "0") == "0" for r in cl.DRA_RESOURCES))
     yield cluster
     reconfigure(cluster, cl.CONFIG)
     cluster.wait("the GPUs back with the device plugin",
@@ -281,3 +281,28 @@ def test_unhealthy_gpu_gets_no_new_allocation(dra, pods):
     finally:
         use_gpus(f"{cl.NVML_PROFILE}.yaml")
         reconfigure(dra, cl.config_text(True))
+
+
+def test_extended_resource_served_through_dra(dra, pods):
+    """devlet.io/zero in mode "both": a pod that asks for it the device
+    plugin's way ("devlet.io/zero: 1", no claim) is served through DRA, by
+    the DeviceClass that maps the extended resource (DRAExtendedResource)."""
+    dra.apply({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+               "metadata": {"name": "zero.devlet.io"},
+               "spec": {"extendedResourceName": "devlet.io/zero",
+                        "selectors": [{"cel": {"expression":
+                                               'device.driver == "hostdev.devlet.io" && '
+                                               'device.attributes["hostdev.devlet.io"].resource == "devlet.io/zero"'}}]}})
+    try:
+        name = unique("dra-extended")
+        pods.append(dra.pod(name, {"devlet.io/zero": 1}, "test -c /dev/zero && echo zero-ok; sleep 3600"))
+        dra.wait_phase(name, ("Running",))
+        wait_output(dra, name, "zero-ok")
+        st = dra.get("pod", name)["status"]
+        claim = st["extendedResourceClaimStatus"]["resourceClaimName"]
+        uid = dra.get("resourceclaim", claim)["metadata"]["uid"]
+        assert os.path.exists(claim_spec(uid, "hostdev.devlet.io"))
+        dra.delete_pods(name)
+        dra.wait("the claim's CDI spec removed", lambda: not os.path.exists(claim_spec(uid, "hostdev.devlet.io")))
+    finally:
+        dra.kubectl("delete", "deviceclass", "zero.devlet.io", check=False)

@@ -19,9 +19,11 @@ def old_kubelet(cluster):
     old_bin = os.path.join(cl.peers_dir("kubelet-old"), "bin", "kubelet")
     args = kubelet_args()[1]
     # the same configuration less what v1.25 does not know: the runtime
-    # endpoint was a flag then, and cgroup v1 was not yet refused
+    # endpoint was a flag then, cgroup v1 was not yet refused, and DRA's
+    # feature gates did not exist
     with open(cl.path("kubelet.yaml")) as f:
-        conf = [line for line in f if not line.startswith(("containerRuntimeEndpoint:", "failCgroupV1:"))]
+        conf = [line for line in f
+                if not line.startswith(("containerRuntimeEndpoint:", "failCgroupV1:", "featureGates:"))]
     with open(cl.path("kubelet-old.yaml"), "w") as f:
         f.writelines(conf)
     old_args = [old_bin, "--container-runtime-endpoint", f"unix://{cl.CONTAINERD_SOCK}"]
