@@ -11,7 +11,15 @@ API server, scheduler and containerd; devlet's DaemonSet on mock hardware).
     (it creates a file in a hostPath directory, polled every 5 ms), for a
     pod asking for one mock GPU and for the same pod asking for nothing,
   - devlet's resident set in its DaemonSet pod (VmRSS of its host process),
-    idle, after the measurements above.
+    idle, after the measurements above,
+  - DRA (the GPUs and devlet.io/zero switched to DRA by a config reload):
+    from a new devlet's first log line to its ResourceSlices complete in the
+    API server (devlet's pod deleted with its slices); from an XID written
+    to the mock NVML's event log to the GPU gone from the slice;
+    NodePrepareResources as the kubelet calls it for N pods with a claim
+    (devlet's `answered ... ms=` lines: p50, p99; the kubelet's own mean
+    from its dra_grpc_operations_duration_seconds); devlet's RSS, idle, in
+    a fresh pod with DRA on and with it off.
 
 Uses the cluster `make cluster` left running, or brings one up and takes it
 down.  Figures are reported, never asserted.
@@ -88,6 +96,106 @@ def bench_pods(cluster, n, resources):
     return took
 
 
+def log_stamp(line):
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z ", line)
+    t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f")
+    return t.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def set_config(cluster, text):
+    if cluster.get("configmap", "-n", "devlet", "devlet-config")["data"]["config.yaml"] == text:
+        return
+    before = cluster.devlet_log().count("daemon: reloaded")
+    cluster.set_config(text)
+    cluster.wait("devlet to reload", lambda: cluster.devlet_log().count("daemon: reloaded") > before,
+                 timeout=120)
+
+
+def fresh_devlet(cluster):
+    """Deletes devlet's pod; returns once the DaemonSet's new one is ready."""
+    old = cluster.devlet_pod()["metadata"]["name"]
+    cluster.kubectl("-n", "devlet", "delete", "pod", old, "--wait=true")
+    cluster.wait("a new devlet", lambda: cluster.devlet_pod()["metadata"]["name"] != old and cluster.devlet_ready())
+
+
+WANT_SLICES = {"gpu.nvidia.com": 8, "gpu.amd.com": 64, "hostdev.devlet.io": 1}
+
+
+def kubelet_dra_mean(driver):
+    """The kubelet's mean NodePrepareResources time for driver (its metrics
+    endpoint, with the cluster admin's certificate)."""
+    pki = cl.path("pki")
+    out = subprocess.run(["curl", "-s", "--cacert", f"{pki}/ca.crt", "--cert", f"{pki}/admin.crt",
+                          "--key", f"{pki}/admin.key", "https://127.0.0.1:10250/metrics"],
+                         stdout=subprocess.PIPE, text=True, timeout=30).stdout
+    vals = {}
+    for kind in ("sum", "count"):
+        m = re.search(rf'dra_grpc_operations_duration_seconds_{kind}{{driver_name="{re.escape(driver)}",'
+                      rf'grpc_status_code="OK",method_name="[^"]*NodePrepareResources"}} (\S+)', out)
+        vals[kind] = float(m.group(1)) if m else 0.0
+    return vals["sum"] / vals["count"] if vals["count"] else float("nan")
+
+
+def bench_dra(cluster, n):
+    set_config(cluster, cl.config_text(True))
+    cluster.wait("the slices", lambda: cl.resource_slices() == WANT_SLICES)
+    # start -> slices: with --dra-cleanup the old devlet deletes its slices
+    # on the way out; the new one's log says when each driver's write
+    # returned (the API server's 201)
+    set_config(cluster, cl.config_text(True).replace("  failOnInitError: false\n",
+                                                     "  failOnInitError: false\n  draCleanup: true\n"))
+    fresh_devlet(cluster)
+
+    def published():
+        lines = [x for x in cluster.devlet_log().splitlines() if "dra: published ResourceSlices" in x]
+        return len(lines) >= 3 and lines[:3]
+    lines = cluster.wait("the new devlet's slices", published)
+    start_to_slices = max(log_stamp(x) for x in lines) - log_stamp(cluster.devlet_log().splitlines()[0])
+    assert cl.resource_slices() == WANT_SLICES
+    cluster.wait("devlet ready", cluster.devlet_ready)
+    rss_on = rss_kib(devlet_host_pid(cluster))
+
+    # health change -> slice update
+    set_config(cluster, cl.config_text(True) + "health:\n  recovery:\n    enabled: true\n    quietPeriod: 5s\n")
+    from test_cluster import append_event, use_gpus  # noqa: E402
+    t0 = time.time()
+    append_event({"device": 3, "type": "xid", "xid": 79})
+    cluster.wait("the GPU out of the slice", lambda: cl.resource_slices().get("gpu.nvidia.com") == 7, interval=0.01)
+    health_to_slice = time.time() - t0
+    cluster.wait("the GPU back", lambda: cl.resource_slices().get("gpu.nvidia.com") == 8, timeout=60)
+    use_gpus(f"{cl.NVML_PROFILE}.yaml")
+
+    # NodePrepareResources, n pods with a host-device claim
+    name = unique("bench-dra")
+    cluster.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"spec": {"devices": {"requests": [
+                       {"name": "dev", "exactly": {"deviceClassName": "hostdev.devlet.io"}}]}}}})
+    seen = len(cluster.devlet_log().splitlines())
+    for i in range(n):
+        pod = f"{name}-{i}"
+        cluster.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": "default"},
+                       "spec": {"hostNetwork": True, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                                "resourceClaims": [{"name": "dev", "resourceClaimTemplateName": name}],
+                                "containers": [{"name": "main", "image": cluster.busybox,
+                                                "imagePullPolicy": "Never", "command": ["/bin/sh", "-c", "true"],
+                                                "resources": {"claims": [{"name": "dev"}]}}]}})
+        cluster.wait_phase(pod, ("Succeeded",))
+        cluster.delete_pods(pod)
+    lines = cluster.devlet_log().splitlines()[seen:]
+    prep = sorted(float(m.group(1)) for m in (re.search(
+        r"answered method=NodePrepareResources driver=hostdev.devlet.io claims=1 ms=(\S+)", x) for x in lines) if m)
+    kubelet_mean = kubelet_dra_mean("hostdev.devlet.io")
+
+    # RSS with DRA off, in a fresh pod
+    set_config(cluster, cl.CONFIG)
+    fresh_devlet(cluster)
+    time.sleep(2)  # a figure, not a test: let start-up settle before sampling
+    rss_off = rss_kib(devlet_host_pid(cluster))
+    return {"start_to_slices": start_to_slices, "health_to_slice": health_to_slice, "prepare_ms": prep,
+            "kubelet_mean": kubelet_mean, "rss_on": rss_on, "rss_off": rss_off}
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1))
@@ -110,6 +218,7 @@ def main():
         with_gpu = bench_pods(cluster, a.pods, {"nvidia.com/gpu": "1"})
         without = bench_pods(cluster, a.pods, {})
         rss = rss_kib(devlet_host_pid(cluster))
+        dra = bench_dra(cluster, a.pods * 4)
     finally:
         if own:
             subprocess.run([sys.executable, cl.__file__, "down"], check=False)
@@ -124,6 +233,18 @@ def main():
             ("pod created -> container runs, 1 GPU", ms(with_gpu), f"median of {len(with_gpu)}"),
             ("pod created -> container runs, no device", ms(without), f"median of {len(without)}"),
             ("devlet RSS in its pod", f"{rss / 1024:.1f} MiB", "target < 8 MiB")]
+    p = dra["prepare_ms"]
+
+    def pct(q):
+        return p[min(len(p) - 1, int(q * len(p)))] if p else float("nan")
+    rows += [("DRA: devlet start -> ResourceSlices complete", f"{dra['start_to_slices'] * 1000:.0f} ms",
+              "73 devices, 3 drivers"),
+             ("DRA: XID -> GPU out of the slice", f"{dra['health_to_slice'] * 1000:.0f} ms", ""),
+             ("DRA: NodePrepareResources in devlet", f"p50 {pct(0.5):.1f} ms, p99 {pct(0.99):.1f} ms",
+              f"{len(p)} claims"),
+             ("DRA: NodePrepareResources, kubelet's mean", f"{dra['kubelet_mean'] * 1000:.1f} ms", ""),
+             ("devlet RSS, fresh pod, DRA on", f"{dra['rss_on'] / 1024:.1f} MiB", "target <= 8 MiB"),
+             ("devlet RSS, fresh pod, DRA off", f"{dra['rss_off'] / 1024:.1f} MiB", "")]
     if own:
         rows.append(("make cluster (peers cached)", f"{up_s:.0f} s", ""))
     w = max(len(r[0]) for r in rows)

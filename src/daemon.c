@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <libgen.h>
+#include <malloc.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -634,6 +635,11 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
                 return 1;
         }
         signal(SIGPIPE, SIG_IGN);
+        /* One malloc arena: devlet's threads (health, metrics, DRA)
+         * allocate little and seldom, and glibc's default of an arena per
+         * thread costs each one its own touched pages (1 MiB over DRA's
+         * nine threads, measured). */
+        mallopt(M_ARENA_MAX, 1);
         uv_signal_t *sigs[] = { &d.sig_hup, &d.sig_term, &d.sig_int };
         int signums[] = { SIGHUP, SIGTERM, SIGINT };
         /* The thread pool (the labels writes) outlives our signal handlers:

@@ -62,6 +62,7 @@ struct dra_job {
         size_t n_claims;
         uint8_t *reply; /* packed response, set by the thread */
         size_t reply_len;
+        uint64_t queued_ns; /* when the loop queued it (uv_hrtime) */
 };
 
 struct dra_driver {

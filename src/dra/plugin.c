@@ -118,6 +118,7 @@ static void queue_job(struct dra_driver *drv, struct grpc_call *call, enum dra_j
         struct dra_job *j = xcalloc(1, sizeof(*j));
         j->kind = kind;
         j->call = call;
+        j->queued_ns = uv_hrtime();
         j->claims = xcalloc(n ? n : 1, sizeof(*j->claims));
         for (size_t i = 0; i < n; i++) {
                 const Dra__V1__Claim *c = claims[i];

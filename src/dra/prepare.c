@@ -405,6 +405,10 @@ void *dra_claims_main(void *ud)
                         pack_prepare(&s, j);
                 else
                         pack_unprepare(&s, j);
+                log_info("dra", "answered method=%s driver=%s claims=%zu ms=%.2f",
+                         j->kind == DRA_JOB_PREPARE ? "NodePrepareResources"
+                                                    : "NodeUnprepareResources",
+                         drv->name, j->n_claims, (double)(uv_hrtime() - j->queued_ns) / 1e6);
                 pthread_mutex_lock(&drv->mu);
                 j->next = drv->done;
                 drv->done = j;
