@@ -392,6 +392,9 @@ char *config_to_json(const struct devlet_config *cfg);
 /* The root under which a family finds /dev: --dev-root when given, else
  * "/" (a family may have a default of its own instead: NVIDIA's is its
  * driver root, as NVIDIA's plugin has it). */
+/* --node-name, or the host name when it is empty.  Heap string. */
+char *config_node_name(const struct devlet_config *cfg);
+
 const char *config_host_dev_root(const struct devlet_config *cfg);
 
 /* Prints the flags table (flag, env vars, config key, default, help):

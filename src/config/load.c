@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/cleanup.h"
 #include "base/fs.h"
@@ -320,6 +321,16 @@ int config_load(const struct config_families *families, int argc, char **argv,
                 *argi = first_arg;
         *out = TAKE_PTR(cfg);
         return 0;
+}
+
+char *config_node_name(const struct devlet_config *cfg)
+{
+        if (cfg->node_name && cfg->node_name[0])
+                return xstrdup(cfg->node_name);
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) < 0)
+                host[0] = '\0';
+        return xstrdup(host);
 }
 
 const char *config_host_dev_root(const struct devlet_config *cfg)

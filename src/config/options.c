@@ -364,12 +364,12 @@ static const struct config_option options[] = {
         {
                 .flag = "node-name",
                 .envs = { "NODE_NAME" },
-                .key = "flags.nodeName",
                 .type = CONFIG_STRING,
                 .default_value = "",
                 .offset = FIELD(node_name),
-                .help = "This node's name in the API server (empty: the host name)",
-                .apply = CONFIG_APPLY_SOCKETS,
+                .help = "This node's name in the API server and in the metrics' host label "
+                        "(empty: the host name); per node, so no config-file key",
+                .apply = CONFIG_APPLY_RESTART,
         },
         {
                 .flag = "kubelet-registrar-directory-path",

@@ -20,15 +20,6 @@
 
 #define CLEANUP_MS 1000 /* within the daemon's shutdown deadline */
 
-static char *node_name(const struct devlet_config *cfg)
-{
-        if (cfg->node_name && cfg->node_name[0])
-                return xstrdup(cfg->node_name);
-        char host[256] = "";
-        gethostname(host, sizeof(host) - 1);
-        return xstrdup(host);
-}
-
 static int api_new(const struct devlet_config *cfg, struct kapi_client **out, struct diag *diag)
 {
         struct kapi_config *kc = NULL;
@@ -55,7 +46,7 @@ int dra_start(uv_loop_t *loop, const struct devlet_config *cfg, const struct dra
         d->cleanup = cfg->dra_cleanup;
         d->cdi = *cdi;
         d->api = api;
-        d->node = node_name(cfg);
+        d->node = config_node_name(cfg);
         log_info("dra", "started server=%s node=%s", kapi_client_server(api), d->node);
         *out = d;
         return 0;
@@ -276,7 +267,7 @@ int dra_cleanup_node(const struct devlet_config *cfg, char *const *drivers, stru
         int r = api_new(cfg, &api, diag);
         if (r < 0)
                 return r;
-        _cleanup_free_ char *node = node_name(cfg);
+        _cleanup_free_ char *node = config_node_name(cfg);
         for (size_t i = 0; drivers && drivers[i] && r >= 0; i++) {
                 r = dra_slices_delete(api, node, drivers[i], 10000, NULL, diag);
                 if (r < 0)

@@ -51,21 +51,9 @@ struct metrics {
         int refs;      /* handles and calls still to finish, +1 until stopped */
 };
 
-static char *node_name(void)
-{
-        const char *env = getenv("NODE_NAME");
-        if (env && *env)
-                return xstrdup(env);
-        char buf[256];
-        if (gethostname(buf, sizeof(buf)) < 0)
-                return xstrdup("");
-        buf[sizeof(buf) - 1] = '\0';
-        return xstrdup(buf);
-}
-
 static struct collector *collector_for(const struct devlet_config *cfg, struct metrics_store *store)
 {
-        _cleanup_free_ char *host = node_name();
+        _cleanup_free_ char *host = config_node_name(cfg);
         const struct dev_attr_hints *hints[MAX_HINTS];
         size_t n_hints = dev_attr_hints_all(hints, MAX_HINTS);
         struct collector_opts o = {
