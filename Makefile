@@ -53,7 +53,7 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 MOCK_NVML_SRC := $(wildcard tests/mock-nvml/*.c)
 MOCK_NVML := $(if $(MOCK_NVML_SRC),$(BUILD)/mock-nvml/libnvidia-ml.so.1)
 
-PY_GEN := $(BUILD)/py/deviceplugin_pb2.py $(BUILD)/py/podresources_pb2.py
+PY_GEN := $(patsubst proto/%.proto,$(BUILD)/py/%_pb2.py,$(PROTOS))
 
 # small C programs the integration tests drive (e.g. a gRPC test server)
 TOOL_SRC := $(wildcard tests/tools/*.c)

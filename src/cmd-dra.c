@@ -3,6 +3,7 @@
  * family of devlet publishes), for operators uninstalling devlet.  The
  * API server and node come from the usual flags (--kubeconfig,
  * --node-name). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,7 +28,8 @@ int cmd_dra(int argc, char **argv)
         _cleanup_strv_free_ char **drivers = NULL;
         for (int i = argi + 1; i < argc; i++)
                 drivers = strv_push(drivers, argv[i]);
-        for (size_t i = 0; !drivers && dev_backends[i]; i++)
+        bool named = drivers != NULL;
+        for (size_t i = 0; !named && dev_backends[i]; i++)
                 if (dev_backends[i]->dra_driver)
                         drivers = strv_push(drivers, dev_backends[i]->dra_driver);
         struct diag why = { 0 };

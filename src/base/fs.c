@@ -34,9 +34,9 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 
-int fs_open_regular(const char *path)
+static int open_regular(const char *path, int flags)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | flags);
         if (fd < 0)
                 return -errno;
         struct stat st;
@@ -47,14 +47,19 @@ int fs_open_regular(const char *path)
         return TAKE_FD(fd);
 }
 
+int fs_open_regular(const char *path)
+{
+        return open_regular(path, 0);
+}
+
 const char *fs_strerror(int r)
 {
         return r == -EINVAL ? "not a regular file" : strerror(-r);
 }
 
-int fs_read_file(const char *path, size_t max, char **out, size_t *len)
+static int read_file(const char *path, int flags, size_t max, char **out, size_t *len)
 {
-        _cleanup_close_ int fd = fs_open_regular(path);
+        _cleanup_close_ int fd = open_regular(path, flags);
         if (fd < 0)
                 return fd;
         size_t cap = 4096, n = 0;
@@ -83,6 +88,16 @@ int fs_read_file(const char *path, size_t max, char **out, size_t *len)
         if (len)
                 *len = n;
         return 0;
+}
+
+int fs_read_file(const char *path, size_t max, char **out, size_t *len)
+{
+        return read_file(path, 0, max, out, len);
+}
+
+int fs_read_file_nofollow(const char *path, size_t max, char **out, size_t *len)
+{
+        return read_file(path, O_NOFOLLOW, max, out, len);
 }
 
 int fs_read_line(const char *path, char *buf, size_t size)

@@ -21,6 +21,11 @@ const char *fs_strerror(int r);
  * is untouched on failure. */
 int fs_read_file(const char *path, size_t max, char **out, size_t *len);
 
+/* fs_read_file, but a symlink at path (its last component) is refused with
+ * -ELOOP, never followed: for the files devlet alone writes, such as a
+ * checkpoint. */
+int fs_read_file_nofollow(const char *path, size_t max, char **out, size_t *len);
+
 /* Reads a small sysfs-style regular file (fs_open_regular) and strips
  * trailing whitespace. */
 int fs_read_line(const char *path, char *buf, size_t size);

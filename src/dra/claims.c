@@ -56,17 +56,15 @@ int dra_claim_decode(const json_t *claim, const char *uid, const char *driver, c
         if (!ns || !name || !got_uid)
                 return diag_set(diag, -EINVAL, "not a ResourceClaim (no metadata)");
         if (strcmp(got_uid, uid) != 0)
-                return diag_set(diag, -ESTALE, "claim %s/%s: its UID is %s, not %s (replaced)",
-                                ns, name, got_uid, uid);
+                return diag_set(diag, -ESTALE, "its UID is %s, not %s (replaced)", got_uid, uid);
         const json_t *status = json_object_get(claim, "status");
         const json_t *alloc = json_is_object(status) ? json_object_get(status, "allocation") : NULL;
         const json_t *devs = json_is_object(alloc) ? json_object_get(alloc, "devices") : NULL;
         const json_t *results = json_is_object(devs) ? json_object_get(devs, "results") : NULL;
         if (!json_is_object(alloc))
-                return diag_set(diag, -EINVAL, "claim %s/%s: not allocated", ns, name);
+                return diag_set(diag, -EINVAL, "not allocated");
         if (results && !json_is_array(results))
-                return diag_set(diag, -EINVAL, "claim %s/%s: status.allocation.devices.results "
-                                               "is not a list", ns, name);
+                return diag_set(diag, -EINVAL, "status.allocation.devices.results is not a list");
 
         struct dra_claim c = { 0 };
         size_t cap = 0;
@@ -80,19 +78,17 @@ int dra_claim_decode(const json_t *claim, const char *uid, const char *driver, c
                            *dev = str_at(r, "device");
                 if (!req || !p || !dev) {
                         dra_claim_release(&c);
-                        return diag_set(diag, -EINVAL, "claim %s/%s: result %zu lacks request, "
-                                                       "pool or device", ns, name, i);
+                        return diag_set(diag, -EINVAL, "result %zu lacks request, pool or device",
+                                        i);
                 }
                 if (strcmp(p, pool) != 0) {
                         dra_claim_release(&c);
-                        return diag_set(diag, -EINVAL, "claim %s/%s: device %s is in pool %s, "
-                                                       "not this node's (%s)", ns, name, dev, p,
-                                        pool);
+                        return diag_set(diag, -EINVAL, "device %s is in pool %s, not this node's (%s)",
+                                        dev, p, pool);
                 }
                 if (c.n_devices == CLAIM_DEVICES_MAX) {
                         dra_claim_release(&c);
-                        return diag_set(diag, -EINVAL, "claim %s/%s: more than %d devices", ns,
-                                        name, CLAIM_DEVICES_MAX);
+                        return diag_set(diag, -EINVAL, "more than %d devices", CLAIM_DEVICES_MAX);
                 }
                 xgrow((void **)&c.devices, &cap, c.n_devices + 1, sizeof(*c.devices));
                 c.devices[c.n_devices++] = (struct dra_claim_device){
@@ -100,8 +96,7 @@ int dra_claim_decode(const json_t *claim, const char *uid, const char *driver, c
                 };
         }
         if (c.n_devices == 0)
-                return diag_set(diag, -EINVAL, "claim %s/%s: no device of driver %s is allocated",
-                                ns, name, driver);
+                return diag_set(diag, -EINVAL, "no device of driver %s is allocated", driver);
         c.uid = xstrdup(uid);
         c.namespace = xstrdup(ns);
         c.name = xstrdup(name);

@@ -109,8 +109,8 @@ struct dra_claim {
 /* Decodes a ResourceClaim (API JSON) for driver on pool: its uid must be
  * uid, it must be allocated, and the results for driver must name pool.
  * Returns 0 and fills *out (dra_claim_release), or -EINVAL with diag
- * saying what is wrong ("claim ns/name: not allocated"), -ESTALE when the
- * uid differs (the claim was replaced). */
+ * saying what is wrong ("not allocated"; the caller names the claim),
+ * -ESTALE when the uid differs (the claim was replaced). */
 int dra_claim_decode(const json_t *claim, const char *uid, const char *driver, const char *pool,
                      struct dra_claim *out, struct diag *diag);
 void dra_claim_release(struct dra_claim *c);

@@ -49,7 +49,8 @@ static void ckpt_load(struct claims_state *s)
         s->ckpt = json_pack("{s:i, s:s, s:{}}", "version", 1, "driver", s->drv->name, "claims");
         _cleanup_free_ char *data = NULL;
         size_t len = 0;
-        int r = fs_read_file(s->ckpt_path, CHECKPOINT_MAX, &data, &len);
+        /* never through a link: it would point us at a file someone else chose */
+        int r = fs_read_file_nofollow(s->ckpt_path, CHECKPOINT_MAX, &data, &len);
         if (r == -ENOENT)
                 return;
         if (r < 0) {
@@ -213,10 +214,15 @@ static int claim_get(struct claims_state *s, const struct dra_job_claim *jc, str
                 r = kapi_request(drv->dra->api, "GET", path, NULL, CLAIM_GET_MS, &drv->stop, &resp,
                                  diag);
                 long status = resp.status;
-                if (r == 0 && status == 200)
+                if (r == 0 && status == 200) {
+                        /* the claim as the API server holds it: asking again
+                         * would get the same refusal */
                         r = dra_claim_decode(resp.body, jc->uid, drv->name, drv->dra->node, out,
                                              diag);
-                else if (r == 0)
+                        kapi_response_release(&resp);
+                        break;
+                }
+                if (r == 0)
                         r = -EPROTO;
                 kapi_response_release(&resp);
                 if (r == 0 || !kapi_retryable(r == -EPROTO ? 0 : r, status) ||

@@ -8,7 +8,11 @@
  * an annotation, since the API server adds defaults of its own) it writes
  * them all with the pool's generation bumped, then deletes the extra ones.
  * The watch exists so that a slice deleted by someone else (the kubelet
- * wipes a node's slices when it starts) comes back at once.  Both threads
+ * wipes a node's slices when it starts) comes back at once; after a watch
+ * that failed (or ended at once: backed off, never a loop) the publisher
+ * lists again, since no event tells of what happened while none was
+ * open.  Backoffs and the resync run to their time: the condition variable
+ * they wait on also wakes the claims thread.  Both threads
  * block only in the API client, which checks drv->stop; both log what an
  * operator must see, once per change of state. */
 #include <errno.h>
@@ -26,11 +30,13 @@
 #define DRA_BACKOFF_CAP_MS 30000
 /* below the API client's default low-speed time (30 s) */
 #define DRA_WATCH_TIMEOUT_S 20
+/* a watch that ended sooner without an error still backs off */
+#define DRA_WATCH_MIN_MS 1000
 
 static const char *const slices_path = "/apis/resource.k8s.io/v1/resourceslices";
 
-/* Waits on drv->cond until woken or ms passed (mu held). */
-static void wait_ms(struct dra_driver *drv, long ms)
+/* ms from now on CLOCK_MONOTONIC, drv->cond's clock. */
+static struct timespec deadline_in(long ms)
 {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -40,7 +46,25 @@ static void wait_ms(struct dra_driver *drv, long ms)
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000L;
         }
-        pthread_cond_timedwait(&drv->cond, &drv->mu, &ts);
+        return ts;
+}
+
+static long elapsed_ms(const struct timespec *since)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (now.tv_sec - since->tv_sec) * 1000L + (now.tv_nsec - since->tv_nsec) / 1000000L;
+}
+
+/* Waits until ms passed or drv->stop (mu held).  drv->cond also wakes the
+ * claims thread and carries every table change, so a wake-up alone never
+ * ends a backoff early. */
+static void sleep_ms(struct dra_driver *drv, long ms)
+{
+        struct timespec until = deadline_in(ms);
+        while (!atomic_load(&drv->stop) &&
+               pthread_cond_timedwait(&drv->cond, &drv->mu, &until) != ETIMEDOUT)
+                ;
 }
 
 static char *selector_query(const char *node, const char *driver)
@@ -196,8 +220,10 @@ void *dra_publisher_main(void *ud)
         bool failing = false;
         pthread_mutex_lock(&drv->mu);
         for (;;) {
+                struct timespec resync = deadline_in(DRA_RESYNC_MS);
                 while (!drv->pub_dirty && !atomic_load(&drv->stop))
-                        wait_ms(drv, DRA_RESYNC_MS), drv->pub_dirty = true;
+                        if (pthread_cond_timedwait(&drv->cond, &drv->mu, &resync) == ETIMEDOUT)
+                                drv->pub_dirty = true;
                 if (atomic_load(&drv->stop))
                         break;
                 drv->pub_dirty = false;
@@ -221,7 +247,7 @@ void *dra_publisher_main(void *ud)
                                                 "error=\"%s\"",
                                          drv->name, why.message[0] ? why.message : strerror(-r));
                         failing = true;
-                        wait_ms(drv, kapi_backoff_ms(attempt++, DRA_BACKOFF_CAP_MS));
+                        sleep_ms(drv, kapi_backoff_ms(attempt++, DRA_BACKOFF_CAP_MS));
                         drv->pub_dirty = true;
                         continue;
                 }
@@ -261,22 +287,35 @@ void *dra_watch_main(void *ud)
         _cleanup_free_ char *path =
                 xasprintf("%s?%s&watch=1&timeoutSeconds=%d", slices_path, q, DRA_WATCH_TIMEOUT_S);
         unsigned attempt = 0;
+        bool missed = false;
         while (!atomic_load(&drv->stop)) {
+                /* a watch starts with what exists: a slice deleted while
+                 * none was open is in no event, so the publisher lists */
+                if (missed) {
+                        pthread_mutex_lock(&drv->mu);
+                        drv->pub_dirty = true;
+                        pthread_cond_broadcast(&drv->cond);
+                        pthread_mutex_unlock(&drv->mu);
+                }
                 struct diag why = { 0 };
                 long status = 0;
+                struct timespec started;
+                clock_gettime(CLOCK_MONOTONIC, &started);
                 int r = kapi_watch(drv->dra->api, path, &drv->stop, on_slice_event, drv, &status,
                                    &why);
                 if (atomic_load(&drv->stop))
                         break;
-                if (r == 0) {
+                /* a server that ends every watch at once gets the backoff, not a loop */
+                if (r == 0 && elapsed_ms(&started) >= DRA_WATCH_MIN_MS) {
                         attempt = 0;
+                        missed = false;
                         continue;
                 }
                 log_debug("dra", "slice watch ended driver=%s r=%d status=%ld error=\"%s\"",
                           drv->name, r, status, why.message);
+                missed = true;
                 pthread_mutex_lock(&drv->mu);
-                if (!atomic_load(&drv->stop))
-                        wait_ms(drv, kapi_backoff_ms(attempt++, DRA_BACKOFF_CAP_MS));
+                sleep_ms(drv, kapi_backoff_ms(attempt++, DRA_BACKOFF_CAP_MS));
                 pthread_mutex_unlock(&drv->mu);
         }
         return NULL;

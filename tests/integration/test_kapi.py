@@ -12,8 +12,6 @@ kernel's high-water mark of the client (VmHWM, which kapi-get prints from
 high-water mark of the forking pytest process).
 """
 
-import base64
-import http.server
 import json
 import os
 import ssl
@@ -24,15 +22,12 @@ import time
 import pytest
 
 from devlet_harness import BUILD_DIR
+from fake_apiserver import (JSONHandler, TLSServer, b64, make_certs, server_context, status_object,
+                            write_kubeconfig)
 
 KAPI_GET = os.path.join(BUILD_DIR, "tools", "kapi-get")
 MiB = 1 << 20
 NOT_FOUND = 'resourceclaims.resource.k8s.io "x" not found'
-
-
-def status_object(code, reason, message):
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}
 
 
 def event(kind, name):
@@ -40,44 +35,8 @@ def event(kind, name):
                                                "metadata": {"name": name}}}).encode() + b"\n"
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    # ---- helpers ----
-    def send_json(self, code, obj, extra=()):
-        data = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in extra:
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def start_chunked(self, code=200):
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json;stream=watch")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-    def chunk(self, data):
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-
-    def end_chunked(self):
-        self.wfile.write(b"0\r\n\r\n")
-
-    def client_cn(self):
-        cert = self.connection.getpeercert()
-        for rdn in (cert or {}).get("subject", ()):
-            for k, v in rdn:
-                if k == "commonName":
-                    return v
-        return None
-
-    # ---- routes ----
+class Handler(JSONHandler):
+    # ---- routes (JSONHandler: send_json, chunked streams) ----
     def do_GET(self):
         self.route()
 
@@ -200,42 +159,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_chunked()
 
 
-class Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def finish_request(self, request, client_address):
-        # The TLS handshake runs in the connection's thread, so a client that
-        # fails it never holds up the others.
-        try:
-            conn = self.ctx.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError):
-            return
-        with self.api.lock:
-            self.api.connections += 1
-        try:
-            self.RequestHandlerClass(conn, client_address, self)
-        except (OSError, ssl.SSLError):
-            pass
-        finally:
-            conn.close()
-
-    def handle_error(self, request, client_address):
-        pass
-
-
 class FakeAPI:
     def __init__(self, certs):
         self.lock = threading.Lock()
         self.release = threading.Event()
         self.connections = 0
         self.requests = []
-        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.httpd = TLSServer(("127.0.0.1", 0), Handler)
         self.httpd.api = self
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(certs / "server.crt", certs / "server.key")
-        ctx.load_verify_locations(certs / "ca.crt")
-        ctx.verify_mode = ssl.CERT_OPTIONAL
-        self.httpd.ctx = ctx
+        self.httpd.ctx = server_context(certs)
         self.port = self.httpd.server_address[1]
         self.url = f"https://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -247,25 +179,9 @@ class FakeAPI:
         self.httpd.server_close()
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("kapi-certs")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    for ca in ("ca", "other-ca"):
-        openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.crt",
-                "-subj", f"/CN=kapi-test-{ca}", "-days", "2", cwd=d)
-    for name, ext in (("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"),
-                      ("client", "extendedKeyUsage=clientAuth\n")):
-        (d / f"{name}.ext").write_text(ext)
-        cn = "localhost" if name == "server" else "devlet-test"
-        openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
-    return d
+    return make_certs(tmp_path_factory.mktemp("kapi-certs"))
 
 
 @pytest.fixture
@@ -273,35 +189,6 @@ def api(certs):
     server = FakeAPI(certs)
     yield server
     server.stop()
-
-
-def b64(path):
-    return base64.b64encode(path.read_bytes()).decode()
-
-
-def write_kubeconfig(path, server, cluster, user):
-    """cluster and user: the mappings' lines (already indented by 4)."""
-    path.write_text(f"""apiVersion: v1
-kind: Config
-current-context: test
-contexts:
-- name: other
-  context: {{cluster: nowhere, user: nobody}}
-- name: test
-  context:
-    cluster: fake
-    user: me
-clusters:
-- name: fake
-  cluster:
-    server: {server}
-{cluster}
-users:
-- name: me
-  user:
-{user}
-""")
-    return path
 
 
 @pytest.fixture

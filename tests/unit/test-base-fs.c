@@ -57,6 +57,25 @@ static void test_regular_file(void **state)
         assert_int_equal(fs_read_file(path, 3, &data, &len), -EFBIG);
 }
 
+static void test_read_nofollow(void **state)
+{
+        char path[128], link[128];
+        snprintf(path, sizeof(path), "%s/nofollow-target", dir);
+        snprintf(link, sizeof(link), "%s/nofollow-link", dir);
+        assert_int_equal(fs_write_atomic(path, "x", 1, 0600), 0);
+        assert_int_equal(symlink(path, link), 0);
+        char *data = NULL;
+        size_t len = 0;
+        assert_int_equal(fs_read_file_nofollow(link, 100, &data, &len), -ELOOP);
+        assert_null(data);
+        assert_int_equal(fs_read_file_nofollow(path, 100, &data, &len), 0);
+        assert_int_equal(len, 1);
+        free(data);
+        /* fs_read_file follows it (kubeconfigs and ConfigMaps are links) */
+        assert_int_equal(fs_read_file(link, 100, &data, &len), 0);
+        free(data);
+}
+
 static void test_fifo_never_blocks(void **state)
 {
         char path[128];
@@ -295,6 +314,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_regular_file),
+                cmocka_unit_test(test_read_nofollow),
                 cmocka_unit_test(test_fifo_never_blocks),
                 cmocka_unit_test(test_directory_and_socket),
                 cmocka_unit_test(test_write_never_follows_a_planted_link),

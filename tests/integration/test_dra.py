@@ -1,0 +1,621 @@
+"""devlet as a DRA driver (src/dra/) against a fake API server that is
+hostile on demand (fake_apiserver.ApiServer) and a simulated kubelet: the
+kubelet's plugin watcher and DRA manager are played by grpcio clients on
+the registration and DRA sockets, its device manager by kubelet_sim.
+
+devlet serves two host-device resources: devlet.io/a (ttyA0, ttyA1)
+through DRA (hostdev.devlet.io), devlet.io/b (ttyB0) through the device
+plugin, so every test can also see that the device plugin never waits on
+the API server.  Every directory is the test's own (the registration and
+plugins directories, CDI specs): nothing touches /var/lib/kubelet or
+/var/run/cdi.  Every wait is on an event with a deadline (a request the
+server saw, a slice, a file, a gRPC answer), never a bare sleep.
+"""
+
+import copy
+import json
+import os
+import pathlib
+import stat
+import time
+import uuid
+from types import SimpleNamespace
+
+import grpc
+import pytest
+
+import dra_pb2
+import pluginregistration_pb2 as regpb
+from devlet_harness import (closed_by_peer, devlet_cli, hostdev_config, make_node, raw_connect,
+                            send_quietly, wait_until)
+from fake_apiserver import ApiServer, b64, make_certs, write_kubeconfig
+from kubelet_sim import CHANNEL_OPTIONS, PluginClient, unix_target
+
+NODE = "node-a"
+DRIVER = "hostdev.devlet.io"
+A, B = "devlet.io/a", "devlet.io/b"
+KIND = f"k8s.{DRIVER}/claim"
+DRA_SERVICE = {"v1": "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/",
+               "v1beta1": "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"}
+PROMPT = 1.0  # seconds the device plugin may take to answer, whatever the API server does
+# Memory, whatever the server sends: the peak below one 64 MiB body (the API
+# client keeps at most 16 MiB per call, and two threads may call at once),
+# nothing kept after.  ASan's allocator keeps freed blocks in quarantine.
+ASAN = os.environ.get("DEVLET_ASAN") == "1"
+HWM_MAX_KIB = (256 if ASAN else 64) * 1024
+RSS_MAX_KIB = (256 if ASAN else 24) * 1024
+
+
+# ------------------------------------------------------------ the peers
+
+class DraKubelet:
+    """The kubelet's side of one DRA driver: GetInfo and
+    NotifyRegistrationStatus on the registration socket, prepare and
+    unprepare on the DRA socket."""
+
+    def __init__(self, reg_socket, dra_socket):
+        self.reg = grpc.insecure_channel(unix_target(reg_socket), options=CHANNEL_OPTIONS)
+        self.dra = grpc.insecure_channel(unix_target(dra_socket), options=CHANNEL_OPTIONS)
+
+    def get_info(self, timeout=5):
+        call = self.reg.unary_unary("/pluginregistration.Registration/GetInfo",
+                                    request_serializer=regpb.InfoRequest.SerializeToString,
+                                    response_deserializer=regpb.PluginInfo.FromString)
+        return call(regpb.InfoRequest(), timeout=timeout)
+
+    def notify(self, registered, error="", timeout=5):
+        call = self.reg.unary_unary("/pluginregistration.Registration/NotifyRegistrationStatus",
+                                    request_serializer=regpb.RegistrationStatus.SerializeToString,
+                                    response_deserializer=regpb.RegistrationStatusResponse.FromString)
+        return call(regpb.RegistrationStatus(plugin_registered=registered, error=error), timeout=timeout)
+
+    def _method(self, version, name, resp):
+        return self.dra.unary_unary(DRA_SERVICE[version] + name,
+                                    request_serializer=lambda m: m.SerializeToString(),
+                                    response_deserializer=resp.FromString)
+
+    def prepare_future(self, claims, version="v1", timeout=10):
+        """claims: [(namespace, uid, name)]; the future's result maps uid to
+        NodePrepareResourceResponse (devices, error)."""
+        req = dra_pb2.NodePrepareResourcesRequest(
+            claims=[dra_pb2.Claim(namespace=ns, uid=u, name=n) for ns, u, n in claims])
+        return self._method(version, "NodePrepareResources",
+                            dra_pb2.NodePrepareResourcesResponse).future(req, timeout=timeout)
+
+    def prepare(self, claims, version="v1", timeout=10):
+        return dict(self.prepare_future(claims, version, timeout).result().claims)
+
+    def unprepare(self, claims, version="v1", timeout=10):
+        req = dra_pb2.NodeUnprepareResourcesRequest(
+            claims=[dra_pb2.Claim(namespace=ns, uid=u, name=n) for ns, u, n in claims])
+        resp = self._method(version, "NodeUnprepareResources",
+                            dra_pb2.NodeUnprepareResourcesResponse)(req, timeout=timeout)
+        return {k: v.error for k, v in resp.claims.items()}
+
+    def close(self):
+        self.reg.close()
+        self.dra.close()
+
+
+def claim_ref(name, uid=None):
+    return ("default", uid or str(uuid.uuid4()), name)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return make_certs(tmp_path_factory.mktemp("dra-certs"))
+
+
+@pytest.fixture
+def api(certs):
+    server = ApiServer(certs)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def dra(dirs, api, certs, kubelet, devlet):
+    """Starts devlet on the fake server (node NODE) with devlet.io/a through
+    DRA and devlet.io/b through the device plugin; start() returns a
+    namespace with the paths, the Devlet and its DRA kubelet."""
+    make_node(f"{dirs.dev}/ttyA0", major=4, minor=64)
+    make_node(f"{dirs.dev}/ttyA1", major=4, minor=65)
+    make_node(f"{dirs.dev}/ttyB0", major=4, minor=66)
+    kc = write_kubeconfig(pathlib.Path(dirs.work, "kubeconfig"), api.url,
+                          f"    certificate-authority-data: {b64(certs / 'ca.crt')}",
+                          "    token: dra-token")
+    ns = SimpleNamespace(api=api, kubelet=kubelet, dirs=dirs, kubeconfig=str(kc),
+                         registry=os.path.join(dirs.root, "reg"),
+                         plugins=os.path.join(dirs.root, "draplug"),
+                         cdi=os.path.join(dirs.root, "cdi"))
+    ns.driver_dir = os.path.join(ns.plugins, DRIVER)
+    ns.reg_socket = os.path.join(ns.registry, f"{DRIVER}-reg.sock")
+    ns.dra_socket = os.path.join(ns.driver_dir, "dra.sock")
+    ns.checkpoint = os.path.join(ns.driver_dir, "checkpoint.json")
+    ns.config = hostdev_config([
+        {"name": "a", "groups": [{"paths": [{"path": f"{dirs.dev}/ttyA*"}]}]},
+        {"name": "b", "groups": [{"paths": [{"path": f"{dirs.dev}/ttyB*"}]}]},
+    ], domain="devlet.io")
+    ns.clients = []
+
+    def start(extra=()):
+        ns.d = devlet(ns.config, args=[
+            "--backends", "hostdev", "--metrics-address", "", "--kubeconfig", ns.kubeconfig,
+            "--node-name", NODE, "--kubelet-registrar-directory-path", ns.registry,
+            "--kubelet-plugins-directory-path", ns.plugins, "--cdi-spec-dir", ns.cdi,
+            "--dra-resources", A, *extra])
+        wait_until(lambda: os.path.exists(ns.dra_socket) and os.path.exists(ns.reg_socket),
+                   10, "the DRA sockets")
+        ns.k = DraKubelet(ns.reg_socket, ns.dra_socket)
+        ns.clients.append(ns.k)
+        return ns
+
+    ns.start = start
+    ns.spec = lambda uid: os.path.join(ns.cdi, f"k8s.{DRIVER}-claim_{uid}.json")
+    yield ns
+    for c in ns.clients:
+        c.close()
+
+
+def device_names(s):
+    return [d["name"] for d in s["spec"]["devices"]]
+
+
+def wait_slices(api, names, timeout=10.0, generation=None):
+    """Waits until the node's hostdev pool is one slice holding exactly
+    names (and generation, if given); returns that slice."""
+    def check():
+        got = [s for s in api.slices.values()
+               if s["spec"]["nodeName"] == NODE and s["spec"]["driver"] == DRIVER]
+        if len(got) == 1 and device_names(got[0]) == names and \
+                generation in (None, got[0]["spec"]["pool"]["generation"]):
+            return copy.deepcopy(got[0])
+        return None
+    return api.wait_for(check, timeout, f"the slice to hold {names} (generation {generation})")
+
+
+def attrs(dev):
+    return {k: next(iter(v.items())) for k, v in dev["attributes"].items()}
+
+
+def device_plugin_prompt(kubelet):
+    """The device plugin answers a new ListAndWatch and an Allocate for
+    devlet.io/b within PROMPT seconds.  Returns the time they took."""
+    start = time.monotonic()
+    c = PluginClient(kubelet.endpoint(B).client.socket_path)
+    try:
+        stream = c.list_and_watch()
+        first = next(stream)
+        assert [d.ID for d in first.devices] == ["ttyB0"]
+        stream.cancel()
+        r = c.allocate([["ttyB0"]], timeout=PROMPT * 5)
+        assert r.container_responses[0].devices[0].host_path.endswith("/ttyB0")
+    finally:
+        c.close()
+    took = time.monotonic() - start
+    assert took < PROMPT, f"the device plugin took {took:.2f}s"
+    return took
+
+
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+# ------------------------------------------------------------ slices
+
+def test_slices_published(dra):
+    s = dra.start()
+    sl = wait_slices(s.api, ["a-0", "a-1"])
+    assert sl["metadata"]["name"] == f"{NODE}-hostdev-devlet-io-0"
+    assert sl["spec"]["driver"] == DRIVER and sl["spec"]["nodeName"] == NODE
+    assert sl["spec"]["pool"] == {"name": NODE, "generation": 1, "resourceSliceCount": 1}
+    a0, a1 = sl["spec"]["devices"]
+    assert attrs(a0)["path"] == ("string", f"{s.dirs.dev}/ttyA0")
+    assert attrs(a1)["path"] == ("string", f"{s.dirs.dev}/ttyA1")
+    assert attrs(a0)["resource"] == ("string", A)
+    if os.geteuid() == 0:
+        assert (attrs(a0)["major"], attrs(a0)["minor"]) == (("int", 4), ("int", 64))
+        assert attrs(a1)["minor"] == ("int", 65)
+    # the publisher lists only this node's slices of its driver
+    lists = [p for m, p in s.api.requests_since(0, "GET") if "watch=" not in p and "resourceslices" in p]
+    assert lists and all("fieldSelector=spec.nodeName%3Dnode-a%2Cspec.driver%3Dhostdev.devlet.io" in p
+                         for p in lists), lists
+    # devlet.io/a is DRA's alone; devlet.io/b the device plugin's alone
+    s.kubelet.wait_for_registration(B)
+    assert s.kubelet.wait_for_snapshot(B).ids() == ["ttyB0"]
+    assert [r.resource_name for r in s.kubelet.accepted()] == [B]
+    # a slice of another node or driver is left alone
+    other = copy.deepcopy(sl)
+    other["metadata"] = {"name": "node-b-hostdev-devlet-io-0"}
+    other["spec"]["nodeName"] = other["spec"]["pool"]["name"] = "node-b"
+    s.api.add_slice(other)
+    s.kubelet.wait_for_snapshot(B)
+    assert "node-b-hostdev-devlet-io-0" in s.api.slices_of()
+
+
+def test_hot_unplug_bumps_generation(dra):
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"], generation=1)
+    os.unlink(f"{s.dirs.dev}/ttyA1")
+    sl = wait_slices(s.api, ["a-0"], generation=2)
+    assert sl["spec"]["pool"]["resourceSliceCount"] == 1
+    # a claim the scheduler made before it saw the change fails, saying why
+    ref = claim_ref("late")
+    s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-1")])
+    assert s.k.prepare([ref])[ref[1]].error == "claim default/late: device a-1 is unhealthy"
+    make_node(f"{s.dirs.dev}/ttyA1", major=4, minor=65)
+    wait_slices(s.api, ["a-0", "a-1"], generation=3)
+
+
+def test_deleted_slice_comes_back(dra):
+    s = dra.start()
+    sl = wait_slices(s.api, ["a-0", "a-1"])
+    s.api.wait_for(lambda: s.api.watchers == 1, what="devlet's watch")
+    n = len(s.api.requests)
+    assert s.api.delete(sl["metadata"]["name"]) == 200  # the kubelet wipes the node's slices
+    back = wait_slices(s.api, ["a-0", "a-1"], timeout=5)
+    assert back["metadata"]["uid"] != sl["metadata"]["uid"]
+    assert ("POST", "/apis/resource.k8s.io/v1/resourceslices") in s.api.requests_since(n)
+    # a slice changed behind devlet's back is put right too
+    s.api.wait_for(lambda: s.api.watchers == 1, what="devlet's watch")
+    with s.api.lock:
+        changed = copy.deepcopy(s.api.slices[back["metadata"]["name"]])
+        changed["spec"]["devices"] = changed["spec"]["devices"][:1]
+        del changed["metadata"]["annotations"]
+        assert s.api.update_slice(changed["metadata"]["name"], changed)[0] == 200
+    wait_slices(s.api, ["a-0", "a-1"], timeout=5)
+
+
+def test_slice_deleted_while_the_watch_is_away(dra):
+    s = dra.start()
+    api = s.api
+    sl = wait_slices(api, ["a-0", "a-1"])
+    api.wait_for(lambda: api.watchers == 1, what="devlet's watch")
+    api.set_mode("gone", ("watch",))
+    n = api.hit_count("watch")
+    api.end_watches()
+    api.wait_for(lambda: api.hits.get("watch", 0) > n and api.watchers == 0, what="a refused watch")
+    assert api.delete(sl["metadata"]["name"]) == 200  # no watch to see it
+    api.set_mode(None, ("watch",))
+    api.wait_for(lambda: api.watchers == 1, timeout=10, what="the watch back")
+    # its first events are what exists: the slice's absence says nothing
+    wait_slices(api, ["a-0", "a-1"], timeout=5)
+
+
+def test_watch_that_ends_at_once(dra):
+    s = dra.start()
+    api = s.api
+    wait_slices(api, ["a-0", "a-1"])
+    api.wait_for(lambda: api.watchers == 1, what="devlet's watch")
+    api.set_mode("ends", ("watch",))
+    n = api.hit_count("watch")
+    api.end_watches()
+    api.wait_for(lambda: api.hits.get("watch", 0) >= n + 2, what="watches that end at once")
+    # not a loop: fewer than 20 watches in the next 1.5 s (the backoff's pace)
+    with pytest.raises(TimeoutError):
+        api.wait_for(lambda: api.hits.get("watch", 0) >= n + 20, timeout=1.5, what="20 watches")
+    api.set_mode(None, ("watch",))
+    api.wait_for(lambda: api.watchers == 1, timeout=10, what="the watch back")
+
+
+# ------------------------------------------------------------ registration
+
+def test_get_info(dra):
+    s = dra.start()
+    info = s.k.get_info()
+    assert info.type == "DRAPlugin"
+    assert info.name == DRIVER
+    assert info.endpoint == s.dra_socket
+    assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    assert stat.S_ISSOCK(os.stat(s.reg_socket).st_mode)
+    s.k.notify(True)
+    s.k.notify(False, "a test refused it")
+    assert s.k.get_info().name == DRIVER
+
+
+# ------------------------------------------------------------ prepare
+
+def test_prepare_and_unprepare(dra):
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    ref = claim_ref("c1")
+    ns, uid, name = ref
+    s.api.put_claim(ns, name, uid, [("dev", DRIVER, NODE, "a-1")])
+    got = s.k.prepare([ref])
+    assert list(got) == [uid] and got[uid].error == ""
+    (dev,) = got[uid].devices
+    assert (list(dev.request_names), dev.pool_name, dev.device_name) == (["dev"], NODE, "a-1")
+    assert list(dev.cdi_device_ids) == [f"{KIND}={uid}-a-1"]
+
+    with open(s.spec(uid)) as f:
+        spec = json.load(f)
+    assert spec["kind"] == KIND
+    (cd,) = spec["devices"]
+    assert cd["name"] == f"{uid}-a-1"
+    assert [n["path"] for n in cd["containerEdits"]["deviceNodes"]] == [f"{s.dirs.dev}/ttyA1"]
+
+    st = os.lstat(s.checkpoint)
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+    with open(s.checkpoint) as f:
+        ck = json.load(f)
+    assert ck["claims"][uid]["name"] == name
+
+    # again, even with the claim gone from the API server: the same answer
+    s.api.remove_claim(ns, name)
+    n = len(s.api.requests)
+    again = s.k.prepare([ref])
+    assert again[uid] == got[uid]
+    # the v1beta1 service answers the same
+    assert s.k.prepare([ref], version="v1beta1")[uid] == got[uid]
+    # from the checkpoint alone: no claim read, and no slice listed either
+    assert [r for r in s.api.requests_since(n) if "watch=" not in r[1]] == []
+
+    assert s.k.unprepare([ref]) == {uid: ""}
+    assert not os.path.exists(s.spec(uid))
+    with open(s.checkpoint) as f:
+        assert uid not in json.load(f)["claims"]
+    # unknown claims (and a second unprepare) succeed
+    unknown = claim_ref("never-prepared")
+    assert s.k.unprepare([ref, unknown], version="v1beta1") == {uid: "", unknown[1]: ""}
+
+    # v1beta1 prepares too, two devices for one request in one CDI device
+    ref2 = claim_ref("c2")
+    s.api.put_claim(ref2[0], ref2[2], ref2[1], [("dev", DRIVER, NODE, "a-0"), ("dev", DRIVER, NODE, "a-1")])
+    got = s.k.prepare([ref2], version="v1beta1")[ref2[1]]
+    assert got.error == "" and [d.device_name for d in got.devices] == ["a-0", "a-1"]
+    with open(s.spec(ref2[1])) as f:
+        (cd,) = json.load(f)["devices"]
+    assert sorted(n["path"] for n in cd["containerEdits"]["deviceNodes"]) == \
+        [f"{s.dirs.dev}/ttyA0", f"{s.dirs.dev}/ttyA1"]
+    assert s.k.unprepare([ref2], version="v1beta1") == {ref2[1]: ""}
+    assert os.listdir(s.cdi) == []
+
+
+def test_restart_between_prepare_and_unprepare(dra):
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    ref = claim_ref("c1")
+    s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")])
+    first = s.k.prepare([ref])[ref[1]]
+    assert first.error == ""
+    assert s.d.terminate() == 0
+    s.api.remove_claim(ref[0], ref[2])
+
+    s.start()
+    # answered from the checkpoint: the claim is no longer in the API server
+    assert s.k.prepare([ref])[ref[1]] == first
+    assert s.k.unprepare([ref]) == {ref[1]: ""}
+    assert not os.path.exists(s.spec(ref[1]))
+    with open(s.checkpoint) as f:
+        assert json.load(f)["claims"] == {}
+
+
+def test_prepare_errors(dra):
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    good, gone, replaced, unallocated, foreign, missing = (
+        claim_ref(n) for n in ("good", "gone", "replaced", "unallocated", "foreign", "missing"))
+    s.api.put_claim(good[0], good[2], good[1], [("dev", DRIVER, NODE, "a-0")])
+    s.api.put_claim(gone[0], gone[2], gone[1], [("dev", DRIVER, NODE, "a-7")])
+    s.api.put_claim(replaced[0], replaced[2], str(uuid.uuid4()), [("dev", DRIVER, NODE, "a-0")])
+    s.api.put_claim(unallocated[0], unallocated[2], unallocated[1], allocated=False)
+    s.api.put_claim(foreign[0], foreign[2], foreign[1], [("dev", DRIVER, "node-b", "a-0")])
+    n = len(s.api.requests)
+    got = s.k.prepare([good, gone, replaced, unallocated, foreign, missing])
+    # each claim read once: asking again would only get the same answer
+    reads = [p.rsplit("/", 1)[1] for _, p in s.api.requests_since(n, "GET") if "resourceclaims" in p]
+    assert sorted(reads) == sorted(r[2] for r in (good, gone, replaced, unallocated, foreign, missing))
+    assert got[good[1]].error == "" and len(got[good[1]].devices) == 1
+    errors = {r[2]: got[r[1]].error for r in (gone, replaced, unallocated, foreign, missing)}
+    assert "a-7" in errors["gone"] and "not on this node" in errors["gone"], errors
+    assert "UID" in errors["replaced"] and replaced[1] in errors["replaced"], errors
+    assert "not allocated" in errors["unallocated"], errors
+    assert "node-b" in errors["foreign"] and NODE in errors["foreign"], errors
+    assert "404" in errors["missing"] and "not found" in errors["missing"], errors
+    for r in (gone, replaced, unallocated, foreign, missing):
+        assert errors[r[2]].startswith(f"claim default/{r[2]}: "), errors
+        assert errors[r[2]].count("claim default/") == 1, errors  # said once
+        assert not got[r[1]].devices
+        assert not os.path.exists(s.spec(r[1]))
+    with open(s.checkpoint) as f:
+        assert list(json.load(f)["claims"]) == [good[1]]
+
+
+@pytest.mark.parametrize("bad", [("default", "NOT-A-UID", "c"), ("Bad_NS", str(uuid.uuid4()), "c"),
+                                 ("default", str(uuid.uuid4()), ""), ("", "", "")])
+def test_invalid_claim_reference(dra, bad):
+    s = dra.start()
+    for version in ("v1", "v1beta1"):
+        with pytest.raises(grpc.RpcError) as e:
+            s.k.prepare([claim_ref("ok"), bad], version=version)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+        assert "claim 1: invalid namespace, name or UID" in e.value.details()
+        with pytest.raises(grpc.RpcError) as e:
+            s.k.unprepare([bad], version=version)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+    assert not os.path.exists(s.checkpoint) or json.load(open(s.checkpoint))["claims"] == {}
+
+
+def test_garbage_on_the_sockets(dra):
+    s = dra.start()
+    for path in (s.dra_socket, s.reg_socket):
+        sock = raw_connect(path)
+        send_quietly(sock, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + os.urandom(4096))
+        assert closed_by_peer(sock, timeout=5)
+        sock.close()
+    # a gRPC message that is not a request
+    bad = s.k.dra.unary_unary(DRA_SERVICE["v1"] + "NodePrepareResources",
+                              request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    with pytest.raises(grpc.RpcError) as e:
+        bad(b"\xff\xff\xff\xff\x0f", timeout=5)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+    assert s.k.get_info().name == DRIVER
+    assert s.k.unprepare([claim_ref("x")]) != {}
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "garbage", "not-devlets"])
+def test_checkpoint_not_trusted(dra, kind):
+    s = dra
+    os.makedirs(s.driver_dir)
+    ref = claim_ref("c1")
+    target = os.path.join(s.dirs.run, "elsewhere.json")
+    planted = json.dumps({"version": 1, "driver": DRIVER, "claims": {ref[1]: {
+        "namespace": ref[0], "name": ref[2], "devices": [
+            {"requests": ["dev"], "pool": NODE, "device": "a-0", "cdiDeviceIDs": ["evil.com/x=y"]}]}}})
+    if kind == "symlink":
+        with open(target, "w") as f:
+            f.write(planted)
+        os.symlink(target, s.checkpoint)
+    elif kind == "fifo":
+        os.mkfifo(s.checkpoint, 0o600)
+    elif kind == "garbage":
+        with open(s.checkpoint, "wb") as f:
+            f.write(b"\x00{not json" + os.urandom(100))
+    else:
+        with open(s.checkpoint, "w") as f:
+            json.dump({"claims": ["a list"]}, f)
+    # what a followed link would answer from: the claim's spec present
+    os.makedirs(s.cdi)
+    with open(s.spec(ref[1]), "w") as f:
+        f.write("{}")
+    s.start()
+    s.d.wait_log(r"(?i)warn.*checkpoint", timeout=5)
+    s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-1")])
+    got = s.k.prepare([ref])[ref[1]]
+    assert got.error == ""
+    assert [d.device_name for d in got.devices] == ["a-1"]
+    assert list(got.devices[0].cdi_device_ids) == [f"{KIND}={ref[1]}-a-1"]
+    st = os.lstat(s.checkpoint)
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+    if kind == "symlink":
+        with open(target) as f:
+            assert f.read() == planted  # written around, not through
+
+
+# ------------------------------------------------------------ a hostile API server
+
+HOSTILE = {
+    # mode: (routes, params, what a failed prepare says; None: it succeeds)
+    "down": ((), {}, "connect"),
+    "hangup": (("slices", "watch", "claims"), {}, "the connection closed before a response came"),
+    "slow": (("slices", "watch", "claims"), {"delay": 1.5}, None),
+    "huge": (("slices", "claims"), {}, "over the limit (16777216 bytes)"),
+    "malformed": (("slices", "claims"), {}, "not JSON"),
+    "gone": (("slices", "watch", "claims"), {}, "410"),
+    "error": (("slices", "watch", "claims"), {}, "500 Internal Server Error: etcdserver: request timed out"),
+    "silent": (("slices", "watch", "claims"), {}, "DEADLINE"),
+}
+
+
+@pytest.mark.parametrize("mode", list(HOSTILE))
+def test_hostile_api_server(dra, mode):
+    routes, params, expect = HOSTILE[mode]
+    s = dra
+    api = s.api
+    ref = claim_ref("c1")
+    api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")])
+    if mode == "down":
+        api.down()
+    else:
+        api.set_mode(mode, routes, **params)
+    s.start()
+    s.kubelet.wait_for_registration(B)
+    s.kubelet.wait_for_snapshot(B)
+    if mode != "down":
+        api.wait_for(lambda: api.hits.get("slices", 0) >= 1, what="the publisher's first call")
+
+    # the kubelet's prepare, with its own deadline (the real one's is 45 s)
+    start = time.monotonic()
+    fut = s.k.prepare_future([ref], timeout=3 if mode == "silent" else 40)
+    device_plugin_prompt(s.kubelet)  # while the prepare waits on the API server
+    if mode == "silent":
+        with pytest.raises(grpc.RpcError) as e:
+            fut.result()
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    else:
+        got = fut.result().claims[ref[1]]
+        took = time.monotonic() - start
+        if expect is None:
+            assert got.error == "" and got.devices[0].device_name == "a-0"
+        else:
+            assert got.error.startswith(f"claim default/c1: ") and expect in got.error, got.error
+            assert not got.devices
+            assert took < 15, f"prepare failed after {took:.1f}s"
+    device_plugin_prompt(s.kubelet)
+    # nothing the server sent is kept: the 64 MiB bodies were cut at 16 MiB
+    if mode == "huge":
+        api.wait_for(lambda: api.hits.get("slices", 0) >= 2, what="a second list")
+    hwm, rss = s.d.vm_hwm_kib(), vm_rss_kib(s.d.pid)
+    assert hwm < HWM_MAX_KIB, f"devlet peaked at {hwm} KiB"
+    assert rss < RSS_MAX_KIB, f"devlet holds {rss} KiB"
+
+    if mode == "silent":
+        # every call hangs: devlet still stops at once
+        t0 = time.monotonic()
+        assert s.d.terminate() == 0
+        assert time.monotonic() - t0 < 3
+        return
+    # back to normal: the slices come (the publisher's backoff is short yet)
+    if mode == "down":
+        api.up()
+    api.set_mode(None)
+    wait_slices(api, ["a-0", "a-1"], timeout=10)
+    if expect is not None:
+        assert s.k.prepare([ref])[ref[1]].error == ""
+
+
+# ------------------------------------------------------------ cleanup
+
+def test_cleanup_on_sigterm(dra):
+    s = dra.start(["--dra-cleanup"])
+    sl = wait_slices(s.api, ["a-0", "a-1"])
+    other = copy.deepcopy(sl)
+    other["metadata"] = {"name": "node-b-hostdev-devlet-io-0"}
+    other["spec"]["nodeName"] = other["spec"]["pool"]["name"] = "node-b"
+    s.api.add_slice(other)
+    assert s.d.terminate() == 0
+    assert list(s.api.slices_of()) == ["node-b-hostdev-devlet-io-0"]
+    assert not os.path.exists(s.dra_socket) and not os.path.exists(s.reg_socket)
+
+    # an API server that never answers holds the way out up for a second at most
+    s.start(["--dra-cleanup"])
+    wait_slices(s.api, ["a-0", "a-1"])
+    s.api.set_mode("silent", ("slices",))
+    n = len(s.api.requests)
+    t0 = time.monotonic()
+    assert s.d.terminate() == 0
+    assert time.monotonic() - t0 < 3
+    assert len(s.api.requests_since(n, "DELETE")) == 1
+
+
+def test_no_cleanup_by_default(dra):
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    assert s.d.terminate() == 0
+    assert len(s.api.slices_of(NODE, DRIVER)) == 1
+
+
+def test_cleanup_command(dra):
+    s = dra.start()
+    sl = wait_slices(s.api, ["a-0", "a-1"])
+    assert s.d.terminate() == 0
+    other = copy.deepcopy(sl)
+    other["metadata"] = {"name": "node-b-x"}
+    other["spec"]["nodeName"] = "node-b"
+    s.api.add_slice(other)
+    n = len(s.api.requests)
+    r = devlet_cli("dra", "cleanup", "--kubeconfig", s.kubeconfig, "--node-name", NODE)
+    assert r.returncode == 0, r.stderr
+    assert f"deleted the ResourceSlices of {DRIVER}" in r.stdout
+    assert list(s.api.slices_of()) == ["node-b-x"]
+    deletes = s.api.requests_since(n, "DELETE")
+    assert len(deletes) == 3 and all("spec.nodeName%3Dnode-a" in p for _, p in deletes), deletes
+    # the API server down: a clear error, non-zero
+    s.api.down()
+    r = devlet_cli("dra", "cleanup", "--kubeconfig", s.kubeconfig, "--node-name", NODE, DRIVER)
+    assert r.returncode == 1
+    assert f"driver {DRIVER}" in r.stderr and s.api.url in r.stderr, r.stderr
