@@ -80,6 +80,7 @@ struct dra_driver {
         pthread_mutex_t mu; /* guards what follows, shared with the threads */
         pthread_cond_t cond;
         struct dra_table *table;
+        long long generation; /* the pool generation last written (publisher thread) */
         char desired_hash[17];
         bool pub_dirty;
         bool cleanup_on_stop;

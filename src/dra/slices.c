@@ -170,7 +170,12 @@ static int reconcile(struct dra_driver *drv, const struct dra_table *t, int *wri
                 return 0;
         }
 
+        /* never back: a pool whose slices were all deleted (the kubelet
+         * wipes them when it starts) continues after what we last wrote */
+        if (gen < drv->generation)
+                gen = drv->generation;
         gen++;
+        drv->generation = gen;
         json_array_foreach(desired, k, want) {
                 json_object_set_new(json_object_get(json_object_get(want, "spec"), "pool"),
                                     "generation", json_integer(gen));
