@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "config/config.h"
 #include "devices/device.h"
 
@@ -19,6 +20,11 @@ int cmd_load_config(int argc, char **argv, struct devlet_config **out, int *argi
                 fprintf(stderr, "devlet %s: %s\n", argv[0], diag_format(&diag, buf, sizeof(buf)));
                 return EXIT_USAGE; /* whatever the cause: the file, a flag or a value */
         }
+        /* the log format from here on (nothing logs before: a config error
+         * above is printed plain); each command sets the verbosity */
+        enum log_format f = LOG_FORMAT_TEXT;
+        (void)log_format_from_name((*out)->log_format, &f); /* one of the row's choices */
+        log_set_format(f);
         /* `run` logs its warnings itself, with the rest of its log */
         if (strcmp(argv[0], "run") != 0)
                 for (size_t i = 0; (*out)->warnings && (*out)->warnings[i]; i++)

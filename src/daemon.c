@@ -74,6 +74,8 @@ struct daemon {
         uv_timer_t devices_changed; /* coalesces notifies into one refresh */
         struct metrics *metrics;
         uint64_t kubelet_restarts; /* seen since start, across reloads */
+        uint64_t reloads_applied, reloads_rejected;
+        bool last_reload_ok; /* true until a reload is rejected */
 
         uv_signal_t sig_hup, sig_term, sig_int;
         int exit_code;
@@ -332,6 +334,14 @@ static uint64_t metrics_kubelet_restarts(void *ud)
         return d->kubelet_restarts;
 }
 
+static void metrics_reloads(void *ud, struct metrics_reloads *out)
+{
+        struct daemon *d = ud;
+        *out = (struct metrics_reloads){ .applied = d->reloads_applied,
+                                         .rejected = d->reloads_rejected,
+                                         .last_successful = d->last_reload_ok };
+}
+
 static size_t metrics_events(void *ud, struct dev_event_count *out, size_t max)
 {
         struct daemon *d = ud;
@@ -373,6 +383,7 @@ static void metrics_restart(struct daemon *d)
                 .resources = metrics_resources,
                 .registering = metrics_registering,
                 .kubelet_restarts = metrics_kubelet_restarts,
+                .reloads = metrics_reloads,
                 .events = metrics_events,
                 .samplers = metrics_samplers,
         };
@@ -420,6 +431,27 @@ static char *config_content(const struct devlet_config *cfg)
 }
 
 static void config_watch_start(struct daemon *d);
+
+/* The log settings a reload applies at once. */
+static void daemon_log_settings(const struct devlet_config *cfg)
+{
+        enum log_format f = LOG_FORMAT_TEXT;
+        (void)log_format_from_name(cfg->log_format, &f); /* one of the row's choices */
+        log_set_format(f);
+        log_set_verbosity((int)cfg->verbosity);
+}
+
+/* For devlet_config_reloads_total and devlet_config_last_reload_successful:
+ * rejected when the running configuration stays (the new one does not
+ * load, or its backends do not start). */
+static void reload_outcome(struct daemon *d, bool applied)
+{
+        if (applied)
+                d->reloads_applied++;
+        else
+                d->reloads_rejected++;
+        d->last_reload_ok = applied;
+}
 
 /* Keeps the running value of every changed option a reload cannot apply
  * (CONFIG_APPLY_RESTART), with one warning each; returns the flags the
@@ -472,6 +504,7 @@ static void reload(struct daemon *d)
                 char buf[1024];
                 log_error("config", "reload failed, keeping the running configuration error=\"%s\"",
                           diag_format(&diag, buf, sizeof(buf)));
+                reload_outcome(d, false);
                 return;
         }
         log_warnings(cfg);
@@ -488,6 +521,7 @@ static void reload(struct daemon *d)
                 log_error("daemon", "reload could not start the backends; still serving the "
                                     "previous devices");
                 config_free(cfg);
+                reload_outcome(d, false);
                 return;
         }
         devset_inherit(&devs, &d->devs);
@@ -514,7 +548,8 @@ static void reload(struct daemon *d)
         free(d->cfg_content);
         d->cfg_content = config_content(cfg);
         config_watch_start(d);
-        log_set_verbosity((int)cfg->verbosity);
+        daemon_log_settings(cfg);
+        reload_outcome(d, true);
         outputs_start(d);
         if (!metrics_kept)
                 metrics_restart(d);
@@ -627,7 +662,7 @@ static void close_any(uv_handle_t *h, void *arg)
 
 int daemon_run(struct devlet_config *cfg, int argc, char **argv)
 {
-        struct daemon d = { .argc = argc, .argv = argv, .cfg = cfg };
+        struct daemon d = { .argc = argc, .argv = argv, .cfg = cfg, .last_reload_ok = true };
         int r = uv_loop_init(&d.loop);
         if (r < 0) {
                 log_error("daemon", "cannot create the event loop error=\"%s\"", uv_strerror(r));

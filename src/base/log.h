@@ -1,6 +1,10 @@
-/* Structured logging: one line per event on stderr.
+/* Structured logging: one line per event on stderr, in one of three
+ * formats (log_set_format):
  *
- *   2026-11-21T04:24:54.123Z info  kubelet: registered resource=devlet.io/fuse
+ *   text  2026-11-21T04:24:54.123Z info  kubelet: registered resource=devlet.io/fuse
+ *   json  {"ts":"2026-11-21T04:24:54.123Z","level":"info","component":"kubelet",
+ *          "msg":"registered","resource":"devlet.io/fuse"}
+ *   klog  I1121 04:24:54.123456   12345 devlet/kubelet:0] registered resource=devlet.io/fuse
  *
  * The message is a short event name followed by key=value fields that the
  * caller formats.  Library-style modules (base/, grpc/) log only at debug
@@ -14,6 +18,23 @@ enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3, LOG_T
 
 /* Verbosity: 0 prints error+warn+info; each -v step adds a level. */
 void log_set_verbosity(int v);
+
+/* How lines are written; text until set.  Safe from any thread.
+ *   LOG_FORMAT_TEXT: the line above, in UTC;
+ *   LOG_FORMAT_JSON: one object per line: ts (UTC), level, component, msg
+ *     (the event words), and one string field per key=value that follows
+ *     them (a quoted value unquoted); a message whose tail does not parse
+ *     as key=value pairs is msg whole.  A field named like one of the four
+ *     is written with a "_" prefix.  Invalid UTF-8 becomes U+FFFD;
+ *   LOG_FORMAT_KLOG: klog's header (Lmmdd hh:mm:ss.uuuuuu threadid
+ *     file:line], local time as klog's) with "devlet/<component>:0" for
+ *     the file and line, which a C build does not keep; E, W or I (debug
+ *     and trace are I). */
+enum log_format { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON = 1, LOG_FORMAT_KLOG = 2 };
+void log_set_format(enum log_format f);
+/* "text", "json", "klog" → *out; returns 0, or -EINVAL for any other name
+ * (*out untouched). */
+int log_format_from_name(const char *name, enum log_format *out);
 int log_enabled(enum log_level level);
 void log_emit(enum log_level level, const char *component, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));

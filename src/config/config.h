@@ -118,6 +118,7 @@ struct devlet_config {
         char *kubelet_socket;   /* --kubelet-socket; "" = <plugin_directory>/kubelet.sock,
                                  * which config_load fills in */
         long verbosity;         /* -v N */
+        char *log_format;       /* --log-format text|json|klog (log_format_from_name) */
         char **backends;        /* --backends auto or family names (config_families.choices) */
         char *sysfs_root;       /* --sysfs-root, default /sys (tests point it at a fake tree) */
         char *dev_root;         /* --dev-root; "": each family's default (config_host_dev_root) */
@@ -199,7 +200,7 @@ enum config_type {
  * does from the union of the changed rows' flags. */
 enum config_apply {
         CONFIG_APPLY_NONE = 1u << 0,    /* nothing: read where it is used, or set again by
-                                         * every reload (the log verbosity) */
+                                         * every reload (the log verbosity and format) */
         CONFIG_APPLY_RESERVE = 1u << 1, /* the backends rebuilt from a fresh scan, their
                                          * resources served again */
         CONFIG_APPLY_SOCKETS = 1u << 2, /* new plugin servers on new sockets, registered again */

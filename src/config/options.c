@@ -33,6 +33,7 @@ static const char *const device_list_strategy_choices[] = { "envvar", "volume-mo
                                                             "cdi-annotations", "cdi-cri", NULL };
 static const char *const allocation_policy_choices[] = { "distributed", "packed", NULL };
 static const char *const hostname_label_choices[] = { "Hostname", "hostname", NULL };
+static const char *const log_format_choices[] = { "text", "json", "klog", NULL };
 
 #define FIELD(f) offsetof(struct devlet_config, f)
 
@@ -80,6 +81,22 @@ static const struct config_option options[] = {
                 .min = 0,
                 .max = 10,
                 .help = "Log verbosity: 1 adds debug messages, 2 adds trace",
+                .apply = CONFIG_APPLY_NONE,
+        },
+        {
+                .flag = "log-format",
+                .envs = { "DEVLET_LOG_FORMAT" },
+                .key = "flags.logFormat",
+                .type = CONFIG_STRING,
+                .default_value = "text",
+                .offset = FIELD(log_format),
+                .choices = log_format_choices,
+                .help = "Log line format: text (\"<RFC 3339 UTC> info  kubelet: registered "
+                        "resource=...\"), json (one object per line: ts, level, component, msg "
+                        "and one string field per key=value), klog (klog's header as NVIDIA's "
+                        "plugin prints it, local time, with devlet/<component>:0 for file:line; "
+                        "debug and trace are I).  Applies once the config is loaded: an error "
+                        "before that is plain text",
                 .apply = CONFIG_APPLY_NONE,
         },
         {

@@ -152,6 +152,20 @@ static char *render_devlet(struct metrics *m, struct collector *col, size_t *len
                                                     "Kubelet restarts seen.");
                 expo_add_u64(f, NULL, 0, m->src.kubelet_restarts(m->src.ud));
         }
+        if (m && m->src.reloads) {
+                struct metrics_reloads rl = { .last_successful = true };
+                m->src.reloads(m->src.ud, &rl);
+                struct expo_family *f = expo_family(e, "devlet_config_reloads_total", EXPO_COUNTER,
+                                                    "Config reloads by result: applied, or "
+                                                    "rejected (the running configuration stays).");
+                struct expo_label applied[] = { { "result", "applied" } };
+                struct expo_label rejected[] = { { "result", "rejected" } };
+                expo_add_u64(f, applied, 1, rl.applied);
+                expo_add_u64(f, rejected, 1, rl.rejected);
+                f = expo_family(e, "devlet_config_last_reload_successful", EXPO_GAUGE,
+                                "Whether the last config reload was applied (1 before any).");
+                expo_add(f, NULL, 0, rl.last_successful ? 1 : 0);
+        }
         if (m && m->src.events) {
                 size_t n = m->src.events(m->src.ud, NULL, 0);
                 _cleanup_free_ struct dev_event_count *ev = xcalloc(n + 1, sizeof(*ev));

@@ -38,6 +38,12 @@ struct metrics_resource {
         uint64_t snapshots; /* ListAndWatch messages sent */
 };
 
+/* The config reloads of `devlet run` since it started. */
+struct metrics_reloads {
+        uint64_t applied, rejected;
+        bool last_successful; /* true before any reload */
+};
+
 /* What metrics reads from the rest of devlet.  Every callback runs on the
  * loop thread and may be NULL; pointers it hands out need only live until
  * it is called again.  ud is passed back. */
@@ -51,6 +57,9 @@ struct metrics_sources {
         bool (*registering)(void *ud);
         /* Kubelet restarts seen since devlet started. */
         uint64_t (*kubelet_restarts)(void *ud);
+        /* The config reloads: devlet_config_reloads_total and
+         * devlet_config_last_reload_successful.  NULL: neither family. */
+        void (*reloads)(void *ud, struct metrics_reloads *out);
         /* The backends' event counters; fills at most max, returns how many there are. */
         size_t (*events)(void *ud, struct dev_event_count *out, size_t max);
         /* The backends' samplers as new references (the callee drops

@@ -96,6 +96,7 @@ def new_value(opt, dirs, port):
         "plugin-directory": os.path.join(dirs.root, "plugins2"),
         "kubelet-socket": os.path.join(dirs.plugins, "other-kubelet.sock"),
         "verbosity": 1,
+        "log-format": "klog",  # its reload line is klog's: the message as in text
         "backends": ["nvidia"],
         "collect-interval": 250,
         "metrics-address": f"127.0.0.1:{port}",
