@@ -8,10 +8,12 @@
  * an annotation, since the API server adds defaults of its own) it writes
  * them all with the pool's generation bumped, then deletes the extra ones.
  * The watch exists so that a slice deleted by someone else (the kubelet
- * wipes a node's slices when it starts) comes back at once; after a watch
- * that failed (or ended at once: backed off, never a loop) the publisher
- * lists again, since no event tells of what happened while none was
- * open.  Backoffs and the resync run to their time: the condition variable
+ * wipes a node's slices when it starts) comes back at once.  Each watch
+ * goes on from the resourceVersion of the last event (bookmarks asked
+ * for), so one that ends (the server's timeout, a broken connection:
+ * backed off, never a loop) misses nothing; after a 410 Gone it starts
+ * from nowhere and the publisher lists again, since no event tells of what
+ * happened before.  Backoffs and the resync run to their time: the condition variable
  * they wait on also wakes the claims thread.  Both threads
  * block only in the API client, which checks drv->stop; both log what an
  * operator must see, once per change of state. */
@@ -267,11 +269,39 @@ void *dra_publisher_main(void *ud)
         return NULL;
 }
 
+/* The watch's place in the slices' history: the resourceVersion of the
+ * last event (a bookmark's too), so a watch that ends (the server's
+ * timeout, a broken connection) goes on from there and misses nothing;
+ * empty after a 410 Gone, when the history is too old to go on from. */
+struct watch_state {
+        struct dra_driver *drv;
+        char rv[64];
+        bool gone;
+};
+
+static void keep_rv(struct watch_state *st, const json_t *object)
+{
+        const char *rv = meta_str(object, "resourceVersion");
+        size_t n = rv ? strlen(rv) : 0;
+        if (n == 0 || n >= sizeof(st->rv))
+                return;
+        for (size_t i = 0; i < n; i++)
+                if (!((rv[i] >= '0' && rv[i] <= '9') || (rv[i] >= 'a' && rv[i] <= 'z') ||
+                      (rv[i] >= 'A' && rv[i] <= 'Z') || rv[i] == '-' || rv[i] == '.'))
+                        return;
+        memcpy(st->rv, rv, n + 1);
+}
+
 static int on_slice_event(const char *type, json_t *object, void *ud)
 {
-        struct dra_driver *drv = ud;
-        if (strcmp(type, "ERROR") == 0)
+        struct watch_state *st = ud;
+        struct dra_driver *drv = st->drv;
+        if (strcmp(type, "ERROR") == 0) {
+                const json_t *code = json_object_get(object, "code");
+                st->gone = json_is_integer(code) && json_integer_value(code) == 410;
                 return 1;
+        }
+        keep_rv(st, object);
         if (strcmp(type, "BOOKMARK") == 0)
                 return 0;
         const char *h = annotation(object, "devlet.io/content-hash");
@@ -287,29 +317,40 @@ static int on_slice_event(const char *type, json_t *object, void *ud)
 
 void *dra_watch_main(void *ud)
 {
-        struct dra_driver *drv = ud;
+        struct watch_state st = { .drv = ud };
+        struct dra_driver *drv = st.drv;
         _cleanup_free_ char *q = selector_query(drv->dra->node, drv->name);
-        _cleanup_free_ char *path =
-                xasprintf("%s?%s&watch=1&timeoutSeconds=%d", slices_path, q, DRA_WATCH_TIMEOUT_S);
         unsigned attempt = 0;
         bool missed = false;
         while (!atomic_load(&drv->stop)) {
-                /* a watch starts with what exists: a slice deleted while
-                 * none was open is in no event, so the publisher lists */
-                if (missed) {
+                /* a watch from nowhere starts with what exists: a slice
+                 * deleted before it opened is in no event, so the publisher
+                 * lists */
+                if (missed && !st.rv[0]) {
                         pthread_mutex_lock(&drv->mu);
                         drv->pub_dirty = true;
                         pthread_cond_broadcast(&drv->cond);
                         pthread_mutex_unlock(&drv->mu);
                 }
+                _cleanup_free_ char *path = xasprintf(
+                        "%s?%s&watch=1&timeoutSeconds=%d%s%s%s", slices_path, q,
+                        DRA_WATCH_TIMEOUT_S, st.rv[0] ? "&allowWatchBookmarks=true" : "",
+                        st.rv[0] ? "&resourceVersion=" : "", st.rv);
                 struct diag why = { 0 };
                 long status = 0;
                 struct timespec started;
                 clock_gettime(CLOCK_MONOTONIC, &started);
-                int r = kapi_watch(drv->dra->api, path, &drv->stop, on_slice_event, drv, &status,
+                int r = kapi_watch(drv->dra->api, path, &drv->stop, on_slice_event, &st, &status,
                                    &why);
                 if (atomic_load(&drv->stop))
                         break;
+                if (st.gone || status == 410) {
+                        /* too far behind: from nowhere again, at once */
+                        st.rv[0] = '\0';
+                        st.gone = false;
+                        missed = true;
+                        continue;
+                }
                 /* a server that ends every watch at once gets the backoff, not a loop */
                 if (r == 0 && elapsed_ms(&started) >= DRA_WATCH_MIN_MS) {
                         attempt = 0;
