@@ -4,9 +4,10 @@
  * (threads stopped and joined, slices deleted when asked).
  *
  * Owns every dra_driver; the threads share a driver's mutex-guarded part
- * (internal.h).  Never blocks the loop, except dra_stop joining threads,
- * which each leave their API call within a second (the client checks
- * drv->stop). */
+ * (internal.h).  Never blocks the loop, except when a driver stops (a
+ * reload that leaves it no resource, or shutdown): its threads are joined
+ * (each leaves its API call within 100 ms: the client checks drv->stop)
+ * and, when asked, its slices deleted with one call bounded to a second. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
