@@ -206,7 +206,7 @@ static void test_mig(void **state)
         m = dev_by_id(b, MIG_3G)->model;
         assert_string_equal(m->name, "gpu-0-mig-3g40gb-9-4");
         for (int i = 4; i < 8; i++) {
-                char s[16];
+                char s[32];
                 snprintf(s, sizeof(s), "memorySlice%d", i);
                 assert_string_equal(cap(m, s), "1");
         }
