@@ -127,7 +127,7 @@ def test_slices_and_device_plugin_side_by_side(dra):
                      and dra.allocatable())
     assert alloc.get("nvidia.com/gpu", "0") == "0", alloc
     items = dra.get("resourceslices")["items"]
-    nv = [s for s in items if s["spec"]["driver"] == "gpu.nvidia.com"]
+    nv = [s for s in items if s["spec"]["driver"] == "gpu.nvidia.com" and s["spec"]["nodeName"] == dra.node]
     assert len(nv) == 1 and nv[0]["spec"]["pool"]["name"] == dra.node
     names = {d["name"] for d in nv[0]["spec"]["devices"]}
     assert names == {f"gpu-{i}" for i in range(8)}, names
@@ -270,7 +270,8 @@ def test_unhealthy_gpu_gets_no_new_allocation(dra, pods):
     try:
         append_event({"device": 3, "type": "xid", "xid": 79})
         dra.wait("the GPU out of the slice", lambda: slices(dra).get("gpu.nvidia.com") == 7, interval=0.05)
-        nv = [s for s in dra.get("resourceslices")["items"] if s["spec"]["driver"] == "gpu.nvidia.com"][0]
+        nv = [s for s in dra.get("resourceslices")["items"]
+              if s["spec"]["driver"] == "gpu.nvidia.com" and s["spec"]["nodeName"] == dra.node][0]
         assert gpu_uuids()[3] not in {d["attributes"]["uuid"]["string"] for d in nv["spec"]["devices"]}
         name = unique("dra-all8")
         template(dra, name, "gpu.nvidia.com", count=8)
