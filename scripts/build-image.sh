@@ -106,6 +106,14 @@ done
 mkdir -p "$stage/usr/bin"
 strip --strip-unneeded -o "$stage/usr/bin/devlet" "$bin"
 chmod 0755 "$stage/usr/bin/devlet"
+# the vendors' command names (src/persona.c): their charts run these
+for name in nvidia-device-plugin gpu-feature-discovery dcgm-exporter config-manager \
+        mps-control-daemon k8s-device-plugin k8s-node-labeller amd-metrics-exporter; do
+        ln -sf devlet "$stage/usr/bin/$name"
+done
+# AMD's operator runs ./k8s-device-plugin with workingDir: /root
+mkdir -p "$stage/root"
+ln -sf /usr/bin/devlet "$stage/root/k8s-device-plugin"
 [ -z "$rootfs_only" ] || exit 0
 
 digest=$( (cd "$stage" && find . \( -type f -o -type l \) | LC_ALL=C sort | while read -r f; do
@@ -123,7 +131,7 @@ if [ "$have" != "$digest" ]; then
         # shellcheck disable=SC2086
         buildah $DRIVER_OPT config \
                 --entrypoint '["/usr/bin/devlet"]' --cmd run \
-                --user 65534:65534 --workingdir / \
+                --user 0:0 --workingdir / \
                 --env PATH=/usr/bin \
                 --port 9400/tcp \
                 --label org.opencontainers.image.title=devlet \

@@ -572,6 +572,16 @@ static void collect_specs(const struct dev_backend_ops *ops, struct dev_backend 
         acc->n += n;
 }
 
+/* NVIDIA's chart runs `mps-control-daemon mount-shm` as an init container
+ * before its sidecar; devlet's sidecar mounts each daemon's shm tmpfs as it
+ * starts it (shm_prepare), so there is nothing to do before. */
+int cmd_mps_mount_shm(int argc, char **argv)
+{
+        log_info("mps", "mount-shm: the MPS sidecar mounts each daemon's shm tmpfs when it "
+                        "starts it; nothing to do before");
+        return 0;
+}
+
 int cmd_mps(int argc, char **argv)
 {
         _cleanup_(config_freep) struct devlet_config *cfg = NULL;

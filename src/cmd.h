@@ -13,6 +13,8 @@ int cmd_probe(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_mps(int argc, char **argv);
 int cmd_dra(int argc, char **argv);
+int cmd_config_manager(int argc, char **argv);
+int cmd_mps_mount_shm(int argc, char **argv);
 
 struct devlet_config;
 struct dev_backend;

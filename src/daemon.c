@@ -206,8 +206,9 @@ static void outputs_start(struct daemon *d)
                 lb[i] = (struct labels_backend){ set->backends[i].ops, set->backends[i].b };
                 cb[i] = (struct cdi_backend){ set->backends[i].ops, set->backends[i].b };
         }
-        labels_start(&d->loop, d->cfg, lb, set->n_backends, &d->labeler);
-        if (cdi_strategy_enabled(d->cfg)) {
+        if (config_serves(d->cfg, "labels"))
+                labels_start(&d->loop, d->cfg, lb, set->n_backends, &d->labeler);
+        if (config_serves(d->cfg, "plugin") && cdi_strategy_enabled(d->cfg)) {
                 d->cdi = cdi_writer_new(d->cfg, cb, set->n_backends);
                 cdi_writer_write_async(d->cdi, &d->loop);
         }
@@ -325,7 +326,7 @@ static size_t metrics_resources(void *ud, struct metrics_resource *out, size_t m
 static bool metrics_registering(void *ud)
 {
         struct daemon *d = ud;
-        return !d->cfg->kubelet_disabled;
+        return config_serves(d->cfg, "plugin") && !d->cfg->kubelet_disabled;
 }
 
 static uint64_t metrics_kubelet_restarts(void *ud)
@@ -378,6 +379,8 @@ static size_t metrics_samplers(void *ud, struct dev_sampler **out, size_t max)
 static void metrics_restart(struct daemon *d)
 {
         metrics_stop(TAKE_PTR(d->metrics));
+        if (!config_serves(d->cfg, "metrics"))
+                return;
         const struct metrics_sources src = {
                 .ud = d,
                 .resources = metrics_resources,
@@ -397,19 +400,31 @@ static const char *daemon_kubelet_socket(const struct devlet_config *cfg)
         return cfg->kubelet_disabled ? "" : cfg->kubelet_socket;
 }
 
+/* The device plugin's servers for set, unless --serve leaves the plugin
+ * out (a vendor's labeller or exporter command name): 0 then, and
+ * d->kubelet stays NULL. */
+static int kubelet_start(struct daemon *d, const struct devlet_config *cfg,
+                         const struct devset *set)
+{
+        if (!config_serves(cfg, "plugin"))
+                return 0;
+        return kubelet_manager_new(&d->loop, cfg->plugin_directory, daemon_kubelet_socket(cfg),
+                                   set->plugin_res, set->n_plugin_res, on_kubelet_restart, d,
+                                   &d->kubelet);
+}
+
 static int modules_start(struct daemon *d)
 {
         int r = devset_start(&d->loop, d->cfg, &d->devs);
         if (r < 0)
                 return r;
-        r = kubelet_manager_new(&d->loop, d->cfg->plugin_directory, daemon_kubelet_socket(d->cfg),
-                                d->devs.plugin_res, d->devs.n_plugin_res, on_kubelet_restart, d,
-                                &d->kubelet);
+        r = kubelet_start(d, d->cfg, &d->devs);
         if (r < 0) {
                 modules_stop(d);
                 return r;
         }
-        dra_serve(d, d->cfg, &d->devs);
+        if (config_serves(d->cfg, "plugin"))
+                dra_serve(d, d->cfg, &d->devs);
         outputs_start(d);
         metrics_restart(d);
         return 0;
@@ -530,11 +545,10 @@ static void reload(struct daemon *d)
                 r = kubelet_manager_update(d->kubelet, devs.plugin_res, devs.n_plugin_res);
         } else {
                 kubelet_manager_free(TAKE_PTR(d->kubelet));
-                r = kubelet_manager_new(&d->loop, cfg->plugin_directory, daemon_kubelet_socket(cfg),
-                                        devs.plugin_res, devs.n_plugin_res, on_kubelet_restart, d,
-                                        &d->kubelet);
+                r = kubelet_start(d, cfg, &devs);
         }
-        dra_serve(d, cfg, &devs);
+        if (config_serves(cfg, "plugin"))
+                dra_serve(d, cfg, &devs);
         if (r < 0)
                 log_error("daemon", "could not serve every resource after the reload; waiting for "
                                     "the next SIGHUP or config change error=\"%s\"", strerror(-r));
@@ -660,6 +674,38 @@ static void close_any(uv_handle_t *h, void *arg)
                 uv_close(h, NULL);
 }
 
+/* A process that is not root (an image's or a manifest's user) cannot
+ * create the kubelet's sockets or write the labels file, which are owned
+ * by root: one line saying what it needs, for each part served, rather
+ * than a failure later that does not say why. */
+static void check_privileges(const struct devlet_config *cfg)
+{
+        if (geteuid() == 0)
+                return;
+        const char *label_file = cfg->labels_output_file && cfg->labels_output_file[0] &&
+                                                 strcmp(cfg->labels_output_file, "-") != 0
+                                         ? cfg->labels_output_file
+                                         : LABELS_DEFAULT_OUTPUT_FILE;
+        _cleanup_free_ char *label_dir = xstrdup(label_file);
+        char *slash = strrchr(label_dir, '/');
+        if (slash)
+                *slash = '\0';
+        const struct {
+                const char *part, *dir, *what;
+        } needs[] = {
+                { "plugin", cfg->plugin_directory, "the device plugin's sockets" },
+                { "labels", label_dir, "the labels file" },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(needs); i++)
+                if (config_serves(cfg, needs[i].part) && access(needs[i].dir, W_OK) != 0 &&
+                    (errno == EACCES || errno == EPERM))
+                        log_error("daemon", "running as uid %u, which cannot write %s in %s: "
+                                            "run the container as root (securityContext.runAsUser: "
+                                            "0) error=\"%s\"",
+                                  (unsigned)geteuid(), needs[i].what, needs[i].dir,
+                                  strerror(errno));
+}
+
 int daemon_run(struct devlet_config *cfg, int argc, char **argv)
 {
         struct daemon d = { .argc = argc, .argv = argv, .cfg = cfg, .last_reload_ok = true };
@@ -700,6 +746,7 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         _cleanup_free_ char *effective = config_to_json(cfg);
         log_info("config", "running with config=%s", effective);
         log_warnings(cfg);
+        check_privileges(cfg);
         if (modules_start(&d) < 0)
                 d.exit_code = 1;
         else

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "daemon.h"
 #include "devices/device.h"
+#include "persona.h"
 
 static void usage(FILE *f)
 {
@@ -75,9 +76,38 @@ static void report_to_log(enum dev_report_level level, const char *backend, cons
                          backend, "%s", msg);
 }
 
+/* Runs argv as the vendor tool persona names (see persona.h). */
+static int run_persona(const char *persona, int argc, char **argv)
+{
+        struct diag diag = { 0 };
+        struct persona_run pr = { 0 };
+        int r = persona_translate(persona, argc, argv, &pr, &diag);
+        if (r == 1)
+                return 0;
+        if (r < 0) {
+                char buf[DIAG_FORMAT_MAX];
+                fprintf(stderr, "%s: %s\n", persona, diag_format(&diag, buf, sizeof(buf)));
+                return EXIT_USAGE;
+        }
+        config_set_defaults(pr.defaults);
+        for (size_t i = 0; pr.notes && pr.notes[i]; i++)
+                log_warn("persona", "%s", pr.notes[i]);
+        log_info("persona", "answering as %s command=%s", persona, pr.argv[0]);
+        /* dispatch() takes the command at argv[1], after a program name */
+        _cleanup_free_ char **full = xcalloc((size_t)pr.argc + 2, sizeof(char *));
+        full[0] = argv[0];
+        for (int i = 0; i < pr.argc; i++)
+                full[i + 1] = pr.argv[i];
+        /* pr.argv stays alive: a running daemon reloads from it */
+        return dispatch(pr.argc + 1, full);
+}
+
 int main(int argc, char **argv)
 {
         dev_report_sink(report_to_log, NULL);
+        const char *persona = persona_of(argv[0]);
+        if (persona)
+                return run_persona(persona, argc, argv);
         if (argc < 2) {
                 usage(stderr);
                 return EXIT_USAGE;
@@ -141,6 +171,8 @@ static int dispatch(int argc, char **argv)
                 { "metrics", cmd_metrics, "" },
                 { "mps-control-daemon", cmd_mps, "" },
                 { "dra", cmd_dra, NULL },
+                { "config-manager", cmd_config_manager, NULL },
+                { "mps-mount-shm", cmd_mps_mount_shm, NULL },
         };
         for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
                 if (strcmp(cmd, cmds[i].name) != 0)

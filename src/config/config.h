@@ -120,6 +120,7 @@ struct devlet_config {
         long verbosity;         /* -v N */
         char *log_format;       /* --log-format text|json|klog (log_format_from_name) */
         char **backends;        /* --backends auto or family names (config_families.choices) */
+        char **serve;           /* --serve: plugin, labels, metrics (config_serves) */
         char *sysfs_root;       /* --sysfs-root, default /sys (tests point it at a fake tree) */
         char *dev_root;         /* --dev-root; "": each family's default (config_host_dev_root) */
         int64_t rescan_interval_ms; /* --rescan-interval, hot-plug fallback rescan; -1 = never */
@@ -137,6 +138,7 @@ struct devlet_config {
         char *metrics_address;        /* --metrics-address, default ":9400"; "" = no metrics */
         long collect_interval_ms;     /* --collect-interval, milliseconds, >= 100 */
         char *hostname_label;         /* Hostname|hostname: the metrics label naming the node */
+        bool kubernetes;              /* attribute series to pods (dcgm-exporter's -k) */
         char *pod_resources_socket;   /* the kubelet's pod-resources socket */
         char **container_state_dirs;  /* where runtimes keep container state (OCI specs) */
         bool kubernetes_virtual_gpus; /* dcgm-exporter's per-pod series of shared devices */
@@ -390,13 +392,23 @@ char *config_table_json(const struct config_families *families);
  * never NULL, free() it. */
 char *config_to_json(const struct devlet_config *cfg);
 
-/* The root under which a family finds /dev: --dev-root when given, else
- * "/" (a family may have a default of its own instead: NVIDIA's is its
- * driver root, as NVIDIA's plugin has it). */
 /* --node-name, or the host name when it is empty.  Heap string. */
 char *config_node_name(const struct devlet_config *cfg);
 
+/* The root under which a family finds /dev: --dev-root when given, else
+ * "/" (a family may have a default of its own instead: NVIDIA's is its
+ * driver root, as NVIDIA's plugin has it). */
 const char *config_host_dev_root(const struct devlet_config *cfg);
+
+/* Whether --serve names what ("plugin", "labels", "metrics"). */
+bool config_serves(const struct devlet_config *cfg, const char *what);
+
+/* Defaults that replace the table's for this process: "flag=value" items,
+ * applied below the config file, env vars and flags (a vendor command
+ * name's own defaults, see persona.c).  The vector must outlive every
+ * config load; NULL restores the table's.  An item naming no option is
+ * ignored (tests/integration/test_personas.py checks each command name's). */
+void config_set_defaults(const char *const *items);
 
 /* Prints the flags table (flag, env vars, config key, default, help):
  * devlet's options, then the families'. */

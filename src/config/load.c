@@ -21,6 +21,24 @@
 
 /* ---- the whole config ---- */
 
+static const char *const *default_overrides;
+
+void config_set_defaults(const char *const *items)
+{
+        default_overrides = items;
+}
+
+/* The default text of opt: an override's, else the table's. */
+static const char *option_default(const struct config_option *opt)
+{
+        size_t len = strlen(opt->flag);
+        for (size_t i = 0; default_overrides && default_overrides[i]; i++)
+                if (strncmp(default_overrides[i], opt->flag, len) == 0 &&
+                    default_overrides[i][len] == '=')
+                        return default_overrides[i] + len + 1;
+        return opt->default_value;
+}
+
 struct devlet_config *config_new_defaults(const struct config_families *families)
 {
         struct devlet_config *cfg = xcalloc(1, sizeof(*cfg));
@@ -29,10 +47,10 @@ struct devlet_config *config_new_defaults(const struct config_families *families
         const struct config_option *opt;
         for (size_t i = 0; (opt = config_option_at(families, i)); i++) {
                 union config_value v = { 0 };
-                int r = config_value_parse(families, opt, opt->default_value, opt->flag, &v,
+                int r = config_value_parse(families, opt, option_default(opt), opt->flag, &v,
                                            NULL);
                 if (r < 0)
-                        abort(); /* a bad default in the table is a programming error */
+                        abort(); /* a bad default (table or override) is a programming error */
                 config_value_store(cfg, opt, &v);
         }
         cfg->hostdev.domain = xstrdup("devlet.io");
@@ -331,6 +349,11 @@ char *config_node_name(const struct devlet_config *cfg)
         if (gethostname(host, sizeof(host) - 1) < 0)
                 host[0] = '\0';
         return xstrdup(host);
+}
+
+bool config_serves(const struct devlet_config *cfg, const char *what)
+{
+        return strv_contains(cfg->serve, what);
 }
 
 const char *config_host_dev_root(const struct devlet_config *cfg)

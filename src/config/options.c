@@ -32,7 +32,8 @@
 static const char *const device_list_strategy_choices[] = { "envvar", "volume-mounts",
                                                             "cdi-annotations", "cdi-cri", NULL };
 static const char *const allocation_policy_choices[] = { "distributed", "packed", NULL };
-static const char *const hostname_label_choices[] = { "Hostname", "hostname", NULL };
+static const char *const hostname_label_choices[] = { "Hostname", "hostname", "none", NULL };
+static const char *const serve_choices[] = { "plugin", "labels", "metrics", NULL };
 static const char *const log_format_choices[] = { "text", "json", "klog", NULL };
 
 #define FIELD(f) offsetof(struct devlet_config, f)
@@ -109,6 +110,19 @@ static const struct config_option options[] = {
                 /* choices: the families' names (row_choices) */
                 .help = "Device backends to run (auto: each backend that finds devices)",
                 .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "serve",
+                .envs = { "DEVLET_SERVE" },
+                .type = CONFIG_LIST,
+                .default_value = "plugin,labels,metrics",
+                .offset = FIELD(serve),
+                .choices = serve_choices,
+                .help = "What `devlet run` does: plugin (the device plugin, DRA and CDI specs), labels "
+                        "(feature-discovery labels), metrics (the metrics endpoint).  The vendors' "
+                        "command names each start with their tool's part only.  Per process, so "
+                        "no config-file key",
+                .apply = CONFIG_APPLY_RESTART,
         },
         {
                 .flag = "sysfs-root",
@@ -234,7 +248,19 @@ static const struct config_option options[] = {
                 .default_value = "Hostname",
                 .offset = FIELD(hostname_label),
                 .choices = hostname_label_choices,
-                .help = "Name of the metrics label that carries the node name",
+                .help = "Name of the metrics label that carries the node name (none: no such label, as dcgm-exporter's --no-hostname)",
+                .apply = CONFIG_APPLY_METRICS,
+        },
+        {
+                .flag = "kubernetes",
+                .envs = { "DEVLET_KUBERNETES" },
+                .key = "flags.kubernetes",
+                .type = CONFIG_BOOL,
+                .default_value = "true",
+                .offset = FIELD(kubernetes),
+                .help = "Attribute each series to the pod, namespace and container holding the "
+                        "device (false: no such labels; dcgm-exporter's -k, off by default under "
+                        "its command name)",
                 .apply = CONFIG_APPLY_METRICS,
         },
         {

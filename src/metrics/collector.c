@@ -366,13 +366,15 @@ static size_t series_labels(const struct collector *c, const struct dev_unit *u,
                             struct expo_label *l)
 {
         size_t n = 0;
+        /* --hostname-label none: no host label (dcgm-exporter's --no-hostname) */
+        bool host = strcmp(c->hostname_label, "none") != 0;
         for (size_t i = 0; i < u->n_labels && n < MAX_LABELS - 8; i++) {
-                if (i == u->host_at)
+                if (i == u->host_at && host)
                         l[n++] = (struct expo_label){ c->hostname_label, c->hostname };
                 if (!own || snake_case(u->labels[i].name))
                         l[n++] = (struct expo_label){ u->labels[i].name, u->labels[i].value };
         }
-        if (u->host_at >= u->n_labels)
+        if (u->host_at >= u->n_labels && host)
                 l[n++] = (struct expo_label){ c->hostname_label, c->hostname };
         size_t first = n;
         if (o) {

@@ -61,7 +61,8 @@ static struct collector *collector_for(const struct devlet_config *cfg, struct m
                 .hostname_label = cfg->hostname_label,
                 .hostname = host,
                 .proc_root = "/proc",
-                .state_dirs = cfg->container_state_dirs,
+                /* --kubernetes=false: no pod, namespace or container labels */
+                .state_dirs = cfg->kubernetes ? cfg->container_state_dirs : NULL,
                 .cdi_prefix = cfg->cdi_annotation_prefix,
                 .hints = hints,
                 .n_hints = n_hints < MAX_HINTS ? n_hints : MAX_HINTS,
@@ -321,7 +322,9 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         m->src = *src;
         m->refs = 1;
         m->podres_up = -1;
-        m->pod_resources_socket = xstrdup(cfg->pod_resources_socket ? cfg->pod_resources_socket : "");
+        m->pod_resources_socket = xstrdup(cfg->kubernetes && cfg->pod_resources_socket
+                                                  ? cfg->pod_resources_socket
+                                                  : "");
         m->interval_ms = cfg->collect_interval_ms > 0 ? (uint64_t)cfg->collect_interval_ms : 30000;
         m->store = metrics_store_new();
         struct diag diag = { 0 };
@@ -387,7 +390,7 @@ int metrics_print_once(const struct devlet_config *cfg, struct dev_sampler *cons
         struct metrics_store *store = metrics_store_new();
         struct collector *col = collector_for(cfg, store);
         collector_put_samplers(col, samplers, n_samplers);
-        if (cfg->pod_resources_socket && *cfg->pod_resources_socket &&
+        if (cfg->kubernetes && cfg->pod_resources_socket && *cfg->pod_resources_socket &&
             access(cfg->pod_resources_socket, F_OK) == 0) {
                 struct attr_podres *p = NULL;
                 struct diag diag = { 0 };

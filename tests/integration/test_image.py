@@ -66,7 +66,7 @@ def test_image_config(image):
     cfg = info["Config"]
     assert cfg["Entrypoint"] == ["/usr/bin/devlet"]
     assert cfg["Cmd"] == ["run"]
-    assert cfg["User"] == "65534:65534"
+    assert cfg["User"] == "0:0"
     assert "9400/tcp" in cfg["ExposedPorts"]
     labels = cfg["Labels"]
     assert labels["org.opencontainers.image.title"] == "devlet"
@@ -100,8 +100,12 @@ def test_image_holds_only_devlet_and_its_libraries(image):
     libs = {f for f in files if f != "usr/bin/devlet"}
     assert {pathlib.PurePosixPath(f).name for f in libs} == ldd_names(BUILD / "devlet") | GLIBC_FOR_NVML | OPENSSL
     assert all(".so" in pathlib.PurePosixPath(f).name for f in libs)
-    # only the host's merged-/usr directory links (lib -> usr/lib)
-    assert all(target.startswith("usr/") for target in links.values()), links
+    # the host's merged-/usr directory links (lib -> usr/lib), and the
+    # vendors' command names, links to devlet
+    names = {f"usr/bin/{n}": "devlet" for n in PERSONAS}
+    names["root/k8s-device-plugin"] = "/usr/bin/devlet"
+    assert {k: v for k, v in links.items() if k in names} == names
+    assert all(target.startswith("usr/") for k, target in links.items() if k not in names), links
     for shell in ("bin/sh", "usr/bin/sh", "bin/bash", "usr/bin/apt-get", "usr/bin/dpkg"):
         assert shell not in files and shell not in links
 
@@ -132,7 +136,7 @@ def config_dir(tmp_path):
     d = tmp_path / "config"
     d.mkdir()
     (d / "config.yaml").write_text(HOSTDEV_CONFIG)
-    # readable by the image's default user, 65534
+    # readable by user 65534, which the list test runs as
     tmp_path.chmod(0o755)
     d.chmod(0o755)
     (d / "config.yaml").chmod(0o644)
@@ -141,11 +145,26 @@ def config_dir(tmp_path):
 
 def list_json(image, config_dir, *podman_args):
     res = run(image, "list", "--config-file", "/etc/devlet/config.yaml", "-o", "json",
-              podman_args=["-v", f"{config_dir}:/etc/devlet:ro", *podman_args])
+              podman_args=["--user", "65534:65534", "-v", f"{config_dir}:/etc/devlet:ro",
+                           *podman_args])
     assert res.returncode == 0, res.stderr
     (resource,) = json.loads(res.stdout)["resources"]
     assert resource["name"] == "devlet.io/imagetest" and resource["backend"] == "hostdev"
     return resource["devices"]
+
+
+PERSONAS = ["nvidia-device-plugin", "gpu-feature-discovery", "dcgm-exporter", "config-manager",
+            "mps-control-daemon", "k8s-device-plugin", "k8s-node-labeller", "amd-metrics-exporter"]
+
+
+@pytest.mark.parametrize("command", PERSONAS + ["./k8s-device-plugin"])
+def test_vendor_command_names(image, command):
+    """The vendors' charts set `command:` to their tool's name (AMD's operator
+    to ./k8s-device-plugin with workingDir /root): each is devlet under that
+    name."""
+    res = run(image, "--version", podman_args=["--entrypoint", command, "--workdir", "/root"])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith(f"{command.lstrip('./')} (devlet "), res.stdout
 
 
 def test_list_sees_a_host_device_mapped_into_the_container(image, config_dir):
