@@ -254,6 +254,11 @@ def test_gpu_overlays_schedule_on_gpu_nodes(overlay):
     spec = daemonset(overlay)["spec"]["template"]["spec"]
     assert NVIDIA_TOLERATION in spec["tolerations"]
     assert spec["priorityClassName"] == "system-node-critical"
+    if overlay == "nvidia-only":
+        # as NVIDIA's static manifest: no affinity, so a cluster without
+        # NFD keeps its GPU capacity after the swap
+        assert "affinity" not in spec
+        return
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     keys = {e["key"] for t in terms for e in t["matchExpressions"]}
     assert {"feature.node.kubernetes.io/pci-10de.present", "nvidia.com/gpu.present"} <= keys
