@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/cleanup.h"
@@ -25,6 +26,18 @@ int cmd_load_config(int argc, char **argv, struct devlet_config **out, int *argi
         enum log_format f = LOG_FORMAT_TEXT;
         (void)log_format_from_name((*out)->log_format, &f); /* one of the row's choices */
         log_set_format(f);
+        /* DEVLET_CHECK_CONFIG=1: check the command line, env vars and file
+         * the command would run with, print the effective config, exit 0
+         * (an error above exits 2 as ever) */
+        const char *check = getenv("DEVLET_CHECK_CONFIG");
+        if (check && strcmp(check, "1") == 0) {
+                for (size_t i = 0; (*out)->warnings && (*out)->warnings[i]; i++)
+                        fprintf(stderr, "devlet %s: warning: %s\n", argv[0], (*out)->warnings[i]);
+                _cleanup_free_ char *json = config_to_json(*out);
+                printf("%s\n", json);
+                config_free(TAKE_PTR(*out));
+                exit(0);
+        }
         /* `run` logs its warnings itself, with the rest of its log */
         if (strcmp(argv[0], "run") != 0)
                 for (size_t i = 0; (*out)->warnings && (*out)->warnings[i]; i++)

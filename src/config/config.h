@@ -382,7 +382,7 @@ void config_option_copy(struct devlet_config *dst, const struct devlet_config *s
 const char *config_apply_text(unsigned apply, char *buf, size_t size);
 
 /* Every option and section with its apply flags, as JSON (`devlet help
- * options-json`, for tests and tools): {"options": [{"flag", "key",
+ * options-json`, for tests and tools): {"options": [{"flag", "alias", "short", "key",
  * "key_alias", "type", "default", "choices", "apply": [...]}],
  * "sections": [{"key", "apply"}]};
  * free() it. */

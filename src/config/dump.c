@@ -111,11 +111,14 @@ char *config_table_json(const struct config_families *f)
                 json_t *choices = json_array();
                 for (size_t k = 0; o->choices && o->choices[k]; k++)
                         json_array_append_new(choices, json_string(o->choices[k]));
+                char short_flag[2] = { o->short_flag, '\0' };
                 json_array_append_new(
-                        rows, json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:o, s:o}", "flag", o->flag,
-                                        "key", o->key, "key_alias", o->key_alias, "type",
-                                        types[o->type], "default", o->default_value, "choices",
-                                        choices, "apply", apply_json(o->apply)));
+                        rows, json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:s, s:s, s:o, s:o}",
+                                        "flag", o->flag, "alias", o->alias, "short",
+                                        o->short_flag ? short_flag : NULL, "key", o->key,
+                                        "key_alias", o->key_alias, "type", types[o->type],
+                                        "default", o->default_value, "choices", choices, "apply",
+                                        apply_json(o->apply)));
         }
         json_t *sections = json_array();
         for (const struct config_section *s = config_sections; s->key; s++)
