@@ -32,7 +32,7 @@
 static const char *const device_list_strategy_choices[] = { "envvar", "volume-mounts",
                                                             "cdi-annotations", "cdi-cri", NULL };
 static const char *const allocation_policy_choices[] = { "distributed", "packed", NULL };
-static const char *const hostname_label_choices[] = { "Hostname", "hostname", "none", NULL };
+static const char *const hostname_label_choices[] = { "auto", "Hostname", "hostname", "none", NULL };
 static const char *const serve_choices[] = { "plugin", "labels", "metrics", NULL };
 static const char *const log_format_choices[] = { "text", "json", "klog", NULL };
 
@@ -245,10 +245,13 @@ static const struct config_option options[] = {
                 .envs = { "DEVLET_HOSTNAME_LABEL" },
                 .key = "flags.hostnameLabel",
                 .type = CONFIG_STRING,
-                .default_value = "Hostname",
+                .default_value = "auto",
                 .offset = FIELD(hostname_label),
                 .choices = hostname_label_choices,
-                .help = "Name of the metrics label that carries the node name (none: no such label, as dcgm-exporter's --no-hostname)",
+                .help = "Name of the metrics label that carries the node name (auto: each "
+                        "family's exporter's, Hostname as dcgm-exporter's for NVIDIA GPUs, "
+                        "hostname as AMD's exporter's for AMD GPUs and devlet's own families; "
+                        "none: no such label, as dcgm-exporter's --no-hostname)",
                 .apply = CONFIG_APPLY_METRICS,
         },
         {

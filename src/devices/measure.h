@@ -162,6 +162,9 @@ struct dev_attr_hints {
          * (not counted for privileged containers, which get every node) */
         const struct dev_devnum_range *devnums;
         size_t n_devnums;
+        /* the host label's name this family's exporter uses ("Hostname" for
+         * dcgm-exporter's, "hostname" for AMD's): --hostname-label auto */
+        const char *host_label;
 };
 
 /* The hints of every known family (from the backend table): fills at most

@@ -95,7 +95,7 @@ struct collector *collector_new(const struct collector_opts *o, struct metrics_s
 {
         struct collector *c = xcalloc(1, sizeof(*c));
         c->o = *o;
-        c->hostname_label = xstrdup(o->hostname_label && *o->hostname_label ? o->hostname_label : "Hostname");
+        c->hostname_label = xstrdup(o->hostname_label && *o->hostname_label ? o->hostname_label : "auto");
         c->hostname = xstrdup(o->hostname ? o->hostname : "");
         c->proc_root = xstrdup(o->proc_root && *o->proc_root ? o->proc_root : "/proc");
         c->o.hostname_label = c->hostname_label;
@@ -366,16 +366,20 @@ static size_t series_labels(const struct collector *c, const struct dev_unit *u,
                             struct expo_label *l)
 {
         size_t n = 0;
-        /* --hostname-label none: no host label (dcgm-exporter's --no-hostname) */
+        /* --hostname-label none: no host label (dcgm-exporter's --no-hostname);
+         * auto: the one the unit's family's exporter uses */
         bool host = strcmp(c->hostname_label, "none") != 0;
+        const char *host_label = c->hostname_label;
+        if (strcmp(host_label, "auto") == 0)
+                host_label = u->hints && u->hints->host_label ? u->hints->host_label : "Hostname";
         for (size_t i = 0; i < u->n_labels && n < MAX_LABELS - 8; i++) {
                 if (i == u->host_at && host)
-                        l[n++] = (struct expo_label){ c->hostname_label, c->hostname };
+                        l[n++] = (struct expo_label){ host_label, c->hostname };
                 if (!own || snake_case(u->labels[i].name))
                         l[n++] = (struct expo_label){ u->labels[i].name, u->labels[i].value };
         }
         if (u->host_at >= u->n_labels && host)
-                l[n++] = (struct expo_label){ c->hostname_label, c->hostname };
+                l[n++] = (struct expo_label){ host_label, c->hostname };
         size_t first = n;
         if (o) {
                 l[n++] = (struct expo_label){ "container", o->container };

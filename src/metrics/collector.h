@@ -18,7 +18,8 @@
 
 struct collector_opts {
         uint64_t interval_ms;
-        const char *hostname_label; /* "Hostname" (dcgm-exporter's) or "hostname" */
+        const char *hostname_label; /* "Hostname" (dcgm-exporter's), "hostname", "none" (no
+                                     * host label) or "auto" (each unit's family's) */
         const char *hostname;
         const char *proc_root;      /* "/proc" */
         char *const *state_dirs;    /* container state directories */

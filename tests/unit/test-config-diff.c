@@ -212,7 +212,7 @@ static void test_sections(void **state)
 static void test_table_json(void **state)
 {
         char *s = config_table_json(TEST_FAMILIES);
-        assert_non_null(strstr(s, "{\"flag\":\"collectors\",\"key\":\"flags.collectors\""));
+        assert_non_null(strstr(s, "{\"flag\":\"collectors\",\"alias\":null,\"short\":\"f\",\"key\":\"flags.collectors\""));
         assert_non_null(strstr(s, "\"apply\":[\"metrics\"]"));
         assert_non_null(strstr(s, "{\"key\":\"sharing\",\"apply\":[\"reserve\",\"outputs\"]}"));
         free(s);

@@ -51,7 +51,7 @@ static void test_defaults(void **state)
         assert_string_equal(c->cdi_spec_dir, "/var/run/cdi");
         assert_string_equal(c->metrics_address, ":9400");
         assert_int_equal(c->collect_interval_ms, 30000);
-        assert_string_equal(c->hostname_label, "Hostname");
+        assert_string_equal(c->hostname_label, "auto");
         assert_string_equal(c->pod_resources_socket,
                             "/var/lib/kubelet/pod-resources/kubelet.sock");
         assert_strv(c->container_state_dirs,
@@ -819,7 +819,7 @@ static void test_options_bounds(void **state)
         assert_string_equal(d.message, "--shared-devices-allocation-policy: invalid value "
                                        "\"spread\" (allowed: distributed, packed)");
         check_err("version: v1\nflags:\n  hostnameLabel: HOSTNAME\n", 3, 18,
-                  "flags.hostnameLabel: invalid value \"HOSTNAME\" (allowed: Hostname, hostname)");
+                  "flags.hostnameLabel: invalid value \"HOSTNAME\" (allowed: auto, Hostname, hostname, none)");
         check_err("version: v1\nflags:\n  plugin:\n    sharedDevicesAllocationPolicy: [packed]\n",
                   4, 36,
                   "flags.plugin.sharedDevicesAllocationPolicy: expected a value, found a list");
@@ -850,7 +850,7 @@ static void test_options_help(void **state)
         assert_contains(buf, "--collect-interval N");
         assert_contains(buf, "env: DCGM_EXPORTER_INTERVAL; key: flags.collectInterval; "
                              "default: 30000");
-        assert_contains(buf, "--hostname-label Hostname|hostname");
+        assert_contains(buf, "--hostname-label auto|Hostname|hostname|none");
         assert_contains(buf, "--container-state-dirs A,B,...");
         free(buf);
 }

@@ -82,6 +82,7 @@ const struct dev_attr_hints amd_attr_hints = {
         .cdi_vendor = "amd.com",
         .devnums = devnums,
         .n_devnums = 1,
+        .host_label = "hostname", /* AMD's exporter's */
 };
 
 struct amd_sampler {

@@ -163,6 +163,7 @@ const struct dev_attr_hints nvidia_attr_hints = {
         .cdi_vendor = "nvidia.com",
         .devnums = devnums,
         .n_devnums = ARRAY_SIZE(devnums),
+        .host_label = "Hostname", /* dcgm-exporter's */
 };
 
 struct nv_gpu {
