@@ -657,3 +657,22 @@ def test_chart_does_not_drift_from_the_overlays_host_paths(helm):
         for c in ds["spec"]["template"]["spec"]["containers"]:
             chart_paths = {(p, m[0]) for p, m in mounts(ds, c).items() if m[0][0] == "hostPath"}
             assert chart_paths <= overlay_paths, chart_paths - overlay_paths
+
+
+def test_every_value_is_documented():
+    """docs/INSTALL.md's Helm section names every top-level value and every
+    value under the groups that map to devlet's flags."""
+    with open(os.path.join(ROOT, "docs", "INSTALL.md")) as f:
+        doc = f.read()
+    section = doc[doc.index("\n## Helm\n"):doc.index("\n## 4. Check the node\n")]
+    with open(os.path.join(CHART, "values.yaml")) as f:
+        vals = yaml.safe_load(f)
+    missing = []
+    for key, v in vals.items():
+        if f"`{key}" not in section and f"{key}`" not in section:
+            missing.append(key)
+        if key in {"amd", "gfd", "cdi", "mps", "dra", "metrics", "serviceMonitor", "tlsServerConfig", "config"}:
+            for sub in v:
+                if sub not in section:
+                    missing.append(f"{key}.{sub}")
+    assert not missing, missing
