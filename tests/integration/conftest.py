@@ -8,6 +8,7 @@ the report."""
 import os
 import pathlib
 import shutil
+import subprocess
 import tempfile
 from types import SimpleNamespace
 
@@ -16,6 +17,8 @@ import pytest
 from devlet_harness import DEVLET_BIN, Devlet
 from kubelet_sim import BUILD_DIR, KubeletSim
 from mock_gpus import MockNode
+
+ROOT_DIR = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _track(request, attr, obj):
@@ -46,6 +49,24 @@ def build_dir():
     if not os.path.exists(DEVLET_BIN):
         pytest.fail(f"{DEVLET_BIN} is missing: run `make` (DEVLET_BUILD={BUILD_DIR})")
     return BUILD_DIR
+
+
+@pytest.fixture(scope="session")
+def node_modules():
+    """tests/deploy's pinned npm packages, installed once into $BUILD/node
+    (validate.js checks rendered manifests with them: test_deploy, test_helm)."""
+    dest = pathlib.Path(BUILD_DIR) / "node"
+    lock = ROOT_DIR / "tests" / "deploy" / "package-lock.json"
+    installed = dest / "package-lock.json"
+    if not ((dest / "node_modules").is_dir() and installed.exists()
+            and installed.read_bytes() == lock.read_bytes()):
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT_DIR / "tests" / "deploy" / "package.json", dest)
+        shutil.copy(lock, dest)
+        res = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=dest,
+                             capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stdout + res.stderr
+    return dest / "node_modules"
 
 
 @pytest.fixture

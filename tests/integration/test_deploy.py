@@ -9,7 +9,6 @@ import json
 import os
 import pathlib
 import selectors
-import shutil
 import signal
 import subprocess
 import time
@@ -96,23 +95,6 @@ def config_map(overlay):
 def container(overlay, name="devlet"):
     (c,) = [c for c in daemonset(overlay)["spec"]["template"]["spec"]["containers"] if c["name"] == name]
     return c
-
-
-@pytest.fixture(scope="module")
-def node_modules():
-    """tests/deploy's pinned npm packages, installed once into $BUILD/node."""
-    dest = BUILD / "node"
-    lock = ROOT / "tests" / "deploy" / "package-lock.json"
-    installed = dest / "package-lock.json"
-    if not ((dest / "node_modules").is_dir() and installed.exists()
-            and installed.read_bytes() == lock.read_bytes()):
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / "tests" / "deploy" / "package.json", dest)
-        shutil.copy(lock, dest)
-        res = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=dest,
-                             capture_output=True, text=True, timeout=600)
-        assert res.returncode == 0, res.stdout + res.stderr
-    return dest / "node_modules"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
