@@ -21,8 +21,10 @@
 
 #include "base/xalloc.h"
 
-#define LOG_MSG_MAX 2048
-#define LOG_LINE_MAX 4096
+/* A message holds 8 KiB: the start-up config line is about 2 KiB of JSON
+ * with the defaults alone, more with a config */
+#define LOG_MSG_MAX 8192
+#define LOG_LINE_MAX (2 * LOG_MSG_MAX)
 
 static int verbosity;
 static int format; /* enum log_format, read and set atomically */
@@ -289,11 +291,11 @@ static void format_text(struct line *l, const struct timespec *ts, const char *l
 {
         struct tm tm;
         gmtime_r(&ts->tv_sec, &tm);
-        /* as one snprintf always did: the line cut at 2047 bytes */
-        int n = snprintf(l->buf, 2047, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s: %s",
+        /* as one snprintf always did: the line cut at LOG_MSG_MAX - 1 bytes */
+        int n = snprintf(l->buf, LOG_MSG_MAX - 1, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s: %s",
                          tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                          tm.tm_sec, ts->tv_nsec / 1000000, level, component, msg);
-        l->n = n < 0 ? 0 : n > 2046 ? 2046 : (size_t)n;
+        l->n = n < 0 ? 0 : n > LOG_MSG_MAX - 2 ? LOG_MSG_MAX - 2 : (size_t)n;
         l->buf[l->n++] = '\n';
 }
 

@@ -45,7 +45,8 @@ NO_EXTRAS = {"gfd": {"enabled": False}, "cdi": {"enabled": False}, "metrics": {"
 # overlay -> (release namespace, values that render the same)
 AS_OVERLAY = {
     "all-in-one": ("devlet", {}),
-    "nvidia-only": ("kube-system", NO_EXTRAS),
+    # NVIDIA's static manifest has no node affinity
+    "nvidia-only": ("kube-system", {**NO_EXTRAS, "familyAffinity": False}),
     "amd-only": ("devlet", {**NO_EXTRAS, "nvidia": {"enabled": False}, "amd": {"enabled": True},
                             "backends": ["amd"]}),
     "host-devices-only": ("devlet", {**NO_EXTRAS, "nvidia": {"enabled": False}, "failOnInitError": None,

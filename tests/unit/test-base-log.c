@@ -19,7 +19,7 @@
 
 #include "base/log.h"
 
-static char captured[8192];
+static char captured[65536];
 
 /* Runs log_emit(level, component, "%s", msg) with stderr captured; the line
  * lands in captured. */
@@ -187,7 +187,7 @@ static void test_json_escapes(void **state)
 static void test_json_long_line_stays_valid(void **state)
 {
         log_set_format(LOG_FORMAT_JSON);
-        static char msg[4000];
+        static char msg[8000];
         /* control characters expand six times: the line is cut, still closed */
         memset(msg, '\x01', sizeof(msg) - 1);
         msg[sizeof(msg) - 1] = 0;
@@ -196,7 +196,7 @@ static void test_json_long_line_stays_valid(void **state)
         assert_true(strlen(field(o, "msg")) > 100);
         json_decref(o);
         /* a pair that does not fit is left out whole */
-        char big[1900];
+        char big[7000];
         memset(big, 'v', sizeof(big) - 1);
         big[sizeof(big) - 1] = 0;
         snprintf(msg, sizeof(msg), "ev a=1 b=\"%s\\n\\n\\n\"", big);

@@ -105,7 +105,7 @@ with host devices, which every node may have). */}}
 {{- define "devlet.affinity" -}}
 {{- if .Values.affinity -}}
 {{- toYaml .Values.affinity -}}
-{{- else if and (not .Values.hostDevices.enabled) (or .Values.nvidia.enabled .Values.amd.enabled) -}}
+{{- else if and .Values.familyAffinity (not .Values.hostDevices.enabled) (or .Values.nvidia.enabled .Values.amd.enabled) -}}
 {{- $terms := list -}}
 {{- if .Values.nvidia.enabled -}}
 {{- $terms = append $terms (dict "matchExpressions" (list (dict "key" "feature.node.kubernetes.io/pci-10de.present" "operator" "In" "values" (list "true")))) -}}
