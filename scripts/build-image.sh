@@ -106,6 +106,12 @@ done
 mkdir -p "$stage/usr/bin"
 strip --strip-unneeded -o "$stage/usr/bin/devlet" "$bin"
 chmod 0755 "$stage/usr/bin/devlet"
+# dcgm-exporter's counters files where its chart and operators look (-f /etc/dcgm-exporter/...)
+repo=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$stage/etc/dcgm-exporter"
+for csv in default-counters.csv dcp-metrics-included.csv; do
+        install -m 0644 "$repo/deploy/dcgm-exporter/$csv" "$stage/etc/dcgm-exporter/$csv"
+done
 [ -z "$rootfs_only" ] || exit 0
 
 digest=$( (cd "$stage" && find . \( -type f -o -type l \) | LC_ALL=C sort | while read -r f; do

@@ -372,8 +372,9 @@ static void test_counters_csv(void **state)
                          0);
         assert_string_equal(names[0], "DCGM_FI_DEV_SM_CLOCK");
         assert_string_equal(names[1], "DCGM_FI_DEV_DEC_UTIL");
-        assert_string_equal(names[2], "DCGM_FI_PROF_PCIE_TX_BYTES");
-        assert_null(names[3]);
+        assert_string_equal(names[2], "DCGM_FI_DRIVER_VERSION"); /* a label row */
+        assert_string_equal(names[3], "DCGM_FI_PROF_PCIE_TX_BYTES");
+        assert_null(names[4]);
         strv_free(names);
         char buf[600];
         assert_int_equal(config_counters_parse("DCGM_FI_DEV_SM_CLOCK, gauge\n", "c.csv", &names, &diag), -EINVAL);

@@ -28,6 +28,9 @@ int nvidia_sampler_new(struct nvml_lib *lib, const struct nvml_inventory *inv,
  * safe). */
 void nvidia_sampler_note_xid(struct dev_sampler *s, size_t gpu, unsigned long long xid);
 
+/* go-nvlib's name of an nvmlBrandType_t ("Tesla"), or NULL. */
+const char *nvidia_brand_name(int brand);
+
 /* NVIDIA's description of an XID code (dcgm-exporter's err_msg). */
 const char *nvidia_xid_text(unsigned long long xid);
 
