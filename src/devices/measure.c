@@ -63,8 +63,16 @@ void dev_unit_set(struct dev_unit *u, size_t family, double v)
         u->values[family].v = v;
 }
 
+bool dev_sample_wants(const struct dev_sample *s, const char *name, bool opt_in)
+{
+        if (!s->fields)
+                return !opt_in;
+        return strv_contains(s->fields, name);
+}
+
 void dev_sample_release(struct dev_sample *s)
 {
+        char *const *fields = s->fields;
         for (size_t i = 0; i < s->n_units; i++) {
                 struct dev_unit *u = &s->units[i];
                 free(u->key);
@@ -84,7 +92,7 @@ void dev_sample_release(struct dev_sample *s)
                 free(u->procs);
         }
         free(s->units);
-        *s = (struct dev_sample){ 0 };
+        *s = (struct dev_sample){ .fields = fields };
 }
 
 void dev_sampler_init(struct dev_sampler *s, const struct dev_sampler_ops *ops)

@@ -111,6 +111,10 @@ struct dev_unit {
 struct dev_sample {
         struct dev_unit *units;
         size_t n_units, cap_units;
+        /* set by the consumer before sample(): the fields a --collectors file
+         * names (strv, borrowed), NULL: the default set.  A sampler may skip
+         * reading what is not asked for (dev_sample_wants). */
+        char *const *fields;
 };
 
 /* Appends a unit for a sampler with the given table, every value absent;
@@ -124,6 +128,10 @@ void dev_unit_set(struct dev_unit *u, size_t family, double v);
 /* One series of the family with value labels (strv, taken): the first
  * fills the value, later ones go to its more[]. */
 void dev_unit_add_series(struct dev_unit *u, size_t family, double v, char **labels);
+/* Whether s's consumer exports the family or label field name: named by
+ * its --collectors file, or, without one, any but an opt-in family. */
+bool dev_sample_wants(const struct dev_sample *s, const char *name, bool opt_in);
+/* Frees the units; fields stays as it was. */
 void dev_sample_release(struct dev_sample *s);
 
 struct dev_sampler;

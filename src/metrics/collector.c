@@ -640,7 +640,7 @@ void collector_run_once(struct collector *c)
         uint64_t t0 = now_us();
         take_mailbox(c);
 
-        struct dev_sample smp = { 0 };
+        struct dev_sample smp = { .fields = c->selected };
         for (size_t i = 0; i < c->n_samplers; i++)
                 if (c->samplers[i]->ops->sample(c->samplers[i], &smp) < 0)
                         log_debug("metrics", "a sampler failed sampler=%s", c->samplers[i]->ops->name);

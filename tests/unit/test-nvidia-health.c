@@ -512,6 +512,23 @@ static void test_inherit_unmonitored(void **state)
         watch_stop(&w);
 }
 
+/* The same with metrics on: the monitor runs for the XIDs only and
+ * carries no failure over. */
+static void test_inherit_xids_only(void **state)
+{
+        struct watch w;
+        watch_start(&w, NULL);
+        add_event("{device: 1, type: xid, xid: 79}");
+        wait_changes(&w, 1);
+        assert_int_equal(gpu_health(&w, 1), 0);
+        setenv("DP_DISABLE_HEALTHCHECKS", "all", 1);
+        watch_reload(&w, NULL);
+        assert_non_null(((struct nvidia_backend *)w.b)->health);
+        assert_int_equal(gpu_health(&w, 1), 1);
+        assert_int_equal(nvidia_backend_xid_count(w.b, 79), 1);
+        watch_stop(&w);
+}
+
 static bool file_says_held(const char *path)
 {
         char text[64] = "";
@@ -600,6 +617,7 @@ int main(void)
                 cmocka_unit_test_setup(test_inherit_then_recover, health_setup),
                 cmocka_unit_test_setup(test_inherit_lost, health_setup),
                 cmocka_unit_test_setup(test_inherit_unmonitored, health_setup),
+                cmocka_unit_test_setup(test_inherit_xids_only, health_setup),
                 cmocka_unit_test_setup(test_destroy_does_not_wait, health_setup),
         };
         return cmocka_run_group_tests(tests, nvidia_group_setup, nvidia_group_teardown);

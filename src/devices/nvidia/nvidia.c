@@ -611,8 +611,8 @@ static void nvidia_inherit(struct dev_backend *db, struct dev_backend *dprev)
         struct nvidia_backend *b = (struct nvidia_backend *)db;
         const struct nvidia_backend *prev = (const struct nvidia_backend *)dprev;
         inherit_xids(b, prev);
-        if (!b->health)
-                return; /* not monitored: health is what the scan found */
+        if (!b->health || !b->policy->monitor)
+                return; /* not monitored (or for XIDs only): health is what the scan found */
         _cleanup_free_ struct nvidia_health_seed *seeds =
                 xcalloc(b->inv->n_gpus + 1, sizeof(*seeds));
         size_t n = 0;

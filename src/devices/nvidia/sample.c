@@ -405,10 +405,24 @@ static void sample_profiling(struct nvidia_sampler *s, struct dev_unit *u, struc
 
 /* The counters dcgm-exporter's default file leaves out: limits, fan,
  * P-state, throttling time, ECC, retired pages, NVLink errors. */
-static void sample_errors(const struct nvml_lib *l, struct dev_unit *u, nvmlDevice_t h)
+/* Whether any of the families first..last is exported: the opt-in ones
+ * cost many NVML calls (NVLink errors: five per link), made only when asked. */
+static bool wanted(const struct dev_sample *out, enum nv_field first, enum nv_field last)
+{
+        for (enum nv_field f = first; f <= last; f++)
+                if (dev_sample_wants(out, families[f].name, f >= F_POWER_MGMT_LIMIT))
+                        return true;
+        return false;
+}
+
+static void sample_errors(const struct nvml_lib *l, const struct dev_sample *out, struct dev_unit *u,
+                          nvmlDevice_t h)
 {
         unsigned v;
         unsigned long long ull;
+        if (!wanted(out, F_POWER_MGMT_LIMIT, F_RETIRED_PENDING) &&
+            !wanted(out, F_NVLINK_CRC_FLIT, F_NVLINK_RECOVERY))
+                return;
         if (l->power_limit && l->power_limit(h, &v) == NVML_SUCCESS)
                 set(u, F_POWER_MGMT_LIMIT, v / 1000.0);
         if (l->enforced_power_limit && l->enforced_power_limit(h, &v) == NVML_SUCCESS)
@@ -451,7 +465,7 @@ static void sample_errors(const struct nvml_lib *l, struct dev_unit *u, nvmlDevi
         nvmlEnableState_t pending;
         if (l->retired_pending && l->retired_pending(h, &pending) == NVML_SUCCESS)
                 set(u, F_RETIRED_PENDING, pending == NVML_FEATURE_ENABLED ? 1 : 0);
-        if (l->nvlink_errors) {
+        if (l->nvlink_errors && wanted(out, F_NVLINK_CRC_FLIT, F_NVLINK_RECOVERY)) {
                 static const struct {
                         enum nv_field f;
                         nvmlNvLinkErrorCounter_t c;
@@ -507,8 +521,8 @@ static void count_clock_events(struct nv_gpu *g, struct dev_unit *u, unsigned lo
                 dev_unit_add_series(u, F_EXP_CLOCK_EVENTS_COUNT, 0, strv_push(NULL, EXP_WINDOW_LABEL));
 }
 
-static void sample_telemetry(const struct nvml_lib *l, struct dev_unit *u, nvmlDevice_t h,
-                             struct nv_gpu *g)
+static void sample_telemetry(const struct nvml_lib *l, const struct dev_sample *out, struct dev_unit *u,
+                             nvmlDevice_t h, struct nv_gpu *g)
 {
         unsigned v, period;
         unsigned long long ull;
@@ -535,7 +549,7 @@ static void sample_telemetry(const struct nvml_lib *l, struct dev_unit *u, nvmlD
                 set(u, F_DEC_UTIL, v);
         if (l->clocks_event_reasons && l->clocks_event_reasons(h, &ull) == NVML_SUCCESS) {
                 set(u, F_CLOCKS_EVENT_REASONS, (double)ull);
-                if (g)
+                if (g && wanted(out, F_EXP_CLOCK_EVENTS_COUNT, F_EXP_CLOCK_EVENTS_COUNT))
                         count_clock_events(g, u, ull);
         }
         if (l->pcie_throughput && l->pcie_throughput(h, NVML_PCIE_UTIL_TX_BYTES, &v) == NVML_SUCCESS)
@@ -551,7 +565,7 @@ static void sample_telemetry(const struct nvml_lib *l, struct dev_unit *u, nvmlD
                         licensed |= lic.gridLicensableFeatures[i].featureState != 0;
                 set(u, F_VGPU_LICENSE, lic.isGridLicenseSupported && licensed ? 1 : 0);
         }
-        sample_errors(l, u, h);
+        sample_errors(l, out, u, h);
         unsigned cor, unc, pending, failure;
         if (l->remapped_rows && l->remapped_rows(h, &cor, &unc, &pending, &failure) == NVML_SUCCESS) {
                 set(u, F_REMAP_CORRECTABLE, cor);
@@ -801,7 +815,7 @@ static int nv_sample(struct dev_sampler *ds, struct dev_sample *out)
                         u->devnums[0] = (struct dev_devnum){ NVIDIA_MAJOR, (unsigned)g->minor };
                         u->n_devnums = 1;
                 }
-                sample_telemetry(l, u, g->handle, g);
+                sample_telemetry(l, out, u, g->handle, g);
                 sample_memory(l, u, g->handle);
                 pthread_mutex_lock(&s->mu);
                 unsigned long long xid = s->last_xid[g - s->gpus];
@@ -851,6 +865,8 @@ static const char *nv_why_absent(const char *field)
                        "node gives nothing for them";
         if (strncmp(field, "DCGM_FI_PROF_", 13) == 0)
                 return "a DCGM profiling field NVML's GPU Performance Monitoring has no metric for";
+        if (strcmp(field, "DCGM_EXP_XID_ERRORS_TOTAL") == 0 || strcmp(field, "DCGM_EXP_CLOCK_EVENTS_TOTAL") == 0)
+                return "not implemented; devlet_xid_events_total counts XIDs by GPU and code since start";
         if (strncmp(field, "DCGM_EXP_", 9) == 0)
                 return "a dcgm-exporter field built on DCGM's health or P2P checks, which NVML does not run";
         if (strstr(field, "INFOROM"))
