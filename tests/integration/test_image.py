@@ -100,9 +100,8 @@ def test_image_holds_only_devlet_and_its_libraries(image):
     assert "usr/bin/devlet" in files
     csvs = {"etc/dcgm-exporter/default-counters.csv", "etc/dcgm-exporter/dcp-metrics-included.csv"}
     assert csvs <= files  # dcgm-exporter's counters files, at its paths
-    repo = pathlib.Path(__file__).resolve().parents[2]
     for csv in csvs:
-        assert csv_text[csv] == (repo / "deploy/dcgm-exporter" / pathlib.PurePosixPath(csv).name).read_bytes()
+        assert csv_text[csv] == (ROOT / "deploy/dcgm-exporter" / pathlib.PurePosixPath(csv).name).read_bytes()
     libs = {f for f in files if f != "usr/bin/devlet" and f not in csvs}
     assert {pathlib.PurePosixPath(f).name for f in libs} == ldd_names(BUILD / "devlet") | GLIBC_FOR_NVML | OPENSSL
     assert all(".so" in pathlib.PurePosixPath(f).name for f in libs)
