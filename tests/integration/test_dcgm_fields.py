@@ -284,6 +284,7 @@ def test_xid_count_over_the_window(devlet, nvml, dirs):
 
 def test_clock_events_count(devlet, nvml, dirs):
     nvml.devices[2]["clocksEventReasons"] = 0x5  # gpu_idle, power_cap
+    nvml.devices[5]["clocksEventReasons"] = 0  # none (the others: 0x1, an idle H100)
     nvml.write()
     csv = write_csv(dirs, "clock.csv", [("DCGM_EXP_CLOCK_EVENTS_COUNT", "gauge")])
     d, port = start(devlet, nvml, dirs, extra=["--collectors", csv])
@@ -292,7 +293,9 @@ def test_clock_events_count(devlet, nvml, dirs):
                            WAIT, "three samples with power_cap on GPU 2")
     events = {lab["clock_event"]: v for lab, v in select(samples, "DCGM_EXP_CLOCK_EVENTS_COUNT", gpu="2")}
     assert set(events) == {"gpu_idle", "power_cap"} and events["gpu_idle"] == events["power_cap"]
-    assert [(lab.get("clock_event"), v) for lab, v in select(samples, "DCGM_EXP_CLOCK_EVENTS_COUNT", gpu="0")] \
+    assert [lab.get("clock_event") for lab, _ in select(samples, "DCGM_EXP_CLOCK_EVENTS_COUNT", gpu="0")] \
+        == ["gpu_idle"]
+    assert [(lab.get("clock_event"), v) for lab, v in select(samples, "DCGM_EXP_CLOCK_EVENTS_COUNT", gpu="5")] \
         == [(None, 0)]
 
 
