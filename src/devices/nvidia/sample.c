@@ -5,9 +5,15 @@
  * absent.  Each sample walks the inventory's GPUs (and, on a GPU in MIG
  * mode, its MIG devices as they are now), reads the telemetry, memory and
  * the running processes, and each process's SM, encoder and decoder
- * utilisation since the previous sample.  NVML's buffers are bounded
- * (MAX_PROCS processes per device).  Runs on the collector thread only,
- * one sample at a time; the last-XID table is the only state the loop
+ * utilisation since the previous sample.  The families dcgm-exporter's
+ * default file leaves out (ECC, retired pages, violations, NVLink errors,
+ * limits, fan, P-state, the DCGM_EXP_*_COUNT window counters) come last in
+ * the table, opt-in, and their NVML calls are made only when the consumer
+ * asks for them (dev_sample_wants).  Label fields (serial, VBIOS...) are
+ * read once at creation.  NVML's buffers are bounded (MAX_PROCS processes
+ * per device, XID_RING XIDs per GPU, one clock-event bucket per second of
+ * the window).  Runs on the collector thread only, one sample at a time;
+ * the XID tables (last XID, recent XIDs) are the only state the loop
  * writes, under the mutex.  Never logs above debug. */
 #include "devices/nvidia/sample.h"
 
