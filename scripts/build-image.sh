@@ -5,8 +5,9 @@
 # it, the dynamic loader, glibc's libdl/libpthread/librt/libm, which NVML
 # (dlopened from the host's driver at run time) links against, and the build
 # host's libssl.so.3 and libcrypto.so.3, which the API client dlopens on first
-# use (src/kapi/tls.c), so ldd does not list them.  No shell, no package
-# manager.  The Containerfile at the repository root builds the same
+# use (src/kapi/tls.c), so ldd does not list them, and devlet's copies of
+# dcgm-exporter's counters files in /etc/dcgm-exporter (deploy/dcgm-exporter/)
+# for `--collectors`/`-f`.  No shell, no package manager.  The Containerfile at the repository root builds the same
 # layout with a registry-connected builder.
 #
 #   scripts/build-image.sh               build and commit the image
@@ -114,6 +115,11 @@ done
 # AMD's operator runs ./k8s-device-plugin with workingDir: /root
 mkdir -p "$stage/root"
 ln -sf /usr/bin/devlet "$stage/root/k8s-device-plugin"
+# dcgm-exporter's counters files where its chart and operators look (-f /etc/dcgm-exporter/...)
+mkdir -p "$stage/etc/dcgm-exporter"
+for csv in default-counters.csv dcp-metrics-included.csv; do
+        install -m 0644 "$root/deploy/dcgm-exporter/$csv" "$stage/etc/dcgm-exporter/$csv"
+done
 [ -z "$rootfs_only" ] || exit 0
 
 digest=$( (cd "$stage" && find . \( -type f -o -type l \) | LC_ALL=C sort | while read -r f; do

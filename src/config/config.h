@@ -334,7 +334,8 @@ int config_load(const struct config_families *families, int argc, char **argv,
                 struct devlet_config **out, struct diag *diag, int *argi);
 
 /* dcgm-exporter's counters CSV ("field, type, help" lines, '#' comments):
- * *out is the strv of the families it selects (label rows select none).
+ * *out is the strv of the fields it names: families to export and label
+ * fields (label rows) to add as labels.
  * Returns 0, or -EINVAL with diag at the file and line; _load also -errno
  * when the file cannot be read.  config_load() loads cfg->collectors_file
  * into cfg->collectors. */

@@ -6,8 +6,9 @@
  *
  * One family per line, "FIELD, type, help"; '#' starts a comment line,
  * blank lines are skipped.  The type is gauge, counter, histogram or label
- * (label rows name label fields, e.g. DCGM_FI_DRIVER_VERSION, and select
- * no family).  The file is read (at most 1 MiB, a regular file only) when
+ * (label rows name label fields, e.g. DCGM_FI_DEV_SERIAL: they are listed
+ * too, and metrics adds such a field as a label on every series of the
+ * device, as dcgm-exporter does).  The file is read (at most 1 MiB, a regular file only) when
  * the configuration loads; a malformed line is an error with its line
  * number.  Pure apart from that one read; never logs. */
 #include <ctype.h>
@@ -69,9 +70,7 @@ int config_counters_parse(const char *text, const char *path, char ***out,
                 if (!valid_name(field))
                         return diag_set_at(diag, -EINVAL, path, (int)line, 1,
                                            "invalid field name \"%s\"", field);
-                if (strcmp(type, "label") == 0)
-                        continue;
-                if (strcmp(type, "gauge") != 0 && strcmp(type, "counter") != 0 &&
+                if (strcmp(type, "label") != 0 && strcmp(type, "gauge") != 0 && strcmp(type, "counter") != 0 &&
                     strcmp(type, "histogram") != 0)
                         return diag_set_at(diag, -EINVAL, path, (int)line, 1,
                                            "unknown type \"%s\" (gauge, counter, histogram or label)",

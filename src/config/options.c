@@ -308,7 +308,7 @@ static const struct config_option options[] = {
                 .default_value = "",
                 .offset = FIELD(collectors_file),
                 .help = "dcgm-exporter's counters CSV (field, type, help): the device families to "
-                        "export (empty: all)",
+                        "export and label fields to add (empty: dcgm-exporter's default set and more)",
                 .apply = CONFIG_APPLY_METRICS,
                 .loaded = FIELD(collectors),
         },

@@ -26,7 +26,33 @@ struct dev_unit *dev_sample_add(struct dev_sample *s, const struct dev_measure_f
 void dev_unit_label(struct dev_unit *u, const char *name, const char *value)
 {
         u->labels = xrealloc(u->labels, (u->n_labels + 1) * sizeof(*u->labels));
-        u->labels[u->n_labels++] = (struct dev_label){ name, xstrdup(value ? value : "") };
+        u->labels[u->n_labels++] = (struct dev_label){ .name = name, .value = xstrdup(value ? value : "") };
+}
+
+void dev_unit_field_label(struct dev_unit *u, const char *name, const char *value)
+{
+        if (!value || !*value)
+                return;
+        dev_unit_label(u, name, value);
+        u->labels[u->n_labels - 1].field = true;
+}
+
+void dev_unit_add_series(struct dev_unit *u, size_t family, double v, char **labels)
+{
+        if (family >= u->n_families) {
+                strv_free(labels);
+                return;
+        }
+        struct dev_value *val = &u->values[family];
+        if (!val->has) {
+                val->has = true;
+                val->v = v;
+                strv_free(val->labels);
+                val->labels = labels;
+                return;
+        }
+        val->more = xrealloc(val->more, (val->n_more + 1) * sizeof(*val->more));
+        val->more[val->n_more++] = (struct dev_series){ v, labels };
 }
 
 void dev_unit_set(struct dev_unit *u, size_t family, double v)
@@ -37,8 +63,16 @@ void dev_unit_set(struct dev_unit *u, size_t family, double v)
         u->values[family].v = v;
 }
 
+bool dev_sample_wants(const struct dev_sample *s, const char *name, bool opt_in)
+{
+        if (!s->fields)
+                return !opt_in;
+        return strv_contains(s->fields, name);
+}
+
 void dev_sample_release(struct dev_sample *s)
 {
+        char *const *fields = s->fields;
         for (size_t i = 0; i < s->n_units; i++) {
                 struct dev_unit *u = &s->units[i];
                 free(u->key);
@@ -48,13 +82,17 @@ void dev_sample_release(struct dev_sample *s)
                 strv_free(u->names);
                 strv_free(u->local_names);
                 free(u->devnums);
-                for (size_t k = 0; k < u->n_families; k++)
+                for (size_t k = 0; k < u->n_families; k++) {
                         strv_free(u->values[k].labels);
+                        for (size_t m = 0; m < u->values[k].n_more; m++)
+                                strv_free(u->values[k].more[m].labels);
+                        free(u->values[k].more);
+                }
                 free(u->values);
                 free(u->procs);
         }
         free(s->units);
-        *s = (struct dev_sample){ 0 };
+        *s = (struct dev_sample){ .fields = fields };
 }
 
 void dev_sampler_init(struct dev_sampler *s, const struct dev_sampler_ops *ops)

@@ -51,6 +51,9 @@ struct dev_measure_family {
 struct dev_label {
         const char *name; /* static */
         char *value;
+        /* a label field (dcgm-exporter's "label" rows: DCGM_FI_DEV_SERIAL...):
+         * on the series only when a --collectors file names it */
+        bool field;
 };
 
 struct dev_devnum {
@@ -63,10 +66,19 @@ struct dev_proc {
         int util, enc, dec; /* percent since the previous sample; -1 unknown */
 };
 
+struct dev_series {
+        double v;
+        char **labels; /* values of the family's value_labels (strv), or NULL */
+};
+
 struct dev_value {
         bool has;
         double v;
         char **labels; /* values of the family's value_labels (strv), or NULL */
+        /* more series of the family on this unit, each with its own value
+         * labels (a counter per XID code) */
+        struct dev_series *more;
+        size_t n_more;
 };
 
 struct dev_attr_hints;
@@ -87,6 +99,10 @@ struct dev_unit {
         struct dev_devnum *devnums; /* device nodes that are this device */
         size_t n_devnums;
         struct dev_value *values; /* n_families */
+        /* the table's last n_opt_in families are exported only when a
+         * --collectors file names them (fields dcgm-exporter's default file
+         * leaves out) */
+        size_t n_opt_in;
         bool procs_known; /* the device listed its processes (maybe none) */
         struct dev_proc *procs;
         size_t n_procs;
@@ -95,6 +111,10 @@ struct dev_unit {
 struct dev_sample {
         struct dev_unit *units;
         size_t n_units, cap_units;
+        /* set by the consumer before sample(): the fields a --collectors file
+         * names (strv, borrowed), NULL: the default set.  A sampler may skip
+         * reading what is not asked for (dev_sample_wants). */
+        char *const *fields;
 };
 
 /* Appends a unit for a sampler with the given table, every value absent;
@@ -102,7 +122,16 @@ struct dev_sample {
 struct dev_unit *dev_sample_add(struct dev_sample *s, const struct dev_measure_family *families,
                                 size_t n_families, const struct dev_attr_hints *hints);
 void dev_unit_label(struct dev_unit *u, const char *name, const char *value);
+/* A label field (struct dev_label.field); NULL or empty values are skipped. */
+void dev_unit_field_label(struct dev_unit *u, const char *name, const char *value);
 void dev_unit_set(struct dev_unit *u, size_t family, double v);
+/* One series of the family with value labels (strv, taken): the first
+ * fills the value, later ones go to its more[]. */
+void dev_unit_add_series(struct dev_unit *u, size_t family, double v, char **labels);
+/* Whether s's consumer exports the family or label field name: named by
+ * its --collectors file, or, without one, any but an opt-in family. */
+bool dev_sample_wants(const struct dev_sample *s, const char *name, bool opt_in);
+/* Frees the units; fields stays as it was. */
 void dev_sample_release(struct dev_sample *s);
 
 struct dev_sampler;
@@ -116,6 +145,11 @@ struct dev_sampler_ops {
         int (*sample)(struct dev_sampler *s, struct dev_sample *out);
         /* Frees s once the last reference is gone. */
         void (*free)(struct dev_sampler *s);
+        /* label fields the units may carry (struct dev_label.field), NULL-terminated */
+        const char *const *label_fields;
+        /* why the family cannot give a field it has no family for (a static
+         * sentence), or NULL: it simply does not know it; may be NULL */
+        const char *(*why_absent)(const char *field);
 };
 
 /* Embedded first in a family's sampler. */

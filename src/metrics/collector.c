@@ -65,6 +65,7 @@ struct collector {
         struct metrics_store *store;
         char **selected; /* --collectors: the families to export; NULL: all */
         bool *selected_checked; /* per selected name: warned or found once */
+        bool valued_checked;    /* the selected families with no value were told */
         struct attr_specs *specs;
         struct attr_podres *podres; /* the collector's current table */
 
@@ -357,6 +358,12 @@ static bool snake_case(const char *name)
         return true;
 }
 
+/* A --collectors file names the field (label rows included). */
+static bool field_named(const struct collector *c, const char *name)
+{
+        return c->selected && strv_contains(c->selected, name);
+}
+
 /* The labels of a series: the unit's with the host label at its place, then
  * (sorted, as dcgm-exporter's attributes) the owner's and extra ones.
  * devlet's own families (own) keep only the unit's snake_case labels, as
@@ -375,6 +382,8 @@ static size_t series_labels(const struct collector *c, const struct dev_unit *u,
         for (size_t i = 0; i < u->n_labels && n < MAX_LABELS - 8; i++) {
                 if (i == u->host_at && host)
                         l[n++] = (struct expo_label){ host_label, c->hostname };
+                if (u->labels[i].field && (own || !field_named(c, u->labels[i].name)))
+                        continue;
                 if (!own || snake_case(u->labels[i].name))
                         l[n++] = (struct expo_label){ u->labels[i].name, u->labels[i].value };
         }
@@ -400,14 +409,26 @@ static size_t series_labels(const struct collector *c, const struct dev_unit *u,
         return n;
 }
 
-static bool family_selected(const struct collector *c, const char *name)
+/* Without --collectors: every family but the opt-in ones (those
+ * dcgm-exporter's default file leaves out). */
+static bool family_selected(const struct collector *c, const struct dev_unit *u, size_t f)
 {
         if (!c->selected)
-                return true;
-        for (size_t i = 0; c->selected[i]; i++)
-                if (strcmp(c->selected[i], name) == 0)
-                        return true;
-        return false;
+                return f + u->n_opt_in < u->n_families;
+        return field_named(c, u->families[f].name);
+}
+
+/* One series of a family whose values carry labels of their own. */
+static void add_valued(const struct collector *c, struct expo_family *fam, const struct dev_unit *u,
+                       const struct owner *sole, double v, const char *const *names, char *const *values,
+                       struct expo_label *l)
+{
+        struct expo_label extra[4];
+        size_t n_extra = 0;
+        for (size_t k = 0; names[k] && values[k] && n_extra < 4; k++)
+                extra[n_extra++] = (struct expo_label){ names[k], values[k] };
+        size_t m = series_labels(c, u, sole, false, false, extra, n_extra, l);
+        expo_add(fam, l, m, v);
 }
 
 /* One device: its one series per family (pod labels when exactly one
@@ -424,16 +445,15 @@ static void render_unit(const struct collector *c, struct expo *e, const struct 
         for (size_t f = 0; f < u->n_families; f++) {
                 const struct dev_measure_family *mf = &u->families[f];
                 const struct dev_value *v = &u->values[f];
-                if (!v->has || !family_selected(c, mf->name))
+                if (!v->has || !family_selected(c, u, f))
                         continue;
                 struct expo_family *fam = family_of(e, mf);
                 if (mf->value_labels && v->labels) {
-                        struct expo_label extra[4];
-                        size_t n_extra = 0;
-                        for (size_t k = 0; mf->value_labels[k] && v->labels[k] && n_extra < 4; k++)
-                                extra[n_extra++] = (struct expo_label){ mf->value_labels[k], v->labels[k] };
-                        size_t m = series_labels(c, u, sole, false, false, extra, n_extra, l);
-                        expo_add(fam, l, m, v->v);
+                        add_valued(c, fam, u, sole, v->v, mf->value_labels, v->labels, l);
+                        for (size_t k = 0; k < v->n_more; k++)
+                                if (v->more[k].labels)
+                                        add_valued(c, fam, u, sole, v->more[k].v, mf->value_labels,
+                                                   v->more[k].labels, l);
                 } else if (dev_ok) {
                         expo_add_labels(fam, &dev, v->v);
                 }
@@ -446,7 +466,7 @@ static void render_unit(const struct collector *c, struct expo *e, const struct 
         if (c->o.virtual_gpus && uo->n > 1) {
                 for (size_t f = 0; f < u->n_families; f++) {
                         const struct dev_measure_family *mf = &u->families[f];
-                        if (!u->values[f].has || !family_selected(c, mf->name) ||
+                        if (!u->values[f].has || !family_selected(c, u, f) ||
                             (mf->share != DEV_SHARE_UTIL && mf->share != DEV_SHARE_MEMORY))
                                 continue;
                         double total = 0;
@@ -492,7 +512,7 @@ static size_t render(const struct collector *c, const struct dev_sample *smp,
         /* the device families first, in the samplers' order, then devlet's */
         for (size_t i = 0; i < smp->n_units; i++)
                 for (size_t f = 0; f < smp->units[i].n_families; f++)
-                        if (family_selected(c, smp->units[i].families[f].name))
+                        if (family_selected(c, &smp->units[i], f))
                                 family_of(e, &smp->units[i].families[f]);
         size_t max_owners = 0;
         for (size_t i = 0; i < smp->n_units; i++)
@@ -516,22 +536,79 @@ static size_t render(const struct collector *c, const struct dev_sample *smp,
 
 #define TRIM_EVERY_US (30 * 1000000ULL)
 
-/* A --collectors field no sampler knows is warned about once. */
+static bool sampler_knows(const struct dev_sampler *s, const char *field)
+{
+        for (size_t f = 0; f < s->ops->n_families; f++)
+                if (strcmp(s->ops->families[f].name, field) == 0)
+                        return true;
+        for (size_t k = 0; s->ops->label_fields && s->ops->label_fields[k]; k++)
+                if (strcmp(s->ops->label_fields[k], field) == 0)
+                        return true;
+        return false;
+}
+
+/* A --collectors field no sampler knows is warned about once, with the
+ * first sampler's reason; the NVSwitch fields together in one line. */
 static void check_selected(struct collector *c)
 {
+        _cleanup_free_ char *nvswitch = NULL;
+        const char *nvswitch_why = NULL;
         for (size_t i = 0; c->selected && c->selected[i]; i++) {
                 if (c->selected_checked[i])
                         continue;
                 bool known = false;
-                for (size_t s = 0; s < c->n_samplers && !known; s++)
-                        for (size_t f = 0; f < c->samplers[s]->ops->n_families && !known; f++)
-                                known = strcmp(c->samplers[s]->ops->families[f].name, c->selected[i]) == 0;
+                const char *why = NULL;
+                for (size_t s = 0; s < c->n_samplers && !known; s++) {
+                        known = sampler_knows(c->samplers[s], c->selected[i]);
+                        if (!why && c->samplers[s]->ops->why_absent)
+                                why = c->samplers[s]->ops->why_absent(c->selected[i]);
+                }
                 if (!known && c->n_samplers == 0)
                         continue; /* nothing to compare with yet */
-                if (!known)
-                        log_warn("metrics", "--collectors names a field devlet does not export field=%s",
-                                 c->selected[i]);
                 c->selected_checked[i] = true;
+                if (known)
+                        continue;
+                if (strncmp(c->selected[i], "DCGM_FI_DEV_NVSWITCH_", 21) == 0) {
+                        char *more = xasprintf("%s%s%s", nvswitch ? nvswitch : "", nvswitch ? "," : "",
+                                               c->selected[i]);
+                        free(nvswitch);
+                        nvswitch = more;
+                        nvswitch_why = why;
+                        continue;
+                }
+                log_warn("metrics", "--collectors names a field devlet does not export field=%s reason=\"%s\"",
+                         c->selected[i], why ? why : "no device family gives it");
+        }
+        if (nvswitch)
+                log_warn("metrics", "--collectors names NVSwitch fields devlet does not export fields=%s "
+                         "reason=\"%s\"",
+                         nvswitch, nvswitch_why ? nvswitch_why : "no device family gives them");
+}
+
+/* Once, at the first sample with devices: a --collectors family the
+ * samplers declare but no device gave a value for (the driver answers "not
+ * supported": retired pages on GPUs that remap rows, a fan on a passively
+ * cooled board) is absent, as with dcgm-exporter, and said so. */
+static void check_valued(struct collector *c, const struct dev_sample *smp)
+{
+        if (!c->selected || c->valued_checked || smp->n_units == 0)
+                return;
+        c->valued_checked = true;
+        for (size_t i = 0; c->selected[i]; i++) {
+                bool declared = false, valued = false;
+                for (size_t k = 0; k < smp->n_units && !valued; k++) {
+                        const struct dev_unit *u = &smp->units[k];
+                        for (size_t f = 0; f < u->n_families; f++)
+                                if (strcmp(u->families[f].name, c->selected[i]) == 0) {
+                                        declared = true;
+                                        valued |= u->values[f].has;
+                                }
+                }
+                if (declared && !valued)
+                        log_warn("metrics", "--collectors names a field no device gives a value for, so it "
+                                 "is left out field=%s reason=\"the driver does not support it on these "
+                                 "devices\"",
+                                 c->selected[i]);
         }
 }
 
@@ -569,12 +646,13 @@ void collector_run_once(struct collector *c)
         uint64_t t0 = now_us();
         take_mailbox(c);
 
-        struct dev_sample smp = { 0 };
+        struct dev_sample smp = { .fields = c->selected };
         for (size_t i = 0; i < c->n_samplers; i++)
                 if (c->samplers[i]->ops->sample(c->samplers[i], &smp) < 0)
                         log_debug("metrics", "a sampler failed sampler=%s", c->samplers[i]->ops->name);
         attr_specs_scan(c->specs);
         check_selected(c);
+        check_valued(c, &smp);
 
         struct unit_owners *owners = xcalloc(smp.n_units + 1, sizeof(*owners));
         attribute_processes(c, &smp, owners);

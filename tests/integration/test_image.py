@@ -94,10 +94,15 @@ def test_image_holds_only_devlet_and_its_libraries(image):
     try:
         files = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
         links = {p.relative_to(root).as_posix(): os.readlink(p) for p in root.rglob("*") if p.is_symlink()}
+        csv_text = {f: (root / f).read_bytes() for f in files if f.startswith("etc/dcgm-exporter/")}
     finally:
         subprocess.run(PODMAN + ["image", "unmount", image], capture_output=True, check=True)
     assert "usr/bin/devlet" in files
-    libs = {f for f in files if f != "usr/bin/devlet"}
+    csvs = {"etc/dcgm-exporter/default-counters.csv", "etc/dcgm-exporter/dcp-metrics-included.csv"}
+    assert csvs <= files  # dcgm-exporter's counters files, at its paths
+    for csv in csvs:
+        assert csv_text[csv] == (ROOT / "deploy/dcgm-exporter" / pathlib.PurePosixPath(csv).name).read_bytes()
+    libs = {f for f in files if f != "usr/bin/devlet" and f not in csvs}
     assert {pathlib.PurePosixPath(f).name for f in libs} == ldd_names(BUILD / "devlet") | GLIBC_FOR_NVML | OPENSSL
     assert all(".so" in pathlib.PurePosixPath(f).name for f in libs)
     # the host's merged-/usr directory links (lib -> usr/lib), and the

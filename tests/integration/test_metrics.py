@@ -70,7 +70,7 @@ def gpu_series(samples, family, gpu):
 # ---------------------------------------------------------------- the endpoint
 
 def test_endpoint_serves_every_family(devlet, nvml, dirs):
-    # NVLink counters where NVML has them: GPU 0 only
+    # NVLink data counters: 0 on an idle H100, traffic on GPU 0
     nvml.devices[0]["nvlinkCounters"] = {"dataTxKiB": 1000, "dataRxKiB": 24, "rawTxKiB": 5, "rawRxKiB": 6}
     nvml.write()
     d, port = start(devlet, nvml, dirs)
@@ -79,7 +79,8 @@ def test_endpoint_serves_every_family(devlet, nvml, dirs):
     for family in DCGM_FAMILIES:
         got = sorted(int(lab["gpu"]) for lab, _ in select(samples, family))
         assert got == list(range(8)), f"{family}: {got}"
-    assert [(lab["gpu"], v) for lab, v in select(samples, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")] == [("0", 1024)]
+    assert sorted((lab["gpu"], v) for lab, v in select(samples, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")) == \
+        [("0", 1024)] + [(str(i), 0) for i in range(1, 8)]
     labels, value = gpu_series(samples, "DCGM_FI_DEV_GPU_TEMP", 3)[0]
     assert labels == {
         "gpu": "3", "UUID": nvml.uuid(3), "pci_bus_id": "00000000:5D:00.0", "device": "nvidia3",
@@ -436,7 +437,7 @@ def test_collectors_file_selects_the_families(nvml, dirs):
         f.write("# Format\n# DCGM FIELD, Prometheus metric type, help message\n\n"
                 "DCGM_FI_DEV_SM_CLOCK,  gauge, SM clock frequency (in MHz).\n"
                 "DCGM_FI_PROF_SM_ACTIVE, gauge, The ratio of cycles an SM has at least 1 warp assigned.\n"
-                "DCGM_FI_DEV_VGPU_LICENSE_STATUS, gauge, vGPU License status\n"
+                "DCGM_FI_DEV_NVSWITCH_LINK_THROUGHPUT_TX, counter, NVSwitch TX\n"
                 "DCGM_FI_DRIVER_VERSION,        label, Driver Version\n")
     res = run_devlet(["metrics", "--collectors", csv, "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
                       "--container-state-dirs", dirs.run], env=nvml.env())
@@ -444,7 +445,8 @@ def test_collectors_file_selects_the_families(nvml, dirs):
     names = {name for name, _, _ in parse(res.stdout) if name.startswith("DCGM_FI_")}
     assert names == {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_PROF_SM_ACTIVE"}
     assert select(parse(res.stdout), "devlet_container_memory_used_bytes") == []  # no pods here
-    assert res.stderr.count("field=DCGM_FI_DEV_VGPU_LICENSE_STATUS") == 1
+    assert res.stderr.count("fields=DCGM_FI_DEV_NVSWITCH_LINK_THROUGHPUT_TX") == 1
+    assert "NVSwitch module" in res.stderr
     # dcgm-exporter's env var names the same file
     res = run_devlet(["metrics", "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
                       "--container-state-dirs", dirs.run], env={**nvml.env(), "DCGM_EXPORTER_COLLECTORS": csv})

@@ -426,6 +426,12 @@ static int parse_gpu(struct parser *p, yaml_node_t *m, size_t idx, size_t n_gpus
             "maxClocksMHz",
             "pcieReplayCounter",
             "remappedRows",
+            "eccErrors",
+            "retiredPages",
+            "violationsNs",
+            "fanSpeedPercent",
+            "nvlinkErrors",
+            "vgpuLicensed",
             "persistenceMode",
             "computeMode",
             "eccEnabled",
@@ -629,6 +635,43 @@ static int parse_gpu(struct parser *p, yaml_node_t *m, size_t idx, size_t n_gpus
                     yw_opt_bool(p, n, ctx, "failure", false, &g->remap_failure) < 0)
                         goto out;
         }
+        static const char *const ecc_keys[] = {"sbeVolatile", "dbeVolatile", "sbeAggregate",
+                                               "dbeAggregate", NULL};
+        if (parse_submap(p, m, ctx, "eccErrors", ecc_keys, &n) < 0)
+                goto out;
+        for (int i = 0; n && i < 4; i++)
+                if (yw_uint_or(p, n, ctx, ecc_keys[i], ~0ULL, 0, &g->ecc_counts[i % 2][i / 2]) < 0)
+                        goto out;
+        static const char *const retired_keys[] = {"sbe", "dbe", "pending", NULL};
+        if (parse_submap(p, m, ctx, "retiredPages", retired_keys, &n) < 0)
+                goto out;
+        g->has_retired = n != NULL || !g->has_remap;
+        if (n) {
+                if (yw_uint_or(p, n, ctx, "sbe", 0xffffffffULL, 0, &v) < 0)
+                        goto out;
+                g->retired_sbe = (unsigned)v;
+                if (yw_uint_or(p, n, ctx, "dbe", 0xffffffffULL, 0, &v) < 0)
+                        goto out;
+                g->retired_dbe = (unsigned)v;
+                if (yw_opt_bool(p, n, ctx, "pending", false, &g->retired_pending) < 0)
+                        goto out;
+        }
+        static const char *const viol_keys[] = {"power", "thermal", "syncBoost", "boardLimit",
+                                                "lowUtilization", "reliability", NULL};
+        if (parse_submap(p, m, ctx, "violationsNs", viol_keys, &n) < 0)
+                goto out;
+        for (int i = 0; n && i < 6; i++)
+                if (yw_uint_or(p, n, ctx, viol_keys[i], ~0ULL, 0, &g->violation_ns[i]) < 0)
+                        goto out;
+        static const char *const nvle_keys[] = {"replay", "recovery", "crcFlit", "crcData", NULL};
+        if (parse_submap(p, m, ctx, "nvlinkErrors", nvle_keys, &n) < 0)
+                goto out;
+        for (int i = 0; n && i < 4; i++)
+                if (yw_uint_or(p, n, ctx, nvle_keys[i], ~0ULL, 0, &g->nvl_errors[i]) < 0)
+                        goto out;
+        if (yw_opt_u64(p, m, ctx, "fanSpeedPercent", 100, &g->fan_percent) < 0 ||
+            yw_opt_bool(p, m, ctx, "vgpuLicensed", false, &g->vgpu_licensed) < 0)
+                goto out;
         if (yw_opt_bool(p, m, ctx, "persistenceMode", true, &g->persistence) < 0 ||
             yw_opt_bool(p, m, ctx, "eccEnabled", true, &g->ecc) < 0 ||
             yw_uint_or(p, m, ctx, "performanceState", 15, 0, &v) < 0)

@@ -133,6 +133,15 @@ struct mock_gpu {
         nvmlComputeMode_t compute_mode;
         unsigned pstate;
         unsigned long long clock_reasons, supported_events;
+        /* error and throttling counters */
+        unsigned long long ecc_counts[2][2]; /* [nvmlMemoryErrorType_t][nvmlEccCounterType_t] */
+        bool has_retired;             /* default: before Ampere (later GPUs remap rows) */
+        unsigned retired_sbe, retired_dbe;
+        bool retired_pending;
+        unsigned long long violation_ns[6]; /* NVML_PERF_POLICY_POWER..RELIABILITY */
+        struct mock_opt fan_percent;
+        unsigned long long nvl_errors[4]; /* per active link, nvmlNvLinkErrorCounter_t 0-3 */
+        bool vgpu_licensed;               /* one vGPU feature licensed (else none) */
 
         struct mock_proc *procs;
         size_t n_procs;

@@ -655,3 +655,97 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
         *processSamplesCount = n;
         return NVML_SUCCESS;
 }
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                                     nvmlEccCounterType_t counterType,
+                                                     unsigned long long *eccCounts)
+{
+        GPU_CALL(device);
+        if (!eccCounts || (unsigned)errorType > 1 || (unsigned)counterType > 1)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (!g->ecc)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *eccCounts = g->ecc_counts[errorType][counterType];
+        return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+                                                   unsigned int *pageCount, unsigned long long *addresses)
+{
+        GPU_CALL(device);
+        if (!pageCount || (unsigned)cause > 1 || (*pageCount && !addresses))
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (!g->has_retired)
+                return NVML_ERROR_NOT_SUPPORTED;
+        unsigned n = cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR ? g->retired_dbe : g->retired_sbe;
+        unsigned cap = *pageCount;
+        *pageCount = n;
+        if (cap < n)
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        for (unsigned i = 0; i < n; i++) /* made-up page addresses, 4 KiB apart */
+                addresses[i] = 0x100000ULL * (cause + 1) + 0x1000ULL * i;
+        return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                                nvmlEnableState_t *isPending)
+{
+        GPU_CALL(device);
+        if (!isPending)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (!g->has_retired)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *isPending = g->retired_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+        return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfPolicyType_t perfPolicyType,
+                                                      nvmlViolationTime_t *violTime)
+{
+        GPU_CALL(device);
+        if (!violTime)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if ((unsigned)perfPolicyType > NVML_PERF_POLICY_RELIABILITY)
+                return NVML_ERROR_NOT_SUPPORTED;
+        violTime->referenceTime = mock_realtime_us();
+        violTime->violationTime = g->violation_ns[perfPolicyType];
+        return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed)
+{
+        GPU_CALL(device);
+        return put_uint(speed, &g->fan_percent);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
+                                                         nvmlNvLinkErrorCounter_t counter,
+                                                         unsigned long long *counterValue)
+{
+        GPU_CALL(device);
+        if (!counterValue || link >= NVML_NVLINK_MAX_LINKS || (unsigned)counter > NVML_NVLINK_ERROR_DL_ECC_DATA)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (link >= g->link_ports || g->links[link].kind == MOCK_LINK_NONE)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *counterValue = counter < 4 ? g->nvl_errors[counter] : 0;
+        return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v4(nvmlDevice_t device,
+                                                                nvmlGridLicensableFeatures_t *features)
+{
+        GPU_CALL(device);
+        if (!features)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        memset(features, 0, sizeof(*features));
+        if (!g->vgpu_licensed)
+                return NVML_SUCCESS; /* bare metal: licensing not supported, no features */
+        features->isGridLicenseSupported = 1;
+        features->licensableFeaturesCount = 1;
+        nvmlGridLicensableFeature_t *f = &features->gridLicensableFeatures[0];
+        f->featureCode = NVML_GRID_LICENSE_FEATURE_CODE_COMPUTE;
+        f->featureState = 1;
+        f->featureEnabled = 1;
+        snprintf(f->productName, sizeof(f->productName), "%s", "NVIDIA Virtual Compute Server");
+        return NVML_SUCCESS;
+}

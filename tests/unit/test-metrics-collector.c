@@ -359,6 +359,57 @@ static void test_virtual_gpus_and_selection(void **state)
         metrics_store_free(store);
 }
 
+/* Label rows, opt-in families and the XID window counter: on the series
+ * only when a counters file names them. */
+static void test_label_fields_and_opt_in(void **state)
+{
+        struct metrics_store *store = metrics_store_new();
+        _cleanup_free_ char *proc = xasprintf("%s/proc", dir);
+        _cleanup_free_ char *st = xasprintf("%s/state", dir);
+        char *dirs[] = { st, NULL };
+        char f1[] = "DCGM_FI_DEV_GPU_TEMP", f2[] = "DCGM_EXP_XID_ERRORS_COUNT",
+             f3[] = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", f4[] = "DCGM_FI_DEV_MINOR_NUMBER";
+        char *families[] = { f1, f2, f3, f4, NULL };
+        struct collector_opts o = { .interval_ms = 100, .hostname_label = "Hostname",
+                                    .hostname = "node-1", .proc_root = proc, .state_dirs = dirs,
+                                    .families = families };
+        struct dev_sampler *s = sampler_open();
+        nvidia_sampler_note_xid(s, 0, 79);
+        nvidia_sampler_note_xid(s, 0, 43);
+        nvidia_sampler_note_xid(s, 0, 79);
+        struct collector *c = make_with(&o, store, dev_sampler_ref(s));
+        collector_run_once(c);
+        _cleanup_free_ char *t = metrics_store_render(store, NULL);
+        expect_line(t, "DCGM_FI_DEV_GPU_TEMP{" BASE0 ",DCGM_FI_DEV_MINOR_NUMBER=\"0\"} 41");
+        expect_line(t, "DCGM_EXP_XID_ERRORS_COUNT{" BASE0
+                       ",DCGM_FI_DEV_MINOR_NUMBER=\"0\",window_size_in_ms=\"300000\",xid=\"79\"} 2");
+        expect_line(t, "DCGM_EXP_XID_ERRORS_COUNT{" BASE0
+                       ",DCGM_FI_DEV_MINOR_NUMBER=\"0\",window_size_in_ms=\"300000\",xid=\"43\"} 1");
+        /* no XID: one zero series without the label */
+        expect_line(t, "DCGM_EXP_XID_ERRORS_COUNT{" BASE1 ",DCGM_FI_DEV_MINOR_NUMBER=\"1\",window_size_in_ms=\"300000\"} 0");
+        expect_line(t, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{" BASE1 ",DCGM_FI_DEV_MINOR_NUMBER=\"1\"} 0");
+        assert_int_equal(count(t, "# TYPE DCGM_EXP_XID_ERRORS_COUNT gauge\n"), 1);
+        expect_no(t, "DCGM_FI_DEV_NAME=");
+        expect_no(t, "DCGM_FI_DEV_SM_CLOCK");
+        /* devlet's own families never get label fields */
+        expect_no(t, "devlet_container_memory_used_bytes{gpu=\"0\",UUID=\"" G0 "\",pci_bus_id=\"00000000:18:00.0\","
+                     "device=\"nvidia0\",Hostname=\"node-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\",DCGM_FI_DEV_MINOR");
+        collector_free(c);
+
+        /* without a counters file: the default families only */
+        c = make_with(&(struct collector_opts){ .interval_ms = 100, .hostname_label = "Hostname",
+                                                .hostname = "node-1", .proc_root = proc, .state_dirs = dirs },
+                      store, s);
+        collector_run_once(c);
+        _cleanup_free_ char *t2 = metrics_store_render(store, NULL);
+        expect_line(t2, "DCGM_FI_DEV_GPU_TEMP{" BASE0 "} 41");
+        expect_no(t2, "DCGM_EXP_");
+        expect_no(t2, "DCGM_FI_DEV_ECC_");
+        expect_no(t2, "DCGM_FI_DEV_MINOR_NUMBER");
+        collector_free(c);
+        metrics_store_free(store);
+}
+
 static void test_counters_csv(void **state)
 {
         char **names = NULL;
@@ -372,8 +423,9 @@ static void test_counters_csv(void **state)
                          0);
         assert_string_equal(names[0], "DCGM_FI_DEV_SM_CLOCK");
         assert_string_equal(names[1], "DCGM_FI_DEV_DEC_UTIL");
-        assert_string_equal(names[2], "DCGM_FI_PROF_PCIE_TX_BYTES");
-        assert_null(names[3]);
+        assert_string_equal(names[2], "DCGM_FI_DRIVER_VERSION"); /* a label row */
+        assert_string_equal(names[3], "DCGM_FI_PROF_PCIE_TX_BYTES");
+        assert_null(names[4]);
         strv_free(names);
         char buf[600];
         assert_int_equal(config_counters_parse("DCGM_FI_DEV_SM_CLOCK, gauge\n", "c.csv", &names, &diag), -EINVAL);
@@ -403,6 +455,7 @@ int main(void)
                 cmocka_unit_test(test_families_and_attribution),
                 cmocka_unit_test(test_hostname_label_and_no_nvml),
                 cmocka_unit_test(test_virtual_gpus_and_selection),
+                cmocka_unit_test(test_label_fields_and_opt_in),
                 cmocka_unit_test(test_counters_csv),
                 cmocka_unit_test(test_thread_publishes),
         };

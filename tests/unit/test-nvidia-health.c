@@ -311,12 +311,48 @@ static void test_enable_with_disable_all(void **state)
         watch_stop(&w);
 }
 
+static const char *const no_metrics_yaml = "version: v1\nflags: {migStrategy: mixed, metricsAddress: \"\"}\n";
+
+/* Without metrics, no monitor at all. */
 static void test_disable_all(void **state)
 {
         setenv("DP_DISABLE_HEALTHCHECKS", "all", 1);
         struct watch w;
-        watch_start(&w, shared_yaml);
+        watch_start(&w, no_metrics_yaml);
         assert_null(((struct nvidia_backend *)w.b)->health);
+        assert_int_equal(gpu_health(&w, 0), 1);
+        assert_int_equal(gpu_health(&w, 1), 1);
+        watch_stop(&w);
+}
+
+/* Runs the loop until the backend counted want of xid (deadline 10 s). */
+static void wait_xid_count(struct watch *w, unsigned long long xid, uint64_t want)
+{
+        bool expired = false;
+        uv_timer_t t;
+        uv_timer_init(&w->loop, &t);
+        t.data = &expired;
+        uv_timer_start(&t, on_deadline, 10000, 0);
+        while (nvidia_backend_xid_count(w->b, xid) < want && !expired)
+                uv_run(&w->loop, UV_RUN_ONCE);
+        uv_close((uv_handle_t *)&t, NULL);
+        uv_run(&w->loop, UV_RUN_NOWAIT);
+        assert_int_equal(nvidia_backend_xid_count(w->b, xid), want);
+}
+
+/* Health checks off but metrics on: the XIDs still reach the counters
+ * (and the sampler), and no GPU is judged. */
+static void test_disable_all_still_counts_xids(void **state)
+{
+        setenv("DP_DISABLE_HEALTHCHECKS", "all", 1);
+        struct watch w;
+        watch_start(&w, shared_yaml);
+        assert_non_null(((struct nvidia_backend *)w.b)->health);
+        add_event("{device: 1, type: xid, xid: 79}");
+        add_event("{device: 0, type: xid, xid: 48}");
+        wait_xid_count(&w, 79, 1);
+        wait_xid_count(&w, 48, 1);
+        assert_int_equal(w.changes, 0);
         assert_int_equal(gpu_health(&w, 0), 1);
         assert_int_equal(gpu_health(&w, 1), 1);
         watch_stop(&w);
@@ -469,8 +505,25 @@ static void test_inherit_unmonitored(void **state)
         add_event("{device: 1, type: xid, xid: 79}");
         wait_changes(&w, 1);
         setenv("DP_DISABLE_HEALTHCHECKS", "all", 1);
-        watch_reload(&w, NULL);
+        watch_reload(&w, no_metrics_yaml);
         assert_null(((struct nvidia_backend *)w.b)->health);
+        assert_int_equal(gpu_health(&w, 1), 1);
+        assert_int_equal(nvidia_backend_xid_count(w.b, 79), 1);
+        watch_stop(&w);
+}
+
+/* The same with metrics on: the monitor runs for the XIDs only and
+ * carries no failure over. */
+static void test_inherit_xids_only(void **state)
+{
+        struct watch w;
+        watch_start(&w, NULL);
+        add_event("{device: 1, type: xid, xid: 79}");
+        wait_changes(&w, 1);
+        assert_int_equal(gpu_health(&w, 1), 0);
+        setenv("DP_DISABLE_HEALTHCHECKS", "all", 1);
+        watch_reload(&w, NULL);
+        assert_non_null(((struct nvidia_backend *)w.b)->health);
         assert_int_equal(gpu_health(&w, 1), 1);
         assert_int_equal(nvidia_backend_xid_count(w.b, 79), 1);
         watch_stop(&w);
@@ -554,6 +607,7 @@ int main(void)
                 cmocka_unit_test_setup(test_disable_xids_lost_gpu, health_setup),
                 cmocka_unit_test_setup(test_enable_with_disable_all, health_setup),
                 cmocka_unit_test_setup(test_disable_all, health_setup),
+                cmocka_unit_test_setup(test_disable_all_still_counts_xids, health_setup),
                 cmocka_unit_test_setup(test_lost_and_recovery, health_setup),
                 cmocka_unit_test_setup(test_lost_at_start_recovers, health_setup),
                 cmocka_unit_test_setup(test_unsupported_events, health_setup),
@@ -563,6 +617,7 @@ int main(void)
                 cmocka_unit_test_setup(test_inherit_then_recover, health_setup),
                 cmocka_unit_test_setup(test_inherit_lost, health_setup),
                 cmocka_unit_test_setup(test_inherit_unmonitored, health_setup),
+                cmocka_unit_test_setup(test_inherit_xids_only, health_setup),
                 cmocka_unit_test_setup(test_destroy_does_not_wait, health_setup),
         };
         return cmocka_run_group_tests(tests, nvidia_group_setup, nvidia_group_teardown);

@@ -10,6 +10,10 @@
  * event for quiet_ms becomes healthy.  GPUs whose events cannot be
  * registered never recover (NVIDIA marks them unhealthy too).
  *
+ * With health checks off but metrics on (xids_only) the same thread only
+ * watches XIDs and posts them, never critical, for the XID metrics: no GPU
+ * is judged, probed or marked unhealthy.
+ *
  * XID events are judged by the policy; the event's MIG instance IDs are
  * recorded, but the whole GPU goes unhealthy: a fault in one instance is a
  * fault of the board (NVIDIA marks only the MIG device).  ECC events are
@@ -379,7 +383,7 @@ static void on_event(struct nvidia_health *h, const nvmlEventData_t *e)
                          m->xid, g->migs[m->mig].uuid, g->migs[m->mig].gi, g->migs[m->mig].ci);
         else
                 snprintf(m->reason, sizeof(m->reason), "XID %llu", m->xid);
-        if (!nvidia_xid_critical(h->cfg.policy, m->xid)) {
+        if (h->cfg.xids_only || !nvidia_xid_critical(h->cfg.policy, m->xid)) {
                 m->critical = false;
                 m->healthy = !h->view[gpu].bad;
                 post(h, m);
@@ -391,6 +395,8 @@ static void on_event(struct nvidia_health *h, const nvmlEventData_t *e)
 static void on_wait_failed(struct nvidia_health *h, nvmlReturn_t r)
 {
         const char *why = nvml_lib_strerror(h->cfg.lib, r);
+        if (h->cfg.xids_only)
+                return; /* nothing is judged */
         for (size_t i = 0; i < h->cfg.inv->n_gpus; i++) {
                 struct nvidia_health_msg *m = msg_new(i, NVIDIA_HEALTH_WAIT_FAILED, false);
                 snprintf(m->reason, sizeof(m->reason), "waiting for NVML events failed: %s", why);
@@ -510,7 +516,7 @@ static void *health_main(void *arg)
                         pause_ms(h, h->cfg.wait_ms);
                 }
                 int64_t now = nvidia_health_now_ms();
-                if (now - last_probe >= (int64_t)h->cfg.wait_ms) {
+                if (!h->cfg.xids_only && now - last_probe >= (int64_t)h->cfg.wait_ms) {
                         probe(h);
                         last_probe = now;
                 }
@@ -529,7 +535,7 @@ static bool register_gpu(struct nvidia_health *h, nvmlDevice_t d, char *why, siz
 {
         const struct nvml_lib *lib = h->cfg.lib;
         const struct nvidia_xid_policy *p = h->cfg.policy;
-        bool need_xids = p->all_critical || p->n_enabled > 0 || !p->xids_off;
+        bool need_xids = h->cfg.xids_only || p->all_critical || p->n_enabled > 0 || !p->xids_off;
         unsigned long long supported = EVENT_MASK;
         nvmlReturn_t r;
         if (lib->supported_events && (r = lib->supported_events(d, &supported)) != NVML_SUCCESS) {
@@ -572,6 +578,10 @@ static void register_gpus(struct nvidia_health *h)
                 char why[160];
                 if (register_gpu(h, g->handle, why, sizeof(why))) {
                         v->registered = true;
+                        continue;
+                }
+                if (h->cfg.xids_only) {
+                        log_debug("nvidia", "no XID events for metrics gpu=%zu why=\"%s\"", i, why);
                         continue;
                 }
                 v->bad = v->permanent = true;

@@ -88,6 +88,10 @@ struct nvidia_health_cfg {
         bool recovery;
         int64_t quiet_ms;
         unsigned wait_ms; /* nvmlEventSetWait timeout and the lost-GPU poll period */
+        /* health checks off but metrics on: XIDs are watched and posted (as
+         * not critical) for the XID metrics, and no GPU is ever judged (no
+         * lost-GPU probe, failed registrations and waits tell nothing) */
+        bool xids_only;
 };
 
 struct nvidia_health;

@@ -32,6 +32,7 @@
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 #include "devices/nvidia/internal.h"
+#include "devices/nvidia/sample.h"
 
 #define MIB (1024ULL * 1024ULL)
 
@@ -54,7 +55,7 @@ static const char *arch_name(unsigned arch)
 }
 
 /* go-nvlib's GetBrandAsString */
-static const char *brand_name(int brand)
+const char *nvidia_brand_name(int brand)
 {
         static const char *const names[] = {
                 [NVML_BRAND_UNKNOWN] = "Unknown",
@@ -83,7 +84,7 @@ static void common_attrs(struct dev_model *m, const struct nvml_inventory *inv,
                          const struct nvml_gpu *g)
 {
         dev_model_string(m, "productName", g->name);
-        dev_model_string(m, "brand", brand_name(g->brand));
+        dev_model_string(m, "brand", nvidia_brand_name(g->brand));
         dev_model_string(m, "architecture", arch_name(g->architecture));
         if (g->cc_major >= 0) {
                 char cc[24];

@@ -16,7 +16,9 @@
  * devices, their replicas) and each changed resource is notified once per
  * batch.  When monitoring cannot start at all, every GPU is reported
  * unhealthy with a loud error (NVIDIA keeps advertising them as healthy).
- * DP_DISABLE_HEALTHCHECKS=all alone: no monitor, every GPU healthy.
+ * DP_DISABLE_HEALTHCHECKS=all alone: every GPU healthy, and no monitor
+ * unless metrics are on, which still need the XIDs: then the monitor runs
+ * in xids_only mode and judges nothing.
  *
  * A reload builds a new backend from a fresh scan; inherit() carries over
  * what the scan cannot see, matching GPUs by UUID: the XID counts (metrics
@@ -170,10 +172,14 @@ static void on_health(void *ud, const struct nvidia_health_msg *msgs, size_t n)
                         nvidia_sampler_note_xid(b->sampler, m->gpu, m->xid);
                 }
                 if (m->kind == NVIDIA_HEALTH_XID && !m->critical) {
-                        dev_report(DEV_REPORT_INFO, "nvidia", "ignored XID gpu=%zu uuid=%s xid=%llu reason=\"%s\"",
-                                 m->gpu, g->uuid[0] ? g->uuid : "?", m->xid, m->reason);
+                        dev_report(DEV_REPORT_INFO, "nvidia", "%s gpu=%zu uuid=%s xid=%llu reason=\"%s\"",
+                                   b->policy && !b->policy->monitor ? "XID (health checks disabled)"
+                                                                    : "ignored XID",
+                                   m->gpu, g->uuid[0] ? g->uuid : "?", m->xid, m->reason);
                         continue;
                 }
+                if (b->policy && !b->policy->monitor)
+                        continue; /* health checks off: nothing else is judged */
                 const char *uuid = g->uuid[0] ? g->uuid : "?";
                 if (m->healthy)
                         dev_report(DEV_REPORT_INFO, "nvidia", "GPU healthy again gpu=%zu uuid=%s reason=\"%s\"",
@@ -202,9 +208,25 @@ static void health_start(struct nvidia_backend *b, const struct devlet_config *c
         for (size_t i = 0; warnings && warnings[i]; i++)
                 dev_report(DEV_REPORT_HOST_WARN, "nvidia", "%s", warnings[i]);
         b->policy = policy;
+        /* the XID metrics need the events even without health checks */
+        bool xids_only = !policy->monitor && b->loop && b->sampler && cfg->metrics_address &&
+                         cfg->metrics_address[0];
         if (!policy->monitor) {
-                b->health_state = xstrdup("disabled (DP_DISABLE_HEALTHCHECKS=all)");
-                dev_report(DEV_REPORT_INFO, "nvidia", "health checks disabled (DP_DISABLE_HEALTHCHECKS=all)");
+                b->health_state = xstrdup(xids_only ? "disabled (DP_DISABLE_HEALTHCHECKS=all); XIDs "
+                                                      "watched for metrics only"
+                                                    : "disabled (DP_DISABLE_HEALTHCHECKS=all)");
+                dev_report(DEV_REPORT_INFO, "nvidia", "health checks disabled (DP_DISABLE_HEALTHCHECKS=all)%s",
+                           xids_only ? "; XIDs still watched for metrics" : "");
+                if (!xids_only)
+                        return;
+                struct nvidia_health_cfg hc = {
+                        .lib = b->lib, .inv = b->inv, .policy = policy, .wait_ms = HEALTH_WAIT_MS,
+                        .xids_only = true,
+                };
+                struct diag why = { 0 };
+                if (nvidia_health_start(b->loop, &hc, on_health, b, &b->health, &why) < 0)
+                        dev_report(DEV_REPORT_WARN, "nvidia", "no XID events for metrics error=\"%s\"",
+                                   why.message);
                 return;
         }
         _cleanup_free_ char *ignored = nvidia_xid_policy_ignored(policy);
@@ -589,8 +611,8 @@ static void nvidia_inherit(struct dev_backend *db, struct dev_backend *dprev)
         struct nvidia_backend *b = (struct nvidia_backend *)db;
         const struct nvidia_backend *prev = (const struct nvidia_backend *)dprev;
         inherit_xids(b, prev);
-        if (!b->health)
-                return; /* not monitored: health is what the scan found */
+        if (!b->health || !b->policy->monitor)
+                return; /* not monitored (or for XIDs only): health is what the scan found */
         _cleanup_free_ struct nvidia_health_seed *seeds =
                 xcalloc(b->inv->n_gpus + 1, sizeof(*seeds));
         size_t n = 0;

@@ -92,6 +92,19 @@ struct nvml_lib {
         NVML_FN(nvmlDeviceGetProcessUtilization) process_util;
         NVML_FN(nvmlDeviceGetPcieThroughput) pcie_throughput;
         NVML_FN(nvmlDeviceGetCurrentClocksEventReasons) clocks_event_reasons; /* or ...ThrottleReasons */
+        NVML_FN(nvmlDeviceGetPowerManagementLimit) power_limit;
+        NVML_FN(nvmlDeviceGetEnforcedPowerLimit) enforced_power_limit;
+        NVML_FN(nvmlDeviceGetFanSpeed) fan_speed;
+        NVML_FN(nvmlDeviceGetPerformanceState) pstate;
+        NVML_FN(nvmlDeviceGetTotalEccErrors) ecc_total;
+        NVML_FN(nvmlDeviceGetRetiredPages) retired_pages;
+        NVML_FN(nvmlDeviceGetRetiredPagesPendingStatus) retired_pending;
+        NVML_FN(nvmlDeviceGetViolationStatus) violation;
+        NVML_FN(nvmlDeviceGetNvLinkErrorCounter) nvlink_errors;
+        NVML_FN(nvmlDeviceGetGridLicensableFeatures_v4) grid_licenses;
+        NVML_FN(nvmlDeviceGetSerial) serial;
+        NVML_FN(nvmlSystemGetNVMLVersion) nvml_version;
+        NVML_FN(nvmlDeviceGetVbiosVersion) vbios;
         NVML_FN(nvmlGpmQueryDeviceSupport) gpm_query;
         NVML_FN(nvmlGpmSampleAlloc) gpm_sample_alloc;
         NVML_FN(nvmlGpmSampleFree) gpm_sample_free;

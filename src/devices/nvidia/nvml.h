@@ -760,6 +760,98 @@ typedef enum nvmlPcieUtilCounter_enum {
 nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
                                          unsigned int *value);
 
+/* Error and throttling counters (dcgm-exporter's ECC, retired-page,
+ * violation and NVLink error families). */
+typedef enum nvmlMemoryErrorType_enum {
+        NVML_MEMORY_ERROR_TYPE_CORRECTED = 0,
+        NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
+} nvmlMemoryErrorType_t;
+typedef enum nvmlEccCounterType_enum {
+        NVML_VOLATILE_ECC = 0,
+        NVML_AGGREGATE_ECC = 1,
+} nvmlEccCounterType_t;
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                         nvmlEccCounterType_t counterType,
+                                         unsigned long long *eccCounts);
+
+typedef enum nvmlPageRetirementCause_enum {
+        NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+        NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1,
+} nvmlPageRetirementCause_t;
+/* *pageCount: the capacity of addresses on entry (0 with NULL asks for the
+ * count), the pages retired for cause on return; too small gives
+ * NVML_ERROR_INSUFFICIENT_SIZE with the count. */
+nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+                                       unsigned int *pageCount, unsigned long long *addresses);
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                    nvmlEnableState_t *isPending);
+
+typedef enum nvmlPerfPolicyType_enum {
+        NVML_PERF_POLICY_POWER = 0,
+        NVML_PERF_POLICY_THERMAL = 1,
+        NVML_PERF_POLICY_SYNC_BOOST = 2,
+        NVML_PERF_POLICY_BOARD_LIMIT = 3,
+        NVML_PERF_POLICY_LOW_UTILIZATION = 4,
+        NVML_PERF_POLICY_RELIABILITY = 5,
+        NVML_PERF_POLICY_TOTAL_APP_CLOCKS = 10,
+        NVML_PERF_POLICY_TOTAL_BASE_CLOCKS = 11,
+} nvmlPerfPolicyType_t;
+typedef struct nvmlViolationTime_st {
+        unsigned long long referenceTime; /* µs, CPU time of the reading */
+        unsigned long long violationTime; /* ns spent held back since boot */
+} nvmlViolationTime_t;
+_Static_assert(sizeof(nvmlViolationTime_t) == 16, "nvmlViolationTime_t layout");
+nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfPolicyType_t perfPolicyType,
+                                          nvmlViolationTime_t *violTime);
+
+typedef enum nvmlNvLinkErrorCounter_enum {
+        NVML_NVLINK_ERROR_DL_REPLAY = 0,
+        NVML_NVLINK_ERROR_DL_RECOVERY = 1,
+        NVML_NVLINK_ERROR_DL_CRC_FLIT = 2,
+        NVML_NVLINK_ERROR_DL_CRC_DATA = 3,
+        NVML_NVLINK_ERROR_DL_ECC_DATA = 4,
+} nvmlNvLinkErrorCounter_t;
+nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
+                                             nvmlNvLinkErrorCounter_t counter,
+                                             unsigned long long *counterValue);
+
+/* Percent of the fan's maximum (fan 0). */
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed);
+
+/* vGPU software licensing (the _v4 layout). */
+#define NVML_GRID_LICENSE_BUFFER_SIZE 128
+#define NVML_GRID_LICENSE_FEATURE_MAX_COUNT 3
+typedef enum nvmlGridLicenseFeatureCode_t {
+        NVML_GRID_LICENSE_FEATURE_CODE_UNKNOWN = 0,
+        NVML_GRID_LICENSE_FEATURE_CODE_VGPU = 1,
+        NVML_GRID_LICENSE_FEATURE_CODE_NVIDIA_RTX = 2,
+        NVML_GRID_LICENSE_FEATURE_CODE_GAMING = 3,
+        NVML_GRID_LICENSE_FEATURE_CODE_COMPUTE = 4,
+} nvmlGridLicenseFeatureCode_t;
+typedef struct nvmlGridLicenseExpiry_st {
+        unsigned int year;
+        unsigned short month, day, hour, min, sec;
+        unsigned char status;
+} nvmlGridLicenseExpiry_t;
+typedef struct nvmlGridLicensableFeature_st {
+        nvmlGridLicenseFeatureCode_t featureCode;
+        unsigned int featureState; /* non-zero: licensed now */
+        char licenseInfo[NVML_GRID_LICENSE_BUFFER_SIZE];
+        char productName[NVML_GRID_LICENSE_BUFFER_SIZE];
+        unsigned int featureEnabled;
+        nvmlGridLicenseExpiry_t licenseExpiry;
+} nvmlGridLicensableFeature_t;
+typedef struct nvmlGridLicensableFeatures_st {
+        int isGridLicenseSupported;
+        unsigned int licensableFeaturesCount;
+        nvmlGridLicensableFeature_t gridLicensableFeatures[NVML_GRID_LICENSE_FEATURE_MAX_COUNT];
+} nvmlGridLicensableFeatures_t;
+_Static_assert(sizeof(nvmlGridLicenseExpiry_t) == 16, "nvmlGridLicenseExpiry_t layout");
+_Static_assert(sizeof(nvmlGridLicensableFeature_t) == 284, "nvmlGridLicensableFeature_t layout");
+_Static_assert(sizeof(nvmlGridLicensableFeatures_t) == 860, "nvmlGridLicensableFeatures_t layout");
+nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v4(nvmlDevice_t device,
+                                                    nvmlGridLicensableFeatures_t *features);
+
 /* GPU Performance Monitoring (Hopper and later): two samples taken some
  * time apart give the metrics over that interval.  Percentages are
  * 0.0-100.0; the *_PER_SEC rates are MiB/s. */

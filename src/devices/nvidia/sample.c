@@ -5,13 +5,20 @@
  * absent.  Each sample walks the inventory's GPUs (and, on a GPU in MIG
  * mode, its MIG devices as they are now), reads the telemetry, memory and
  * the running processes, and each process's SM, encoder and decoder
- * utilisation since the previous sample.  NVML's buffers are bounded
- * (MAX_PROCS processes per device).  Runs on the collector thread only,
- * one sample at a time; the last-XID table is the only state the loop
+ * utilisation since the previous sample.  The families dcgm-exporter's
+ * default file leaves out (ECC, retired pages, violations, NVLink errors,
+ * limits, fan, P-state, the DCGM_EXP_*_COUNT window counters) come last in
+ * the table, opt-in, and their NVML calls are made only when the consumer
+ * asks for them (dev_sample_wants).  Label fields (serial, VBIOS...) are
+ * read once at creation.  NVML's buffers are bounded (MAX_PROCS processes
+ * per device, XID_RING XIDs per GPU, one clock-event bucket per second of
+ * the window).  Runs on the collector thread only, one sample at a time;
+ * the XID tables (last XID, recent XIDs) are the only state the loop
  * writes, under the mutex.  Never logs above debug. */
 #include "devices/nvidia/sample.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +44,8 @@ enum nv_field {
         F_GPU_TEMP,
         F_POWER_USAGE,
         F_TOTAL_ENERGY,
+        F_PCIE_TX_THROUGHPUT,
+        F_PCIE_RX_THROUGHPUT,
         F_PCIE_REPLAY,
         F_GPU_UTIL,
         F_MEM_COPY_UTIL,
@@ -47,6 +56,7 @@ enum nv_field {
         F_FB_USED,
         F_FB_RESERVED,
         F_NVLINK_BANDWIDTH,
+        F_VGPU_LICENSE,
         F_REMAP_UNCORRECTABLE,
         F_REMAP_CORRECTABLE,
         F_REMAP_FAILURE,
@@ -64,10 +74,62 @@ enum nv_field {
         F_PROF_PCIE_RX,
         F_PROF_NVLINK_TX,
         F_PROF_NVLINK_RX,
+        /* the fields dcgm-exporter's default file leaves commented out:
+         * exported when a --collectors file names them */
+        F_POWER_MGMT_LIMIT,
+        F_ENFORCED_POWER_LIMIT,
+        F_FAN_SPEED,
+        F_PSTATE,
+        F_POWER_VIOLATION, /* NVML_PERF_POLICY_* order, POWER to RELIABILITY */
+        F_THERMAL_VIOLATION,
+        F_SYNC_BOOST_VIOLATION,
+        F_BOARD_LIMIT_VIOLATION,
+        F_LOW_UTIL_VIOLATION,
+        F_RELIABILITY_VIOLATION,
+        F_ECC_SBE_VOL,
+        F_ECC_DBE_VOL,
+        F_ECC_SBE_AGG,
+        F_ECC_DBE_AGG,
+        F_RETIRED_SBE,
+        F_RETIRED_DBE,
+        F_RETIRED_PENDING,
+        F_NVLINK_CRC_FLIT,
+        F_NVLINK_CRC_DATA,
+        F_NVLINK_REPLAY,
+        F_NVLINK_RECOVERY,
+        F_EXP_XID_COUNT,
+        F_EXP_CLOCK_EVENTS_COUNT,
         F_COUNT
 };
+#define N_OPT_IN (F_COUNT - F_POWER_MGMT_LIMIT)
+
+/* dcgm-exporter's DCGM_EXP_*_COUNT window (its --xid-count-window-size and
+ * --clock-events-count-window-size defaults) */
+#define EXP_WINDOW_MS 300000
+#define EXP_WINDOW_LABEL "300000"
+#define XID_RING 256 /* XIDs remembered per GPU within the window */
 
 static const char *const xid_labels[] = { "err_code", "err_msg", NULL };
+static const char *const xid_count_labels[] = { "window_size_in_ms", "xid", NULL };
+static const char *const clock_event_labels[] = { "window_size_in_ms", "clock_event", NULL };
+
+/* dcgm-exporter's clock_event names of the DCGM_CLOCKS_EVENT_REASON_* bits
+ * (NVML's nvmlClocksEventReasons bits are the same) */
+static const char *const clock_event_names[] = {
+        "gpu_idle", "clocks_setting", "power_cap", "hw_slowdown", "sync_boost",
+        "sw_thermal", "hw_thermal", "hw_power_brake", "display_clocks",
+};
+#define CLOCK_EVENTS ARRAY_SIZE(clock_event_names)
+#define CLOCK_BUCKETS (EXP_WINDOW_MS / 1000) /* one per second of the window */
+
+/* dcgm-exporter's label fields this sampler can give (as extra labels on
+ * every series of the GPU, named by the field); DCGM_FI_DRIVER_VERSION is
+ * on every series anyway, as devlet always had it */
+static const char *const label_fields[] = {
+        "DCGM_FI_DEV_NAME", "DCGM_FI_DEV_UUID", "DCGM_FI_DEV_SERIAL", "DCGM_FI_DEV_VBIOS_VERSION",
+        "DCGM_FI_DEV_BRAND", "DCGM_FI_DEV_MINOR_NUMBER", "DCGM_FI_DEV_PCI_BUSID",
+        "DCGM_FI_NVML_VERSION", "DCGM_FI_DRIVER_VERSION", NULL,
+};
 
 #define G DEV_MEASURE_GAUGE
 #define C DEV_MEASURE_COUNTER
@@ -79,6 +141,12 @@ static const struct dev_measure_family families[F_COUNT] = {
         [F_POWER_USAGE] = { "DCGM_FI_DEV_POWER_USAGE", G, "Power draw (in W).", 0, 0, NULL },
         [F_TOTAL_ENERGY] = { "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", C,
                              "Total energy consumption since boot (in mJ).", 0, 0, NULL },
+        [F_PCIE_TX_THROUGHPUT] = { "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", C,
+                                   "PCIe transmit throughput (in KB/s), as NVML measures it over 20 ms.",
+                                   0, 0, NULL },
+        [F_PCIE_RX_THROUGHPUT] = { "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", C,
+                                   "PCIe receive throughput (in KB/s), as NVML measures it over 20 ms.",
+                                   0, 0, NULL },
         [F_PCIE_REPLAY] = { "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", C, "Total number of PCIe retries.", 0, 0,
                             NULL },
         [F_GPU_UTIL] = { "DCGM_FI_DEV_GPU_UTIL", G, "GPU utilization (in %).", DEV_SHARE_UTIL, 0, NULL },
@@ -94,6 +162,9 @@ static const struct dev_measure_family families[F_COUNT] = {
                             NULL },
         [F_NVLINK_BANDWIDTH] = { "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", C,
                                  "Total number of NVLink bandwidth counters for all lanes.", 0, 0, NULL },
+        [F_VGPU_LICENSE] = { "DCGM_FI_DEV_VGPU_LICENSE_STATUS", G,
+                             "vGPU software license status (1: a feature is licensed, 0: none).", 0, 0,
+                             NULL },
         [F_REMAP_UNCORRECTABLE] = { "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", C,
                                     "Number of remapped rows for uncorrectable errors.", 0, 0, NULL },
         [F_REMAP_CORRECTABLE] = { "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", C,
@@ -132,6 +203,52 @@ static const struct dev_measure_family families[F_COUNT] = {
         [F_PROF_NVLINK_RX] = { "DCGM_FI_PROF_NVLINK_RX_BYTES", G,
                                "The number of bytes of active NvLink rx (read) data including both header "
                                "and payload.", 0, 0, NULL },
+        [F_POWER_MGMT_LIMIT] = { "DCGM_FI_DEV_POWER_MGMT_LIMIT", G, "Power management limit (in W).", 0, 0,
+                                 NULL },
+        [F_ENFORCED_POWER_LIMIT] = { "DCGM_FI_DEV_ENFORCED_POWER_LIMIT", G,
+                                     "Power limit the driver enforces (in W).", 0, 0, NULL },
+        [F_FAN_SPEED] = { "DCGM_FI_DEV_FAN_SPEED", G, "Fan speed (in % of its maximum).", 0, 0, NULL },
+        [F_PSTATE] = { "DCGM_FI_DEV_PSTATE", G, "Performance state (0: highest, 15: lowest).", 0, 0, NULL },
+        [F_POWER_VIOLATION] = { "DCGM_FI_DEV_POWER_VIOLATION", C,
+                                "Time held back by the power limit since boot (in ns).", 0, 0, NULL },
+        [F_THERMAL_VIOLATION] = { "DCGM_FI_DEV_THERMAL_VIOLATION", C,
+                                  "Time held back by thermal limits since boot (in ns).", 0, 0, NULL },
+        [F_SYNC_BOOST_VIOLATION] = { "DCGM_FI_DEV_SYNC_BOOST_VIOLATION", C,
+                                     "Time held back by sync boost since boot (in ns).", 0, 0, NULL },
+        [F_BOARD_LIMIT_VIOLATION] = { "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", C,
+                                      "Time held back by the board limit since boot (in ns).", 0, 0, NULL },
+        [F_LOW_UTIL_VIOLATION] = { "DCGM_FI_DEV_LOW_UTIL_VIOLATION", C,
+                                   "Time held back for low utilization since boot (in ns).", 0, 0, NULL },
+        [F_RELIABILITY_VIOLATION] = { "DCGM_FI_DEV_RELIABILITY_VIOLATION", C,
+                                      "Time held back by reliability limits since boot (in ns).", 0, 0, NULL },
+        [F_ECC_SBE_VOL] = { "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", C,
+                            "Single-bit (corrected) ECC errors since the driver loaded.", 0, 0, NULL },
+        [F_ECC_DBE_VOL] = { "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", C,
+                            "Double-bit (uncorrected) ECC errors since the driver loaded.", 0, 0, NULL },
+        [F_ECC_SBE_AGG] = { "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", C,
+                            "Single-bit (corrected) ECC errors over the GPU's life.", 0, 0, NULL },
+        [F_ECC_DBE_AGG] = { "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", C,
+                            "Double-bit (uncorrected) ECC errors over the GPU's life.", 0, 0, NULL },
+        [F_RETIRED_SBE] = { "DCGM_FI_DEV_RETIRED_SBE", C,
+                            "Pages retired after multiple single-bit ECC errors.", 0, 0, NULL },
+        [F_RETIRED_DBE] = { "DCGM_FI_DEV_RETIRED_DBE", C, "Pages retired after a double-bit ECC error.", 0,
+                            0, NULL },
+        [F_RETIRED_PENDING] = { "DCGM_FI_DEV_RETIRED_PENDING", C,
+                                "Whether pages wait for retirement at the next driver load (1) or not (0).",
+                                0, 0, NULL },
+        [F_NVLINK_CRC_FLIT] = { "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", C,
+                                "NVLink flow-control CRC errors, all links.", 0, 0, NULL },
+        [F_NVLINK_CRC_DATA] = { "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", C,
+                                "NVLink data CRC errors, all links.", 0, 0, NULL },
+        [F_NVLINK_REPLAY] = { "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", C,
+                              "NVLink replays (retries), all links.", 0, 0, NULL },
+        [F_NVLINK_RECOVERY] = { "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", C,
+                                "NVLink recoveries, all links.", 0, 0, NULL },
+        [F_EXP_XID_COUNT] = { "DCGM_EXP_XID_ERRORS_COUNT", G,
+                              "XID errors seen within the window, per XID code.", 0, 0, xid_count_labels },
+        [F_EXP_CLOCK_EVENTS_COUNT] = { "DCGM_EXP_CLOCK_EVENTS_COUNT", G,
+                                       "Samples within the window that had the clock event reason set.", 0,
+                                       0, clock_event_labels },
 };
 
 /* GPM's metrics in the families' units: ratios from percentages, bytes/s
@@ -177,6 +294,24 @@ struct nv_gpu {
         unsigned long long last_util_ts; /* newest process-utilisation sample seen */
         /* NVLink data counters (KiB) at the previous sample, for their rates */
         unsigned long long nvl_tx, nvl_rx, nvl_at_us;
+        char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE], vbios[NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE];
+        int brand;
+        /* DCGM_EXP_CLOCK_EVENTS_COUNT: per second of the window, how many
+         * samples had each reason */
+        struct {
+                unsigned long long sec;
+                unsigned short n[CLOCK_EVENTS];
+        } clock_buckets[CLOCK_BUCKETS];
+};
+
+/* An XID seen (the loop notes them; the collector counts them). */
+struct xid_seen {
+        unsigned long long at_ms, xid;
+};
+
+struct xid_window {
+        struct xid_seen v[XID_RING]; /* ring, oldest overwritten */
+        size_t next, n;
 };
 
 struct nvidia_sampler {
@@ -189,8 +324,11 @@ struct nvidia_sampler {
         nvmlProcessInfo_t *proc_buf;
         nvmlProcessUtilizationSample_t *util_buf;
 
-        pthread_mutex_t mu; /* guards last_xid */
+        char nvml_version[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE];
+
+        pthread_mutex_t mu; /* guards last_xid and xids */
         unsigned long long *last_xid; /* per GPU; 0: none */
+        struct xid_window *xids;      /* per GPU */
 };
 
 /* ---- one device ---- */
@@ -272,8 +410,126 @@ static void sample_profiling(struct nvidia_sampler *s, struct dev_unit *u, struc
         }
 }
 
-static void sample_telemetry(const struct nvml_lib *l, struct dev_unit *u, nvmlDevice_t h,
-                             struct nv_gpu *g)
+/* The counters dcgm-exporter's default file leaves out: limits, fan,
+ * P-state, throttling time, ECC, retired pages, NVLink errors. */
+/* Whether any of the families first..last is exported: the opt-in ones
+ * cost many NVML calls (NVLink errors: five per link), made only when asked. */
+static bool wanted(const struct dev_sample *out, enum nv_field first, enum nv_field last)
+{
+        for (enum nv_field f = first; f <= last; f++)
+                if (dev_sample_wants(out, families[f].name, f >= F_POWER_MGMT_LIMIT))
+                        return true;
+        return false;
+}
+
+static void sample_errors(const struct nvml_lib *l, const struct dev_sample *out, struct dev_unit *u,
+                          nvmlDevice_t h)
+{
+        unsigned v;
+        unsigned long long ull;
+        if (!wanted(out, F_POWER_MGMT_LIMIT, F_RETIRED_PENDING) &&
+            !wanted(out, F_NVLINK_CRC_FLIT, F_NVLINK_RECOVERY))
+                return;
+        if (l->power_limit && l->power_limit(h, &v) == NVML_SUCCESS)
+                set(u, F_POWER_MGMT_LIMIT, v / 1000.0);
+        if (l->enforced_power_limit && l->enforced_power_limit(h, &v) == NVML_SUCCESS)
+                set(u, F_ENFORCED_POWER_LIMIT, v / 1000.0);
+        if (l->fan_speed && l->fan_speed(h, &v) == NVML_SUCCESS)
+                set(u, F_FAN_SPEED, v);
+        nvmlPstates_t ps;
+        if (l->pstate && l->pstate(h, &ps) == NVML_SUCCESS && ps != NVML_PSTATE_UNKNOWN)
+                set(u, F_PSTATE, (double)ps);
+        for (int p = NVML_PERF_POLICY_POWER; p <= NVML_PERF_POLICY_RELIABILITY && l->violation; p++) {
+                nvmlViolationTime_t vt;
+                if (l->violation(h, (nvmlPerfPolicyType_t)p, &vt) == NVML_SUCCESS)
+                        set(u, F_POWER_VIOLATION + (size_t)p, (double)vt.violationTime);
+        }
+        static const struct {
+                enum nv_field f;
+                nvmlMemoryErrorType_t type;
+                nvmlEccCounterType_t counter;
+        } ecc[] = {
+                { F_ECC_SBE_VOL, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC },
+                { F_ECC_DBE_VOL, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC },
+                { F_ECC_SBE_AGG, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC },
+                { F_ECC_DBE_AGG, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(ecc) && l->ecc_total; i++)
+                if (l->ecc_total(h, ecc[i].type, ecc[i].counter, &ull) == NVML_SUCCESS)
+                        set(u, ecc[i].f, (double)ull);
+        if (l->retired_pages) {
+                /* a count only: 0 entries asks for the number */
+                unsigned n = 0;
+                nvmlReturn_t r = l->retired_pages(h, NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+                                                  &n, NULL);
+                if (r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE)
+                        set(u, F_RETIRED_SBE, n);
+                n = 0;
+                r = l->retired_pages(h, NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, &n, NULL);
+                if (r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE)
+                        set(u, F_RETIRED_DBE, n);
+        }
+        nvmlEnableState_t pending;
+        if (l->retired_pending && l->retired_pending(h, &pending) == NVML_SUCCESS)
+                set(u, F_RETIRED_PENDING, pending == NVML_FEATURE_ENABLED ? 1 : 0);
+        if (l->nvlink_errors && wanted(out, F_NVLINK_CRC_FLIT, F_NVLINK_RECOVERY)) {
+                static const struct {
+                        enum nv_field f;
+                        nvmlNvLinkErrorCounter_t c;
+                } nvl[] = {
+                        { F_NVLINK_CRC_FLIT, NVML_NVLINK_ERROR_DL_CRC_FLIT },
+                        { F_NVLINK_CRC_DATA, NVML_NVLINK_ERROR_DL_CRC_DATA },
+                        { F_NVLINK_REPLAY, NVML_NVLINK_ERROR_DL_REPLAY },
+                        { F_NVLINK_RECOVERY, NVML_NVLINK_ERROR_DL_RECOVERY },
+                };
+                double sum[ARRAY_SIZE(nvl)] = { 0 };
+                bool any = false;
+                for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; link++) {
+                        nvmlEnableState_t active;
+                        if (l->nvlink_state && (l->nvlink_state(h, link, &active) != NVML_SUCCESS ||
+                                                active != NVML_FEATURE_ENABLED))
+                                continue;
+                        for (size_t i = 0; i < ARRAY_SIZE(nvl); i++)
+                                if (l->nvlink_errors(h, link, nvl[i].c, &ull) == NVML_SUCCESS) {
+                                        sum[i] += (double)ull;
+                                        any = true;
+                                }
+                }
+                for (size_t i = 0; i < ARRAY_SIZE(nvl) && any; i++)
+                        set(u, nvl[i].f, sum[i]);
+        }
+}
+
+/* DCGM_EXP_CLOCK_EVENTS_COUNT: this sample's reasons into the window, then
+ * per reason the samples within it that had it. */
+static void count_clock_events(struct nv_gpu *g, struct dev_unit *u, unsigned long long reasons)
+{
+        unsigned long long sec = now_us() / 1000000ULL;
+        __typeof__(g->clock_buckets[0]) *b = &g->clock_buckets[sec % CLOCK_BUCKETS];
+        if (b->sec != sec)
+                memset(b, 0, sizeof(*b));
+        b->sec = sec;
+        for (size_t i = 0; i < CLOCK_EVENTS; i++)
+                if ((reasons & (1ULL << i)) && b->n[i] < USHRT_MAX)
+                        b->n[i]++;
+        bool any = false;
+        for (size_t i = 0; i < CLOCK_EVENTS; i++) {
+                unsigned long long n = 0;
+                for (size_t k = 0; k < CLOCK_BUCKETS; k++)
+                        if (g->clock_buckets[k].sec + CLOCK_BUCKETS > sec)
+                                n += g->clock_buckets[k].n[i];
+                if (!n)
+                        continue;
+                dev_unit_add_series(u, F_EXP_CLOCK_EVENTS_COUNT, (double)n,
+                                    strv_push(strv_push(NULL, EXP_WINDOW_LABEL), clock_event_names[i]));
+                any = true;
+        }
+        if (!any) /* dcgm-exporter's one zero series without the reason */
+                dev_unit_add_series(u, F_EXP_CLOCK_EVENTS_COUNT, 0, strv_push(NULL, EXP_WINDOW_LABEL));
+}
+
+static void sample_telemetry(const struct nvml_lib *l, const struct dev_sample *out, struct dev_unit *u,
+                             nvmlDevice_t h, struct nv_gpu *g)
 {
         unsigned v, period;
         unsigned long long ull;
@@ -298,8 +554,25 @@ static void sample_telemetry(const struct nvml_lib *l, struct dev_unit *u, nvmlD
                 set(u, F_ENC_UTIL, v);
         if (l->decoder_util && l->decoder_util(h, &v, &period) == NVML_SUCCESS)
                 set(u, F_DEC_UTIL, v);
-        if (l->clocks_event_reasons && l->clocks_event_reasons(h, &ull) == NVML_SUCCESS)
+        if (l->clocks_event_reasons && l->clocks_event_reasons(h, &ull) == NVML_SUCCESS) {
                 set(u, F_CLOCKS_EVENT_REASONS, (double)ull);
+                if (g && wanted(out, F_EXP_CLOCK_EVENTS_COUNT, F_EXP_CLOCK_EVENTS_COUNT))
+                        count_clock_events(g, u, ull);
+        }
+        if (l->pcie_throughput && l->pcie_throughput(h, NVML_PCIE_UTIL_TX_BYTES, &v) == NVML_SUCCESS)
+                set(u, F_PCIE_TX_THROUGHPUT, v);
+        if (l->pcie_throughput && l->pcie_throughput(h, NVML_PCIE_UTIL_RX_BYTES, &v) == NVML_SUCCESS)
+                set(u, F_PCIE_RX_THROUGHPUT, v);
+        nvmlGridLicensableFeatures_t lic;
+        memset(&lic, 0, sizeof(lic));
+        if (l->grid_licenses && l->grid_licenses(h, &lic) == NVML_SUCCESS) {
+                bool licensed = false;
+                for (unsigned i = 0; i < lic.licensableFeaturesCount && i < NVML_GRID_LICENSE_FEATURE_MAX_COUNT;
+                     i++)
+                        licensed |= lic.gridLicensableFeatures[i].featureState != 0;
+                set(u, F_VGPU_LICENSE, lic.isGridLicenseSupported && licensed ? 1 : 0);
+        }
+        sample_errors(l, out, u, h);
         unsigned cor, unc, pending, failure;
         if (l->remapped_rows && l->remapped_rows(h, &cor, &unc, &pending, &failure) == NVML_SUCCESS) {
                 set(u, F_REMAP_CORRECTABLE, cor);
@@ -439,6 +712,49 @@ static void unit_labels(struct nvidia_sampler *s, struct dev_unit *u, const stru
         u->host_at = u->n_labels;
         if (s->driver[0])
                 dev_unit_label(u, "DCGM_FI_DRIVER_VERSION", s->driver);
+        /* label fields, each on the series only when the counters file has its row */
+        dev_unit_field_label(u, "DCGM_FI_DEV_NAME", g->name);
+        dev_unit_field_label(u, "DCGM_FI_DEV_UUID", g->uuid);
+        dev_unit_field_label(u, "DCGM_FI_DEV_SERIAL", g->serial);
+        dev_unit_field_label(u, "DCGM_FI_DEV_VBIOS_VERSION", g->vbios);
+        dev_unit_field_label(u, "DCGM_FI_DEV_BRAND", nvidia_brand_name(g->brand));
+        if (g->minor >= 0) {
+                snprintf(buf, sizeof(buf), "%d", g->minor);
+                dev_unit_field_label(u, "DCGM_FI_DEV_MINOR_NUMBER", buf);
+        }
+        dev_unit_field_label(u, "DCGM_FI_DEV_PCI_BUSID", g->bus_id);
+        dev_unit_field_label(u, "DCGM_FI_NVML_VERSION", s->nvml_version);
+}
+
+/* DCGM_EXP_XID_ERRORS_COUNT: the GPU's XIDs within the window, per code
+ * (the caller holds the mutex). */
+static void count_xids(struct nvidia_sampler *s, struct dev_unit *u, size_t gi)
+{
+        struct xid_window *w = &s->xids[gi];
+        unsigned long long now = now_us() / 1000ULL;
+        unsigned long long codes[XID_RING], counts[XID_RING];
+        size_t n = 0;
+        for (size_t k = 0; k < w->n; k++) {
+                const struct xid_seen *x = &w->v[(w->next + XID_RING - w->n + k) % XID_RING];
+                if (x->at_ms + EXP_WINDOW_MS <= now)
+                        continue;
+                size_t j = 0;
+                while (j < n && codes[j] != x->xid)
+                        j++;
+                if (j == n) {
+                        codes[n] = x->xid;
+                        counts[n++] = 0;
+                }
+                counts[j]++;
+        }
+        for (size_t j = 0; j < n; j++) {
+                char code[24];
+                snprintf(code, sizeof(code), "%llu", codes[j]);
+                dev_unit_add_series(u, F_EXP_XID_COUNT, (double)counts[j],
+                                    strv_push(strv_push(NULL, EXP_WINDOW_LABEL), code));
+        }
+        if (!n) /* dcgm-exporter's one zero series without an xid */
+                dev_unit_add_series(u, F_EXP_XID_COUNT, 0, strv_push(NULL, EXP_WINDOW_LABEL));
 }
 
 static void sample_migs(struct nvidia_sampler *s, struct dev_sample *out, struct nv_gpu *g)
@@ -466,6 +782,7 @@ static void sample_migs(struct nvidia_sampler *s, struct dev_sample *out, struct
                         ci = 0;
 
                 struct dev_unit *u = dev_sample_add(out, families, F_COUNT, &nvidia_attr_hints);
+                u->n_opt_in = N_OPT_IN;
                 unit_labels(s, u, g, profile, &gi);
                 u->key = xstrdup(uuid);
                 if (uuid[0])
@@ -492,6 +809,7 @@ static int nv_sample(struct dev_sampler *ds, struct dev_sample *out)
                 if (l->uuid(g->handle, uuid, sizeof(uuid)) != NVML_SUCCESS)
                         continue; /* lost: nothing to say about it */
                 struct dev_unit *u = dev_sample_add(out, families, F_COUNT, &nvidia_attr_hints);
+                u->n_opt_in = N_OPT_IN;
                 unit_labels(s, u, g, NULL, NULL);
                 u->key = xstrdup(g->uuid);
                 u->names = strv_push(u->names, g->uuid);
@@ -504,10 +822,11 @@ static int nv_sample(struct dev_sampler *ds, struct dev_sample *out)
                         u->devnums[0] = (struct dev_devnum){ NVIDIA_MAJOR, (unsigned)g->minor };
                         u->n_devnums = 1;
                 }
-                sample_telemetry(l, u, g->handle, g);
+                sample_telemetry(l, out, u, g->handle, g);
                 sample_memory(l, u, g->handle);
                 pthread_mutex_lock(&s->mu);
                 unsigned long long xid = s->last_xid[g - s->gpus];
+                count_xids(s, u, (size_t)(g - s->gpus));
                 pthread_mutex_unlock(&s->mu);
                 set(u, F_XID, (double)xid);
                 char code[24];
@@ -539,9 +858,27 @@ static void nv_free(struct dev_sampler *ds)
         pthread_mutex_destroy(&s->mu);
         free(s->gpus);
         free(s->last_xid);
+        free(s->xids);
         free(s->proc_buf);
         free(s->util_buf);
         free(s);
+}
+
+/* Fields of dcgm-exporter's files NVML cannot give, and why. */
+static const char *nv_why_absent(const char *field)
+{
+        if (strncmp(field, "DCGM_FI_DEV_NVSWITCH_", 21) == 0)
+                return "NVSwitch fields come from DCGM's NVSwitch module (fabric manager); NVML on a GPU "
+                       "node gives nothing for them";
+        if (strncmp(field, "DCGM_FI_PROF_", 13) == 0)
+                return "a DCGM profiling field NVML's GPU Performance Monitoring has no metric for";
+        if (strcmp(field, "DCGM_EXP_XID_ERRORS_TOTAL") == 0 || strcmp(field, "DCGM_EXP_CLOCK_EVENTS_TOTAL") == 0)
+                return "not implemented; devlet_xid_events_total counts XIDs by GPU and code since start";
+        if (strncmp(field, "DCGM_EXP_", 9) == 0)
+                return "a dcgm-exporter field built on DCGM's health or P2P checks, which NVML does not run";
+        if (strstr(field, "INFOROM"))
+                return "devlet does not read the infoROM versions";
+        return "no NVML call devlet makes gives it";
 }
 
 static const struct dev_sampler_ops nv_sampler_ops = {
@@ -550,6 +887,8 @@ static const struct dev_sampler_ops nv_sampler_ops = {
         .n_families = F_COUNT,
         .sample = nv_sample,
         .free = nv_free,
+        .label_fields = label_fields,
+        .why_absent = nv_why_absent,
 };
 
 int nvidia_sampler_new(struct nvml_lib *lib, const struct nvml_inventory *inv,
@@ -564,6 +903,9 @@ int nvidia_sampler_new(struct nvml_lib *lib, const struct nvml_inventory *inv,
         snprintf(s->driver, sizeof(s->driver), "%s", inv->driver_version);
         s->gpus = xcalloc(inv->n_gpus + 1, sizeof(*s->gpus));
         s->last_xid = xcalloc(inv->n_gpus + 1, sizeof(*s->last_xid));
+        s->xids = xcalloc(inv->n_gpus + 1, sizeof(*s->xids));
+        if (!lib->nvml_version || lib->nvml_version(s->nvml_version, sizeof(s->nvml_version)) != NVML_SUCCESS)
+                s->nvml_version[0] = '\0';
         for (size_t i = 0; i < inv->n_gpus; i++) {
                 const struct nvml_gpu *ig = &inv->gpus[i];
                 struct nv_gpu *g = &s->gpus[s->n_gpus++];
@@ -574,6 +916,11 @@ int nvidia_sampler_new(struct nvml_lib *lib, const struct nvml_inventory *inv,
                 g->gpm = ig->gpm;
                 snprintf(g->uuid, sizeof(g->uuid), "%s", ig->uuid);
                 snprintf(g->name, sizeof(g->name), "%s", ig->name);
+                g->brand = ig->brand;
+                if (!g->handle || !lib->serial || lib->serial(g->handle, g->serial, sizeof(g->serial)) != NVML_SUCCESS)
+                        g->serial[0] = '\0';
+                if (!g->handle || !lib->vbios || lib->vbios(g->handle, g->vbios, sizeof(g->vbios)) != NVML_SUCCESS)
+                        g->vbios[0] = '\0';
                 nvmlPciInfo_t pci;
                 if (g->handle && nvml_lib_pci_info(lib, g->handle, &pci) == NVML_SUCCESS)
                         snprintf(g->bus_id, sizeof(g->bus_id), "%s", pci.busId);
@@ -608,8 +955,15 @@ void nvidia_sampler_note_xid(struct dev_sampler *ds, size_t gpu, unsigned long l
         if (!s)
                 return;
         pthread_mutex_lock(&s->mu);
+        unsigned long long now = now_us() / 1000ULL;
         for (size_t i = 0; i < s->n_gpus; i++)
-                if (s->gpus[i].index == gpu)
+                if (s->gpus[i].index == gpu) {
                         s->last_xid[i] = xid;
+                        struct xid_window *w = &s->xids[i];
+                        w->v[w->next] = (struct xid_seen){ now, xid };
+                        w->next = (w->next + 1) % XID_RING;
+                        if (w->n < XID_RING)
+                                w->n++;
+                }
         pthread_mutex_unlock(&s->mu);
 }

@@ -6,8 +6,10 @@
  * backend that a reload destroys.  sample() runs on the metrics collector
  * thread; the GPU list is fixed at creation, MIG devices are enumerated
  * afresh each time (layouts change), and every value NVML answers becomes
- * a family of dcgm-exporter's.  The last XID of each GPU is noted by the
- * backend on the loop (under the sampler's mutex). */
+ * a family of dcgm-exporter's.  The XIDs of each GPU are noted by the
+ * backend on the loop (under the sampler's mutex): the last one, and the
+ * recent ones for DCGM_EXP_XID_ERRORS_COUNT; they arrive with health
+ * checks off too (the monitor's xids_only mode). */
 #ifndef DEVLET_DEVICES_NVIDIA_SAMPLE_H
 #define DEVLET_DEVICES_NVIDIA_SAMPLE_H
 
@@ -24,9 +26,12 @@ extern const struct dev_attr_hints nvidia_attr_hints;
 int nvidia_sampler_new(struct nvml_lib *lib, const struct nvml_inventory *inv,
                        struct dev_sampler **out, struct diag *diag);
 
-/* The last XID seen on the inventory's GPU gpu (loop thread; any thread is
+/* An XID seen on the inventory's GPU gpu, now (loop thread; any thread is
  * safe). */
 void nvidia_sampler_note_xid(struct dev_sampler *s, size_t gpu, unsigned long long xid);
+
+/* go-nvlib's name of an nvmlBrandType_t ("Tesla"), or NULL. */
+const char *nvidia_brand_name(int brand);
 
 /* NVIDIA's description of an XID code (dcgm-exporter's err_msg). */
 const char *nvidia_xid_text(unsigned long long xid);
