@@ -343,3 +343,23 @@ def test_broken_certificate_is_exit_2(dirs, pki):
     _, other_key = pki.issue("other", ["other"])
     r = run_exit(dirs, "--web-config-file", web_config(dirs, tls_config(cert, other_key), "mismatch.yml"))
     assert r.returncode == 2 and "mismatch" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_reload_applies_a_changed_web_config_and_refuses_a_broken_one(devlet, dirs, pki):
+    f = web_config(dirs, f"basic_auth_users:\n  alice: '{bcrypt('one')}'\n")
+    d, port = start(devlet, f)
+    assert request(port, "/health", auth="alice:one")[0] == 200
+    web_config(dirs, f"basic_auth_users:\n  bob: '{bcrypt('two')}'\n")
+    since = os.path.getsize(d.log_path)
+    d.sighup()
+    port = int(d.wait_log(r"serving metrics address=\S+ port=(\d+)", since).group(1))
+    assert request(port, "/health", auth="alice:one")[0] == 401
+    assert request(port, "/health", auth="bob:two")[0] == 200
+    # a certificate that does not load: the reload is refused, bob still gets in
+    broken = _write(os.path.join(dirs.run, "broken.pem"), b"not a certificate\n")
+    _, key = pki.issue("localhost", ["localhost"])
+    web_config(dirs, tls_config(broken, key))
+    since = os.path.getsize(d.log_path)
+    d.sighup()
+    d.wait_log(r"reload failed, keeping the running configuration .*broken\.pem", since)
+    assert request(port, "/health", auth="bob:two")[0] == 200
