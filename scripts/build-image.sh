@@ -4,10 +4,12 @@
 # image holds build/devlet (stripped), the shared libraries `ldd` reports for
 # it, the dynamic loader, glibc's libdl/libpthread/librt/libm, which NVML
 # (dlopened from the host's driver at run time) links against, and the build
-# host's libssl.so.3 and libcrypto.so.3, which the API client dlopens on first
-# use (src/kapi/tls.c), so ldd does not list them, and devlet's copies of
-# dcgm-exporter's counters files in /etc/dcgm-exporter (deploy/dcgm-exporter/)
-# for `--collectors`/`-f`.  No shell, no package manager.  The Containerfile at the repository root builds the same
+# host's libssl.so.3 and libcrypto.so.3, which the API client and the metrics
+# endpoint's TLS dlopen on first use (src/base/ossl.c), and libcrypt.so.1,
+# which basic authentication dlopens (src/metrics/web-auth.c), so ldd does
+# not list them, and devlet's copies of dcgm-exporter's counters files in
+# /etc/dcgm-exporter (deploy/dcgm-exporter/) for `--collectors`/`-f`.  No
+# shell, no package manager.  The Containerfile at the repository root builds the same
 # layout with a registry-connected builder.
 #
 #   scripts/build-image.sh               build and commit the image
@@ -104,6 +106,14 @@ stage_lib "$ssl"
 for lib in $(ldd "$ssl" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
         stage_lib "$lib"
 done
+# libcrypt (libxcrypt), which basic authentication on the metrics port
+# dlopens when the web configuration has users (src/metrics/web-auth.c)
+crypt=""
+for dir in "$libc_dir" "/usr$libc_dir"; do
+        if [ -e "$dir/libcrypt.so.1" ]; then crypt="$dir/libcrypt.so.1"; break; fi
+done
+[ -n "$crypt" ] || { echo "build-image: libcrypt.so.1 not found beside $libc_dir/libc (scripts/deps.sh installs libcrypt-dev)" >&2; exit 1; }
+stage_lib "$crypt"
 mkdir -p "$stage/usr/bin"
 strip --strip-unneeded -o "$stage/usr/bin/devlet" "$bin"
 chmod 0755 "$stage/usr/bin/devlet"

@@ -6,7 +6,7 @@
 set -eu
 
 build_pkgs="gcc make pkg-config libuv1-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
-libyaml-dev libjansson-dev libssl-dev"
+libyaml-dev libjansson-dev libssl-dev libcrypt-dev"
 test_pkgs="clang libclang-rt-14-dev libcmocka-dev protobuf-compiler python3 python3-grpcio
 python3-protobuf python3-pytest python3-yaml buildah podman runc prometheus busybox-static
 containernetworking-plugins openssl"

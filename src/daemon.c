@@ -522,6 +522,15 @@ static void reload(struct daemon *d)
                 reload_outcome(d, false);
                 return;
         }
+        r = metrics_check_web(cfg, &diag);
+        if (r < 0) {
+                char buf[DIAG_FORMAT_MAX];
+                log_error("config", "reload failed, keeping the running configuration error=\"%s\"",
+                          diag_format(&diag, buf, sizeof(buf)));
+                config_free(cfg);
+                reload_outcome(d, false);
+                return;
+        }
         log_warnings(cfg);
         log_info("daemon", "reloading configuration");
         _cleanup_free_ struct config_change *changes = NULL;
@@ -747,7 +756,14 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         log_info("config", "running with config=%s", effective);
         log_warnings(cfg);
         check_privileges(cfg);
-        if (modules_start(&d) < 0)
+        struct diag diag = { 0 };
+        if (metrics_check_web(cfg, &diag) < 0) {
+                /* a config error, as a broken config file is (cmd.h's EXIT_USAGE) */
+                char buf[DIAG_FORMAT_MAX];
+                log_error("metrics", "cannot serve metrics with the web configuration error=\"%s\"",
+                          diag_format(&diag, buf, sizeof(buf)));
+                d.exit_code = 2;
+        } else if (modules_start(&d) < 0)
                 d.exit_code = 1;
         else
                 uv_run(&d.loop, UV_RUN_DEFAULT);

@@ -145,6 +145,10 @@ struct devlet_config {
         char *collectors_file;        /* dcgm-exporter's counters CSV: the families to export */
         char **collectors;            /* the families that file selects (strv, loaded with the
                                        * config); NULL: no file, export every family */
+        char *web_config_file;        /* --web-config-file: exporter-toolkit's web config */
+        char **web_config_text;       /* that file's text as one item (what a reload compares);
+                                       * NULL: no file */
+        struct config_web *web;       /* that file parsed (config/web.h); NULL: no file */
 
         /* feature-discovery labels (GFD's flags) */
         bool labels_oneshot;              /* --oneshot: `devlet labels` labels once and exits */

@@ -18,6 +18,7 @@
 #include "base/xalloc.h"
 #include "config/options.h"
 #include "config/sections.h"
+#include "config/web.h"
 
 /* ---- the whole config ---- */
 
@@ -66,6 +67,8 @@ void config_free(struct devlet_config *cfg)
         config_sections_clear(cfg);
         strv_free(cfg->warnings);
         strv_free(cfg->collectors);
+        strv_free(cfg->web_config_text);
+        config_web_free(cfg->web);
         free(cfg);
 }
 
@@ -333,6 +336,14 @@ int config_load(const struct config_families *families, int argc, char **argv,
                 r = config_counters_load(cfg->collectors_file, &cfg->collectors, diag);
                 if (r < 0)
                         return r;
+        }
+
+        if (cfg->web_config_file && cfg->web_config_file[0]) {
+                _cleanup_free_ char *text = NULL;
+                r = config_web_load(cfg->web_config_file, &cfg->web, &text, &cfg->warnings, diag);
+                if (r < 0)
+                        return r;
+                cfg->web_config_text = strv_push(NULL, text);
         }
 
         if (argi)

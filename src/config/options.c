@@ -287,6 +287,21 @@ static const struct config_option options[] = {
                 .help = "Where container runtimes keep each container's state and OCI spec",
                 .apply = CONFIG_APPLY_METRICS,
         },
+        {
+                .flag = "web-config-file",
+                .envs = { "DCGM_EXPORTER_WEB_CONFIG_FILE" },
+                .key = "flags.webConfigFile",
+                .type = CONFIG_STRING,
+                .default_value = "",
+                .offset = FIELD(web_config_file),
+                .help = "The metrics endpoint's web configuration (dcgm-exporter's and the "
+                        "Prometheus exporter-toolkit's YAML format): TLS (tls_server_config), "
+                        "client certificates, response headers (http_server_config) and basic "
+                        "authentication (basic_auth_users, bcrypt hashes), on every path; empty: "
+                        "plain HTTP, no authentication",
+                .apply = CONFIG_APPLY_METRICS,
+                .loaded = FIELD(web_config_text),
+        },
         /* metrics: dcgm-exporter's flags and env vars */
         {
                 .flag = "kubernetes-virtual-gpus",

@@ -1,12 +1,12 @@
-/* Internal to kapi/: TLS for the API client, on OpenSSL 3 loaded with
- * dlopen on first use (libssl.so.3, then libssl.so; libcrypto comes with
- * it), so a daemon that never talks to an API server over TLS never maps
- * it.  Client side only: TLS 1.2 or later, the peer's certificate and
+/* Internal to kapi/: TLS for the API client, on OpenSSL 3 as base/ossl.h
+ * loads it with dlopen on first use (libssl.so.3, then libssl.so;
+ * libcrypto comes with it), so a daemon that never talks to an API server
+ * over TLS never maps it.  Client side only: TLS 1.2 or later, the peer's certificate and
  * name (or IP address) verified unless insecure, SNI for names, a client
  * certificate and key from files or PEM text.  Connections run on
  * non-blocking sockets: every step says which poll event it waits for.
  * The libraries' read-only pages are unmapped after their one-time set-up
- * and after each handshake (see tls.c).  Never logs. */
+ * and after each handshake (ossl_trim).  Never logs. */
 #ifndef DEVLET_KAPI_TLS_H
 #define DEVLET_KAPI_TLS_H
 
@@ -15,10 +15,11 @@
 #include <sys/types.h>
 
 #include "base/diag.h"
+#include "base/ossl.h"
 #include "kapi/kapi.h"
 
 /* The library to load instead of libssl.so.3: for tests and debugging. */
-#define KAPI_TLS_LIB_ENV "DEVLET_LIBSSL"
+#define KAPI_TLS_LIB_ENV OSSL_LIB_ENV
 
 /* Loads and initialises OpenSSL, once per process (later calls return the
  * first one's outcome).  Returns 0, or -ELIBACC with diag ("TLS: cannot

@@ -156,6 +156,11 @@ size_t http_request_parse(const char *buf, size_t len, size_t max, struct http_r
                                 keep = false;
                         else if (has_token(v, vl, "keep-alive"))
                                 keep = true;
+                } else if (NAME("Authorization")) {
+                        if (out->authorization)
+                                return refuse(out, 400, "more than one Authorization field\n", end);
+                        out->authorization = v;
+                        out->authorization_len = vl;
                 } else if (NAME("Transfer-Encoding")) {
                         body = true;
                 } else if (NAME("Content-Length")) {

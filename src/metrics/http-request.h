@@ -14,7 +14,8 @@
  *     included) are refused;
  *   - Content-Length must be digits only (no sign, no list), every one the
  *     same value, and 0: GET and HEAD carry no body; any Transfer-Encoding
- *     is refused.
+ *     is refused;
+ *   - at most one Authorization field (basic authentication reads it).
  * Pure: no allocation, no I/O; knows nothing of the server. */
 #ifndef DEVLET_METRICS_HTTP_REQUEST_H
 #define DEVLET_METRICS_HTTP_REQUEST_H
@@ -32,6 +33,10 @@ struct http_request {
         bool keep_alive;  /* the connection may carry another request */
         const char *path; /* into the buffer parsed; the query is left out */
         size_t path_len;
+        /* the Authorization field's value, trimmed, into the buffer parsed;
+         * NULL: none (two are a 400) */
+        const char *authorization;
+        size_t authorization_len;
 };
 
 /* Parses the request head at the start of buf (len bytes; empty lines

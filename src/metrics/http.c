@@ -30,10 +30,35 @@
  *   reconnects at once cannot push the probe out either: its own
  *   reconnections are the ones in their grace period.
  *
+ * With a web configuration (config/web.h) the same server speaks TLS and
+ * asks for basic authentication:
+ * - TLS (web-tls.c) runs between the socket and the request buffer: bytes
+ *   read are fed to OpenSSL's memory BIOs (at most WEB_TLS_INPUT_MAX
+ *   waiting: the socket is read only while there is room), the handshake
+ *   advances as they come, within the request's deadline (HTTP_REQUEST_MS
+ *   from the accept covers the handshake and the first request), and what
+ *   is decrypted fills the request buffer as plain bytes would.  A
+ *   response is encrypted HTTP_TLS_STEP bytes at a time, each step written
+ *   before the next is encrypted, so a large /metrics never sits whole in
+ *   a second buffer.  A connection whose first byte cannot start a TLS
+ *   record (plain HTTP on the TLS port) gets a plain 400, as Go's server
+ *   answers it, and is closed; a failed handshake gets OpenSSL's alert and
+ *   is closed.  Neither stops the server.
+ * - basic authentication (web-auth.c) guards every path, /health and
+ *   /ready included, as exporter-toolkit does: the kubelet's probes send
+ *   the Authorization header (httpGet's httpHeaders).  A password not yet
+ *   verified is checked with bcrypt on libuv's thread pool, at most
+ *   HTTP_AUTH_JOBS at a time (beyond that a 503), while the connection
+ *   waits unread; one verified is remembered, so a scraper's later
+ *   requests cost a comparison.
+ * - the configured headers are added to every response.
+ *
  * Never touches devlet's loop or NVML; never logs above debug (the caller
  * logs start-up failures). */
 #include "metrics/http.h"
 #include "metrics/http-request.h"
+#include "metrics/web-auth.h"
+#include "metrics/web-tls.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -70,6 +95,11 @@
  * probe a one-second retransmission; libuv accepts until EAGAIN on each
  * readiness */
 #define HTTP_BACKLOG 4096
+/* plaintext encrypted per step of a TLS response */
+#define HTTP_TLS_STEP (64 * 1024)
+/* bcrypt verifications running at once (libuv's pool has 4 threads, which
+ * devlet's file writes share) */
+#define HTTP_AUTH_JOBS 2
 
 enum conn_state {
         CONN_IDLE,    /* keep-alive, nothing of the next request yet */
@@ -92,6 +122,14 @@ struct http_conn {
         char *buf; /* request bytes not yet handled */
         size_t len, cap;
         unsigned handles;
+        struct web_tls *tls;  /* NULL: plain HTTP */
+        bool tls_started;     /* a first byte came */
+        /* a request waiting for its bcrypt verification: the work request
+         * (it holds the connection until its callback), and what to
+         * answer once it is done */
+        uv_work_t *auth_work;
+        bool auth_head;
+        size_t auth_path_off, auth_path_len, auth_consumed;
 };
 
 struct http_write {
@@ -99,6 +137,9 @@ struct http_write {
         struct http_conn *c;
         char *head;
         struct held_snaps *held; /* NULL unless /metrics */
+        /* TLS: the plaintext still to encrypt, from bufs[at] + off */
+        uv_buf_t *bufs;
+        size_t nbufs, at, off;
 };
 
 struct metrics_http {
@@ -111,6 +152,11 @@ struct metrics_http {
         uint16_t port;
         struct http_conn *conns; /* newest first */
         size_t n_conns, max_conns;
+        /* the web configuration's: NULL when off */
+        struct web_tls_server *tls;
+        struct web_auth *auth;
+        char *extra_headers; /* "Name: value\r\n"...; "" when none */
+        unsigned auth_jobs;
 };
 
 int metrics_http_parse_address(const char *address, char **host, uint16_t *port)
@@ -151,13 +197,11 @@ int metrics_http_parse_address(const char *address, char **host, uint16_t *port)
 
 /* ---- connections ---- */
 
+static void conn_unref(struct http_conn *c);
+
 static void conn_on_closed(uv_handle_t *handle)
 {
-        struct http_conn *c = handle->data;
-        if (--c->handles > 0)
-                return;
-        free(c->buf);
-        free(c);
+        conn_unref(handle->data);
 }
 
 static void conn_close(struct http_conn *c)
@@ -263,6 +307,7 @@ static const char *status_text(unsigned status)
         switch (status) {
         case 200: return "OK";
         case 400: return "Bad Request";
+        case 401: return "Unauthorized";
         case 404: return "Not Found";
         case 405: return "Method Not Allowed";
         case 431: return "Request Header Fields Too Large";
@@ -290,29 +335,138 @@ static void conn_on_shutdown(uv_shutdown_t *req, int status)
                 conn_close(c);
 }
 
-static void conn_on_written(uv_write_t *req, int status)
+/* Shuts our side down after what is queued is written, then lingers. */
+static void conn_finish(struct http_conn *c)
 {
-        struct http_write *w = (struct http_write *)req; /* req is its first member */
+        uv_shutdown_t *sd = xcalloc(1, sizeof(*sd));
+        sd->data = c;
+        if (uv_shutdown(sd, (uv_stream_t *)&c->tcp, conn_on_shutdown) < 0) {
+                free(sd);
+                conn_close(c);
+        }
+}
+
+static void conn_tls_pull(struct http_conn *c);
+
+/* A response is out (status < 0: it failed): the next request, or the end. */
+static void conn_written(struct http_write *w, int status)
+{
         struct http_conn *c = w->c;
         free(w->head);
         held_free(w->held);
+        free(w->bufs);
         free(w);
         if (c->state == CONN_CLOSING)
                 return;
-        if (status < 0 || !c->keep_alive) {
-                uv_shutdown_t *sd = xcalloc(1, sizeof(*sd));
-                sd->data = c;
-                if (status < 0 || uv_shutdown(sd, (uv_stream_t *)&c->tcp, conn_on_shutdown) < 0) {
-                        free(sd);
-                        conn_close(c);
-                }
+        if (status < 0) {
+                conn_close(c);
+                return;
+        }
+        if (!c->keep_alive) {
+                conn_finish(c);
                 return;
         }
         conn_set_state(c, c->len ? CONN_READING : CONN_IDLE, HTTP_REQUEST_MS);
+        if (c->tls)
+                conn_tls_pull(c); /* records that came with the previous request */
+        if (c->state == CONN_CLOSING)
+                return;
         conn_handle_buffered(c); /* a pipelined request, if one is whole */
-        if (c->state != CONN_WRITING && c->state != CONN_CLOSING &&
+        if (c->state != CONN_WRITING && c->state != CONN_CLOSING && !c->auth_work &&
             uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read) < 0)
                 conn_close(c);
+}
+
+static void conn_on_written(uv_write_t *req, int status)
+{
+        conn_written((struct http_write *)req, status); /* req is its first member */
+}
+
+/* ---- TLS output ---- */
+
+/* One write of ciphertext; w: the response it is part of (continued when
+ * it is written), or NULL (handshake records; finish: close after it). */
+struct tls_out {
+        uv_write_t req;
+        struct http_conn *c;
+        struct http_write *w;
+        bool finish;
+        char *data;
+};
+
+static void tls_send_more(struct http_write *w, int status);
+
+static void tls_out_done(uv_write_t *req, int status)
+{
+        struct tls_out *o = (struct tls_out *)req;
+        struct http_conn *c = o->c;
+        struct http_write *w = o->w;
+        bool finish = o->finish;
+        free(o->data);
+        free(o);
+        if (w) {
+                tls_send_more(w, status);
+        } else if (c->state != CONN_CLOSING) {
+                if (status < 0)
+                        conn_close(c);
+                else if (finish)
+                        conn_finish(c);
+        }
+}
+
+/* Writes the ciphertext waiting in c's TLS state.  Returns 1 when a write
+ * was queued, 0 when there was nothing to send, or a negative libuv error. */
+static int conn_tls_flush(struct http_conn *c, struct http_write *w, bool finish)
+{
+        char *data;
+        size_t n = web_tls_take_output(c->tls, &data);
+        if (!n)
+                return 0;
+        struct tls_out *o = xcalloc(1, sizeof(*o));
+        o->c = c;
+        o->w = w;
+        o->finish = finish;
+        o->data = data;
+        uv_buf_t b = uv_buf_init(data, (unsigned)n);
+        int r = uv_write(&o->req, (uv_stream_t *)&c->tcp, &b, 1, tls_out_done);
+        if (r < 0) {
+                free(data);
+                free(o);
+                return r;
+        }
+        return 1;
+}
+
+/* Encrypts the next HTTP_TLS_STEP bytes of w and writes them; once all is
+ * written, the response is done. */
+static void tls_send_more(struct http_write *w, int status)
+{
+        struct http_conn *c = w->c;
+        if (status < 0 || c->state == CONN_CLOSING) {
+                conn_written(w, status < 0 ? status : UV_ECANCELED);
+                return;
+        }
+        size_t budget = HTTP_TLS_STEP;
+        bool was_done = w->at == w->nbufs;
+        while (budget && w->at < w->nbufs) {
+                const uv_buf_t *b = &w->bufs[w->at];
+                size_t n = b->len - w->off < budget ? b->len - w->off : budget;
+                if (web_tls_write(c->tls, b->base + w->off, n) < 0) {
+                        conn_written(w, UV_EIO);
+                        return;
+                }
+                w->off += n;
+                budget -= n;
+                if (w->off == b->len) {
+                        w->at++;
+                        w->off = 0;
+                }
+        }
+        if (!was_done && w->at == w->nbufs && !c->keep_alive)
+                web_tls_close_notify(c->tls);
+        int r = conn_tls_flush(c, w, false);
+        if (r <= 0)
+                conn_written(w, r);
 }
 
 /* Queues one response: head, then the body bytes unless HEAD.  The
@@ -332,9 +486,9 @@ static void respond(struct http_conn *c, unsigned status, bool head_only, const 
         struct http_write *w = xcalloc(1, sizeof(*w));
         w->c = c;
         w->held = held;
-        w->head = xasprintf("HTTP/1.1 %u %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
+        w->head = xasprintf("HTTP/1.1 %u %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s\r\n",
                             status, status_text(status), ctype, body, extra ? extra : "",
-                            c->keep_alive ? "" : "Connection: close\r\n");
+                            c->h->extra_headers, c->keep_alive ? "" : "Connection: close\r\n");
         bufs[0] = uv_buf_init(w->head, (unsigned)strlen(w->head));
         uv_buf_t *v = bufs;
         _cleanup_free_ uv_buf_t *big = NULL;
@@ -359,6 +513,14 @@ static void respond(struct http_conn *c, unsigned status, bool head_only, const 
         }
         uv_read_stop((uv_stream_t *)&c->tcp);
         conn_set_state(c, CONN_WRITING, HTTP_WRITE_MS);
+        if (c->tls) {
+                /* text is static or held: it outlives the steps */
+                w->bufs = xmalloc(nb * sizeof(*w->bufs));
+                memcpy(w->bufs, v, nb * sizeof(*v));
+                w->nbufs = nb;
+                tls_send_more(w, 0);
+                return;
+        }
         if (uv_write(&w->req, (uv_stream_t *)&c->tcp, v, (unsigned)nb, conn_on_written) < 0) {
                 free(w->head);
                 held_free(w->held);
@@ -402,33 +564,228 @@ static void route(struct http_conn *c, bool head_only, const char *path, size_t 
 
 /* ---- requests ---- */
 
+/* Drops a reference a handle or a work request held on c. */
+static void conn_unref(struct http_conn *c)
+{
+        if (--c->handles > 0)
+                return;
+        web_tls_free(c->tls);
+        free(c->buf);
+        free(c);
+}
+
+static void respond_401(struct http_conn *c, bool head_only)
+{
+        respond(c, 401, head_only, "text/plain; charset=utf-8", "Unauthorized\n", NULL,
+                "WWW-Authenticate: Basic\r\n");
+}
+
+/* Answers the request the verification was for, then drops its bytes. */
+static void conn_after_auth(struct http_conn *c, bool ok)
+{
+        if (ok)
+                route(c, c->auth_head, c->buf + c->auth_path_off, c->auth_path_len);
+        else
+                respond_401(c, c->auth_head);
+        memmove(c->buf, c->buf + c->auth_consumed, c->len - c->auth_consumed);
+        c->len -= c->auth_consumed;
+}
+
+struct auth_work {
+        uv_work_t req;
+        struct http_conn *c;
+        struct web_auth_job *job;
+};
+
+static void auth_run(uv_work_t *req)
+{
+        web_auth_job_run(((struct auth_work *)req)->job);
+}
+
+static void auth_done(uv_work_t *req, int status)
+{
+        struct auth_work *a = (struct auth_work *)req;
+        struct http_conn *c = a->c;
+        struct metrics_http *h = c->h;
+        bool ok = web_auth_finish(h->auth, a->job) && status == 0;
+        free(a);
+        h->auth_jobs--;
+        c->auth_work = NULL;
+        if (c->state != CONN_CLOSING)
+                conn_after_auth(c, ok);
+        conn_unref(c);
+}
+
+/* Whether the request may be answered now: true when no authentication is
+ * asked for or its credentials are known good; false when it was answered
+ * (401, 503) or waits for bcrypt (then answered by auth_done). */
+static bool conn_authorized(struct http_conn *c, const struct http_request *req, size_t n)
+{
+        struct metrics_http *h = c->h;
+        if (!h->auth)
+                return true;
+        struct web_auth_job *job = NULL;
+        switch (web_auth_check(h->auth, req->authorization, req->authorization_len, &job)) {
+        case WEB_AUTH_OK:
+                return true;
+        case WEB_AUTH_DENY:
+                respond_401(c, req->head);
+                break;
+        case WEB_AUTH_SLOW:
+                if (h->auth_jobs >= HTTP_AUTH_JOBS) {
+                        web_auth_finish(h->auth, job);
+                        respond(c, 503, req->head, "text/plain; charset=utf-8",
+                                "busy verifying passwords; try again\n", NULL, "Retry-After: 1\r\n");
+                        break;
+                }
+                struct auth_work *a = xcalloc(1, sizeof(*a));
+                a->c = c;
+                a->job = job;
+                if (uv_queue_work(&h->loop, &a->req, auth_run, auth_done) < 0) {
+                        web_auth_finish(h->auth, job);
+                        free(a);
+                        respond_401(c, req->head);
+                        break;
+                }
+                h->auth_jobs++;
+                c->handles++;
+                c->auth_work = &a->req;
+                c->auth_head = req->head;
+                c->auth_path_off = (size_t)(req->path - c->buf);
+                c->auth_path_len = req->path_len;
+                c->auth_consumed = n;
+                uv_read_stop((uv_stream_t *)&c->tcp); /* the buffer stays as it is */
+                return false;
+        }
+        memmove(c->buf, c->buf + n, c->len - n);
+        c->len -= n;
+        return false;
+}
+
 /* Answers the first request in the buffer if its head is whole (parsed by
  * http-request.c). */
 static void conn_handle_buffered(struct http_conn *c)
 {
+        if (c->auth_work)
+                return;
         struct http_request req;
         size_t n = http_request_parse(c->buf, c->len, HTTP_REQUEST_MAX, &req);
         if (!n)
                 return;
         c->keep_alive = req.keep_alive;
-        if (req.status)
+        if (req.status) {
                 respond_text(c, req.status, req.head, req.why);
-        else
+        } else if (conn_authorized(c, &req, n)) {
                 route(c, req.head, req.path, req.path_len); /* path points into c->buf */
+        } else {
+                return; /* answered, or waiting: conn_authorized moved the buffer on */
+        }
         memmove(c->buf, c->buf + n, c->len - n);
         c->len -= n;
 }
 
-/* Reads never take more than the request buffer has room for: the rest
- * stays in the socket (back-pressure), so pipelined requests wait for
- * their turn instead of being dropped.  While lingering, bytes are read to
- * be dropped. */
+/* Reads never take more than the request buffer has room for (with TLS:
+ * than the ciphertext buffer has): the rest stays in the socket
+ * (back-pressure), so pipelined requests wait for their turn instead of
+ * being dropped.  While lingering, bytes are read to be dropped. */
 static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
         static _Thread_local char rbuf[HTTP_REQUEST_MAX];
         const struct http_conn *c = handle->data;
         size_t room = c->state == CONN_LINGER ? sizeof(rbuf) : HTTP_REQUEST_MAX - c->len;
+        if (c->tls && c->state != CONN_LINGER) {
+                size_t pending = web_tls_input_pending(c->tls);
+                room = pending < WEB_TLS_INPUT_MAX ? WEB_TLS_INPUT_MAX - pending : 0;
+                room = room < sizeof(rbuf) ? room : sizeof(rbuf);
+        }
         *buf = uv_buf_init(rbuf, (unsigned)room);
+}
+
+/* Appends plain request bytes. */
+static void conn_append(struct http_conn *c, const char *data, size_t n)
+{
+        if (c->len + n > c->cap) {
+                c->cap = c->len + n < 512 ? 512 : HTTP_REQUEST_MAX;
+                c->buf = xrealloc(c->buf, c->cap);
+        }
+        memcpy(c->buf + c->len, data, n);
+        c->len += n;
+        if (c->state == CONN_IDLE) {
+                /* the deadline of a whole request keeps running: it started
+                 * when the connection did or the previous response ended */
+                c->state = CONN_READING;
+                c->since = uv_now(&c->h->loop);
+        }
+}
+
+/* Decrypts what is buffered into the request buffer, as far as it has
+ * room; a broken stream closes the connection. */
+static void conn_tls_pull(struct http_conn *c)
+{
+        char plain[HTTP_REQUEST_MAX];
+        while (c->len < HTTP_REQUEST_MAX) {
+                ssize_t n = web_tls_read(c->tls, plain, HTTP_REQUEST_MAX - c->len);
+                if (n == 0)
+                        break;
+                if (n < 0) {
+                        conn_close(c);
+                        return;
+                }
+                conn_append(c, plain, (size_t)n);
+        }
+        if (conn_tls_flush(c, NULL, false) < 0)
+                conn_close(c);
+}
+
+static const char plain_on_tls[] = "HTTP/1.0 400 Bad Request\r\nConnection: close\r\n\r\n"
+                                   "Client sent an HTTP request to an HTTPS server.\n";
+
+/* Ciphertext from the socket: the handshake first, then requests. */
+static void conn_tls_input(struct http_conn *c, const char *data, size_t n)
+{
+        if (!c->tls_started) {
+                c->tls_started = true;
+                if ((unsigned char)data[0] != 0x16) { /* not a handshake record */
+                        log_trace("metrics", "http: not TLS on the TLS port, answering 400");
+                        uv_read_stop((uv_stream_t *)&c->tcp);
+                        conn_set_state(c, CONN_WRITING, HTTP_WRITE_MS);
+                        struct tls_out *o = xcalloc(1, sizeof(*o));
+                        o->c = c;
+                        o->finish = true;
+                        uv_buf_t b = uv_buf_init((char *)(uintptr_t)plain_on_tls,
+                                                 sizeof(plain_on_tls) - 1);
+                        if (uv_write(&o->req, (uv_stream_t *)&c->tcp, &b, 1, tls_out_done) < 0) {
+                                free(o);
+                                conn_close(c);
+                        }
+                        return;
+                }
+        }
+        if (web_tls_feed(c->tls, data, n) < 0) {
+                conn_close(c);
+                return;
+        }
+        struct diag diag = { 0 };
+        int r = web_tls_handshake(c->tls, &diag);
+        if (r < 0) {
+                log_trace("metrics", "http: %s", diag.message);
+                uv_read_stop((uv_stream_t *)&c->tcp);
+                conn_set_state(c, CONN_WRITING, HTTP_WRITE_MS);
+                int f = conn_tls_flush(c, NULL, true); /* the alert, then the end */
+                if (f < 0)
+                        conn_close(c);
+                else if (f == 0)
+                        conn_finish(c);
+                return;
+        }
+        if (r == 0) {
+                if (conn_tls_flush(c, NULL, false) < 0)
+                        conn_close(c);
+                return;
+        }
+        conn_tls_pull(c);
+        if (c->state != CONN_CLOSING && c->state != CONN_WRITING)
+                conn_handle_buffered(c);
 }
 
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -441,19 +798,11 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
                         conn_close(c); /* EOF or error; while lingering, bytes are dropped */
                 return;
         }
-        size_t n = (size_t)nread; /* at most the room left (conn_alloc) */
-        if (c->len + n > c->cap) {
-                c->cap = c->len + n < 512 ? 512 : HTTP_REQUEST_MAX;
-                c->buf = xrealloc(c->buf, c->cap);
+        if (c->tls) {
+                conn_tls_input(c, buf->base, (size_t)nread);
+                return;
         }
-        memcpy(c->buf + c->len, buf->base, n);
-        c->len += n;
-        if (c->state == CONN_IDLE) {
-                /* the deadline of a whole request keeps running: it started
-                 * when the connection did or the previous response ended */
-                c->state = CONN_READING;
-                c->since = uv_now(&c->h->loop);
-        }
+        conn_append(c, buf->base, (size_t)nread); /* at most the room left (conn_alloc) */
         conn_handle_buffered(c);
 }
 
@@ -486,6 +835,10 @@ static void on_connection(uv_stream_t *listener, int status)
         h->n_conns++;
         uv_tcp_nodelay(&c->tcp, 1);
         conn_set_state(c, CONN_READING, HTTP_REQUEST_MS);
+        if (h->tls && web_tls_new(h->tls, &c->tls) < 0) {
+                conn_close(c);
+                return;
+        }
         if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read) < 0)
                 conn_close(c);
 }
@@ -555,8 +908,35 @@ static int bind_listener(struct metrics_http *h, const char *host, uint16_t port
         return r;
 }
 
-int metrics_http_start(const char *address, struct metrics_store *store,
-                       uint64_t health_max_age_ms, struct metrics_http **out, struct diag *diag)
+/* What the web configuration asks for: TLS, users, headers. */
+static int web_setup(struct metrics_http *h, const struct config_web *web, struct diag *diag)
+{
+        h->extra_headers = xstrdup("");
+        if (!web)
+                return 0;
+        for (size_t i = 0; i < web->n_headers; i++) {
+                char *next = xasprintf("%s%s: %s\r\n", h->extra_headers, web->headers[i].name,
+                                       web->headers[i].value);
+                free(h->extra_headers);
+                h->extra_headers = next;
+        }
+        int r = web_auth_new(web, &h->auth, diag);
+        if (r < 0)
+                return r;
+        return web->tls ? web_tls_server_new(web, &h->tls, diag) : 0;
+}
+
+static void http_free(struct metrics_http *h)
+{
+        web_tls_server_free(h->tls);
+        web_auth_free(h->auth);
+        free(h->extra_headers);
+        free(h);
+}
+
+int metrics_http_start(const char *address, const struct config_web *web,
+                       struct metrics_store *store, uint64_t health_max_age_ms,
+                       struct metrics_http **out, struct diag *diag)
 {
         _cleanup_free_ char *host = NULL;
         uint16_t port;
@@ -567,9 +947,14 @@ int metrics_http_start(const char *address, struct metrics_store *store,
         h->store = store;
         h->health_max_age_ms = health_max_age_ms;
         h->max_conns = conns_limit();
-        int r = uv_loop_init(&h->loop);
+        int r = web_setup(h, web, diag);
         if (r < 0) {
-                free(h);
+                http_free(h);
+                return r;
+        }
+        r = uv_loop_init(&h->loop);
+        if (r < 0) {
+                http_free(h);
                 return diag_set(diag, r, "cannot create the HTTP loop: %s", uv_strerror(r));
         }
         uv_tcp_init(&h->loop, &h->listener);
@@ -599,7 +984,7 @@ int metrics_http_start(const char *address, struct metrics_store *store,
                 uv_close((uv_handle_t *)&h->stop, NULL);
                 uv_run(&h->loop, UV_RUN_DEFAULT);
                 uv_loop_close(&h->loop);
-                free(h);
+                http_free(h);
                 return r;
         }
         *out = h;
@@ -618,5 +1003,5 @@ void metrics_http_stop(struct metrics_http *h)
         uv_async_send(&h->stop);
         pthread_join(h->thread, NULL);
         uv_loop_close(&h->loop);
-        free(h);
+        http_free(h);
 }

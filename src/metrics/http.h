@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/diag.h"
+#include "config/web.h"
 #include "metrics/store.h"
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -32,9 +33,14 @@ struct metrics_http;
 
 /* Listens on address (port 0 picks a free port, see metrics_http_port) and
  * serves store.  /health answers 503 once the heartbeat is older than
- * health_max_age_ms.  Returns 0, or -errno with diag saying why. */
-int metrics_http_start(const char *address, struct metrics_store *store,
-                       uint64_t health_max_age_ms, struct metrics_http **out, struct diag *diag);
+ * health_max_age_ms.  web (NULL: none) turns on TLS, basic authentication
+ * on every path (401 with WWW-Authenticate: Basic without the right
+ * credentials) and extra response headers; it is copied from.  Returns 0,
+ * or -errno with diag saying why (-EINVAL or -ELIBACC: the certificate,
+ * its key or OpenSSL is unusable). */
+int metrics_http_start(const char *address, const struct config_web *web,
+                       struct metrics_store *store, uint64_t health_max_age_ms,
+                       struct metrics_http **out, struct diag *diag);
 /* The port actually bound. */
 uint16_t metrics_http_port(const struct metrics_http *h);
 /* Stops the server thread and closes every connection. Safe with NULL. */

@@ -28,6 +28,8 @@
 #include "metrics/expo.h"
 #include "metrics/http.h"
 #include "metrics/store.h"
+#include "metrics/web-auth.h"
+#include "metrics/web-tls.h"
 
 #define PODRES_TIMEOUT_MS 2000
 #define HEARTBEAT_MS 1000
@@ -328,7 +330,8 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         m->interval_ms = cfg->collect_interval_ms > 0 ? (uint64_t)cfg->collect_interval_ms : 30000;
         m->store = metrics_store_new();
         struct diag diag = { 0 };
-        int r = metrics_http_start(cfg->metrics_address, m->store, HEALTH_MAX_AGE_MS, &m->http, &diag);
+        int r = metrics_http_start(cfg->metrics_address, cfg->web, m->store, HEALTH_MAX_AGE_MS,
+                                   &m->http, &diag);
         if (r < 0) {
                 char buf[DIAG_FORMAT_MAX];
                 log_error("metrics", "cannot serve metrics error=\"%s\"",
@@ -359,11 +362,30 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         m->beat = timer_new(m);
         uv_timer_start(m->tick, on_tick, 0, m->interval_ms);
         uv_timer_start(m->beat, on_beat, 0, HEARTBEAT_MS);
-        log_info("metrics", "serving metrics address=%s port=%u interval_ms=%llu devices=%s",
+        log_info("metrics",
+                 "serving metrics address=%s port=%u interval_ms=%llu devices=%s tls=%s "
+                 "basic_auth=%s",
                  cfg->metrics_address, (unsigned)metrics_http_port(m->http),
-                 (unsigned long long)m->interval_ms, m->n_samplers ? "yes" : "no");
+                 (unsigned long long)m->interval_ms, m->n_samplers ? "yes" : "no",
+                 cfg->web && cfg->web->tls ? "on" : "off",
+                 cfg->web && cfg->web->n_users ? "on" : "off");
         *out = m;
         return 0;
+}
+
+int metrics_check_web(const struct devlet_config *cfg, struct diag *diag)
+{
+        if (!cfg->web || !cfg->metrics_address || !*cfg->metrics_address)
+                return 0;
+        struct web_auth *a = NULL;
+        int r = web_auth_new(cfg->web, &a, diag);
+        web_auth_free(a);
+        if (r < 0 || !cfg->web->tls)
+                return r;
+        struct web_tls_server *s = NULL;
+        r = web_tls_server_new(cfg->web, &s, diag);
+        web_tls_server_free(s);
+        return r;
 }
 
 void metrics_stop(struct metrics *m)

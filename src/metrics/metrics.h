@@ -71,6 +71,14 @@ struct metrics_sources {
 
 struct metrics;
 
+/* Whether the web configuration's TLS certificate, key and client CA load
+ * and, with basic_auth_users, libcrypt (OpenSSL is loaded for TLS, libcrypt
+ * for users; neither when the configuration does not ask): start-up calls
+ * it to refuse a broken one with exit 2, a reload to keep the running
+ * config.  Returns 0, or -EINVAL/-ELIBACC with diag saying which file and
+ * why. */
+int metrics_check_web(const struct devlet_config *cfg, struct diag *diag);
+
 /* Starts the endpoint on cfg->metrics_address and the collection every
  * cfg->collect_interval_ms.  An empty address disables metrics: returns 0
  * with *out NULL.  src is copied.  Returns 0, or -errno after logging why

@@ -21,8 +21,10 @@ PODMAN_RUN = PODMAN + [
     "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000",
 ]
 GLIBC_FOR_NVML = {"libdl.so.2", "libpthread.so.0", "librt.so.1", "libm.so.6"}
-# dlopened by the API client on first use (src/kapi/tls.c), so ldd cannot list them
+# dlopened on first use (src/base/ossl.c: the API client, the metrics port's
+# TLS; src/metrics/web-auth.c: basic authentication), so ldd cannot list them
 OPENSSL = {"libssl.so.3", "libcrypto.so.3"}
+LIBCRYPT = {"libcrypt.so.1"}
 
 
 def build_image():
@@ -103,7 +105,8 @@ def test_image_holds_only_devlet_and_its_libraries(image):
     for csv in csvs:
         assert csv_text[csv] == (ROOT / "deploy/dcgm-exporter" / pathlib.PurePosixPath(csv).name).read_bytes()
     libs = {f for f in files if f != "usr/bin/devlet" and f not in csvs}
-    assert {pathlib.PurePosixPath(f).name for f in libs} == ldd_names(BUILD / "devlet") | GLIBC_FOR_NVML | OPENSSL
+    assert {pathlib.PurePosixPath(f).name for f in libs} == \
+        ldd_names(BUILD / "devlet") | GLIBC_FOR_NVML | OPENSSL | LIBCRYPT
     assert all(".so" in pathlib.PurePosixPath(f).name for f in libs)
     # the host's merged-/usr directory links (lib -> usr/lib), and the
     # vendors' command names, links to devlet

@@ -135,12 +135,32 @@ static void test_refused(void **state)
         assert_int_equal(r.status, 400);
 }
 
+/* basic authentication reads one Authorization field, trimmed */
+static void test_authorization(void **state)
+{
+        struct http_request r;
+        static const char one[] = "GET / HTTP/1.1\r\nAuthorization:  Basic YTpi \r\n\r\n";
+        assert_int_equal(PARSE(one, &r), sizeof(one) - 1);
+        assert_int_equal(r.status, 0);
+        assert_int_equal(r.authorization_len, 10);
+        assert_memory_equal(r.authorization, "Basic YTpi", 10);
+        static const char none[] = "GET / HTTP/1.1\r\n\r\n";
+        PARSE(none, &r);
+        assert_null(r.authorization);
+        static const char two[] = "GET / HTTP/1.1\r\nAuthorization: Basic YTpi\r\n"
+                                  "authorization: Basic YTpj\r\n\r\n";
+        PARSE(two, &r);
+        assert_int_equal(r.status, 400);
+        assert_false(r.keep_alive);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_well_formed),
                 cmocka_unit_test(test_incomplete_and_too_large),
                 cmocka_unit_test(test_refused),
+                cmocka_unit_test(test_authorization),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -119,7 +119,7 @@ static void test_http_endpoint(void **state)
 {
         struct metrics_store *s = metrics_store_new();
         struct metrics_http *h = NULL;
-        assert_int_equal(metrics_http_start("127.0.0.1:0", s, 60000, &h, NULL), 0);
+        assert_int_equal(metrics_http_start("127.0.0.1:0", NULL, s, 60000, &h, NULL), 0);
         uint16_t port = metrics_http_port(h);
         assert_true(port > 0);
 
@@ -173,7 +173,7 @@ static void test_http_stale_heartbeat(void **state)
         struct metrics_http *h = NULL;
         /* max age 0: any beat older than this millisecond is stale; wait for
          * the clock to move on instead of sleeping a fixed time */
-        assert_int_equal(metrics_http_start("127.0.0.1:0", s, 0, &h, NULL), 0);
+        assert_int_equal(metrics_http_start("127.0.0.1:0", NULL, s, 0, &h, NULL), 0);
         uint64_t t0 = metrics_now_ms();
         metrics_store_heartbeat(s);
         while (metrics_now_ms() < t0 + 2)
@@ -189,14 +189,14 @@ static void test_http_bad_address(void **state)
         struct metrics_store *s = metrics_store_new();
         struct metrics_http *h = NULL;
         struct diag diag = { 0 };
-        assert_int_equal(metrics_http_start("nonsense", s, 1000, &h, &diag), -EINVAL);
+        assert_int_equal(metrics_http_start("nonsense", NULL, s, 1000, &h, &diag), -EINVAL);
         assert_true(diag.message[0] != '\0');
         diag = (struct diag){ 0 };
         /* a port in use is an error with a message, not a crash */
         struct metrics_http *h1 = NULL;
-        assert_int_equal(metrics_http_start("127.0.0.1:0", s, 1000, &h1, &diag), 0);
+        assert_int_equal(metrics_http_start("127.0.0.1:0", NULL, s, 1000, &h1, &diag), 0);
         _cleanup_free_ char *addr = xasprintf("127.0.0.1:%u", (unsigned)metrics_http_port(h1));
-        assert_true(metrics_http_start(addr, s, 1000, &h, &diag) < 0);
+        assert_true(metrics_http_start(addr, NULL, s, 1000, &h, &diag) < 0);
         assert_true(diag.message[0] != '\0');
         metrics_http_stop(h1);
         metrics_http_stop(NULL);
