@@ -37,6 +37,22 @@ void dev_unit_set(struct dev_unit *u, size_t family, double v)
         u->values[family].v = v;
 }
 
+void dev_unit_add(struct dev_unit *u, size_t family, double v, const char *const *labels)
+{
+        if (family >= u->n_families)
+                return;
+        struct dev_value *dv = &u->values[family];
+        if (!dv->has) {
+                dv->has = true;
+                dv->v = v;
+                strv_free(dv->labels);
+                dv->labels = strv_copy(labels);
+                return;
+        }
+        dv->more = xrealloc(dv->more, (dv->n_more + 1) * sizeof(*dv->more));
+        dv->more[dv->n_more++] = (struct dev_value_more){ v, strv_copy(labels) };
+}
+
 void dev_sample_release(struct dev_sample *s)
 {
         for (size_t i = 0; i < s->n_units; i++) {
@@ -48,8 +64,12 @@ void dev_sample_release(struct dev_sample *s)
                 strv_free(u->names);
                 strv_free(u->local_names);
                 free(u->devnums);
-                for (size_t k = 0; k < u->n_families; k++)
+                for (size_t k = 0; k < u->n_families; k++) {
                         strv_free(u->values[k].labels);
+                        for (size_t j = 0; j < u->values[k].n_more; j++)
+                                strv_free(u->values[k].more[j].labels);
+                        free(u->values[k].more);
+                }
                 free(u->values);
                 free(u->procs);
         }

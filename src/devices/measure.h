@@ -63,10 +63,19 @@ struct dev_proc {
         int util, enc, dec; /* percent since the previous sample; -1 unknown */
 };
 
+/* A further series of a family with value labels (a clock, an HBM stack,
+ * an XGMI link of the same device). */
+struct dev_value_more {
+        double v;
+        char **labels; /* values of the family's value_labels (strv) */
+};
+
 struct dev_value {
         bool has;
         double v;
         char **labels; /* values of the family's value_labels (strv), or NULL */
+        struct dev_value_more *more; /* further series, value-labelled families only */
+        size_t n_more;
 };
 
 struct dev_attr_hints;
@@ -103,6 +112,10 @@ struct dev_unit *dev_sample_add(struct dev_sample *s, const struct dev_measure_f
                                 size_t n_families, const struct dev_attr_hints *hints);
 void dev_unit_label(struct dev_unit *u, const char *name, const char *value);
 void dev_unit_set(struct dev_unit *u, size_t family, double v);
+/* Adds a series of a value-labelled family: the first sets the value, the
+ * next ones go to more.  labels: the values of the family's value_labels,
+ * NULL-terminated (copied). */
+void dev_unit_add(struct dev_unit *u, size_t family, double v, const char *const *labels);
 void dev_sample_release(struct dev_sample *s);
 
 struct dev_sampler;

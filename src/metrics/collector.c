@@ -422,12 +422,15 @@ static void render_unit(const struct collector *c, struct expo *e, const struct 
                         continue;
                 struct expo_family *fam = family_of(e, mf);
                 if (mf->value_labels && v->labels) {
-                        struct expo_label extra[4];
-                        size_t n_extra = 0;
-                        for (size_t k = 0; mf->value_labels[k] && v->labels[k] && n_extra < 4; k++)
-                                extra[n_extra++] = (struct expo_label){ mf->value_labels[k], v->labels[k] };
-                        size_t m = series_labels(c, u, sole, false, false, extra, n_extra, l);
-                        expo_add(fam, l, m, v->v);
+                        for (size_t j = 0; j <= v->n_more; j++) {
+                                char **vl = j ? v->more[j - 1].labels : v->labels;
+                                struct expo_label extra[4];
+                                size_t n_extra = 0;
+                                for (size_t k = 0; mf->value_labels[k] && vl && vl[k] && n_extra < 4; k++)
+                                        extra[n_extra++] = (struct expo_label){ mf->value_labels[k], vl[k] };
+                                size_t m = series_labels(c, u, sole, false, false, extra, n_extra, l);
+                                expo_add(fam, l, m, j ? v->more[j - 1].v : v->v);
+                        }
                 } else if (dev_ok) {
                         expo_add_labels(fam, &dev, v->v);
                 }
