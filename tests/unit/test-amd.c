@@ -881,6 +881,38 @@ static void test_sampler(void **state)
         for (size_t k = 48; k < 56; k++)
                 assert_int_equal((int)out.units[k].values[family(&out.units[k], "gpu_health")].v, 0);
         assert_int_equal((int)out.units[47].values[family(&out.units[47], "gpu_health")].v, 1);
+        /* throttling percentages need a previous collection */
+        assert_false(u->values[family(u, "gpu_violation_ppt_residency_percentage")].has);
+        dev_sample_release(&out);
+
+        /* the firmware counted 1000 more cycles, 250 of them power-limited */
+        _cleanup_free_ char *gm = xasprintf("%s/gpu_metrics", g->sysfs_dir);
+        FILE *f = fopen(gm, "r+b");
+        assert_non_null(f);
+        unsigned char b[4];
+        uint32_t acc, ppt;
+        assert_int_equal(fseek(f, 40, SEEK_SET), 0); /* v1.7 accumulation_counter */
+        assert_int_equal(fread(b, 1, 4, f), 4);
+        acc = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+        assert_int_equal(fseek(f, 48, SEEK_SET), 0); /* ppt_residency_acc */
+        assert_int_equal(fread(b, 1, 4, f), 4);
+        ppt = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+        acc += 1000;
+        ppt += 250;
+        unsigned char w[4] = { acc & 0xff, acc >> 8 & 0xff, acc >> 16 & 0xff, acc >> 24 };
+        assert_int_equal(fseek(f, 40, SEEK_SET), 0);
+        assert_int_equal(fwrite(w, 1, 4, f), 4);
+        unsigned char w2[4] = { ppt & 0xff, ppt >> 8 & 0xff, ppt >> 16 & 0xff, ppt >> 24 };
+        assert_int_equal(fseek(f, 48, SEEK_SET), 0);
+        assert_int_equal(fwrite(w2, 1, 4, f), 4);
+        fclose(f);
+        assert_int_equal(s->ops->sample(s, &out), 0);
+        u = unit_of(&out, "0000:22:00.0");
+        assert_int_equal((int)u->values[family(u, "gpu_violation_ppt_residency_percentage")].v, 25);
+        assert_int_equal((int)u->values[family(u, "gpu_violation_processor_hot_residency_percentage")].v, 0);
+        /* GPU 2's counters did not move: no percentage */
+        const struct dev_unit *two = unit_of(&out, "0000:38:00.0");
+        assert_false(two->values[family(two, "gpu_violation_ppt_residency_percentage")].has);
         dev_sample_release(&out);
         dev_sampler_unref(s);
 }

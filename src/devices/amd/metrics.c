@@ -98,6 +98,11 @@ enum amd_field {
         F_VIOL_SOCKET_THM,
         F_VIOL_VR_THM,
         F_VIOL_HBM_THM,
+        F_VIOL_PROCHOT_PCT,
+        F_VIOL_PPT_PCT,
+        F_VIOL_SOCKET_THM_PCT,
+        F_VIOL_VR_THM_PCT,
+        F_VIOL_HBM_THM_PCT,
         F_ECC_CORRECT,
         F_ECC_UNCORRECT,
         F_ECC_DEFERRED,
@@ -181,6 +186,16 @@ static const struct dev_measure_family families[F_COUNT] = {
             "Voltage regulator thermal throttling residency, accumulated."),
         FAM(F_VIOL_HBM_THM, "gpu_violation_hbm_thermal_residency_accumulated", G,
             "HBM thermal throttling residency, accumulated."),
+        FAM(F_VIOL_PROCHOT_PCT, "gpu_violation_processor_hot_residency_percentage", G,
+            "Processor-hot throttling residency since the previous collection (in %)."),
+        FAM(F_VIOL_PPT_PCT, "gpu_violation_ppt_residency_percentage", G,
+            "Package power tracking throttling residency since the previous collection (in %)."),
+        FAM(F_VIOL_SOCKET_THM_PCT, "gpu_violation_socket_thermal_residency_percentage", G,
+            "Socket thermal throttling residency since the previous collection (in %)."),
+        FAM(F_VIOL_VR_THM_PCT, "gpu_violation_vr_thermal_residency_percentage", G,
+            "Voltage regulator thermal throttling residency since the previous collection (in %)."),
+        FAM(F_VIOL_HBM_THM_PCT, "gpu_violation_hbm_thermal_residency_percentage", G,
+            "HBM thermal throttling residency since the previous collection (in %)."),
         FAM(F_ECC_CORRECT, "gpu_ecc_correct_total", C, "Correctable ECC errors, all blocks."),
         FAM(F_ECC_UNCORRECT, "gpu_ecc_uncorrect_total", C, "Uncorrectable ECC errors, all blocks."),
         FAM(F_ECC_DEFERRED, "gpu_ecc_deferred_total", C, "Deferred ECC errors, all blocks."),
@@ -208,6 +223,39 @@ static const struct ecc_block ecc_blocks[] = {
 #undef ECC_ROW
 };
 
+/* The throttle residency accumulators of one collection: the percentages
+ * are their growth over the accumulation counter's since the previous one
+ * (as AMD SMI computes its violation status). */
+#define N_RESIDENCIES 5
+struct residency {
+        bool has;
+        double counter, acc[N_RESIDENCIES];
+};
+
+static void residency_of(const struct amd_gpu_metrics *gm, struct residency *r)
+{
+        const double acc[N_RESIDENCIES] = { gm->prochot_acc, gm->ppt_acc, gm->socket_thm_acc,
+                                            gm->vr_thm_acc, gm->hbm_thm_acc };
+        *r = (struct residency){ .has = !isnan(gm->accumulation_counter), .counter = gm->accumulation_counter };
+        memcpy(r->acc, acc, sizeof(acc));
+}
+
+static void set_residency_pct(struct dev_unit *u, const struct residency *prev, const struct residency *cur)
+{
+        static const size_t fam[N_RESIDENCIES] = { F_VIOL_PROCHOT_PCT, F_VIOL_PPT_PCT, F_VIOL_SOCKET_THM_PCT,
+                                                   F_VIOL_VR_THM_PCT, F_VIOL_HBM_THM_PCT };
+        double span = cur->counter - prev->counter;
+        if (!prev->has || !cur->has || !(span > 0))
+                return;
+        for (size_t k = 0; k < N_RESIDENCIES; k++) {
+                double grew = cur->acc[k] - prev->acc[k];
+                if (isnan(grew) || grew < 0)
+                        continue;
+                double pct = 100 * grew / span;
+                dev_unit_set(u, fam[k], pct > 100 ? 100 : pct);
+        }
+}
+
 static const char *const clock_types[AMD_CLK_COUNT] = {
         [AMD_CLK_SYSTEM] = "GPU_CLOCK_TYPE_SYSTEM", [AMD_CLK_MEMORY] = "GPU_CLOCK_TYPE_MEMORY",
         [AMD_CLK_FABRIC] = "GPU_CLOCK_TYPE_FABRIC", [AMD_CLK_SOC] = "GPU_CLOCK_TYPE_SOC",
@@ -229,6 +277,8 @@ struct amd_sampler {
         struct amd_inventory *inv;
         pthread_mutex_t mu; /* guards bad */
         bool *bad;          /* per GPU, the loop's verdict */
+        struct residency *prev; /* per GPU, the previous collection's (sample() is never
+                                 * called twice at once) */
 };
 
 static void unit_labels(struct dev_unit *u, const struct amd_gpu *g, size_t unit, unsigned part)
@@ -487,6 +537,8 @@ static int amd_sample(struct dev_sampler *ds, struct dev_sample *out)
         for (size_t i = 0; i < inv->n_gpus; i++) {
                 const struct amd_gpu *g = &inv->gpus[i];
                 amd_sample_gpu(g, m);
+                struct residency now;
+                residency_of(&m->gm, &now);
                 pthread_mutex_lock(&s->mu);
                 bool bad = s->bad[i];
                 pthread_mutex_unlock(&s->mu);
@@ -500,8 +552,10 @@ static int amd_sample(struct dev_sampler *ds, struct dev_sample *out)
                                 unit_refs(u, g, unit, first, last);
                         else
                                 u->key = xstrdup(g->bdf);
-                        if (p == 0)
+                        if (p == 0) {
                                 set_gpu_wide(u, m, whole);
+                                set_residency_pct(u, &s->prev[i], &now);
+                        }
                         set_partition(u, m, whole ? 0 : g->parts[p].index);
                         uint64_t held = inv->kfd && g->n_parts ? unit_procs(u, g, first, last, pv, n_pv) : 0;
                         /* a partition's VRAM: its KFD node's bank, what KFD's processes hold */
@@ -513,6 +567,7 @@ static int amd_sample(struct dev_sampler *ds, struct dev_sample *out)
                         }
                         dev_unit_set(u, F_HEALTH, bad || g->problem ? 0 : 1);
                 }
+                s->prev[i] = now;
         }
         free(pv);
         return 0;
@@ -524,6 +579,7 @@ static void amd_sampler_free(struct dev_sampler *ds)
         amd_inventory_free(s->inv);
         pthread_mutex_destroy(&s->mu);
         free(s->bad);
+        free(s->prev);
         free(s);
 }
 
@@ -541,6 +597,7 @@ struct dev_sampler *amd_sampler_new(struct amd_inventory *inv)
         dev_sampler_init(&s->base, &amd_sampler_ops);
         s->inv = amd_inventory_ref(inv);
         s->bad = xcalloc(inv->n_gpus + 1, sizeof(bool));
+        s->prev = xcalloc(inv->n_gpus + 1, sizeof(*s->prev));
         pthread_mutex_init(&s->mu, NULL);
         return &s->base;
 }
