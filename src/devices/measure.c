@@ -70,6 +70,11 @@ bool dev_sample_wants(const struct dev_sample *s, const char *name, bool opt_in)
         return strv_contains(s->fields, name);
 }
 
+void dev_unit_add(struct dev_unit *u, size_t family, double v, const char *const *labels)
+{
+        dev_unit_add_series(u, family, v, strv_copy(labels));
+}
+
 void dev_sample_release(struct dev_sample *s)
 {
         char *const *fields = s->fields;

@@ -128,6 +128,9 @@ void dev_unit_set(struct dev_unit *u, size_t family, double v);
 /* One series of the family with value labels (strv, taken): the first
  * fills the value, later ones go to its more[]. */
 void dev_unit_add_series(struct dev_unit *u, size_t family, double v, char **labels);
+/* The same with labels copied (NULL-terminated values of the family's
+ * value_labels). */
+void dev_unit_add(struct dev_unit *u, size_t family, double v, const char *const *labels);
 /* Whether s's consumer exports the family or label field name: named by
  * its --collectors file, or, without one, any but an opt-in family. */
 bool dev_sample_wants(const struct dev_sample *s, const char *name, bool opt_in);

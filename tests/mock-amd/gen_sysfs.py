@@ -15,7 +15,11 @@ uses (drivers/gpu/drm/amd/amdgpu and amdkfd, Documentation/gpu/amdgpu):
       current_memory_partition available_compute_partition
       available_memory_partition drm/card<N>/dev drm/renderD<M>/dev
       hwmon/hwmon<K>/{name,temp*_input,temp*_label,power1_*,energy1_input}
-      ras/<block>_err_count ("ue: N\\nce: N")
+      ras/<block>_err_count ("ue: N\\nce: N", MI300's also "de: N")
+      gpu_metrics (the firmware's binary table: v1.7 on MI300X, v1.3 on
+      MI200/MI210 and Navi, see GPU_METRICS below) mem_info_vis_vram_*
+      mem_info_gtt_* pp_dpm_{fclk,socclk,vclk,dclk} current_link_speed
+      max_link_speed current_link_width pcie_replay_count
   devices/platform/amdgpu_xcp_<N>/drm/{card<N>,renderD<M>}/dev
   class/kfd/kfd/dev, class/kfd/kfd/topology/nodes/<n>/{properties,gpu_id,name,
       mem_banks/0/properties,io_links/<k>/properties,p2p_links/<k>/properties}
@@ -33,6 +37,7 @@ manifest (GPUs, their IDs and files) the tests assert against."""
 import argparse
 import json
 import os
+import struct
 import sys
 
 import yaml
@@ -48,22 +53,35 @@ MODELS = {
                    compute_modes="SPX, DPX, QPX, CPX", memory_modes="NPS1, NPS4",
                    temps=[("junction", 2, 52000), ("mem", 3, 44000)],
                    power="power1_input", watts=182, energy=True, ras=True,
-                   sclk=[500, 1300, 2100], mclk=[900, 1300]),
+                   sclk=[500, 1300, 2100], mclk=[900, 1300], fclk=[1200, 1400, 1600, 1900, 2000],
+                   socclk=[28, 1143], vclk=[29, 1333], dclk=[22, 1143],
+                   pcie="32.0 GT/s PCIe", gtt=1008 << 30, vis_vram=192 << 30,
+                   metrics=(1, 7), ras_deferred=True),
+    "mi250": dict(device="0x740c", product="AMD Instinct MI250X/MI250", vram=64 << 30,
+                  gfx=90010, cus=104, simd_per_cu=4, xcds=1,
+                  temps=[("edge", 1, 35000), ("junction", 2, 40000), ("mem", 3, 46000)],
+                  power="power1_average", watts=96, energy=True, ras=True,
+                  sclk=[500, 800, 1700], mclk=[400, 1600], fclk=[1200], socclk=[500, 1090],
+                  vclk=[400, 1333], dclk=[400, 1143],
+                  pcie="16.0 GT/s PCIe", gtt=504 << 30, vis_vram=64 << 30, metrics=(1, 3)),
     "mi210": dict(device="0x740f", product="AMD Instinct MI210", vram=64 << 30,
                   gfx=90010, cus=104, simd_per_cu=4, xcds=1,
                   temps=[("edge", 1, 38000), ("junction", 2, 41000), ("mem", 3, 45000)],
                   power="power1_average", watts=42, energy=False, ras=True,
-                  sclk=[500, 800, 1700], mclk=[400, 1600]),
+                  sclk=[500, 800, 1700], mclk=[400, 1600], fclk=[1200], socclk=[500, 1090],
+                  vclk=[400, 1333], dclk=[400, 1143],
+                  pcie="16.0 GT/s PCIe", gtt=504 << 30, vis_vram=64 << 30, metrics=(1, 3)),
     "w7900": dict(device="0x7448", product="AMD Radeon PRO W7900", vram=48 << 30,
                   gfx=110000, cus=96, simd_per_cu=2, xcds=1,
                   temps=[("edge", 1, 33000), ("junction", 2, 35000), ("mem", 3, 40000)],
                   power="power1_average", watts=18, energy=False, ras=False,
-                  sclk=[500, 1000, 2495], mclk=[96, 1249]),
+                  sclk=[500, 1000, 2495], mclk=[96, 1249], socclk=[500, 1200],
+                  pcie="16.0 GT/s PCIe", gtt=31 << 30, vis_vram=48 << 30, metrics=(1, 3)),
 }
 
 PARTITIONS = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": 8}
 BUSES = ["0c", "22", "38", "5c", "9f", "af", "bf", "df", "03", "26", "43", "63", "83", "a3", "c3", "e3"]
-RAS_BLOCKS = ["umc", "gfx", "sdma", "mmhub", "xgmi_wafl"]
+RAS_BLOCKS = ["umc", "gfx", "sdma", "mmhub", "xgmi_wafl", "pcie_bif", "hdp", "athub"]
 KFD_PROPERTIES = ["cpu_cores_count", "simd_count", "mem_banks_count", "caches_count",
                   "io_links_count", "p2p_links_count", "cpu_core_id_base", "simd_id_base",
                   "max_waves_per_simd", "lds_size_in_kb", "gds_size_in_kb", "num_gws",
@@ -78,9 +96,165 @@ IOLINK_PCIE = 2
 IOLINK_XGMI = 11
 
 
+# ---- gpu_metrics: the firmware's table, as the kernel's
+# kgd_pp_interface.h declares it (struct gpu_metrics_v<format>_<content>):
+# members in declaration order, laid out with C's natural alignment, every
+# byte 0xff ("not supported") until set.  Each layout: (name, format char,
+# count); "xcp_stats" is an array of the partition element.
+
+GM_V1_3 = [("hdr", "I", 1), ("temperature_edge", "H", 1), ("temperature_hotspot", "H", 1),
+           ("temperature_mem", "H", 1), ("temperature_vrgfx", "H", 1), ("temperature_vrsoc", "H", 1),
+           ("temperature_vrmem", "H", 1), ("average_gfx_activity", "H", 1),
+           ("average_umc_activity", "H", 1), ("average_mm_activity", "H", 1),
+           ("average_socket_power", "H", 1), ("energy_accumulator", "Q", 1),
+           ("system_clock_counter", "Q", 1), ("average_clocks", "H", 7), ("current_gfxclk", "H", 1),
+           ("current_socclk", "H", 1), ("current_uclk", "H", 1), ("current_vclk0", "H", 1),
+           ("current_dclk0", "H", 1), ("current_vclk1", "H", 1), ("current_dclk1", "H", 1),
+           ("throttle_status", "I", 1), ("current_fan_speed", "H", 1), ("pcie_link_width", "H", 1),
+           ("pcie_link_speed", "H", 1), ("padding", "H", 1), ("gfx_activity_acc", "I", 1),
+           ("mem_activity_acc", "I", 1), ("temperature_hbm", "H", 4), ("firmware_timestamp", "Q", 1),
+           ("voltage_soc", "H", 1), ("voltage_gfx", "H", 1), ("voltage_mem", "H", 1),
+           ("padding1", "H", 1), ("indep_throttle_status", "Q", 1)]
+_GM_HEAD = [("hdr", "I", 1), ("temperature_hotspot", "H", 1), ("temperature_mem", "H", 1),
+            ("temperature_vrsoc", "H", 1), ("curr_socket_power", "H", 1),
+            ("average_gfx_activity", "H", 1), ("average_umc_activity", "H", 1)]
+_GM_LINKS = [("pcie_link_width", "H", 1), ("pcie_link_speed", "H", 1), ("xgmi_link_width", "H", 1),
+             ("xgmi_link_speed", "H", 1), ("gfx_activity_acc", "I", 1), ("mem_activity_acc", "I", 1),
+             ("pcie_bandwidth_acc", "Q", 1), ("pcie_bandwidth_inst", "Q", 1),
+             ("pcie_l0_to_recov_count_acc", "Q", 1), ("pcie_replay_count_acc", "Q", 1),
+             ("pcie_replay_rover_count_acc", "Q", 1)]
+_GM_NAK = [("pcie_nak_sent_count_acc", "I", 1), ("pcie_nak_rcvd_count_acc", "I", 1)]
+_GM_XGMI = [("xgmi_read_data_acc", "Q", 8), ("xgmi_write_data_acc", "Q", 8)]
+_GM_CLOCKS = [("current_gfxclk", "H", 8), ("current_socclk", "H", 4), ("current_vclk0", "H", 4),
+              ("current_dclk0", "H", 4), ("current_uclk", "H", 1)]
+_GM_RESID = [("accumulation_counter", "I", 1), ("prochot_residency_acc", "I", 1),
+             ("ppt_residency_acc", "I", 1), ("socket_thm_residency_acc", "I", 1),
+             ("vr_thm_residency_acc", "I", 1), ("hbm_thm_residency_acc", "I", 1)]
+GM_V1_4 = (_GM_HEAD + [("vcn_activity", "H", 4), ("energy_accumulator", "Q", 1),
+                       ("system_clock_counter", "Q", 1), ("throttle_status", "I", 1),
+                       ("gfxclk_lock_status", "I", 1)] + _GM_LINKS + _GM_XGMI
+           + [("firmware_timestamp", "Q", 1)] + _GM_CLOCKS + [("padding", "H", 1)])
+GM_V1_5 = (_GM_HEAD + [("vcn_activity", "H", 4), ("jpeg_activity", "H", 32),
+                       ("energy_accumulator", "Q", 1), ("system_clock_counter", "Q", 1),
+                       ("throttle_status", "I", 1), ("gfxclk_lock_status", "I", 1)]
+           + _GM_LINKS + _GM_NAK + _GM_XGMI + [("firmware_timestamp", "Q", 1)] + _GM_CLOCKS
+           + [("padding", "H", 1)])
+XCP_V1_0 = [("gfx_busy_inst", "I", 8), ("jpeg_busy", "H", 32), ("vcn_busy", "H", 4),
+            ("gfx_busy_acc", "Q", 8)]
+XCP_V1_1 = XCP_V1_0 + [("gfx_below_host_limit_acc", "Q", 8)]
+XCP_V1_2 = [("gfx_busy_inst", "I", 8), ("jpeg_busy", "H", 40), ("vcn_busy", "H", 4),
+            ("gfx_busy_acc", "Q", 8), ("gfx_below_host_limit_ppt_acc", "Q", 8),
+            ("gfx_below_host_limit_thm_acc", "Q", 8), ("gfx_low_utilization_acc", "Q", 8)]
+GM_V1_6 = (_GM_HEAD + [("energy_accumulator", "Q", 1), ("system_clock_counter", "Q", 1)]
+           + _GM_RESID + [("gfxclk_lock_status", "I", 1)] + _GM_LINKS + _GM_NAK + _GM_XGMI
+           + [("firmware_timestamp", "Q", 1)] + _GM_CLOCKS
+           + [("num_partition", "H", 1), ("xcp_stats", XCP_V1_0, 8),
+              ("pcie_lc_perf_other_end_recovery", "I", 1)])
+_GM_V1_7_BODY = (_GM_HEAD + [("mem_max_bandwidth", "Q", 1), ("energy_accumulator", "Q", 1),
+                             ("system_clock_counter", "Q", 1)]
+                 + _GM_RESID + [("gfxclk_lock_status", "I", 1)] + _GM_LINKS + _GM_NAK + _GM_XGMI
+                 + [("xgmi_link_status", "H", 8), ("padding", "H", 1), ("firmware_timestamp", "Q", 1)]
+                 + _GM_CLOCKS + [("num_partition", "H", 1)])
+GM_V1_7 = _GM_V1_7_BODY + [("xcp_stats", XCP_V1_1, 8), ("pcie_lc_perf_other_end_recovery", "I", 1)]
+GM_V1_8 = _GM_V1_7_BODY + [("xcp_stats", XCP_V1_2, 8), ("pcie_lc_perf_other_end_recovery", "I", 1)]
+GPU_METRICS = {(1, 1): GM_V1_3[:29], (1, 2): GM_V1_3[:30], (1, 3): GM_V1_3, (1, 4): GM_V1_4,
+               (1, 5): GM_V1_5, (1, 6): GM_V1_6, (1, 7): GM_V1_7, (1, 8): GM_V1_8}
+
+
+def gm_layout(members):
+    """{name: (offset, format, count, sub-layout)}, size, alignment."""
+    off, align, out = 0, 1, {}
+    for name, fmt, count in members:
+        if isinstance(fmt, list):
+            sub, size, a = gm_layout(fmt)
+            size = (size + a - 1) // a * a
+        else:
+            sub, size, a = None, struct.calcsize(fmt), struct.calcsize(fmt)
+        off = (off + a - 1) // a * a
+        out[name] = (off, fmt, count, sub, size)
+        off += size * count
+        align = max(align, a)
+    return out, off, align
+
+
+def gm_size(version):
+    _, size, align = gm_layout(GPU_METRICS[version])
+    return (size + align - 1) // align * align
+
+
+def gpu_metrics_blob(version, values, xcp=None):
+    """The table of version (format, content): values {member: value or
+    list}, xcp [{member: list}] per partition; everything else all ones."""
+    layout, _, _ = gm_layout(GPU_METRICS[version])
+    size = gm_size(version)
+    buf = bytearray(b"\xff" * size)
+    struct.pack_into("<HBB", buf, 0, size, version[0], version[1])
+
+    def put(lay, base, name, v):
+        off, fmt, count, _, width = lay[name]
+        for i, x in enumerate(v if isinstance(v, list) else [v]):
+            if i < count and x is not None:
+                struct.pack_into("<" + fmt, buf, base + off + i * width, x)
+
+    for name, v in values.items():
+        if name in layout:
+            put(layout, 0, name, v)
+    if xcp and "xcp_stats" in layout:
+        off, _, count, sub, width = layout["xcp_stats"]
+        for k, part in enumerate(xcp[:count]):
+            for name, v in part.items():
+                if name in sub:
+                    put(sub, off + k * width, name, v)
+    return bytes(buf)
+
+
+def gpu_metrics_for(g, version):
+    """Plausible figures for GPU g (its model's, moved by its index so GPUs
+    differ); partitions' busy values differ too."""
+    i, m = g["index"], g["model"]
+    hot = m["temps"][0][2] // 1000 + i if m["temps"][0][0] == "junction" else 41 + i
+    sclk = m["sclk"][1]
+    v = dict(temperature_edge=38 + i, temperature_hotspot=hot, temperature_mem=45 + i,
+             temperature_vrgfx=40 + i, temperature_vrsoc=41 + i, temperature_vrmem=39 + i,
+             average_gfx_activity=(7 * i) % 100, average_umc_activity=(3 * i) % 100,
+             average_mm_activity=0, average_socket_power=m["watts"] + i,
+             curr_socket_power=m["watts"] + i, energy_accumulator=8090000000 + 1000 * i,
+             system_clock_counter=1700000000000000000,
+             current_gfxclk=[sclk] * (8 if version >= (1, 4) else 1), current_socclk=m["socclk"][-1],
+             current_uclk=m["mclk"][-1], current_vclk0=m.get("vclk", [0])[-1],
+             current_dclk0=m.get("dclk", [0])[-1], current_vclk1=m.get("vclk", [0])[-1],
+             current_dclk1=m.get("dclk", [0])[-1],
+             throttle_status=0, pcie_link_width=16,
+             pcie_link_speed=int(float(m["pcie"].split()[0]) * 10), gfx_activity_acc=1000 * i,
+             mem_activity_acc=500 * i, temperature_hbm=[44 + i, 45 + i, 46 + i, 47 + i],
+             firmware_timestamp=123456789, voltage_soc=806, voltage_gfx=731 + i, voltage_mem=1200,
+             indep_throttle_status=0, vcn_activity=[0, 0, 0, 0], jpeg_activity=[0] * 32,
+             gfxclk_lock_status=0, xgmi_link_width=16, xgmi_link_speed=32,
+             pcie_bandwidth_acc=92000 + i, pcie_bandwidth_inst=(100 + i) * 8,
+             pcie_l0_to_recov_count_acc=2 + i, pcie_replay_count_acc=i, pcie_replay_rover_count_acc=0,
+             pcie_nak_sent_count_acc=i, pcie_nak_rcvd_count_acc=2 * i,
+             xgmi_read_data_acc=[(i + 1) * 1000 + k for k in range(7)] + [None],
+             xgmi_write_data_acc=[(i + 1) * 2000 + k for k in range(7)] + [None],
+             xgmi_link_status=[1] * 7 + [None],
+             accumulation_counter=4000000 + i, prochot_residency_acc=0, ppt_residency_acc=1200 + i,
+             socket_thm_residency_acc=0, vr_thm_residency_acc=0, hbm_thm_residency_acc=3 + i,
+             mem_max_bandwidth=5300, num_partition=g["partitions"], pcie_lc_perf_other_end_recovery=0)
+    xcp = []
+    xccs = m["xcds"] // g["partitions"] if m["xcds"] > 1 else 1
+    for p in range(g["partitions"]):
+        busy = [(10 + 3 * i + 11 * p + x) % 100 for x in range(xccs)]
+        xcp.append(dict(gfx_busy_inst=busy, jpeg_busy=[p % 7] * 4, vcn_busy=[p % 5],
+                        gfx_busy_acc=[b * 1000 for b in busy],
+                        gfx_below_host_limit_acc=[0] * xccs,
+                        gfx_below_host_limit_ppt_acc=[0] * xccs,
+                        gfx_below_host_limit_thm_acc=[0] * xccs,
+                        gfx_low_utilization_acc=[0] * xccs))
+    return gpu_metrics_blob(version, v, xcp)
+
+
 def write(path, text):
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
+    with open(path, "wb" if isinstance(text, bytes) else "w") as f:
         f.write(text)
 
 
@@ -128,8 +302,19 @@ def expand(profile):
                              compute=compute, memory=memory,
                              partitions=PARTITIONS[compute] if compute else 1,
                              unique_id=0x3B8F0E2C5A710000 + i * 0x1111,
+                             gpu_metrics=group.get("gpu_metrics"),
                              serial=f"69225100{1124 + i}"))
     return gpus
+
+
+def group_metrics(profile, g):
+    """A profile's gpu_metrics version for g ("1.5"; "none": no file)."""
+    v = g.get("gpu_metrics") or profile.get("gpu_metrics")
+    if v is None:
+        return None
+    if v == "none":
+        return (0, 0)
+    return tuple(int(x) for x in str(v).split("."))
 
 
 def generate(profile, sysfs, dev=None, mknod=False):
@@ -186,6 +371,20 @@ def generate(profile, sysfs, dev=None, mknod=False):
         write(f"{d}/mem_busy_percent", f"{(3 * g['index']) % 100}\n")
         write(f"{d}/pp_dpm_sclk", dpm(m["sclk"], 1))
         write(f"{d}/pp_dpm_mclk", dpm(m["mclk"], len(m["mclk"]) - 1))
+        for clk in ("fclk", "socclk", "vclk", "dclk"):
+            if clk in m:
+                write(f"{d}/pp_dpm_{clk}", dpm(m[clk], len(m[clk]) - 1))
+        write(f"{d}/mem_info_vis_vram_total", f"{m['vis_vram']}\n")
+        write(f"{d}/mem_info_vis_vram_used", f"{(200 + g['index']) << 20}\n")
+        write(f"{d}/mem_info_gtt_total", f"{m['gtt']}\n")
+        write(f"{d}/mem_info_gtt_used", f"{(20 + g['index']) << 20}\n")
+        write(f"{d}/current_link_speed", m["pcie"] + "\n")
+        write(f"{d}/max_link_speed", m["pcie"] + "\n")
+        write(f"{d}/current_link_width", "16\n")
+        write(f"{d}/pcie_replay_count", f"{g['index']}\n")
+        version = tuple(group_metrics(profile, g) or m["metrics"])
+        if version != (0, 0):
+            write(f"{d}/gpu_metrics", gpu_metrics_for(g, version))
         if "compute_modes" in m:
             write(f"{d}/available_compute_partition", m["compute_modes"] + "\n")
             write(f"{d}/available_memory_partition", m["memory_modes"] + "\n")
@@ -201,7 +400,8 @@ def generate(profile, sysfs, dev=None, mknod=False):
             write(f"{hw}/energy1_input", f"{123456789000 + g['index']}\n")
         if m["ras"]:
             for block in RAS_BLOCKS:
-                write(f"{d}/ras/{block}_err_count", "ue: 0\nce: 0\n")
+                de = "de: 0\n" if m.get("ras_deferred") else ""
+                write(f"{d}/ras/{block}_err_count", f"ue: 0\nce: {g['index'] % 3}\n{de}")
         devices = []
         slots = m["xcds"]
         for p in range(slots):

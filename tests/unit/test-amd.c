@@ -83,6 +83,23 @@ static void test_parsers(void **state)
         assert_int_equal(mhz, 1300);
         assert_int_equal(amd_dpm_current("0: 500Mhz\n", &mhz), -ENOENT);
         assert_int_equal(amd_dpm_current("0 500Mhz *\n", &mhz), -EINVAL);
+        /* every level: the marked one, the lowest and highest (MI300's "S:" sleep level) */
+        unsigned cur = 0, lo = 0, hi = 0;
+        assert_int_equal(amd_dpm_levels("S: 19Mhz\n0: 500Mhz\n1: 1300Mhz *\n2: 2100Mhz\n", &cur, &lo, &hi), 0);
+        assert_true(cur == 1300 && lo == 19 && hi == 2100);
+        assert_int_equal(amd_dpm_levels("0: 900Mhz\n1: 1300Mhz\n", &cur, &lo, &hi), -ENOENT);
+        assert_true(lo == 900 && hi == 1300);
+        assert_int_equal(amd_dpm_levels("0: 900\n", &cur, &lo, &hi), -EINVAL);
+        assert_int_equal(amd_dpm_levels("", &cur, &lo, &hi), -EINVAL);
+        assert_int_equal(amd_dpm_levels("0: 99999999999999999999Mhz *\n", &cur, &lo, &hi), -EINVAL);
+        /* deferred errors where the kernel counts them */
+        uint64_t de = 9;
+        bool has_de = true;
+        assert_int_equal(amd_ras_parse_all("ue: 1\nce: 2\n", &ue, &ce, &de, &has_de), 0);
+        assert_true(ue == 1 && ce == 2 && de == 0 && !has_de);
+        assert_int_equal(amd_ras_parse_all("ue: 1\nce: 2\nde: 5\n", &ue, &ce, &de, &has_de), 0);
+        assert_true(de == 5 && has_de);
+        assert_int_equal(amd_ras_parse_all("de: 5\n", &ue, &ce, &de, &has_de), -EINVAL);
 }
 
 static void test_family(void **state)
@@ -822,28 +839,80 @@ static void test_sampler(void **state)
 
         struct dev_sample out = { 0 };
         assert_int_equal(s->ops->sample(s, &out), 0);
-        assert_int_equal(out.n_units, 8);
+        /* one unit per partition: 8 GPUs in CPX */
+        assert_int_equal(out.n_units, 64);
         const struct dev_unit *u = unit_of(&out, "0000:22:00.0");
-        /* every ID the plugin hands out for the GPU names it, and every DRM node */
-        assert_int_equal(strv_len(u->names), 8);
-        assert_string_equal(u->names[1], "amdgpu_xcp_7");
-        assert_int_equal(u->n_devnums, 16);
-        assert_int_equal(u->devnums[1].major, 226);
-        assert_int_equal(u->devnums[1].minor, 136);
+        /* partition 0 of GPU 1: the PCI address, its own DRM nodes */
+        assert_int_equal(strv_len(u->names), 1);
+        assert_int_equal(u->n_devnums, 2);
+        assert_int_equal(u->devnums[0].major, 226);
         assert_string_equal(u->labels[0].name, "gpu_id");
-        assert_string_equal(u->labels[0].value, "1");
+        assert_string_equal(u->labels[0].value, "8");
         assert_string_equal(u->labels[u->host_at].name, "gpu_partition_id");
-        /* KFD's per-process VRAM over the GPU's partitions, one process */
+        assert_string_equal(u->labels[u->host_at].value, "0");
         assert_true(u->procs_known);
-        assert_int_equal(u->n_procs, 1);
-        assert_int_equal(u->procs[0].pid, 777);
-        assert_int_equal(u->procs[0].mem_bytes, 3 << 20);
-        assert_true(u->values[family(u, "gpu_used_vram")].has);
+        assert_int_equal(u->n_procs, 0);
+        /* what the kernel reports per GPU sits on partition 0 only */
+        assert_true(u->values[family(u, "gpu_junction_temperature")].has);
+        assert_true(u->values[family(u, "gpu_xgmi_link_rx")].has);
         assert_false(u->values[family(u, "gpu_edge_temperature")].has);
         assert_int_equal((int)u->values[family(u, "gpu_health")].v, 1);
-        const struct dev_unit *six = unit_of(&out, "0000:bf:00.0");
-        assert_int_equal((int)six->values[family(six, "gpu_health")].v, 0);
-        assert_int_equal(six->n_procs, 0);
+        /* partition 5: its own ID, its xcp_stats entry, KFD's processes on its node */
+        const struct dev_unit *p5 = unit_of(&out, g->parts[5].id);
+        assert_string_equal(p5->labels[0].value, "13");
+        assert_string_equal(p5->labels[p5->host_at].value, "5");
+        assert_string_equal(p5->names[0], g->parts[5].id);
+        assert_int_equal(p5->n_devnums, 2);
+        assert_int_equal(p5->devnums[1].minor, (unsigned)g->parts[5].render);
+        assert_int_equal(p5->n_procs, 1);
+        assert_int_equal(p5->procs[0].pid, 777);
+        assert_int_equal(p5->procs[0].mem_bytes, 2 << 20);
+        assert_int_equal((int)p5->values[family(p5, "gpu_used_vram")].v, 2);
+        assert_int_equal((int)p5->values[family(p5, "gpu_total_vram")].v, 24 * 1024);
+        const struct dev_value *busy = &p5->values[family(p5, "gpu_gfx_busy_instantaneous")];
+        assert_true(busy->has);
+        assert_int_equal(busy->n_more, 0); /* one XCC per CPX partition */
+        assert_string_equal(busy->labels[0], "0");
+        assert_false(p5->values[family(p5, "gpu_junction_temperature")].has);
+        const struct dev_unit *p2 = unit_of(&out, g->parts[2].id);
+        assert_int_equal(p2->procs[0].mem_bytes, 1 << 20);
+        assert_true(p2->values[family(p2, "gpu_gfx_busy_instantaneous")].v != busy->v);
+        /* GPU 6 unhealthy: every one of its partitions */
+        for (size_t k = 48; k < 56; k++)
+                assert_int_equal((int)out.units[k].values[family(&out.units[k], "gpu_health")].v, 0);
+        assert_int_equal((int)out.units[47].values[family(&out.units[47], "gpu_health")].v, 1);
+        /* throttling percentages need a previous collection */
+        assert_false(u->values[family(u, "gpu_violation_ppt_residency_percentage")].has);
+        dev_sample_release(&out);
+
+        /* the firmware counted 1000 more cycles, 250 of them power-limited */
+        _cleanup_free_ char *gm = xasprintf("%s/gpu_metrics", g->sysfs_dir);
+        FILE *f = fopen(gm, "r+b");
+        assert_non_null(f);
+        unsigned char b[4];
+        uint32_t acc, ppt;
+        assert_int_equal(fseek(f, 40, SEEK_SET), 0); /* v1.7 accumulation_counter */
+        assert_int_equal(fread(b, 1, 4, f), 4);
+        acc = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+        assert_int_equal(fseek(f, 48, SEEK_SET), 0); /* ppt_residency_acc */
+        assert_int_equal(fread(b, 1, 4, f), 4);
+        ppt = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+        acc += 1000;
+        ppt += 250;
+        unsigned char w[4] = { acc & 0xff, acc >> 8 & 0xff, acc >> 16 & 0xff, acc >> 24 };
+        assert_int_equal(fseek(f, 40, SEEK_SET), 0);
+        assert_int_equal(fwrite(w, 1, 4, f), 4);
+        unsigned char w2[4] = { ppt & 0xff, ppt >> 8 & 0xff, ppt >> 16 & 0xff, ppt >> 24 };
+        assert_int_equal(fseek(f, 48, SEEK_SET), 0);
+        assert_int_equal(fwrite(w2, 1, 4, f), 4);
+        fclose(f);
+        assert_int_equal(s->ops->sample(s, &out), 0);
+        u = unit_of(&out, "0000:22:00.0");
+        assert_int_equal((int)u->values[family(u, "gpu_violation_ppt_residency_percentage")].v, 25);
+        assert_int_equal((int)u->values[family(u, "gpu_violation_processor_hot_residency_percentage")].v, 0);
+        /* GPU 2's counters did not move: no percentage */
+        const struct dev_unit *two = unit_of(&out, "0000:38:00.0");
+        assert_false(two->values[family(two, "gpu_violation_ppt_residency_percentage")].has);
         dev_sample_release(&out);
         dev_sampler_unref(s);
 }

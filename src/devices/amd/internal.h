@@ -16,6 +16,7 @@
 
 #include "alloc/alloc.h"
 #include "config/config.h"
+#include "devices/amd/gpu-metrics.h"
 #include "devices/amd/inventory.h"
 #include "devices/device.h"
 
@@ -185,20 +186,57 @@ const char *amd_family_of(unsigned gfx_target_version);
 
 /* ---- measurements (sample.c) ---- */
 
+/* The clocks amdgpu lists levels of (pp_dpm_<name>), as AMD's exporter
+ * types them. */
+enum amd_clock_kind {
+        AMD_CLK_SYSTEM, /* pp_dpm_sclk: graphics */
+        AMD_CLK_MEMORY, /* pp_dpm_mclk */
+        AMD_CLK_FABRIC, /* pp_dpm_fclk */
+        AMD_CLK_SOC,    /* pp_dpm_socclk */
+        AMD_CLK_VIDEO,  /* pp_dpm_vclk */
+        AMD_CLK_DATA,   /* pp_dpm_dclk */
+        AMD_CLK_COUNT
+};
+
+struct amd_clock_levels {
+        bool has;
+        double cur, min, max; /* MHz */
+};
+
+/* One RAS block's counts (ras/<block>_err_count). */
+#define AMD_RAS_BLOCKS_MAX 24
+struct amd_ras_count {
+        char block[16]; /* the file's block name: "umc", "pcie_bif" */
+        uint64_t ue, ce, de;
+        bool has_de;
+};
+
 /* One GPU's measurements from sysfs; has_* say which were readable. */
 struct amd_sample {
         bool has_gfx, has_umc, has_vram, has_edge, has_junction, has_mem_temp;
-        bool has_power, has_energy, has_sclk, has_mclk, has_ecc;
+        bool has_power, has_avg_power, has_energy, has_sclk, has_mclk, has_ecc, has_de;
+        bool has_vis_vram, has_gtt, has_pcie_speed, has_pcie_max_speed, has_pcie_replay;
         double gfx_activity;     /* percent */
         double umc_activity;     /* percent */
         double vram_used_mb, vram_total_mb, vram_free_mb;
+        double vis_used_mb, vis_total_mb, gtt_used_mb, gtt_total_mb;
         double edge_c, junction_c, mem_c;
         double power_w;          /* package power */
+        double avg_power_w;      /* hwmon power1_average */
         double energy_uj;        /* accumulated */
         double sclk_mhz, mclk_mhz;
-        uint64_t ecc_correct, ecc_uncorrect;
+        double pcie_speed_gts, pcie_max_speed_gts;
+        uint64_t pcie_replay;    /* amdgpu's pcie_replay_count */
+        struct amd_clock_levels clk[AMD_CLK_COUNT];
+        uint64_t ecc_correct, ecc_uncorrect, ecc_deferred;
+        struct amd_ras_count ras[AMD_RAS_BLOCKS_MAX];
+        size_t n_ras;
+        bool gm_ok;              /* gpu_metrics parsed (gm is all absent otherwise) */
+        int gm_err;              /* its read or parse error, 0 when read */
+        struct amd_gpu_metrics gm;
         bool healthy;
 };
+
 
 void amd_sample_gpu(const struct amd_gpu *g, struct amd_sample *out);
 
@@ -217,8 +255,9 @@ size_t amd_proc_vram(const char *sysfs_root, size_t max, struct amd_proc_vram **
 struct dev_sampler;
 struct dev_attr_hints;
 
-/* AMD's exporter families over sysfs, one unit per GPU; holds a reference
- * to inv.  Any thread may sample it. */
+/* AMD's exporter families over sysfs and gpu_metrics: one unit per GPU,
+ * or per partition of a partitioned GPU; holds a reference to inv.  Any
+ * thread may sample it. */
 struct dev_sampler *amd_sampler_new(struct amd_inventory *inv);
 /* The loop's health verdict for gpu, for gpu_health.  NULL s is fine. */
 void amd_sampler_note_health(struct dev_sampler *s, size_t gpu, bool bad);

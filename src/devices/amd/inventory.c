@@ -114,6 +114,65 @@ int amd_ras_parse(const char *text, uint64_t *ue, uint64_t *ce)
         return 0;
 }
 
+int amd_ras_parse_all(const char *text, uint64_t *ue, uint64_t *ce, uint64_t *de, bool *has_de)
+{
+        uint64_t d = 0;
+        if (amd_ras_parse(text, ue, ce) < 0)
+                return -EINVAL;
+        *has_de = parse_count(text, "de:", &d) == 0;
+        *de = *has_de ? d : 0;
+        return 0;
+}
+
+/* One level line "N: <mhz>Mhz [*]" (N may be "S" for a sleep level). */
+static int dpm_line(const char *p, size_t len, unsigned *mhz, bool *marked)
+{
+        const char *colon = memchr(p, ':', len);
+        if (!colon)
+                return -EINVAL;
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(colon + 1, &end, 10);
+        if (errno || end == colon + 1 || end > p + len || (size_t)(p + len - end) < 3 ||
+            strncasecmp(end, "mhz", 3) != 0 || v > 100000)
+                return -EINVAL;
+        *mhz = (unsigned)v;
+        *marked = memchr(p, '*', len) != NULL;
+        return 0;
+}
+
+int amd_dpm_levels(const char *text, unsigned *cur, unsigned *min, unsigned *max)
+{
+        bool any = false, found = false;
+        unsigned lo = 0, hi = 0, c = 0;
+        for (const char *p = text; p && *p;) {
+                const char *eol = strchr(p, '\n');
+                size_t len = eol ? (size_t)(eol - p) : strlen(p);
+                unsigned mhz;
+                bool marked;
+                if (len > 0) {
+                        if (dpm_line(p, len, &mhz, &marked) < 0)
+                                return -EINVAL;
+                        lo = any && lo < mhz ? lo : mhz;
+                        hi = any && hi > mhz ? hi : mhz;
+                        any = true;
+                        if (marked && !found) {
+                                c = mhz;
+                                found = true;
+                        }
+                }
+                p = eol ? eol + 1 : NULL;
+        }
+        if (!any)
+                return -EINVAL;
+        *min = lo;
+        *max = hi;
+        if (!found)
+                return -ENOENT;
+        *cur = c;
+        return 0;
+}
+
 int amd_dpm_current(const char *text, unsigned *mhz)
 {
         for (const char *p = text; p && *p;) {

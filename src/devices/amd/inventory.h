@@ -97,6 +97,14 @@ int amd_ras_parse(const char *text, uint64_t *ue, uint64_t *ce);
 /* The current level of pp_dpm_sclk / pp_dpm_mclk ("1: 1300Mhz *") in MHz.
  * Returns 0 and *mhz, -ENOENT when no level is marked, -EINVAL on garbage. */
 int amd_dpm_current(const char *text, unsigned *mhz);
+/* The levels of a pp_dpm_* text: the marked one and the lowest and
+ * highest.  Returns 0, -ENOENT when no level is marked (min and max still
+ * set), -EINVAL on garbage. */
+int amd_dpm_levels(const char *text, unsigned *cur, unsigned *min, unsigned *max);
+/* "ue: N", "ce: N" and, where the kernel counts them, "de: N" (deferred)
+ * of a ras/<block>_err_count text.  Returns 0, -EINVAL when ue or ce is
+ * missing; *has_de says whether de was there. */
+int amd_ras_parse_all(const char *text, uint64_t *ue, uint64_t *ce, uint64_t *de, bool *has_de);
 /* A sysfs file's first line as an unsigned number (decimal or 0x hex).
  * Returns 0, -errno, or -EINVAL for garbage. */
 int amd_read_u64(const char *path, uint64_t *out);
