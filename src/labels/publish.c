@@ -5,9 +5,10 @@
  * --use-node-feature-api: nfd.k8s-sigs.io/v1alpha1, named
  * "nvidia-features-for-<node>" in --namespace, labelled
  * nfd.node.kubernetes.io/node-name=<node>, the labels in spec.labels.
- * Read, then created (POST) when missing or replaced (PUT with the
- * resourceVersion read, so a concurrent writer makes it fail and retry)
- * when its labels differ; nothing is written when they are the same.
+ * Read, then created (POST) when missing or replaced (PUT of the object
+ * read with our labels and spec: its resourceVersion makes a concurrent
+ * writer's change fail the call, which is retried) when its labels differ;
+ * nothing is written when they are the same.
  *
  * node: the Node's own labels, as AMD's k8s-node-labeller sets them.  The
  * keys devlet wrote are listed in the Node's annotation
@@ -265,11 +266,17 @@ static int publish_node_feature(const struct call_ctx *c, const char *node, cons
                 return r;
         }
         if (!node_feature_same(have, want)) {
-                const char *rv = str_at(have, "metadata", "resourceVersion");
-                if (rv)
-                        json_object_set_new(json_object_get(want, "metadata"), "resourceVersion",
-                                            json_string(rv));
-                r = call(c, "PUT", path, want, NULL, &status, diag);
+                /* GFD's update: the object read (its resourceVersion, and
+                 * what others keep in its metadata) with our labels and spec */
+                json_t *put = json_deep_copy(have);
+                json_t *meta = json_object_get(put, "metadata");
+                json_object_set(meta, "labels",
+                                json_object_get(json_object_get(want, "metadata"), "labels"));
+                json_object_set(put, "spec", json_object_get(want, "spec"));
+                json_object_set_new(put, "apiVersion", json_string("nfd.k8s-sigs.io/v1alpha1"));
+                json_object_set_new(put, "kind", json_string("NodeFeature"));
+                r = call(c, "PUT", path, put, NULL, &status, diag);
+                json_decref(put);
                 if (r >= 0)
                         (*writes)++;
         }

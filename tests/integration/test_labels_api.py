@@ -99,9 +99,12 @@ def test_node_feature_created_updated_unchanged(api, env):
                      "five more reads")
         assert api.writes_count() == writes
         # a device comes: replaced, with the resourceVersion read
+        with api.lock:  # what someone else keeps on the object survives an update
+            api.nodefeatures[("gpu-operator", NF_NAME)]["metadata"]["annotations"] = {"x": "y"}
         (env["devs"] / "tty1").touch()
         api.wait_for(lambda: api.nodefeatures[("gpu-operator", NF_NAME)]["spec"]["labels"]
                      .get("devlet.io/serial.count") == "2", 10, "the update")
+        assert api.nodefeature_of("gpu-operator", NF_NAME)["metadata"]["annotations"] == {"x": "y"}
         assert [w[0] for w in api.writes if w[1] == "nodefeature"] == ["POST", "PUT"]
     finally:
         err = stop(p)
