@@ -2,8 +2,9 @@
  * "<resource>.count" for host devices).
  *
  * With --oneshot (the default) the backends are created without a loop,
- * the labels printed (or written to --output-file when one is named) and
- * devlet exits.  With --oneshot=false it runs like GFD: a loop, the
+ * the labels printed (or written to --output-file when one is named, or
+ * published once through the API server with --labels-output node-feature
+ * or node) and devlet exits.  With --oneshot=false it runs like GFD: a loop, the
  * backends watching their devices, and the labeler rewriting the output
  * file every --sleep-interval and whenever a resource changes, until
  * SIGTERM/SIGINT. */
@@ -70,6 +71,19 @@ static int oneshot(struct labels_cmd *c)
         labels_collect(c->cfg, c->backends, c->n, &set, &warnings);
         for (size_t i = 0; warnings && warnings[i]; i++)
                 fprintf(stderr, "devlet labels: warning: %s\n", warnings[i]);
+        if (labels_output_mode(c->cfg) != LABELS_TO_FILE) {
+                struct diag diag = { 0 };
+                int r = labels_publish_once(c->cfg, &set, &diag);
+                dev_labels_release(&set);
+                if (r < 0) {
+                        char buf[DIAG_FORMAT_MAX];
+                        fprintf(stderr, "devlet labels: %s\n",
+                                diag.message[0] ? diag_format(&diag, buf, sizeof(buf))
+                                                : strerror(-r));
+                        return 1;
+                }
+                return 0;
+        }
         /* no file named: print */
         const char *file = c->cfg->labels_output_file;
         const char *path = file[0] && strcmp(file, "-") != 0 ? file : NULL;

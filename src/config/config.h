@@ -158,6 +158,10 @@ struct devlet_config {
                                            * (`devlet labels`: standard output); "-" = stdout */
         char *machine_type_file;          /* --machine-type-file */
         bool labels_remove_on_exit;       /* --remove-on-exit: delete the file when stopping */
+        char *labels_output;              /* --labels-output: auto|features.d|node-feature|node
+                                           * (labels_output_mode() decides auto) */
+        bool labels_use_node_feature_api; /* --use-node-feature-api: auto means node-feature */
+        char *labels_namespace;           /* --namespace: the NodeFeature object's */
 
         /* Dynamic Resource Allocation */
         char **dra_resources;        /* PATTERN[=dra|both|device-plugin] items, the last match wins */

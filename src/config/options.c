@@ -35,6 +35,8 @@ static const char *const allocation_policy_choices[] = { "distributed", "packed"
 static const char *const hostname_label_choices[] = { "auto", "Hostname", "hostname", "none", NULL };
 static const char *const serve_choices[] = { "plugin", "labels", "metrics", NULL };
 static const char *const log_format_choices[] = { "text", "json", "klog", NULL };
+static const char *const labels_output_choices[] = { "auto", "features.d", "node-feature", "node",
+                                                     NULL };
 
 #define FIELD(f) offsetof(struct devlet_config, f)
 
@@ -393,6 +395,44 @@ static const struct config_option options[] = {
                 .offset = FIELD(labels_remove_on_exit),
                 .help = "Delete the labels file when devlet stops (GFD's behaviour; by default "
                         "the labels stay across restarts)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "labels-output",
+                .envs = { "DEVLET_LABELS_OUTPUT" },
+                .key = "flags.labelsOutput",
+                .type = CONFIG_STRING,
+                .default_value = "auto",
+                .offset = FIELD(labels_output),
+                .choices = labels_output_choices,
+                .help = "Where the node labels go: features.d (the --output-file for NFD's "
+                        "local source), node-feature (an NFD NodeFeature object through the API "
+                        "server, GFD's --use-node-feature-api), node (the Node's own labels, "
+                        "patched through the API server, as AMD's k8s-node-labeller does; "
+                        "labels devlet no longer produces are removed), or auto (node-feature "
+                        "with --use-node-feature-api, else features.d)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "use-node-feature-api",
+                .envs = { "GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API" },
+                .key = "flags.useNodeFeatureAPI",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(labels_use_node_feature_api),
+                .help = "GFD's: write the labels as an NFD NodeFeature object "
+                        "(nfd.k8s-sigs.io/v1alpha1) instead of the features.d file; what "
+                        "--labels-output=auto means",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "namespace",
+                .envs = { "NAMESPACE" },
+                .key = "flags.gfd.namespace",
+                .type = CONFIG_STRING,
+                .default_value = "default",
+                .offset = FIELD(labels_namespace),
+                .help = "Namespace of the NodeFeature object (--labels-output=node-feature)",
                 .apply = CONFIG_APPLY_OUTPUTS,
         },
         /* Dynamic Resource Allocation (resource.k8s.io/v1) */

@@ -2,8 +2,8 @@
  * loaded on first use for HTTPS (tls.c; the one TLS library of the whole
  * daemon), jansson for JSON.
  *
- * Calls block: they are made from worker threads (dra/), never from the
- * loop.  A client is safe to use from several threads at once (each call
+ * Calls block: they are made from worker threads (dra/, labels/publish.c),
+ * never from the loop.  A client is safe to use from several threads at once (each call
  * has a connection of its own; up to 4 idle ones are kept alive for the
  * next calls, under a lock).
  * Every answer is bounded: a body over its limit, a line of a watch over

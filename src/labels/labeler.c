@@ -12,7 +12,11 @@
  * more).  A labeler stopped while its write is in flight is freed when the
  * write completes; nothing the write needs points into the config.  Write
  * errors are logged once per distinct error and the next tick tries again;
- * the labeler never stops devlet. */
+ * the labeler never stops devlet.
+ *
+ * With an API output (--labels-output node-feature or node) the labels
+ * collected on the loop go to the publisher thread (publish.c) instead of
+ * the file, which owns the retries and the logging. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +43,8 @@ struct labeler {
         bool remove_on_exit;
         char *last_error;    /* the last write error logged; NULL after a success */
         size_t writes;
+
+        struct labels_publisher *publisher; /* API outputs; NULL: the file */
 
         struct label_write *inflight; /* the write on the thread pool, or NULL */
         bool again;                   /* labels asked for during that write */
@@ -177,6 +183,11 @@ static void write_labels(struct labeler *l)
         labels_collect(l->cfg, l->backends, l->n_backends, &set, &warnings);
         log_warnings(warnings);
         size_t n = set.n;
+        if (l->publisher) {
+                labels_publisher_set(l->publisher, &set);
+                dev_labels_release(&set);
+                return;
+        }
         if (!l->path) {
                 struct diag diag = { 0 };
                 int r = labels_write_file(NULL, &set, &diag);
@@ -221,6 +232,15 @@ int labels_start(uv_loop_t *loop, const struct devlet_config *cfg,
         l->n_backends = n;
         l->backends = xcalloc(n ? n : 1, sizeof(*l->backends));
         memcpy(l->backends, backends, n * sizeof(*backends));
+        enum labels_output mode = labels_output_mode(cfg);
+        if (mode != LABELS_TO_FILE) {
+                l->publisher = labels_publisher_start(cfg);
+                l->remove_on_exit = false;
+        } else if (cfg->labels_use_node_feature_api) {
+                log_warn("labels", "--use-node-feature-api is overruled by --labels-output=%s: "
+                                   "the labels go to the file",
+                         cfg->labels_output);
+        }
         uv_timer_init(loop, &l->timer);
         l->timer.data = l;
         write_labels(l);
@@ -253,6 +273,7 @@ void labels_stop(struct labeler *l)
         if (!l)
                 return;
         uv_timer_stop(&l->timer);
+        labels_publisher_stop(TAKE_PTR(l->publisher));
         l->stopping = true;
         l->cfg = NULL; /* the config may go now; an in-flight write needs none of it */
         if (!l->inflight)

@@ -1,5 +1,8 @@
 /* Node labels in the format of NVIDIA's gpu-feature-discovery (GFD), for
- * node-feature-discovery's local source: `key=value` lines in a file.
+ * node-feature-discovery's local source (`key=value` lines in a file), or
+ * through the API server: an NFD NodeFeature object (GFD's
+ * --use-node-feature-api) or the Node's own labels (AMD's labeller);
+ * --labels-output chooses.
  *
  * A label set is struct dev_labels (devices/device.h), which backends
  * fill; the rules that turn a family's facts into labels live with the
@@ -12,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
 #include <uv.h>
 
 #include "base/diag.h"
@@ -57,6 +61,54 @@ struct labels_backend {
 void labels_collect(const struct devlet_config *cfg, const struct labels_backend *backends,
                     size_t n, struct dev_labels *out, char ***warnings);
 
+/* ---- where the labels go (--labels-output) ---- */
+
+enum labels_output {
+        LABELS_TO_FILE,         /* features.d: the labels file (or standard output) */
+        LABELS_TO_NODE_FEATURE, /* an NFD NodeFeature object (GFD's --use-node-feature-api) */
+        LABELS_TO_NODE,         /* the Node's labels, patched (AMD's k8s-node-labeller) */
+};
+
+/* The Node annotation listing the label keys devlet wrote there
+ * (comma-separated, sorted), so the ones it no longer produces can go. */
+#define LABELS_OWNED_ANNOTATION "devlet.io/owned-labels"
+
+/* cfg->labels_output, with "auto" decided by --use-node-feature-api. */
+enum labels_output labels_output_mode(const struct devlet_config *cfg);
+/* "features.d", "node-feature", "node". */
+const char *labels_output_name(enum labels_output mode);
+
+/* ---- the API side (publish.c) ---- */
+
+/* {key: value} of s.  New reference. */
+json_t *labels_to_json(const struct dev_labels *s);
+/* The merge patch that makes node (a Node object as read) carry desired
+ * ({key: value}): the labels that differ, null for the keys its
+ * LABELS_OWNED_ANNOTATION lists that desired lacks (when still there), and
+ * the annotation listing desired's keys.  NULL when nothing would change.
+ * Never names a label neither desired nor the annotation holds. */
+json_t *labels_node_patch(const json_t *node, json_t *desired);
+/* GFD's NodeFeature object for node carrying desired (borrowed). */
+json_t *labels_node_feature(const char *node, const json_t *desired);
+
+struct labels_publisher;
+
+/* Starts the thread that keeps the labels handed over in the API server,
+ * in labels_output_mode(cfg) (not LABELS_TO_FILE), for
+ * config_node_name(cfg), through cfg->kubeconfig (empty: in-cluster).
+ * Nothing is read from cfg afterwards.  Never fails: the API client is made
+ * on the thread, and retried like any failed call. */
+struct labels_publisher *labels_publisher_start(const struct devlet_config *cfg);
+/* Hands the thread a copy of set to publish; never waits on the server. */
+void labels_publisher_set(struct labels_publisher *p, const struct dev_labels *set);
+/* Stops the thread and joins it (it leaves an API call within 100 ms).
+ * NULL is a no-op.  What was published stays. */
+void labels_publisher_stop(struct labels_publisher *p);
+/* One publish, now, blocking (`devlet labels` with --oneshot): 0, or -errno
+ * with diag (no API server, an error status, a broken answer). */
+int labels_publish_once(const struct devlet_config *cfg, const struct dev_labels *set,
+                        struct diag *diag);
+
 /* ---- the labeler: the labels file, kept current ---- */
 
 struct labeler;
@@ -70,7 +122,8 @@ const char *labels_output_path(const struct devlet_config *cfg);
  * 0644) and creating its directory.  Returns 0, or -errno with diag set. */
 int labels_write_file(const char *path, const struct dev_labels *s, struct diag *diag);
 
-/* Writes the labels of backends to labels_output_path(cfg) now, then every
+/* Writes the labels of backends to labels_output_path(cfg) (or, for the API
+ * outputs, hands them to a labels_publisher) now, then every
  * cfg->labels_sleep_interval_ms (at least 100 ms; never again when it is -1)
  * and on labels_refresh().  backends is copied; cfg and the backends must
  * outlive the labeler.  Always starts (returns 0 and *out): a failed write
@@ -79,7 +132,8 @@ int labels_start(uv_loop_t *loop, const struct devlet_config *cfg,
                  const struct labels_backend *backends, size_t n, struct labeler **out);
 /* Writes the labels again now (devices changed). */
 void labels_refresh(struct labeler *l);
-/* Stops the timer; with cfg->labels_remove_on_exit also deletes the file.
+/* Stops the timer (and joins the publisher); with cfg->labels_remove_on_exit
+ * also deletes the file (the API outputs stay as published).
  * The labeler is freed once its timer has closed, so the loop must run
  * afterwards.  NULL is a no-op. */
 void labels_stop(struct labeler *l);

@@ -13,6 +13,10 @@ ResourceSlices in memory (LIST with a fieldSelector, GET, POST, PUT checked
 against resourceVersion, DELETE one or a collection, WATCH streaming the
 events, which starts with ADDED for what exists, as a watch without
 resourceVersion does) and serves the ResourceClaims a test puts in it.
+For the labels module it also keeps Nodes (GET, and PATCH as a JSON
+merge patch) and NFD's NodeFeature objects (nfd.k8s-sigs.io/v1alpha1:
+GET, POST, PUT checked against resourceVersion), routes "nodes" and
+"nodefeatures" (LABEL_ROUTES).
 Each route (ROUTES) can be switched to a hostile mode (MODES); down()
 closes the listening socket and every connection (connection refused) and
 up() listens again on the same port.  Everything a test waits for goes
@@ -34,6 +38,8 @@ import urllib.parse
 MiB = 1 << 20
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIM_PATH = re.compile(r"^/apis/resource\.k8s\.io/v1/namespaces/([^/]+)/resourceclaims/([^/]+)$")
+NODE_PATH = re.compile(r"^/api/v1/nodes/([^/]+)$")
+NF_PATH = re.compile(r"^/apis/nfd\.k8s-sigs\.io/v1alpha1/namespaces/([^/]+)/nodefeatures(?:/([^/]+))?$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 # ---------------------------------------------------------------- TLS, kubeconfig
@@ -188,6 +194,7 @@ class TLSServer(http.server.ThreadingHTTPServer):
 
 
 ROUTES = ("slices", "watch", "claims")
+LABEL_ROUTES = ("nodes", "nodefeatures")
 # hangup: the connection closes with no answer; slow: the answer comes after
 # `delay` seconds; huge: 64 MiB of body without a length; malformed: broken
 # JSON; silent: the headers (a watch: an open stream) and then nothing until
@@ -267,6 +274,10 @@ class ApiHandler(JSONHandler):
                 self.watch(query)
             elif route == "claims":
                 self.claim(*CLAIM_PATH.match(url.path).groups())
+            elif route == "nodes":
+                self.node(NODE_PATH.match(url.path).group(1), body)
+            elif route == "nodefeatures":
+                self.nodefeature(*NF_PATH.match(url.path).groups(), body)
             else:
                 self.slices(url.path, query, body)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
@@ -341,6 +352,35 @@ class ApiHandler(JSONHandler):
         else:
             self.send_json(200, obj)
 
+    def node(self, name, body):
+        api = self.server.api
+        if self.command == "PATCH" and \
+                self.headers.get("Content-Type") != "application/merge-patch+json":
+            self.send_status(415, "UnsupportedMediaType", "the body of the request was in an "
+                             "unknown format")
+            return
+        with api.lock:
+            if self.command == "GET":
+                code, obj = api.get_node(name)
+            elif self.command == "PATCH":
+                code, obj = api.patch_node(name, json.loads(body))
+            else:
+                code, obj = 405, status_object(405, "MethodNotAllowed", self.command)
+        self.send_json(code, obj)
+
+    def nodefeature(self, ns, name, body):
+        api = self.server.api
+        with api.lock:
+            if self.command == "GET" and name:
+                code, obj = api.get_nodefeature(ns, name)
+            elif self.command == "POST" and not name:
+                code, obj = api.create_nodefeature(ns, json.loads(body))
+            elif self.command == "PUT" and name:
+                code, obj = api.update_nodefeature(ns, name, json.loads(body))
+            else:
+                code, obj = 405, status_object(405, "MethodNotAllowed", self.command)
+        self.send_json(code, obj)
+
     def slices(self, path, query, body):
         api = self.server.api
         name = path[len(SLICES) + 1:] if path.startswith(SLICES + "/") else None
@@ -405,6 +445,7 @@ class ApiServer:
         self.stopping = threading.Event()
         self.ctx = server_context(certs)
         self.slices, self.claims, self.events = {}, {}, []
+        self.nodes, self.nodefeatures, self.writes = {}, {}, []
         self.requests, self.hits, self.modes = [], {}, {}
         self.conns = set()
         self.connections = self.watchers = self.watch_epoch = 0
@@ -455,11 +496,16 @@ class ApiServer:
             return "watch" if watch else "slices"
         if CLAIM_PATH.match(path):
             return "claims"
+        if NODE_PATH.match(path):
+            return "nodes"
+        if NF_PATH.match(path):
+            return "nodefeatures"
         return None
 
     def set_mode(self, mode, routes=ROUTES, **params):
         """mode (MODES, or None: behave) for each of routes."""
         assert mode is None or mode in MODES, mode
+        routes = (routes,) if isinstance(routes, str) else routes
         with self.lock:
             for r in routes:
                 if mode is None:
@@ -536,7 +582,105 @@ class ApiServer:
         self._event("DELETED", s)
         return 200, copy.deepcopy(s)
 
+    # ---- nodes and NodeFeatures (labels) ----
+
+    def get_node(self, name):
+        n = self.nodes.get(name)
+        if n is None:
+            return 404, status_object(404, "NotFound", f'nodes "{name}" not found')
+        return 200, copy.deepcopy(n)
+
+    def patch_node(self, name, patch):
+        n = self.nodes.get(name)
+        if n is None:
+            return self.get_node(name)
+        if set(patch) - {"metadata"} or set(patch.get("metadata", {})) - {"labels", "annotations"}:
+            return 422, status_object(422, "Invalid", f"devlet patched more than labels: {patch}")
+        meta = n["metadata"]
+        for part in ("labels", "annotations"):
+            for k, v in (patch["metadata"].get(part) or {}).items():
+                if v is None:
+                    meta.setdefault(part, {}).pop(k, None)
+                elif not isinstance(v, str):
+                    return 422, status_object(422, "Invalid", f"{part}[{k}]: not a string")
+                else:
+                    meta.setdefault(part, {})[k] = v
+        meta["resourceVersion"] = self._next_rv()
+        self.writes.append(("PATCH", "node", name, copy.deepcopy(patch)))
+        self.lock.notify_all()
+        return 200, copy.deepcopy(n)
+
+    def get_nodefeature(self, ns, name):
+        o = self.nodefeatures.get((ns, name))
+        if o is None:
+            return 404, status_object(404, "NotFound",
+                                      f'nodefeatures.nfd.k8s-sigs.io "{name}" not found')
+        return 200, copy.deepcopy(o)
+
+    @staticmethod
+    def nodefeature_problems(o):
+        p = []
+        if o.get("apiVersion") != "nfd.k8s-sigs.io/v1alpha1" or o.get("kind") != "NodeFeature":
+            p.append("apiVersion/kind")
+        labels = field(o, "spec.labels")
+        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+            p.append("spec.labels")
+        if not isinstance(field(o, "spec.features"), dict):
+            p.append("spec.features")
+        return p
+
+    def create_nodefeature(self, ns, o):
+        name = field(o, "metadata.name")
+        problems = self.nodefeature_problems(o)
+        if problems or not name:
+            return 422, status_object(422, "Invalid", f"NodeFeature is invalid: {problems}")
+        if (ns, name) in self.nodefeatures:
+            return 409, status_object(409, "AlreadyExists", f'"{name}" already exists')
+        if o["metadata"].get("resourceVersion"):
+            return 400, status_object(400, "BadRequest", "resourceVersion should not be set")
+        o["metadata"].update(namespace=ns, resourceVersion=self._next_rv(), uid=f"uid-{self.rv}")
+        self.nodefeatures[(ns, name)] = o
+        self.writes.append(("POST", "nodefeature", name, copy.deepcopy(o)))
+        self.lock.notify_all()
+        return 201, copy.deepcopy(o)
+
+    def update_nodefeature(self, ns, name, o):
+        old = self.nodefeatures.get((ns, name))
+        if old is None:
+            return self.get_nodefeature(ns, name)
+        problems = self.nodefeature_problems(o)
+        if problems or field(o, "metadata.name") != name:
+            return 422, status_object(422, "Invalid", f"NodeFeature is invalid: {problems}")
+        if field(o, "metadata.resourceVersion") != old["metadata"]["resourceVersion"]:
+            return 409, status_object(409, "Conflict", "the object has been modified")
+        o["metadata"].update(namespace=ns, resourceVersion=self._next_rv(),
+                             uid=old["metadata"]["uid"])
+        self.nodefeatures[(ns, name)] = o
+        self.writes.append(("PUT", "nodefeature", name, copy.deepcopy(o)))
+        self.lock.notify_all()
+        return 200, copy.deepcopy(o)
+
     # ---- for the tests ----
+
+    def add_node(self, name, labels=None, annotations=None):
+        with self.lock:
+            self.nodes[name] = {"apiVersion": "v1", "kind": "Node",
+                                "metadata": {"name": name, "resourceVersion": self._next_rv(),
+                                             "labels": dict(labels or {}),
+                                             "annotations": dict(annotations or {})},
+                                "status": {}}
+
+    def node_meta(self, name):
+        with self.lock:
+            return copy.deepcopy(self.nodes[name]["metadata"])
+
+    def nodefeature_of(self, ns, name):
+        with self.lock:
+            return copy.deepcopy(self.nodefeatures.get((ns, name)))
+
+    def writes_count(self):
+        with self.lock:
+            return len(self.writes)
 
     def wait_for(self, check, timeout=10.0, what="condition"):
         """check() under the lock until true (returned) or TimeoutError."""

@@ -405,6 +405,22 @@ def test_labels_as_amds_labeller(amd, dirs):
     assert labels["amd.com/cpx_nps4.count"] == "64"
 
 
+def test_labeller_flags_select_label_groups(amd, dirs):
+    """AMD's labeller's flags, with one dash as its DaemonSet passes them:
+    only the groups named (both label forms), plus the counts; without any,
+    every group (above)."""
+    n = amd("mi300x-8x-cpx")
+    out = os.path.join(dirs.work, "labels")
+    res = run_devlet(["labels", "--output-file", out, "--no-timestamp", "-vram", "-cu-count",
+                      "-firmware"] + n.args())
+    assert res.returncode == 0, res.stderr
+    labels = dict(line.split("=", 1) for line in open(out).read().splitlines())
+    groups = {k.split("/", 1)[1].split(".")[1] for k in labels
+              if k.startswith(("amd.com/gpu.", "beta.amd.com/gpu."))}
+    assert groups == {"vram", "cu-count", "count"}, labels
+    assert labels["amd.com/gpu.vram"] == "24G" and labels["beta.amd.com/gpu.vram.24G"] == "64"
+
+
 def test_devlet_run_writes_amds_labels(kubelet, devlet, amd):
     n = amd("mi210-pair")
     d = start(devlet, kubelet, n, *FAST)

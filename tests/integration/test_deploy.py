@@ -33,7 +33,7 @@ NVIDIA_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "N
 
 
 # overlays whose pods talk to the API server (service account token mounted)
-API_CLIENT = {"dra"}
+API_CLIENT = {"dra", "amd-only"}
 
 # host path -> (mounted read-only, overlays that mount it)
 HOST_PATHS = {
@@ -169,7 +169,7 @@ def test_no_privilege(overlay):
     assert sc["runAsUser"] == 0
     spec = daemonset(overlay)["spec"]["template"]["spec"]
     assert spec.get("hostNetwork", False) is False
-    # the API server is talked to only by the DRA driver
+    # the API server is talked to only by the DRA driver and the Node labels
     assert spec.get("automountServiceAccountToken") is (overlay in API_CLIENT)
 
 
@@ -306,6 +306,15 @@ def test_amd_only_overlay():
     config = yaml.safe_load(one("amd-only", "ConfigMap")["data"]["config.yaml"])
     assert config["flags"]["backends"] == ["amd"]
     assert config["flags"]["amd"]["resourceNamingStrategy"] == "single"
+    # labels on the Node, as AMD's labeller: reading and patching nodes, nothing more
+    assert config["flags"]["labelsOutput"] == "node"
+    objs = objects("amd-only")
+    (role,) = [o for o in objs if o["kind"] == "ClusterRole"]
+    rules = {(g, r): set(x["verbs"]) for x in role["rules"] for g in x["apiGroups"] for r in x["resources"]}
+    assert rules == {("", "nodes"): {"get", "patch"}}
+    (binding,) = [o for o in objs if o["kind"] == "ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "devlet", "namespace": "devlet"}]
     # devlet accepts the file as it is: no unknown keys
     cfg = pathlib.Path(BUILD) / "amd-only-config.yaml"
     cfg.write_text(one("amd-only", "ConfigMap")["data"]["config.yaml"])

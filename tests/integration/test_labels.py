@@ -210,6 +210,7 @@ PROFILES = ROOT / "tests" / "mock-nvml" / "profiles"
 TIME_SLICING = {"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
 TIME_SLICING_RENAMED = {"sharing": {"timeSlicing": {
     "renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+MPS = {"sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}
 MIG_TIME_SLICING = {"sharing": {"timeSlicing": {"resources": [
     {"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]}}}
 
@@ -226,6 +227,12 @@ GOLDEN_CASES = {
     "a100-mig-mixed-none": ("a100-mig-mixed.yaml", "none", {}),
     "mig-one-plain-one": ("mig-one-plain-one.yaml", "mixed", {}),
     "mig-one-plain-one-time-slicing": ("mig-one-plain-one.yaml", "mixed", TIME_SLICING),
+    # two MIG profiles under strategy single: GFD's MIG-INVALID labels
+    "a100-mig-single-invalid": ("a100-mig-mixed.yaml", "single", {}),
+    # MPS asked for, MIG single: MIG devices are never MPS-shared
+    "a100-mig-single-mps": ("a100-mig-single.yaml", "single", MPS),
+    # multi-node NVLink: every GPU names the same clique
+    "gb200-clique": ("gb200-nvl-tray.yaml", "none", {}),
 }
 
 
@@ -296,3 +303,73 @@ def test_long_product_name_stays_a_valid_label(tmp):
     again = devlet("labels", "--config-file", cfg, "--backends", "nvidia", "--no-timestamp",
                    "--machine-type-file", machine, "--sysfs-root", tmp, env=env)
     assert parse_labels(again.stdout)["nvidia.com/gpu.product"] == product
+
+
+def mock_nvml_labels(tmp, devices, *extra, config=None):
+    """`devlet labels` on a mock NVML made of devices (NVML's YAML)."""
+    nvml = tmp / "nvml.yaml"
+    nvml.write_text(yaml.safe_dump({"driverVersion": "570.124.06", "cudaDriverVersion": 12080,
+                                    "devices": devices}))
+    cfg = tmp / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"version": "v1", **(config or {})}))
+    env = {**os.environ, "DEVLET_NVML_LIBRARY": str(MOCK_NVML), "MOCK_NVML_CONFIG": str(nvml)}
+    return devlet("labels", "--config-file", cfg, "--backends", "nvidia", "--machine-type-file",
+                  "", "--sysfs-root", tmp, *extra, env=env)
+
+
+def gpu(i, fabric=None):
+    d = {"uuid": f"GPU-0badc0de-0000-4000-8000-00000000000{i}", "name": "NVIDIA GB200",
+         "memoryMiB": 189471, "pciBusId": f"00000000:0{i + 1}:00.0", "computeCapability": "10.0"}
+    if fabric:
+        d["fabric"] = fabric
+    return d
+
+
+CLUSTER = "4a6f1c2e-8d3b-4f7a-9c15-2e8b7d6a5f01"
+
+
+def test_clique_label_rules(tmp):
+    """GFD's: only GPUs whose fabric registration completed (state and
+    status) on a cluster (a non-zero UUID) count; they must agree."""
+    done = {"clusterUuid": CLUSTER, "cliqueId": 7}
+    cases = [
+        ([gpu(0, done), gpu(1, done)], f"{CLUSTER}.7"),
+        # one GPU still registering: the others decide
+        ([gpu(0, done), gpu(1, {**done, "state": "in_progress"})], f"{CLUSTER}.7"),
+        # failed registration, a zero cluster UUID, no fabric: none
+        ([gpu(0, {**done, "status": 999})], None),
+        ([gpu(0, {"clusterUuid": "00000000-0000-0000-0000-000000000000", "cliqueId": 7})], None),
+        ([gpu(0), gpu(1)], None),
+    ]
+    for devices, want in cases:
+        res = mock_nvml_labels(tmp, devices, "--no-timestamp")
+        assert res.returncode == 0, res.stderr
+        assert parse_labels(res.stdout).get("nvidia.com/gpu.clique") == want, devices
+    # two cliques: no label, and a warning
+    res = mock_nvml_labels(tmp, [gpu(0, done), gpu(1, {**done, "cliqueId": 8})], "--no-timestamp")
+    assert res.returncode == 0, res.stderr
+    assert "nvidia.com/gpu.clique" not in parse_labels(res.stdout)
+    assert "different NVLink cliques" in res.stderr
+
+
+def test_no_gfd_timestamp_without_an_nvidia_gpu(tmp):
+    """NVML loads but finds no GPU (an AMD-only node with the driver's
+    libraries): none of GFD's labels, the timestamp included."""
+    res = mock_nvml_labels(tmp, [])
+    assert res.returncode == 0, res.stderr
+    assert "nvidia.com/gfd.timestamp" not in res.stdout
+    res = mock_nvml_labels(tmp, [gpu(0)])
+    assert parse_labels(res.stdout)["nvidia.com/gfd.timestamp"].isdigit()
+
+
+def test_mps_never_shares_mig_devices(tmp):
+    """NVIDIA's MPS control daemon skips MIG devices: under MIG single with
+    MPS, the MIG devices are served and labelled unshared, with a warning."""
+    res = nvidia_labels(tmp, "a100-mig-single.yaml", "single", MPS)
+    assert res.returncode == 0, res.stderr
+    labels = parse_labels(res.stdout)
+    assert labels["nvidia.com/gpu.replicas"] == "1"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "none"
+    assert not labels["nvidia.com/gpu.product"].endswith("-SHARED")
+    assert labels["nvidia.com/mps.capable"] == "false"
+    assert "MPS does not share MIG devices" in res.stderr

@@ -128,10 +128,16 @@ static void test_node_feature_api(void **state)
         setenv("GFD_USE_NODE_FEATURE_API", "true", 1);
         struct devlet_config *c = LOAD_OK("--kubeconfig", "/k", "--node-name", "n1",
                                           "--namespace", "gpu", "--kube-api-qps", "7.5");
-        assert_true(nvidia_options_get(c)->use_node_feature_api);
-        assert_int_equal(strv_len(c->warnings), 1);
-        assert_true(has_warning(c, "--use-node-feature-api"));
-        assert_true(has_warning(c, "features.d/gfd"));
+        assert_true(c->labels_use_node_feature_api);
+        assert_string_equal(c->labels_namespace, "gpu");
+        assert_string_equal(c->labels_output, "auto");
+        assert_int_equal(strv_len(c->warnings), 0);
+        config_free(c);
+        unsetenv("GFD_USE_NODE_FEATURE_API");
+        c = LOAD_OK("--labels-output", "node");
+        assert_false(c->labels_use_node_feature_api);
+        assert_string_equal(c->labels_output, "node");
+        assert_string_equal(c->labels_namespace, "default");
         config_free(c);
 }
 

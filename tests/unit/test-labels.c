@@ -491,6 +491,8 @@ static void test_mig_single(void **state)
         assert_label(&s, "nvidia.com/gpu.count", "0");
         assert_label(&s, "nvidia.com/gpu.replicas", "0");
         assert_label(&s, "nvidia.com/gpu.memory", "0");
+        /* GFD's: nothing served, so no strategy */
+        assert_label(&s, "nvidia.com/gpu.sharing-strategy", "");
         assert_int_equal(strv_len(warnings), 1);
         assert_non_null(strstr(warnings[0], "more than one MIG device type"));
         strv_free(TAKE_PTR(warnings));
@@ -640,6 +642,95 @@ static void test_output_path(void **state)
         assert_string_equal(labels_output_path(cfg), "/tmp/x/gfd");
 }
 
+static void test_output_mode(void **state)
+{
+        _cleanup_config_ struct devlet_config *cfg = config_with(NULL);
+        assert_int_equal(labels_output_mode(cfg), LABELS_TO_FILE);
+        cfg->labels_use_node_feature_api = true;
+        assert_int_equal(labels_output_mode(cfg), LABELS_TO_NODE_FEATURE);
+        free(cfg->labels_output);
+        cfg->labels_output = xstrdup("features.d");
+        assert_int_equal(labels_output_mode(cfg), LABELS_TO_FILE);
+        free(cfg->labels_output);
+        cfg->labels_output = xstrdup("node");
+        assert_int_equal(labels_output_mode(cfg), LABELS_TO_NODE);
+        assert_string_equal(labels_output_name(LABELS_TO_NODE), "node");
+}
+
+static json_t *node_with(const char *labels, const char *owned)
+{
+        json_error_t e;
+        json_t *n = json_loads(labels, 0, &e);
+        assert_non_null(n);
+        json_t *node = json_pack("{s:{s:o,s:{}}}", "metadata", "labels", n, "annotations");
+        if (owned)
+                json_object_set_new(json_object_get(json_object_get(node, "metadata"),
+                                                    "annotations"),
+                                    LABELS_OWNED_ANNOTATION, json_string(owned));
+        return node;
+}
+
+static void assert_json(json_t *got, const char *want)
+{
+        json_error_t e;
+        json_t *w = json_loads(want, 0, &e);
+        assert_non_null(w);
+        if (!json_equal(got, w)) {
+                char *g = json_dumps(got, JSON_SORT_KEYS);
+                fail_msg("got %s, want %s", g, want);
+        }
+        json_decref(w);
+}
+
+static void test_node_patch(void **state)
+{
+        json_error_t e;
+        json_t *desired = json_loads("{\"a.io/x\": \"1\", \"a.io/y\": \"\"}", 0, &e);
+        /* new: both set, owned listed; foreign labels never named */
+        json_t *node = node_with("{\"team\": \"ml\"}", NULL);
+        json_t *p = labels_node_patch(node, desired);
+        assert_json(p, "{\"metadata\": {\"labels\": {\"a.io/x\": \"1\", \"a.io/y\": \"\"},"
+                       " \"annotations\": {\"" LABELS_OWNED_ANNOTATION "\": \"a.io/x,a.io/y\"}}}");
+        json_decref(p);
+        json_decref(node);
+        /* the same: nothing to do */
+        node = node_with("{\"team\": \"ml\", \"a.io/x\": \"1\", \"a.io/y\": \"\"}",
+                         "a.io/x,a.io/y");
+        assert_null(labels_node_patch(node, desired));
+        json_decref(node);
+        /* an owned label that went is removed; an owned one already gone,
+         * and one devlet never listed, are not named */
+        node = node_with("{\"a.io/x\": \"2\", \"a.io/y\": \"\", \"a.io/old\": \"1\","
+                         " \"a.io/foreign\": \"1\"}",
+                         "a.io/old,a.io/gone,a.io/x");
+        p = labels_node_patch(node, desired);
+        assert_json(p, "{\"metadata\": {\"labels\": {\"a.io/x\": \"1\", \"a.io/old\": null},"
+                       " \"annotations\": {\"" LABELS_OWNED_ANNOTATION "\": \"a.io/x,a.io/y\"}}}");
+        json_decref(p);
+        json_decref(node);
+        /* a node without labels or annotations at all */
+        node = json_pack("{s:{}}", "metadata");
+        p = labels_node_patch(node, desired);
+        assert_non_null(p);
+        json_decref(p);
+        json_decref(node);
+        json_decref(desired);
+}
+
+static void test_node_feature_object(void **state)
+{
+        json_error_t e;
+        json_t *desired = json_loads("{\"nvidia.com/gpu.count\": \"8\"}", 0, &e);
+        json_t *o = labels_node_feature("n1", desired);
+        assert_json(o, "{\"apiVersion\": \"nfd.k8s-sigs.io/v1alpha1\", \"kind\": \"NodeFeature\","
+                       " \"metadata\": {\"name\": \"nvidia-features-for-n1\", \"labels\":"
+                       " {\"nfd.node.kubernetes.io/node-name\": \"n1\"}},"
+                       " \"spec\": {\"features\": {\"flags\": {}, \"attributes\": {},"
+                       " \"instances\": {}}, \"labels\": {\"nvidia.com/gpu.count\": \"8\"}}}");
+        json_decref(o);
+        json_decref(desired);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -652,6 +743,8 @@ int main(void)
                 cmocka_unit_test(test_time_slicing), cmocka_unit_test(test_mps),
                 cmocka_unit_test(test_mig_single),   cmocka_unit_test(test_mig_mixed),
                 cmocka_unit_test(test_collect),      cmocka_unit_test(test_output_path),
+                cmocka_unit_test(test_output_mode),  cmocka_unit_test(test_node_patch),
+                cmocka_unit_test(test_node_feature_object),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -355,16 +355,19 @@ static void amd_inherit(struct dev_backend *db, struct dev_backend *dprev)
         health_sync(b, false);
 }
 
-/* AMD's node labeller's labels, and "<resource>.count" for the partition
- * resources (amd.com/gpu.count is the labeller's: physical GPUs). */
+/* AMD's node labeller's labels (the groups its flags select: all without
+ * any), and "<resource>.count" for the partition resources
+ * (amd.com/gpu.count is the labeller's: physical GPUs). */
 static void amd_labels_op(struct dev_backend *db, const struct devlet_config *cfg,
                           struct dev_labels *out, char ***warnings)
 {
         struct amd_backend *b = (struct amd_backend *)db;
         size_t n = 0;
         struct dev_kv *kv = amd_labels(b->inv, &n);
+        const struct amd_options *o = amd_options_get(cfg);
         for (size_t i = 0; i < n; i++)
-                dev_labels_put(out, kv[i].key, kv[i].value);
+                if (amd_label_selected(o, kv[i].key))
+                        dev_labels_put(out, kv[i].key, kv[i].value);
         amd_labels_free(kv, n);
         for (size_t i = 0; i < b->layout.n_res; i++) {
                 const struct dev_resource *r = b->layout.res[i];

@@ -29,10 +29,24 @@
 
 /* AMD's device plugin flags (options.c): a backend option set, listed by
  * the backend table, whose values every config holds. */
+/* The node labeller's label groups, each selected by one of its flags
+ * (-vram, -cu-count, ...); none selected: every group (devlet's default). */
+#define AMD_LABEL_GROUPS(X)                                                        \
+        X(family) X(device_id) X(product_name) X(vram) X(simd_count) X(cu_count)   \
+        X(driver_version) X(driver_src_version) X(compute_memory_partition)        \
+        X(compute_partitioning_supported) X(memory_partitioning_supported) X(firmware)
+
 struct amd_options {
         char *resource_naming_strategy; /* single|mixed */
         int64_t health_interval_ms;     /* --amd-health-interval (AMD's --pulse); 0 = no polling */
+#define AMD_LABEL_FIELD(g) bool label_##g;
+        AMD_LABEL_GROUPS(AMD_LABEL_FIELD)
+#undef AMD_LABEL_FIELD
 };
+/* Whether the label key (amd.com/gpu.<group>..., beta.amd.com/gpu.<group>...)
+ * belongs to a group o selects; keys outside the groups (amd.com/gpu.count,
+ * "<resource>.count") always do. */
+bool amd_label_selected(const struct amd_options *o, const char *key);
 extern const struct config_option_set amd_config_options;
 /* cfg's AMD options (never NULL for a config from config/). */
 const struct amd_options *amd_options_get(const struct devlet_config *cfg);

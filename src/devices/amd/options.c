@@ -3,6 +3,8 @@
  * (-resource_naming_strategy, -pulse, taken with one dash as Go's flag
  * package does), env var, config key, default, choices.  The values live
  * in struct amd_options, which the backend reads with amd_options_get().
+ * AMD's node labeller's flags (-vram, -cu-count, ...) select its label
+ * groups (amd_label_selected); with none given every group is written.
  * Only rows and storage: no finish hook, no I/O. */
 #include <ctype.h>
 #include <errno.h>
@@ -43,6 +45,126 @@ static const struct config_option rows[] = {
                 .help = "How often AMD GPU health is polled from sysfs (0: never; --pulse is "
                         "AMD's name, in seconds)",
                 .apply = CONFIG_APPLY_RESERVE,
+        },
+        {
+                .flag = "amd-label-family",
+                .alias = "family",
+                .key = "flags.amd.labels.family",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_family),
+                .help = "AMD's node labeller's -family: the amd.com/gpu.family labels (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "amd-label-device-id",
+                .alias = "device-id",
+                .key = "flags.amd.labels.deviceId",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_device_id),
+                .help = "AMD's node labeller's -device-id: the amd.com/gpu.device-id labels (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "amd-label-product-name",
+                .alias = "product-name",
+                .key = "flags.amd.labels.productName",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_product_name),
+                .help = "AMD's node labeller's -product-name: the amd.com/gpu.product-name labels (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "amd-label-vram",
+                .alias = "vram",
+                .key = "flags.amd.labels.vram",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_vram),
+                .help = "AMD's node labeller's -vram: the amd.com/gpu.vram labels (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "amd-label-simd-count",
+                .alias = "simd-count",
+                .key = "flags.amd.labels.simdCount",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_simd_count),
+                .help = "AMD's node labeller's -simd-count: the amd.com/gpu.simd-count labels (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "amd-label-cu-count",
+                .alias = "cu-count",
+                .key = "flags.amd.labels.cuCount",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_cu_count),
+                .help = "AMD's node labeller's -cu-count: the amd.com/gpu.cu-count labels (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "amd-label-driver-version",
+                .alias = "driver-version",
+                .key = "flags.amd.labels.driverVersion",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_driver_version),
+                .help = "AMD's node labeller's -driver-version: the amd.com/gpu.driver-version labels (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "amd-label-driver-src-version",
+                .alias = "driver-src-version",
+                .key = "flags.amd.labels.driverSrcVersion",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_driver_src_version),
+                .help = "AMD's node labeller's -driver-src-version: the amd.com/gpu.driver-src-version labels (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "amd-label-compute-memory-partition",
+                .alias = "compute-memory-partition",
+                .key = "flags.amd.labels.computeMemoryPartition",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_compute_memory_partition),
+                .help = "AMD's node labeller's -compute-memory-partition: the amd.com/gpu.compute-memory-partition labels (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "amd-label-compute-partitioning-supported",
+                .alias = "compute-partitioning-supported",
+                .key = "flags.amd.labels.computePartitioningSupported",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_compute_partitioning_supported),
+                .help = "AMD's node labeller's -compute-partitioning-supported: the amd.com/gpu.compute-partitioning-supported labels (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "amd-label-memory-partitioning-supported",
+                .alias = "memory-partitioning-supported",
+                .key = "flags.amd.labels.memoryPartitioningSupported",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_memory_partitioning_supported),
+                .help = "AMD's node labeller's -memory-partitioning-supported: the amd.com/gpu.memory-partitioning-supported labels (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
+                .flag = "amd-label-firmware",
+                .alias = "firmware",
+                .key = "flags.amd.labels.firmware",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(label_firmware),
+                .help = "AMD's node labeller's -firmware: accepted; the firmware labels are not written yet (no -<group> flag given: every group)",
+                .apply = CONFIG_APPLY_OUTPUTS,
         },
 };
 
@@ -114,6 +236,42 @@ const struct config_family amd_config_family = {
         .options = &amd_config_options,
         .sharing = &sharing_rules,
 };
+
+bool amd_label_selected(const struct amd_options *o, const char *key)
+{
+        static const struct {
+                const char *name;
+                size_t offset;
+        } groups[] = {
+#define AMD_LABEL_ROW(g) { #g, offsetof(struct amd_options, label_##g) },
+                AMD_LABEL_GROUPS(AMD_LABEL_ROW)
+#undef AMD_LABEL_ROW
+        };
+        bool any = false;
+        for (size_t i = 0; i < ARRAY_SIZE(groups); i++)
+                any |= *(const bool *)((const char *)o + groups[i].offset);
+        if (!any)
+                return true;
+        const char *rest = NULL;
+        if (strncmp(key, "amd.com/gpu.", 12) == 0)
+                rest = key + 12;
+        else if (strncmp(key, "beta.amd.com/gpu.", 17) == 0)
+                rest = key + 17;
+        if (!rest)
+                return true;
+        size_t len = strcspn(rest, ".");
+        for (size_t i = 0; i < ARRAY_SIZE(groups); i++) {
+                const char *g = groups[i].name;
+                if (strlen(g) != len)
+                        continue;
+                bool same = true; /* "device_id" names the labels' "device-id" */
+                for (size_t k = 0; k < len && same; k++)
+                        same = g[k] == rest[k] || (g[k] == '_' && rest[k] == '-');
+                if (same)
+                        return *(const bool *)((const char *)o + groups[i].offset);
+        }
+        return true;
+}
 
 const struct amd_options *amd_options_get(const struct devlet_config *cfg)
 {

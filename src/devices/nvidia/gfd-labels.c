@@ -103,11 +103,16 @@ struct res_labeler {
         const char *resource;
         const struct devlet_config *cfg;
         bool sharing_disabled; /* GFD's nil config: MIG-enabled GPUs' full-GPU labels */
+        bool mig;              /* MIG devices: never shared through MPS */
 };
 
 static const struct sharing_resource_cfg *replication(const struct res_labeler *rl)
 {
         if (rl->sharing_disabled || rl->cfg->sharing.strategy == SHARING_NONE)
+                return NULL;
+        /* NVIDIA's MPS control daemon skips MIG devices: the backend
+         * serves them unshared (resources.c), and so do the labels */
+        if (rl->mig && rl->cfg->sharing.strategy == SHARING_MPS)
                 return NULL;
         for (size_t i = 0; i < rl->cfg->sharing.n_resources; i++)
                 if (strcmp(rl->cfg->sharing.resources[i].name, rl->resource) == 0)
@@ -189,7 +194,7 @@ static void base_labels(struct dev_labels *out, const struct res_labeler *rl, si
 static void full_gpu_labels(struct dev_labels *out, const struct devlet_config *cfg,
                             const struct nvidia_gfd_gpu *g, size_t count, bool with_sharing)
 {
-        struct res_labeler rl = { GPU_RESOURCE, cfg, !with_sharing };
+        struct res_labeler rl = { GPU_RESOURCE, cfg, !with_sharing, false };
         const char *parts[] = { g->name, NULL };
         base_labels(out, &rl, count, parts);
         if (g->memory_mib)
@@ -214,7 +219,7 @@ static char *mig_name(const char *profile)
 static void mig_labels(struct dev_labels *out, const struct devlet_config *cfg, const char *resource,
                        const struct nvidia_gfd_gpu *parent, const struct nvidia_gfd_mig *m, size_t count)
 {
-        struct res_labeler rl = { resource, cfg, false };
+        struct res_labeler rl = { resource, cfg, false, true };
         _cleanup_free_ char *profile = mig_name(m->profile);
         const char *parts[] = { parent->name, "MIG", profile, NULL };
         base_labels(out, &rl, count, parts);
@@ -352,6 +357,28 @@ static void mode_labels(struct dev_labels *out, const struct nvidia_gfd_node *no
         dev_labels_put(out, "nvidia.com/vgpu.present", vgpu ? "true" : "false");
 }
 
+/* GFD's imex.go: the clique every GPU on a multi-node NVLink fabric names
+ * (GPUs off any fabric do not count); none when they differ. */
+static void clique_label(struct dev_labels *out, const struct nvidia_gfd_node *node,
+                         char ***warnings)
+{
+        const char *clique = NULL;
+        for (size_t i = 0; i < node->n_gpus; i++) {
+                const char *c = node->gpus[i].clique;
+                if (!c || !c[0])
+                        continue;
+                if (clique && strcmp(clique, c) != 0) {
+                        warn(warnings, xasprintf("the GPUs name different NVLink cliques (%s, "
+                                                 "%s): no nvidia.com/gpu.clique label",
+                                                 clique, c));
+                        return;
+                }
+                clique = c;
+        }
+        if (clique)
+                dev_labels_put(out, "nvidia.com/gpu.clique", clique);
+}
+
 /* ---- resources (mig-strategy.go) ---- */
 
 /* The GPUs nvidia.com/gpu serves whole: all of them under strategy none
@@ -418,7 +445,7 @@ static void mig_invalid(struct dev_labels *out, const struct nvidia_gfd_gpu *g, 
                         char ***warnings)
 {
         warn(warnings, xasprintf("invalid configuration for mig-strategy=single: %s", why));
-        struct res_labeler rl = { GPU_RESOURCE, NULL, true };
+        struct res_labeler rl = { GPU_RESOURCE, NULL, true, false };
         _cleanup_free_ char *product = NULL;
         append_part(&product, g->name);
         append_part(&product, "MIG");
@@ -427,6 +454,8 @@ static void mig_invalid(struct dev_labels *out, const struct nvidia_gfd_gpu *g, 
         put(out, &rl, "count", "0");
         put(out, &rl, "replicas", "0");
         put(out, &rl, "memory", "0");
+        /* GFD's: nothing is served, so no strategy (not "none") */
+        put(out, &rl, "sharing-strategy", "");
 }
 
 static void mig_single(struct dev_labels *out, const struct nvidia_gfd_node *node,
@@ -489,6 +518,7 @@ void nvidia_gfd_labels(const struct nvidia_gfd_node *node, const struct devlet_c
         version_labels(out, node, warnings);
         capability_labels(out, node, cfg, warnings);
         mode_labels(out, node, warnings);
+        clique_label(out, node, warnings);
         const char *strategy = nvidia_options_get(cfg)->mig_strategy;
         full_gpus(out, node, cfg, strcmp(strategy, "none") != 0);
         if (strcmp(strategy, "single") == 0 || strcmp(strategy, "mixed") == 0) {
@@ -527,8 +557,13 @@ void nvidia_backend_labels(struct dev_backend *b, const struct devlet_config *cf
         const struct nvml_inventory *inv = nvidia_backend_inventory(b);
         if (!inv)
                 return;
-        /* GFD's: when its labels were written (--no-timestamp: never) */
-        if (!cfg->labels_no_timestamp)
+        size_t present = 0;
+        for (size_t i = 0; i < inv->n_gpus; i++)
+                present += !inv->gpus[i].lost;
+        /* GFD's: when its labels were written (--no-timestamp: never); a
+         * node without an NVIDIA GPU (NVML loads, finds none) gets none of
+         * GFD's labels, the timestamp included */
+        if (present && !cfg->labels_no_timestamp)
                 dev_labels_putf(out, "nvidia.com/gfd.timestamp", "%lld", (long long)time(NULL));
         struct nvidia_gfd_gpu *gpus = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*gpus));
         char **classes = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(*classes));
@@ -548,6 +583,7 @@ void nvidia_backend_labels(struct dev_backend *b, const struct devlet_config *cf
                 l->cc_minor = g->cc_minor;
                 l->mig_capable = g->mig_capable;
                 l->mig_enabled = g->mig_enabled;
+                l->clique = g->clique;
                 pci_facts(cfg, g, l, &classes[n - 1]);
                 l->migs = next;
                 l->n_migs = g->n_migs;

@@ -30,6 +30,9 @@ struct nvidia_gfd_gpu {
         size_t n_migs;
         const char *pci_class; /* "0x030200"; NULL: sysfs cannot tell */
         bool vgpu;             /* its PCI config space carries NVIDIA's vGPU signature */
+        /* "<cluster UUID>.<clique ID>" when NVML's fabric registration is
+         * complete (inventory.c); NULL or "": not on a multi-node fabric */
+        const char *clique;
 };
 
 struct nvidia_gfd_node {
@@ -46,8 +49,12 @@ struct nvidia_gfd_node {
  * "unknown" when one cannot tell or they differ, with a warning for the
  * latter), the full-GPU labels (nvidia.com/gpu.product, count,
  * replicas, sharing-strategy, memory, family, compute.major/minor) and, for
- * the single and mixed MIG strategies, mig.strategy and the MIG labels.
- * Sharing comes from cfg->sharing (GFD ignores resource renaming).  Values
+ * the single and mixed MIG strategies, mig.strategy and the MIG labels;
+ * gpu.clique when every GPU on a multi-node NVLink fabric names the same
+ * clique (GFD's rule; different ones are a warning and no label).
+ * Sharing comes from cfg->sharing (GFD ignores resource renaming); MPS
+ * never shares a MIG device (NVIDIA's MPS daemon skips them), so MIG
+ * labels under MPS say replicas 1 and sharing-strategy none.  Values
  * are not yet sanitised (labels/ does that).  Facts GFD would fail
  * on become warnings (appended to *warnings when warnings is not NULL) and
  * the labels they feed are left out. */

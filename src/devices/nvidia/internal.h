@@ -45,10 +45,8 @@ struct nvidia_options {
         bool imex_required;              /* --imex-required */
         char **cdi_feature_flags;        /* --cdi-feature-flags (may be empty) */
         char **cdi_disable_hooks;        /* --cdi-disable-hooks: hook names (may be empty) */
-        bool use_node_feature_api;       /* --use-node-feature-api: features.d file instead */
         char *kube_api_qps;
         char *kube_api_burst;
-        char *gfd_namespace;
         /* derived by the finish hook, not options */
         bool imex_channel0;    /* IMEX channel 0 requested */
         bool cdi_hook_ldcache; /* the update-ldcache hook is not disabled */

@@ -15,7 +15,6 @@
  *                       others get one warning each
  *   MPS                 needs --mps-root and is refused with mig-strategy
  *                       mixed, as NVIDIA's
- *   --use-node-feature-api  one warning: the labels go to the features.d file
  *
  * Problems are -EINVAL with diag set (start-up exits 2); warnings join
  * the config's.  Never logs, never touches the filesystem. */
@@ -192,17 +191,6 @@ static const struct config_option rows[] = {
                 .apply = CONFIG_APPLY_OUTPUTS,
         },
         {
-                .flag = "use-node-feature-api",
-                .envs = { "GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API" },
-                .key = "flags.useNodeFeatureAPI",
-                .type = CONFIG_BOOL,
-                .default_value = "false",
-                .offset = FIELD(use_node_feature_api),
-                .help = "GFD's NodeFeature objects: accepted, but devlet writes the features.d file "
-                        "(--output-file) instead, with a warning",
-                .apply = CONFIG_APPLY_NONE,
-        },
-        {
                 .flag = "kube-api-qps",
                 .envs = { "KUBE_API_QPS" },
                 .type = CONFIG_STRING,
@@ -218,15 +206,6 @@ static const struct config_option rows[] = {
                 .default_value = "10",
                 .offset = FIELD(kube_api_burst),
                 .help = "GFD's Kubernetes client: accepted, unused",
-                .apply = CONFIG_APPLY_RESTART,
-        },
-        {
-                .flag = "namespace",
-                .envs = { "NAMESPACE" },
-                .type = CONFIG_STRING,
-                .default_value = "default",
-                .offset = FIELD(gfd_namespace),
-                .help = "GFD's namespace for NodeFeature objects: accepted, unused",
                 .apply = CONFIG_APPLY_RESTART,
         },
 };
@@ -314,15 +293,6 @@ static int finish(const struct devlet_config *cfg, void *values, char ***warning
                                            "using MPS requires --mps-root to be specified");
         }
         check_cdi(o, warnings);
-        if (o->use_node_feature_api)
-                warn(warnings, xasprintf("--use-node-feature-api: devlet does not write NFD "
-                                         "NodeFeature objects; the labels go to the features.d "
-                                         "file %s for NFD's local source (see "
-                                         "docs/MIGRATION.md)",
-                                         cfg->labels_output_file[0]
-                                                 ? cfg->labels_output_file
-                                                 : "/etc/kubernetes/node-feature-discovery/"
-                                                   "features.d/gfd"));
         return 0;
 }
 

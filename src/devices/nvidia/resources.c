@@ -392,9 +392,17 @@ static int devices_build(struct builder *b, struct diag *diag)
         int r = dev_share_assign(&b->cfg->sharing, &units, share, diag);
         if (r < 0)
                 return r;
+        bool mps = b->cfg->sharing.strategy == SHARING_MPS;
+        size_t mig_unshared = 0;
         for (size_t k = 0; k < b->n_units; k++) {
                 const struct unit *u = &b->units[k];
                 const struct sharing_resource_cfg *s = share[k];
+                /* NVIDIA's MPS control daemon skips MIG devices (MIG
+                 * single serves them as nvidia.com/gpu): served whole */
+                if (s && mps && u->mig >= 0) {
+                        s = NULL;
+                        mig_unshared++;
+                }
                 if (!s) {
                         device_add(b, resource_get(b, u->resource, true), u, -1);
                         continue;
@@ -406,6 +414,12 @@ static int devices_build(struct builder *b, struct diag *diag)
                 for (unsigned n = 0; n < s->replicas; n++)
                         device_add(b, res, u, (int)n);
         }
+        if (mig_unshared)
+                dev_report(DEV_REPORT_WARN, "nvidia",
+                           "MPS does not share MIG devices (NVIDIA's MPS control daemon skips "
+                           "them): %zu MIG device(s) served without replicas; share full GPUs "
+                           "(mig-strategy none, or MIG disabled) to use MPS",
+                           mig_unshared);
         return 0;
 }
 
