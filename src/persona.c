@@ -385,31 +385,19 @@ static const struct pflag amd_plugin_flags[] = {
 static const char *const amd_plugin_defaults[] = { "serve=plugin", "backends=amd",
                                                    "log-format=klog", NULL };
 
-/* The label groups AMD's labeller enables one by one: devlet writes every
- * group (a superset, nothing lost). */
-#define LABEL_GROUP(n)                                                                            \
-        NOTHING_HERE(n, NULL, true, "devlet writes every label group AMD's labeller has")
-
+/* The label group flags (-vram, -cu-count, ...) are the AMD family's own
+ * (--amd-label-<group>, with AMD's spellings as aliases).  AMD's manifest
+ * gives the node's name as DS_NODE_NAME. */
 static const struct pflag amd_labeller_flags[] = {
         GLOG_FLAGS,
-        LABEL_GROUP("firmware"),
-        LABEL_GROUP("family"),
-        LABEL_GROUP("driver-version"),
-        LABEL_GROUP("driver-src-version"),
-        LABEL_GROUP("device-id"),
-        LABEL_GROUP("product-name"),
-        LABEL_GROUP("vram"),
-        LABEL_GROUP("simd-count"),
-        LABEL_GROUP("cu-count"),
-        LABEL_GROUP("compute-memory-partition"),
-        LABEL_GROUP("compute-partitioning-supported"),
-        LABEL_GROUP("memory-partitioning-supported"),
-        LABEL_GROUP("gpu-count"),
+        { .names = "ds-node-name", .env = "DS_NODE_NAME", .kind = PF_MAP, .to = "node-name" },
         { 0 },
 };
 
+/* AMD's labeller patches the Node's labels through the API server */
 static const char *const amd_labeller_defaults[] = { "serve=labels", "backends=amd",
-                                                     "log-format=klog", NULL };
+                                                     "labels-output=node", "log-format=klog",
+                                                     NULL };
 
 /* -amd-metrics-config: AMD's exporter config; its ServerPort is the port.
  * The rest of the file (GPUConfig's Fields, Labels, CustomLabels ...) is not
