@@ -298,3 +298,17 @@ int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
 {
         return fs_write_atomic_at(AT_FDCWD, path, data, len, mode, FS_CREATE);
 }
+
+struct fs_file_id fs_file_id_of(const char *path)
+{
+        struct stat st;
+        if (!path || stat(path, &st) != 0)
+                return (struct fs_file_id){ 0 };
+        return (struct fs_file_id){ st.st_dev, st.st_ino, st.st_size, st.st_mtim, true };
+}
+
+bool fs_file_id_same(struct fs_file_id a, struct fs_file_id b)
+{
+        return a.present == b.present && a.dev == b.dev && a.ino == b.ino && a.size == b.size &&
+               a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec;
+}

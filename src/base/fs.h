@@ -3,14 +3,29 @@
 #ifndef DEVLET_BASE_FS_H
 #define DEVLET_BASE_FS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 /* Opens path for reading without ever blocking (O_NONBLOCK, so a FIFO's
  * open returns at once) and only if it is a regular file.  Returns the fd,
  * -EISDIR for a directory, -EINVAL for any other file that is not regular
  * (FIFO, socket, device), or -errno. */
 int fs_open_regular(const char *path);
+
+/* What tells a file's content changed without reading it: device, inode,
+ * size and mtime (a replaced or rewritten file), or absent. */
+struct fs_file_id {
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        struct timespec mtime;
+        bool present;
+};
+/* path's identity now (stat, following links); absent for NULL or an error. */
+struct fs_file_id fs_file_id_of(const char *path);
+bool fs_file_id_same(struct fs_file_id a, struct fs_file_id b);
 
 /* strerror() for the errors above: -EINVAL reads "not a regular file". */
 const char *fs_strerror(int r);

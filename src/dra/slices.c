@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "base/cleanup.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "dra/internal.h"
@@ -37,20 +38,6 @@
 
 static const char *const slices_path = "/apis/resource.k8s.io/v1/resourceslices";
 
-/* ms from now on CLOCK_MONOTONIC, drv->cond's clock. */
-static struct timespec deadline_in(long ms)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-        }
-        return ts;
-}
-
 static long elapsed_ms(const struct timespec *since)
 {
         struct timespec now;
@@ -63,7 +50,7 @@ static long elapsed_ms(const struct timespec *since)
  * ends a backoff early. */
 static void sleep_ms(struct dra_driver *drv, long ms)
 {
-        struct timespec until = deadline_in(ms);
+        struct timespec until = clock_monotonic_in(ms);
         while (!atomic_load(&drv->stop) &&
                pthread_cond_timedwait(&drv->cond, &drv->mu, &until) != ETIMEDOUT)
                 ;
@@ -227,7 +214,7 @@ void *dra_publisher_main(void *ud)
         bool failing = false;
         pthread_mutex_lock(&drv->mu);
         for (;;) {
-                struct timespec resync = deadline_in(DRA_RESYNC_MS);
+                struct timespec resync = clock_monotonic_in(DRA_RESYNC_MS);
                 while (!drv->pub_dirty && !atomic_load(&drv->stop))
                         if (pthread_cond_timedwait(&drv->cond, &drv->mu, &resync) == ETIMEDOUT)
                                 drv->pub_dirty = true;

@@ -1,5 +1,5 @@
 /* What kapi's files share beyond kapi.h (and what its unit tests and fuzz
- * target reach): the strict base64 decoder, the token file reader and the
+ * target reach): the token file reader and the
  * watch's line splitter. */
 #ifndef DEVLET_KAPI_INTERNAL_H
 #define DEVLET_KAPI_INTERNAL_H
@@ -9,11 +9,6 @@
 /* A bearer token file is at most this long. */
 #define KAPI_TOKEN_MAX (64u << 10)
 
-/* Decodes standard, padded base64 (line breaks skipped) into a
- * NUL-terminated heap buffer.  Returns 0 with *out and *out_len, or
- * -EINVAL with *bad_at (may be NULL) the offset of the first bad
- * character (len when the input ends inside a group). */
-int kapi_base64_decode(const char *in, size_t len, char **out, size_t *out_len, size_t *bad_at);
 
 /* Reads a bearer token file (a regular file of at most KAPI_TOKEN_MAX
  * bytes) without its surrounding whitespace.  Returns 0 and *out, -EFBIG

@@ -19,6 +19,7 @@
 
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "base/ossl.h"
 #include "base/xalloc.h"
 
@@ -29,32 +30,11 @@ int kapi_tls_load(struct diag *diag)
 
 /* ---- the context ---- */
 
-struct file_id {
-        dev_t dev;
-        ino_t ino;
-        off_t size;
-        struct timespec mtime;
-        bool present;
-};
 
 struct kapi_tls_ctx {
         SSL_CTX *ctx;
-        struct file_id ca, cert, key;
+        struct fs_file_id ca, cert, key;
 };
-
-static struct file_id file_id_of(const char *path)
-{
-        struct stat st;
-        if (!path || stat(path, &st) != 0)
-                return (struct file_id){ 0 };
-        return (struct file_id){ st.st_dev, st.st_ino, st.st_size, st.st_mtim, true };
-}
-
-static bool file_id_same(struct file_id a, struct file_id b)
-{
-        return a.present == b.present && a.dev == b.dev && a.ino == b.ino && a.size == b.size &&
-               a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec;
-}
 
 static int ctx_setup(struct kapi_tls_ctx *t, const struct kapi_config *cfg, struct diag *diag)
 {
@@ -81,7 +61,7 @@ static int ctx_setup(struct kapi_tls_ctx *t, const struct kapi_config *cfg, stru
                 if (r < 0)
                         return r;
         } else if (cfg->ca_file) {
-                t->ca = file_id_of(cfg->ca_file);
+                t->ca = fs_file_id_of(cfg->ca_file);
                 if (ossl.SSL_CTX_load_verify_locations(ctx, cfg->ca_file, NULL) != 1)
                         return diag_set(diag, -EINVAL, "CA file %s: %s", cfg->ca_file,
                                         ossl_error(err, sizeof(err), "unusable"));
@@ -95,7 +75,7 @@ static int ctx_setup(struct kapi_tls_ctx *t, const struct kapi_config *cfg, stru
                 if (r < 0)
                         return r;
         } else if (cfg->cert_file) {
-                t->cert = file_id_of(cfg->cert_file);
+                t->cert = fs_file_id_of(cfg->cert_file);
                 if (ossl.SSL_CTX_use_certificate_chain_file(ctx, cfg->cert_file) != 1)
                         return diag_set(diag, -EINVAL, "client certificate %s: %s", cfg->cert_file,
                                         ossl_error(err, sizeof(err), "unusable"));
@@ -105,7 +85,7 @@ static int ctx_setup(struct kapi_tls_ctx *t, const struct kapi_config *cfg, stru
                 if (r < 0)
                         return r;
         } else if (cfg->key_file) {
-                t->key = file_id_of(cfg->key_file);
+                t->key = fs_file_id_of(cfg->key_file);
                 if (ossl.SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) != 1)
                         return diag_set(diag, -EINVAL, "client key %s: %s", cfg->key_file,
                                         ossl_error(err, sizeof(err), "unusable"));
@@ -150,10 +130,10 @@ void kapi_tls_ctx_free(struct kapi_tls_ctx *t)
 
 bool kapi_tls_ctx_stale(const struct kapi_tls_ctx *t, const struct kapi_config *cfg)
 {
-        return (!cfg->ca_data && cfg->ca_file && !file_id_same(t->ca, file_id_of(cfg->ca_file))) ||
+        return (!cfg->ca_data && cfg->ca_file && !fs_file_id_same(t->ca, fs_file_id_of(cfg->ca_file))) ||
                (!cfg->cert_data && cfg->cert_file &&
-                !file_id_same(t->cert, file_id_of(cfg->cert_file))) ||
-               (!cfg->key_data && cfg->key_file && !file_id_same(t->key, file_id_of(cfg->key_file)));
+                !fs_file_id_same(t->cert, fs_file_id_of(cfg->cert_file))) ||
+               (!cfg->key_data && cfg->key_file && !fs_file_id_same(t->key, fs_file_id_of(cfg->key_file)));
 }
 
 /* ---- a connection ---- */

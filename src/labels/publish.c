@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "base/cleanup.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "kapi/kapi.h"
@@ -323,23 +324,10 @@ int labels_publish_once(const struct devlet_config *cfg, const struct dev_labels
 
 /* ---- the thread ---- */
 
-static struct timespec deadline_in(long ms)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-        }
-        return ts;
-}
-
 /* Waits ms or until stopped (mu held); a new set does not cut a backoff. */
 static void sleep_ms(struct labels_publisher *p, long ms)
 {
-        struct timespec until = deadline_in(ms);
+        struct timespec until = clock_monotonic_in(ms);
         while (!atomic_load(&p->stop) &&
                pthread_cond_timedwait(&p->cond, &p->mu, &until) != ETIMEDOUT)
                 ;
@@ -354,11 +342,11 @@ static void *publisher_main(void *ud)
         bool published = false;
         pthread_mutex_lock(&p->mu);
         for (;;) {
-                struct timespec resync = deadline_in(LABELS_RESYNC_MS);
+                struct timespec resync = clock_monotonic_in(LABELS_RESYNC_MS);
                 while ((!p->dirty || !p->desired) && !atomic_load(&p->stop))
                         if (pthread_cond_timedwait(&p->cond, &p->mu, &resync) == ETIMEDOUT) {
                                 p->dirty = true;
-                                resync = deadline_in(LABELS_RESYNC_MS);
+                                resync = clock_monotonic_in(LABELS_RESYNC_MS);
                         }
                 if (atomic_load(&p->stop))
                         break;

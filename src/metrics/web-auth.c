@@ -17,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/base64.h"
 #include "base/cleanup.h"
 #include "base/xalloc.h"
 
@@ -68,43 +69,6 @@ static bool same(const char *a, size_t alen, const char *b, size_t blen)
         for (size_t i = 0; i < n; i++)
                 d |= (unsigned char)((i < alen ? a[i] : 0) ^ (i < blen ? b[i] : 0));
         return d == 0;
-}
-
-static int b64_value(unsigned char ch)
-{
-        if (ch >= 'A' && ch <= 'Z')
-                return ch - 'A';
-        if (ch >= 'a' && ch <= 'z')
-                return ch - 'a' + 26;
-        if (ch >= '0' && ch <= '9')
-                return ch - '0' + 52;
-        return ch == '+' ? 62 : ch == '/' ? 63 : -1;
-}
-
-/* Standard base64 with optional padding; returns the decoded length or -1. */
-static long b64_decode(const char *s, size_t len, char *out, size_t max)
-{
-        while (len && s[len - 1] == '=')
-                len--;
-        if (len % 4 == 1)
-                return -1;
-        size_t o = 0;
-        uint32_t acc = 0;
-        int bits = 0;
-        for (size_t i = 0; i < len; i++) {
-                int v = b64_value((unsigned char)s[i]);
-                if (v < 0)
-                        return -1;
-                acc = (acc << 6) | (uint32_t)v;
-                bits += 6;
-                if (bits >= 8) {
-                        bits -= 8;
-                        if (o == max)
-                                return -1;
-                        out[o++] = (char)((acc >> bits) & 0xff);
-                }
-        }
-        return (long)o;
 }
 
 int web_auth_new(const struct config_web *w, struct web_auth **out, struct diag *diag)
@@ -161,7 +125,16 @@ enum web_auth_verdict web_auth_check(struct web_auth *a, const char *value, size
                 n--;
         }
         char buf[WEB_AUTH_MAX];
-        long dn = b64_decode(s, n, buf, sizeof(buf));
+        _cleanup_free_ char *dec = NULL;
+        size_t dlen = 0;
+        long dn = -1;
+        if (n <= WEB_AUTH_MAX / 3 * 4 && base64_decode(s, n, &dec, &dlen, NULL) == 0 &&
+            dlen <= sizeof(buf)) {
+                memcpy(buf, dec, dlen);
+                dn = (long)dlen;
+        }
+        if (dec)
+                explicit_bzero(dec, dlen);
         const char *colon = dn > 0 ? memchr(buf, ':', (size_t)dn) : NULL;
         if (!colon) {
                 explicit_bzero(buf, sizeof(buf));

@@ -22,21 +22,15 @@
 #include <sys/stat.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "base/ossl.h"
 #include "base/xalloc.h"
 
-struct file_id {
-        dev_t dev;
-        ino_t ino;
-        off_t size;
-        struct timespec mtime;
-        bool present;
-};
 
 struct web_tls_server {
         SSL_CTX *ctx;
         struct config_web w; /* the TLS members only, owned */
-        struct file_id cert, key, ca;
+        struct fs_file_id cert, key, ca;
 };
 
 struct web_tls {
@@ -45,20 +39,6 @@ struct web_tls {
         char **sans;   /* the server's, borrowed: the server outlives its connections */
         bool done;
 };
-
-static struct file_id file_id_of(const char *path)
-{
-        struct stat st;
-        if (!path || stat(path, &st) != 0)
-                return (struct file_id){ 0 };
-        return (struct file_id){ st.st_dev, st.st_ino, st.st_size, st.st_mtim, true };
-}
-
-static bool file_id_same(struct file_id a, struct file_id b)
-{
-        return a.present == b.present && a.dev == b.dev && a.ino == b.ino && a.size == b.size &&
-               a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec;
-}
 
 /* RequestClientCert, RequireAnyClientCert: any certificate will do. */
 static int accept_any(int ok, X509_STORE_CTX *store)
@@ -152,8 +132,8 @@ static int ctx_setup(SSL_CTX *ctx, const struct config_web *w, struct diag *diag
 static int ctx_build(struct web_tls_server *s, struct diag *diag)
 {
         char err[256];
-        struct file_id cert = file_id_of(s->w.cert_file), key = file_id_of(s->w.key_file),
-                       ca = file_id_of(s->w.client_ca_file);
+        struct fs_file_id cert = fs_file_id_of(s->w.cert_file), key = fs_file_id_of(s->w.key_file),
+                       ca = fs_file_id_of(s->w.client_ca_file);
         ossl.ERR_clear_error();
         SSL_CTX *ctx = ossl.SSL_CTX_new(ossl.TLS_server_method());
         if (!ctx)
@@ -236,9 +216,9 @@ void web_tls_server_free(struct web_tls_server *s)
 
 int web_tls_new(struct web_tls_server *s, struct web_tls **out)
 {
-        if ((s->w.cert_file && !file_id_same(s->cert, file_id_of(s->w.cert_file))) ||
-            (s->w.key_file && !file_id_same(s->key, file_id_of(s->w.key_file))) ||
-            (s->w.client_ca_file && !file_id_same(s->ca, file_id_of(s->w.client_ca_file))))
+        if ((s->w.cert_file && !fs_file_id_same(s->cert, fs_file_id_of(s->w.cert_file))) ||
+            (s->w.key_file && !fs_file_id_same(s->key, fs_file_id_of(s->w.key_file))) ||
+            (s->w.client_ca_file && !fs_file_id_same(s->ca, fs_file_id_of(s->w.client_ca_file))))
                 (void)ctx_build(s, NULL); /* a broken file keeps the previous context */
         ossl.ERR_clear_error();
         SSL *ssl = ossl.SSL_new(s->ctx);

@@ -24,6 +24,7 @@
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
+#include "base/base64.h"
 #include "kapi/internal.h"
 #include "kapi/kapi.h"
 #include "test-util.h"
@@ -323,7 +324,7 @@ static void test_base64(void **state)
         for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
                 char *out;
                 size_t len;
-                assert_int_equal(kapi_base64_decode(good[i].in, strlen(good[i].in), &out, &len, NULL), 0);
+                assert_int_equal(base64_decode(good[i].in, strlen(good[i].in), &out, &len, NULL), 0);
                 assert_int_equal(len, strlen(good[i].out));
                 assert_memory_equal(out, good[i].out, len);
                 free(out);
@@ -337,7 +338,7 @@ static void test_base64(void **state)
         for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
                 char *out = NULL;
                 size_t len, at = 99;
-                assert_int_equal(kapi_base64_decode(bad[i].in, strlen(bad[i].in), &out, &len, &at), -EINVAL);
+                assert_int_equal(base64_decode(bad[i].in, strlen(bad[i].in), &out, &len, &at), -EINVAL);
                 assert_int_equal(at, bad[i].bad_at);
                 assert_null(out);
         }

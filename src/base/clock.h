@@ -1,0 +1,11 @@
+/* Time points for timed waits (clock.c). */
+#ifndef DEVLET_BASE_CLOCK_H
+#define DEVLET_BASE_CLOCK_H
+
+#include <time.h>
+
+/* ms from now on CLOCK_MONOTONIC (a condition variable's clock set with
+ * pthread_condattr_setclock). */
+struct timespec clock_monotonic_in(long ms);
+
+#endif
