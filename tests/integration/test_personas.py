@@ -113,9 +113,10 @@ def counters(dirs):
     lambda c, a: ["-f", c, "--address", a, "-c", "5000", "-k", "-d", "f",
                   "--kubernetes-gpu-id-type", "uid", "--nvidia-resource-names", "nvidia.com/a100",
                   "--pod-resources-kubelet-socket", "/var/lib/kubelet/pod-resources/kubelet.sock"],
-    # urfave/cli spellings
+    # urfave/cli spellings, and the window flags
     lambda c, a: [f"--collectors={c}", f"--address={a}", "--collect-interval=1000",
-                  "--kubernetes=true", "-r", "localhost:5555"],
+                  "--kubernetes=true", "-r", "localhost:5555", "-x", "300000",
+                  "--clock-events-count-window-size=300000"],
 ], ids=["chart", "aks", "long-forms"])
 def test_dcgm_exporter_serves_metrics_and_registers_nothing(tool, node, dirs, kubelet, argv):
     n = node("h100-8x-nvswitch")
