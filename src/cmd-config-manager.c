@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -293,8 +294,11 @@ static int update_dst(const struct cm *cm, const char *target, bool empty)
                 if (lstat(cm->dst, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
                         return 0;
         }
-        _cleanup_free_ char *tmp = xasprintf("%s.devlet-tmp", cm->dst);
-        (void)unlink(tmp);
+        /* a random name beside dst: created exclusively, never through a link */
+        unsigned long long rnd = 0;
+        if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+                rnd = (unsigned long long)getpid() << 32 ^ (unsigned long long)time(NULL);
+        _cleanup_free_ char *tmp = xasprintf("%s.%016llx.tmp", cm->dst, rnd);
         if (empty) {
                 int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
                 if (fd < 0)
