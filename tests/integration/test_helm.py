@@ -48,7 +48,7 @@ AS_OVERLAY = {
     # NVIDIA's static manifest has no node affinity
     "nvidia-only": ("kube-system", {**NO_EXTRAS, "familyAffinity": False}),
     "amd-only": ("devlet", {**NO_EXTRAS, "nvidia": {"enabled": False}, "amd": {"enabled": True},
-                            "backends": ["amd"]}),
+                            "backends": ["amd"], "labelsOutput": "node"}),
     "host-devices-only": ("devlet", {**NO_EXTRAS, "nvidia": {"enabled": False}, "failOnInitError": None,
                                      "hostDevices": {"enabled": True,
                                                      "devices": overlay_config("host-devices-only")[
@@ -504,7 +504,7 @@ def test_only_labelled_nodes_without_a_default(helm):
 
 
 def test_device_classes_and_rbac_only_with_dra(helm):
-    for values in ({}, MIG_MIXED, AMD_ONLY, TLS_AUTH):
+    for values in ({}, MIG_MIXED, {**AMD_ONLY, "labelsOutput": "features.d"}, TLS_AUTH):
         kinds = {o["kind"] for o in render(helm, values)}
         assert not kinds & {"DeviceClass", "ClusterRole", "ClusterRoleBinding"}, values
     objs = render(helm, {"dra": {"enabled": True}}, namespace="gpus", release="dl")
@@ -680,3 +680,21 @@ def test_every_value_is_documented():
                 if sub not in section:
                     missing.append(f"{key}.{sub}")
     assert not missing, missing
+
+
+@pytest.mark.parametrize("output,rule", [
+    ("node", ("", "nodes", {"get", "patch"})),
+    ("node-feature", ("nfd.k8s-sigs.io", "nodefeatures", {"get", "create", "update"})),
+])
+def test_labels_through_the_api_get_their_rbac_and_token(helm, output, rule):
+    """labelsOutput node (AMD's labeller's way) or node-feature: the service
+    account's token is mounted and its ClusterRole allows exactly those calls."""
+    objs = render(helm, {**AMD_ONLY, "labelsOutput": output}, namespace="gpus", release="dl")
+    role, binding = one(objs, "ClusterRole"), one(objs, "ClusterRoleBinding")
+    rules = {(g, r): set(x["verbs"]) for x in role["rules"] for g in x["apiGroups"] for r in x["resources"]}
+    assert rules == {(rule[0], rule[1]): rule[2]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "dl-devlet", "namespace": "gpus"}]
+    spec = one(objs, "DaemonSet")["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is True
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["DEVLET_LABELS_OUTPUT"] == output

@@ -106,6 +106,7 @@ def new_value(opt, dirs, port):
         "container-state-dirs": [dirs.run],
         "collectors": os.path.join(dirs.run, "counters.csv"),
         "dev-root": dirs.dev,
+        "web-config-file": os.path.join(dirs.run, "web.yml"),
     }
     if opt["flag"] in special:
         return special[opt["flag"]]
@@ -154,6 +155,8 @@ def test_every_option_through_a_reload(devlet, nvml, dirs, kubelet):
         pass
     with open(os.path.join(dirs.run, "counters.csv"), "w") as f:
         f.write("DCGM_FI_DEV_GPU_TEMP, gauge, temperature\n")
+    with open(os.path.join(dirs.run, "web.yml"), "w") as f:
+        f.write("http_server_config:\n  headers:\n    X-Frame-Options: deny\n")
     node = Node(devlet, nvml, dirs)
     changes = [(o["flag"], o["key"], new_value(o, dirs, free_port()), o["apply"])
                for o in t["options"] if o["key"]]
