@@ -132,20 +132,29 @@ static int expect_map(struct web_parse *p, const struct config_node *n, const ch
         return 0;
 }
 
-/* A scalar under key, or NULL when absent or null; non-scalars are errors. */
-static int scalar(struct web_parse *p, const struct config_node *map, const char *key,
-                  const char *parent, const struct config_node **out)
+/* The node under key when it is of kind (what names it in the error), or
+ * NULL when absent or null; path gets its dotted path for the caller. */
+static int child(struct web_parse *p, const struct config_node *map, const char *key,
+                 const char *parent, enum config_node_kind kind, const char *what,
+                 const struct config_node **out, char path[CONFIG_PATH_MAX])
 {
         const struct config_node *v = config_node_get(map, key);
         *out = NULL;
         if (!v || config_node_is_null(v))
                 return 0;
-        char path[CONFIG_PATH_MAX];
-        config_subpath(path, sizeof(path), parent, ".%s", key);
-        if (v->kind != CONFIG_NODE_SCALAR)
-                return err(p, v, path, "expected a value, found %s", config_node_kind_name(v));
+        config_subpath(path, CONFIG_PATH_MAX, parent, ".%s", key);
+        if (v->kind != kind)
+                return err(p, v, path, "expected %s, found %s", what, config_node_kind_name(v));
         *out = v;
         return 0;
+}
+
+/* A scalar under key, or NULL when absent or null; non-scalars are errors. */
+static int scalar(struct web_parse *p, const struct config_node *map, const char *key,
+                  const char *parent, const struct config_node **out)
+{
+        char path[CONFIG_PATH_MAX];
+        return child(p, map, key, parent, CONFIG_NODE_SCALAR, "a value", out, path);
 }
 
 /* A string under key into *out (a copy; "" counts as not given). */
@@ -164,14 +173,11 @@ static int string(struct web_parse *p, const struct config_node *map, const char
 static int list(struct web_parse *p, const struct config_node *map, const char *key,
                 const char *parent, const struct config_node **out)
 {
-        const struct config_node *v = config_node_get(map, key);
-        *out = NULL;
-        if (!v || config_node_is_null(v))
-                return 0;
         char path[CONFIG_PATH_MAX];
-        config_subpath(path, sizeof(path), parent, ".%s", key);
-        if (v->kind != CONFIG_NODE_SEQ)
-                return err(p, v, path, "expected a list, found %s", config_node_kind_name(v));
+        const struct config_node *v;
+        int r = child(p, map, key, parent, CONFIG_NODE_SEQ, "a list", &v, path);
+        if (r < 0 || !v)
+                return r;
         for (size_t i = 0; i < v->n_items; i++)
                 if (v->items[i]->kind != CONFIG_NODE_SCALAR)
                         return err(p, v->items[i], path, "expected a value, found %s",
