@@ -77,6 +77,38 @@ static int walk_option(struct walk *w, const struct config_option *opt,
         return 0;
 }
 
+/* Whether key (under prefix) is an option's or a group of options': the
+ * keys a section (health) leaves to the rows a family adds under it. */
+static bool option_key(const struct config_families *f, const char *prefix, const char *key)
+{
+        char path[256];
+        if (strchr(key, '.') ||
+            (size_t)snprintf(path, sizeof(path), "%s.%s", prefix, key) >= sizeof(path))
+                return false;
+        return config_option_by_key(f, path) || config_key_is_section(f, path);
+}
+
+static int walk_section(struct walk *w, const struct config_node *map, const char *prefix);
+
+/* The option rows under a section's key ("health.amd.disabled" under
+ * "health"): those keys only; the section's parser warns about the rest. */
+static int walk_section_rows(struct walk *w, const struct config_node *map, const char *prefix)
+{
+        if (map->kind != CONFIG_NODE_MAP)
+                return 0; /* the section's parser says what is wrong */
+        for (size_t i = 0; i + 1 < map->n_items; i += 2) {
+                const struct config_node one = { .kind = CONFIG_NODE_MAP,
+                                                 .items = (struct config_node **)&map->items[i],
+                                                 .n_items = 2 };
+                if (!option_key(w->families, prefix, map->items[i]->text))
+                        continue;
+                int r = walk_section(w, &one, prefix);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* A mapping of option keys under prefix ("flags", "flags.plugin"). */
 static int walk_section(struct walk *w, const struct config_node *map, const char *prefix)
 {
@@ -248,6 +280,22 @@ static int parse_one(const struct config_section *s, const char *file,
         const struct config_node *node = config_node_get(root, s->key);
         if (!node)
                 return 0;
+        /* without the keys a family's option rows own (walk_section_rows) */
+        _cleanup_free_ struct config_node **items = NULL;
+        struct config_node own;
+        if (node->kind == CONFIG_NODE_MAP && config_key_is_section(next->families, s->key)) {
+                own = *node;
+                own.items = items = xcalloc(node->n_items + 1, sizeof(*items));
+                own.n_items = 0;
+                for (size_t i = 0; i + 1 < node->n_items; i += 2) {
+                        if (option_key(next->families, s->key, node->items[i]->text))
+                                continue;
+                        items[own.n_items++] = node->items[i];
+                        items[own.n_items++] = node->items[i + 1];
+                }
+                own.cap_items = own.n_items;
+                node = &own;
+        }
         void *v = xcalloc(1, s->size);
         int r = s->parse(node, file, next, v, warnings, diag);
         if (r < 0) {
@@ -365,9 +413,13 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
         /* flags first, then unknown keys warned in file order */
         for (size_t i = 0; i + 1 < root->n_items; i += 2) {
                 const struct config_node *k = root->items[i], *v = root->items[i + 1];
-                if (strcmp(k->text, "version") == 0 || section_by_key(cfg->families, k->text))
+                if (strcmp(k->text, "version") == 0)
                         continue;
-                if (config_key_is_section(cfg->families, k->text)) /* flags, or a family's group */
+                if (section_by_key(cfg->families, k->text))
+                        r = config_key_is_section(cfg->families, k->text)
+                                    ? walk_section_rows(&w, v, k->text)
+                                    : 0;
+                else if (config_key_is_section(cfg->families, k->text)) /* flags, or a family's group */
                         r = walk_section(&w, v, k->text);
                 else
                         config_node_warn_unknown(&w.warnings, file, k);

@@ -8,7 +8,8 @@
  *
  * Which names and selectors are good is the families' say: a name belongs
  * to the family whose domain it carries (or, without a domain, to the
- * family that takes bare names: "gpu" is nvidia.com/gpu), must be a valid
+ * family that takes bare names: "gpu" is nvidia.com/gpu; a bare `rename`
+ * stays in the domain of the resource it renames), must be a valid
  * resource name and pass the family's own rule; each devices entry goes
  * through the family's grammar, which gives the canonical form its backend
  * compares.  Each error names its node's path and line:column; unknown
@@ -77,6 +78,21 @@ static int unclaimed(struct config_walk *w, const struct config_families *f,
                                  n->text, domains[0] ? domains : "none does");
 }
 
+/* "<r's domain>/<name>" in *out when it is a valid name by r's rules. */
+static int in_domain(struct config_walk *w, const struct config_sharing_rules *r,
+                     const char *name, const struct config_node *n, const char *path, char **out)
+{
+        _cleanup_free_ char *full = xasprintf("%s/%s", r->domain, name);
+        if ((r->valid_name && !r->valid_name(name)) || !config_valid_resource_name(full))
+                return config_node_error(w->diag, w->file, n, path,
+                                         "\"%.100s\" is not a valid resource name%s%s%s",
+                                         n->text, r->name_rule ? " (" : "",
+                                         r->name_rule ? r->name_rule : "",
+                                         r->name_rule ? ")" : "");
+        *out = TAKE_PTR(full);
+        return 0;
+}
+
 /* "gpu" or "nvidia.com/gpu" -> "nvidia.com/gpu" in *out, by the rules of
  * the family that claims it (*rules, may be NULL). */
 static int resource_name(struct config_walk *w, const struct config_families *f,
@@ -87,17 +103,23 @@ static int resource_name(struct config_walk *w, const struct config_families *f,
         const struct config_sharing_rules *r = rules_of(f, n->text, &name);
         if (!r)
                 return unclaimed(w, f, n, path);
-        _cleanup_free_ char *full = xasprintf("%s/%s", r->domain, name);
-        if ((r->valid_name && !r->valid_name(name)) || !config_valid_resource_name(full))
-                return config_node_error(w->diag, w->file, n, path,
-                                         "\"%.100s\" is not a valid resource name%s%s%s",
-                                         n->text, r->name_rule ? " (" : "",
-                                         r->name_rule ? r->name_rule : "",
-                                         r->name_rule ? ")" : "");
-        *out = TAKE_PTR(full);
-        if (rules)
+        int rc = in_domain(w, r, name, n, path, out);
+        if (rc == 0 && rules)
                 *rules = r;
-        return 0;
+        return rc;
+}
+
+/* A rename: a bare name ("gpu-shared") stays in the domain of the
+ * resource it renames (amd.com/gpu -> amd.com/gpu-shared), as NVIDIA's
+ * bare names do; a full name must be a resource of a family that shares
+ * devices. */
+static int rename_name(struct config_walk *w, const struct config_families *f,
+                       const struct config_sharing_rules *of, const struct config_node *n,
+                       const char *path, char **out)
+{
+        if (strchr(n->text, '/') || !of)
+                return resource_name(w, f, n, path, out, NULL);
+        return in_domain(w, of, n->text, n, path, out);
 }
 
 /* A required key whose value is a resource name. */
@@ -237,8 +259,8 @@ static int parse_resource(struct config_walk *w, const struct config_node *n, co
                 return r;
         if (s) {
                 config_subpath(sub, sizeof(sub), path, ".rename");
-                if ((r = resource_name(w, ctx->next->families, rename_node, sub, &out->rename,
-                                       NULL)) < 0)
+                if ((r = rename_name(w, ctx->next->families, rules, rename_node, sub,
+                                     &out->rename)) < 0)
                         return r;
         } else {
                 rename_node = NULL;

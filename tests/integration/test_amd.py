@@ -214,6 +214,56 @@ def test_ras_error_marks_gpu_and_partitions_unhealthy_then_recovers(kubelet, dev
     kubelet.wait_for_snapshot(GPU, lambda s: len(s.healthy_ids()) == 64)
 
 
+def test_health_checks_configured_for_amd(kubelet, devlet, amd):
+    """health.amd.disabled in the config file leaves RAS errors unjudged
+    (AMD_DISABLE_HEALTHCHECKS is its env var); NVIDIA's
+    DP_DISABLE_HEALTHCHECKS=all does not turn AMD's checks off: a KFD node
+    that vanishes still fails its GPU."""
+    n = amd("mi210-pair")
+    cfg = {"version": "v1", "health": {"amd": {"disabled": ["ras"]}}}
+    d = devlet(cfg, args=n.args(*FAST), env={"DP_DISABLE_HEALTHCHECKS": "all"})
+    kubelet.wait_for_registration(GPU)
+    kubelet.wait_for_snapshot(GPU)
+    d.wait_log(r"DP_DISABLE_HEALTHCHECKS=all is NVIDIA's")
+    d.wait_log(r"found GPUs gpus=4 .*health=partly ignored")
+    n.write(os.path.relpath(n.gpu_dir(2), n.sys) + "/ras/sdma_err_count", "ue: 3\nce: 0\n")
+    node = n.m["gpus"][1]["devices"][0]["kfd_node"]
+    shutil.rmtree(os.path.join(n.sys, "class/kfd/kfd/topology/nodes", str(node)))
+    snap = kubelet.wait_for_snapshot(GPU, lambda s: s.health("0000:22:00.0") == "Unhealthy")
+    assert snap.health("0000:38:00.0") == "Healthy"
+    assert "GPU unhealthy gpu=2" not in d.log_text()
+
+
+def test_health_config_errors_name_the_file(amd, dirs):
+    n = amd("mi210-pair")
+    path = os.path.join(dirs.work, "bad.yaml")
+    with open(path, "w") as f:
+        f.write("version: v1\nhealth:\n  amd:\n    disabled: [ras, xid]\n")
+    res = run_devlet(["run", "--config-file", path, "--kubelet-socket", "",
+                      "--metrics-address", ""] + n.args())
+    assert res.returncode == 2, res.stderr
+    assert f"{path}:4:" in res.stderr and "xid" in res.stderr, res.stderr
+
+
+def test_device_count_serves_the_first_gpus(kubelet, devlet, amd):
+    """AMD_GPU_DEVICE_COUNT (AMD's documented env var): the first N GPUs in
+    PCI order are served with their partitions, the rest left out."""
+    n = amd("mi300x-8x-cpx")
+    d = devlet(None, args=n.args(*FAST), env={"AMD_GPU_DEVICE_COUNT": "3"})
+    kubelet.wait_for_registration(GPU)
+    snap = kubelet.wait_for_snapshot(GPU)
+    assert sorted(snap.ids()) == sorted(n.ids(0) + n.ids(1) + n.ids(2))
+    d.wait_log(r"serving the first 3 of 8 GPUs")
+
+
+def test_bare_rename_stays_in_amds_domain(kubelet, devlet, amd):
+    n = amd("mi210-pair")
+    cfg = {"version": "v1", "sharing": {"timeSlicing": {"resources": [
+        {"name": "amd.com/gpu", "rename": "gpu-ts", "replicas": 2}]}}}
+    start(devlet, kubelet, n, config=cfg, resources=("amd.com/gpu-ts",))
+    assert len(kubelet.wait_for_snapshot("amd.com/gpu-ts").ids()) == 8
+
+
 def test_kfd_node_vanishing_is_unhealthy_without_recovery(kubelet, devlet, amd):
     n = amd("mi210-pair")
     d = start(devlet, kubelet, n, *FAST)
@@ -403,6 +453,14 @@ def test_labels_as_amds_labeller(amd, dirs):
     assert labels["amd.com/gpu.driver-version"] == "6.10.5"
     assert labels["amd.com/gpu.count"] == "8"
     assert labels["amd.com/cpx_nps4.count"] == "64"
+    # AMD's firmware labels, counted over GPUs and partitions as the others;
+    # the fw_version files' hex in decimal, 0 for blocks MI300X lacks
+    fw = {k: v for k, v in labels.items() if k.startswith("beta.amd.com/gpu.firmware.")}
+    assert fw["beta.amd.com/gpu.firmware.MEC.fw.157"] == "64"
+    assert fw["beta.amd.com/gpu.firmware.SMC.fw.5597952"] == "64"
+    assert fw["beta.amd.com/gpu.firmware.VCE.fw.0"] == "64"
+    assert {k.split(".")[4] for k in fw} == {"VCE", "UVD", "MC", "ME", "PFP", "CE", "RLC", "MEC",
+                                             "SMC", "SDMA0"}
 
 
 def test_labeller_flags_select_label_groups(amd, dirs):
@@ -417,7 +475,8 @@ def test_labeller_flags_select_label_groups(amd, dirs):
     labels = dict(line.split("=", 1) for line in open(out).read().splitlines())
     groups = {k.split("/", 1)[1].split(".")[1] for k in labels
               if k.startswith(("amd.com/gpu.", "beta.amd.com/gpu."))}
-    assert groups == {"vram", "cu-count", "count"}, labels
+    assert groups == {"vram", "cu-count", "count", "firmware"}, labels
+    assert labels["beta.amd.com/gpu.firmware.SDMA0.fw.19"] == "64"
     assert labels["amd.com/gpu.vram"] == "24G" and labels["beta.amd.com/gpu.vram.24G"] == "64"
 
 

@@ -47,6 +47,20 @@ DRM_MAJOR = 226
 # tree says which in class/kfd/kfd/dev, as the kernel does.
 KFD_MAJOR = 235
 
+# fw_version/<block>_fw_version: compute GPUs have no VCE/UVD/ME/PFP/CE
+# (the graphics front end), the rest are each model's released firmware.
+_NO_GFX = dict(vce=0, uvd=0, mc=0, me=0, pfp=0, ce=0)
+FIRMWARE = {
+    "mi300x": dict(_NO_GFX, rlc=0x00000032, mec=0x0000009d, smc=0x00556b00, sdma=0x00000013,
+                   sos=0x00250096, asd=0x21000107, ta_ras=0x1b00013e, vcn=0x0e00d001),
+    "mi250": dict(_NO_GFX, rlc=0x00000011, mec=0x00000048, smc=0x00443a00, sdma=0x00000008,
+                  sos=0x00270082, asd=0x2100009c, vcn=0x0210a006),
+    "mi210": dict(_NO_GFX, rlc=0x00000011, mec=0x00000048, smc=0x00443a00, sdma=0x00000008,
+                  sos=0x00270082, asd=0x2100009c, vcn=0x0210a006),
+    "w7900": dict(vce=0, uvd=0, mc=0, me=0x000005c6, pfp=0x000005ee, ce=0, rlc=0x00000064,
+                  mec=0x000001f4, smc=0x004e6a00, sdma=0x00000011, mes=0x00000046),
+}
+
 MODELS = {
     "mi300x": dict(device="0x74a1", product="AMD Instinct MI300X OAM", vram=192 << 30,
                    gfx=90402, cus=304, simd_per_cu=4, xcds=8,
@@ -382,6 +396,9 @@ def generate(profile, sysfs, dev=None, mknod=False):
         write(f"{d}/max_link_speed", m["pcie"] + "\n")
         write(f"{d}/current_link_width", "16\n")
         write(f"{d}/pcie_replay_count", f"{g['index']}\n")
+        # amdgpu writes every block's file, 0 for one the GPU lacks
+        for block, ver in FIRMWARE.get(g["model_name"], {}).items():
+            write(f"{d}/fw_version/{block}_fw_version", f"0x{ver:08x}\n")
         version = tuple(group_metrics(profile, g) or m["metrics"])
         if version != (0, 0):
             write(f"{d}/gpu_metrics", gpu_metrics_for(g, version))

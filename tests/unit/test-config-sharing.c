@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "devices/device.h"
 #include "config-test.h"
+#include "devices/amd/internal.h"
 #include "devices/nvidia/internal.h"
 
 #define UUID "b1028956-cfa2-0990-bf4a-5da9abb51763"
@@ -199,6 +200,25 @@ static void test_sharing_amd(void **state)
         assert_string_equal(s->resources[0].devices[1], "2");
         assert_resource(&s->resources[1], "amd.com/cpx_nps4", "amd.com/cpx-shared", 2);
         config_free(c);
+
+        /* a bare rename stays in its resource's domain (it was taken for
+         * nvidia.com/, the domain of bare names); a full one is kept */
+        c = parse_ok("version: v1\n"
+                     "sharing:\n"
+                     "  timeSlicing:\n"
+                     "    resources:\n"
+                     "    - name: amd.com/gpu\n"
+                     "      rename: gpu-shared\n"
+                     "      replicas: 2\n"
+                     "    - name: gpu\n"
+                     "      rename: gpu-ts\n"
+                     "      replicas: 2\n");
+        assert_resource(&c->sharing.resources[0], "amd.com/gpu", "amd.com/gpu-shared", 2);
+        assert_resource(&c->sharing.resources[1], "nvidia.com/gpu", "nvidia.com/gpu-ts", 2);
+        config_free(c);
+        check_err("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                  "    - name: amd.com/gpu\n      rename: -x\n      replicas: 2\n",
+                  6, 15, "sharing.timeSlicing.resources[0].rename: \"-x\" is not a valid resource name");
 }
 
 static void test_sharing_forms(void **state)
@@ -561,6 +581,24 @@ static void test_health(void **state)
                                       "t.yaml:5:29: unknown key \"after\" (ignored)"));
         assert_true(c->health.recovery_enabled);
         config_free(c);
+
+        /* a family's rows under health (AMD's checks) beside devlet's own
+         * keys; an unknown key under them is warned at its place */
+        c = parse_ok("version: v1\n"
+                     "health:\n"
+                     "  amd:\n"
+                     "    disabled: [ras, kfd]\n"
+                     "    interval: 2s\n"
+                     "    typo: 1\n"
+                     "  recovery: {enabled: true}\n");
+        assert_strv(c->warnings, STRV("t.yaml:6:5: unknown key \"typo\" (ignored)"));
+        assert_true(c->health.recovery_enabled);
+        assert_strv(amd_options_get(c)->health_disabled, STRV("ras", "kfd"));
+        assert_int_equal(amd_options_get(c)->health_interval_ms, 2000);
+        config_free(c);
+        check_err("version: v1\nhealth:\n  amd:\n    disabled: [xid]\n", 4, 15,
+                  "health.amd.disabled: invalid value \"xid\" (allowed: gone, kfd, ras, "
+                  "unresponsive, all)");
 
         check_err("version: v1\nhealth: true\n", 2, 9,
                   "health: expected a mapping, found a value");

@@ -14,8 +14,10 @@
  *   - a layout AMD refuses (mixed partition styles under the single naming
  *     strategy): --fail-on-init-error decides, with AMD's words, whether or
  *     not amd is named (the GPUs are there, as for NVIDIA's refusals).
- * AMD_DISABLE_HEALTHCHECKS=gone,kfd,ras,unresponsive|all leaves kinds of
- * failure unjudged; DP_DISABLE_HEALTHCHECKS=all (NVIDIA's) turns all off.
+ * --amd-disable-healthchecks (AMD_DISABLE_HEALTHCHECKS, health.amd.disabled:
+ * gone,kfd,ras,unresponsive|all) leaves kinds of failure unjudged; NVIDIA's
+ * DP_DISABLE_HEALTHCHECKS does not (one info line says so).
+ * --amd-device-count (AMD_GPU_DEVICE_COUNT) serves the first N GPUs only.
  * Health results change every device of the GPU (its partitions and their
  * replicas) and notify each changed resource once.  A reload carries over
  * (inherit) the health of GPUs matched by PCI address: a GPU that failed
@@ -86,6 +88,21 @@ static void report_change(const struct amd_backend *b, size_t i)
                            g->bdf, b->watch[i].reason);
         else
                 dev_report(DEV_REPORT_INFO, "amd", "GPU healthy again gpu=%zu pci=%s", i, g->bdf);
+}
+
+/* NVIDIA's DP_DISABLE_HEALTHCHECKS is NVIDIA's: AMD's checks stay on
+ * (they are turned off by --amd-disable-healthchecks); said once. */
+static void health_env_note(unsigned ignore)
+{
+        static bool said;
+        const char *dp = getenv("DP_DISABLE_HEALTHCHECKS");
+        if (said || !dp || strcmp(dp, "all") != 0 || ignore == AMD_HEALTH_ALL)
+                return;
+        said = true;
+        dev_report(DEV_REPORT_INFO, "amd", "DP_DISABLE_HEALTHCHECKS=all is NVIDIA's and turns off "
+                                          "NVIDIA's checks only; AMD GPUs are still checked "
+                                          "(AMD_DISABLE_HEALTHCHECKS=all or health.amd.disabled "
+                                          "turns them off)");
 }
 
 /* One-shot (no loop): every GPU observed and judged inline. */
@@ -242,13 +259,8 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
         b->policy.recovery = cfg->health.recovery_enabled;
         b->policy.quiet_ms = cfg->health.recovery_quiet_ms;
         b->poll_ms = opts->health_interval_ms;
-        _cleanup_strv_free_ char **warnings = NULL;
-        b->policy.ignore = amd_health_ignore_parse(getenv("AMD_DISABLE_HEALTHCHECKS"), &warnings);
-        for (size_t i = 0; warnings && warnings[i]; i++)
-                dev_report(DEV_REPORT_HOST_WARN, "amd", "%s", warnings[i]);
-        const char *dp = getenv("DP_DISABLE_HEALTHCHECKS");
-        if (dp && strcmp(dp, "all") == 0)
-                b->policy.ignore = AMD_HEALTH_ALL;
+        b->policy.ignore = amd_health_ignore_mask((const char *const *)opts->health_disabled);
+        health_env_note(b->policy.ignore);
         ctx_fill(&b->ctx, b->inv, cfg);
         r = amd_layout_build(b->inv, cfg, &b->ctx, &b->layout, &why);
         if (r < 0) {
@@ -282,6 +294,16 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                 amd_health_baseline(b->inv, b->watch);
                 poll_once(b, false);
         }
+        size_t served = amd_served_gpus(b->inv, cfg);
+        if (served < b->inv->n_gpus)
+                dev_report(DEV_REPORT_INFO, "amd", "serving the first %zu of %zu GPUs "
+                                  "(--amd-device-count, AMD_GPU_DEVICE_COUNT); %s to %s left out",
+                          served, b->inv->n_gpus, b->inv->gpus[served].bdf,
+                          b->inv->gpus[b->inv->n_gpus - 1].bdf);
+        else if (opts->device_count > 0 && (size_t)opts->device_count > b->inv->n_gpus)
+                dev_report(DEV_REPORT_HOST_WARN, "amd", "--amd-device-count (AMD_GPU_DEVICE_COUNT) "
+                                  "is %ld but the node has %zu AMD GPUs: serving all",
+                          opts->device_count, b->inv->n_gpus);
         size_t parts = 0;
         for (size_t i = 0; i < b->inv->n_gpus; i++)
                 parts += b->inv->gpus[i].n_parts > 1 ? b->inv->gpus[i].n_parts : 0;

@@ -63,33 +63,21 @@ static char *part_render_dir(const struct amd_inventory *inv, const struct amd_g
         return xasprintf("%s/devices/platform/%s/drm/renderD%d", inv->sysfs_root, p->id, p->render);
 }
 
-unsigned amd_health_ignore_parse(const char *s, char ***warnings)
+unsigned amd_health_ignore_mask(const char *const *kinds)
 {
         static const struct {
                 const char *name;
                 unsigned bit;
-        } kinds[] = { { "gone", AMD_HEALTH_GONE },
-                      { "kfd", AMD_HEALTH_KFD },
-                      { "ras", AMD_HEALTH_RAS },
-                      { "unresponsive", AMD_HEALTH_UNRESPONSIVE },
-                      { "all", AMD_HEALTH_ALL } };
+        } bits[] = { { "gone", AMD_HEALTH_GONE },
+                     { "kfd", AMD_HEALTH_KFD },
+                     { "ras", AMD_HEALTH_RAS },
+                     { "unresponsive", AMD_HEALTH_UNRESPONSIVE },
+                     { "all", AMD_HEALTH_ALL } };
         unsigned mask = 0;
-        _cleanup_free_ char *copy = xstrdup(s ? s : "");
-        char *save = NULL;
-        for (char *w = strtok_r(copy, ", ", &save); w; w = strtok_r(NULL, ", ", &save)) {
-                size_t k = 0;
-                while (k < sizeof(kinds) / sizeof(kinds[0]) && strcmp(kinds[k].name, w) != 0)
-                        k++;
-                if (k == sizeof(kinds) / sizeof(kinds[0])) {
-                        _cleanup_free_ char *m = xasprintf(
-                                "AMD_DISABLE_HEALTHCHECKS: unknown check \"%.40s\" (known: gone, "
-                                "kfd, ras, unresponsive, all); ignored",
-                                w);
-                        *warnings = strv_push(*warnings, m);
-                        continue;
-                }
-                mask |= kinds[k].bit;
-        }
+        for (size_t i = 0; kinds && kinds[i]; i++)
+                for (size_t k = 0; k < sizeof(bits) / sizeof(bits[0]); k++)
+                        if (strcmp(bits[k].name, kinds[i]) == 0)
+                                mask |= bits[k].bit;
         return mask;
 }
 

@@ -39,6 +39,8 @@
 struct amd_options {
         char *resource_naming_strategy; /* single|mixed */
         int64_t health_interval_ms;     /* --amd-health-interval (AMD's --pulse); 0 = no polling */
+        char **health_disabled;         /* --amd-disable-healthchecks: gone, kfd, ras, ... all */
+        long device_count;              /* AMD_GPU_DEVICE_COUNT: serve the first N GPUs; 0 all */
 #define AMD_LABEL_FIELD(g) bool label_##g;
         AMD_LABEL_GROUPS(AMD_LABEL_FIELD)
 #undef AMD_LABEL_FIELD
@@ -125,10 +127,13 @@ struct amd_health_policy {
         unsigned ignore;  /* AMD_HEALTH_* kinds not judged */
 };
 
-/* Parses AMD_DISABLE_HEALTHCHECKS (NULL or "" = none); unknown words go to
- * *warnings (strv) and are skipped.  DP_DISABLE_HEALTHCHECKS=all (NVIDIA's
- * switch for every check) is honoured by the caller. */
-unsigned amd_health_ignore_parse(const char *s, char ***warnings);
+/* How many of inv's GPUs are served (--amd-device-count: the first N in
+ * PCI order; the rest are left to workloads outside Kubernetes). */
+size_t amd_served_gpus(const struct amd_inventory *inv, const struct devlet_config *cfg);
+
+/* The AMD_HEALTH_* bits of --amd-disable-healthchecks' kinds (a strv the
+ * option's choices checked; NULL: none). */
+unsigned amd_health_ignore_mask(const char *const *kinds);
 
 /* What one look at a GPU's sysfs found: the reads, apart from judging. */
 struct amd_health_obs {

@@ -412,6 +412,7 @@ static int read_gpus(struct amd_inventory *inv)
                 read_partition_mode(inv, g);
                 find_hwmon(g);
                 find_ras(g);
+                amd_firmware_read(g);
                 g->parts = xcalloc(1, sizeof(*g->parts));
                 g->n_parts = 1;
                 g->parts[0].id = xstrdup(g->bdf);

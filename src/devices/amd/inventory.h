@@ -29,6 +29,19 @@ struct amd_part {
         uint64_t vram;   /* its memory bank 0 (KFD), bytes; 0 unknown */
 };
 
+/* The firmware blocks AMD's node labeller names, in its order and
+ * spelling (label), with amdgpu's fw_version file (<file>_fw_version). */
+#define AMD_FW_BLOCKS 10
+struct amd_fw_block {
+        const char *label, *file;
+};
+extern const struct amd_fw_block amd_fw_blocks[AMD_FW_BLOCKS];
+
+struct amd_fw {
+        bool known;       /* the file read as a number */
+        uint32_t version; /* 0: the GPU has no such block */
+};
+
 struct amd_gpu {
         char *bdf;          /* PCI address, lower case */
         char *sysfs_dir;    /* <sysfs>/module/amdgpu/drivers/pci:amdgpu/<bdf> */
@@ -50,6 +63,7 @@ struct amd_gpu {
         char pcie_root[32];    /* its PCIe root complex, "pci0000:00"; "" unknown */
         char *problem;      /* why it cannot be used (no KFD node...), NULL if fine */
         char **ras_files;   /* its ras/<block>_err_count files, strv or NULL (no RAS) */
+        struct amd_fw fw[AMD_FW_BLOCKS]; /* by amd_fw_blocks */
         struct amd_part *parts; /* parts[0]: the PCI device's own nodes */
         size_t n_parts;
 };
@@ -108,6 +122,8 @@ int amd_ras_parse_all(const char *text, uint64_t *ue, uint64_t *ce, uint64_t *de
 /* A sysfs file's first line as an unsigned number (decimal or 0x hex).
  * Returns 0, -errno, or -EINVAL for garbage. */
 int amd_read_u64(const char *path, uint64_t *out);
+/* Reads g's firmware versions (firmware.c) into g->fw. */
+void amd_firmware_read(struct amd_gpu *g);
 /* A small sysfs file, trailing whitespace stripped, at most 4 KiB. */
 int amd_read_text(const char *path, char **out);
 

@@ -12,8 +12,10 @@
  * .driver-src-version, .compute-memory-partition (a homogeneous node's
  * style, "cpx_nps4"), .compute-partitioning-supported and
  * .memory-partitioning-supported ("true"/"false", from the first GPU as
- * AMD's), and amd.com/gpu.count, the number of physical GPUs. */
+ * AMD's), and amd.com/gpu.count, the number of physical GPUs.  Firmware
+ * (firmware.c): beta.amd.com/gpu.firmware.<block>.fw.<version> = count. */
 #include <ctype.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +168,33 @@ static int kv_cmp(const void *a, const void *b)
         return strcmp(((const struct dev_kv *)a)->key, ((const struct dev_kv *)b)->key);
 }
 
+/* beta.amd.com/gpu.firmware.<block>.fw.<version> = how many devices (GPUs
+ * and partitions, as the other counts) run it: AMD's labeller's keys, the
+ * version in decimal. */
+static void firmware(struct kvs *k, const struct amd_inventory *inv)
+{
+        for (size_t b = 0; b < AMD_FW_BLOCKS; b++) {
+                struct counts c = { 0 };
+                char v[16];
+                for (size_t i = 0; i < inv->n_gpus; i++) {
+                        const struct amd_gpu *g = &inv->gpus[i];
+                        if (!g->fw[b].known)
+                                continue;
+                        snprintf(v, sizeof(v), "%" PRIu32, g->fw[b].version);
+                        for (size_t p = 0; p < g->n_parts; p++)
+                                count(&c, v);
+                }
+                for (size_t i = 0; i < c.len; i++) {
+                        put(k, xasprintf("beta.amd.com/gpu.firmware.%s.fw.%s", amd_fw_blocks[b].label,
+                                         c.values[i]),
+                            xasprintf("%zu", c.n[i]));
+                        free(c.values[i]);
+                }
+                free(c.values);
+                free(c.n);
+        }
+}
+
 struct dev_kv *amd_labels(const struct amd_inventory *inv, size_t *n)
 {
         struct kvs k = { 0 };
@@ -205,6 +234,7 @@ struct dev_kv *amd_labels(const struct amd_inventory *inv, size_t *n)
                         }
                 }
         }
+        firmware(&k, inv);
         emit(&k, "family", &family);
         emit(&k, "device-id", &devid);
         emit(&k, "product-name", &product);

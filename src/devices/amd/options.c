@@ -17,6 +17,8 @@
 #include "devices/amd/internal.h"
 
 static const char *const naming_strategy_choices[] = { "single", "mixed", NULL };
+static const char *const health_check_choices[] = { "gone", "kfd", "ras", "unresponsive", "all",
+                                                    NULL };
 
 #define FIELD(f) offsetof(struct amd_options, f)
 
@@ -39,12 +41,42 @@ static const struct config_option rows[] = {
                 .alias = "pulse",
                 .envs = { "DEVLET_AMD_HEALTH_INTERVAL" },
                 .key = "flags.amd.healthInterval",
+                .key_alias = "health.amd.interval",
                 .type = CONFIG_DURATION,
                 .default_value = "5s",
                 .offset = FIELD(health_interval_ms),
                 .help = "How often AMD GPU health is polled from sysfs (0: never; --pulse is "
                         "AMD's name, in seconds)",
                 .apply = CONFIG_APPLY_RESERVE,
+        },
+        {
+                .flag = "amd-disable-healthchecks",
+                .envs = { "AMD_DISABLE_HEALTHCHECKS" },
+                .key = "health.amd.disabled",
+                .key_alias = "flags.amd.disableHealthChecks",
+                .type = CONFIG_LIST,
+                .default_value = "",
+                .offset = FIELD(health_disabled),
+                .choices = health_check_choices,
+                .help = "AMD GPU health checks left unjudged: gone (the GPU left sysfs), kfd "
+                        "(its KFD node), ras (uncorrectable RAS errors), unresponsive (sysfs "
+                        "reads fail or stall), all.  NVIDIA's DP_DISABLE_HEALTHCHECKS does "
+                        "not turn these off",
+                .apply = CONFIG_APPLY_RESERVE,
+        },
+        {
+                .flag = "amd-device-count",
+                .envs = { "AMD_GPU_DEVICE_COUNT" },
+                .key = "flags.amd.deviceCount",
+                .type = CONFIG_INT,
+                .default_value = "0",
+                .offset = FIELD(device_count),
+                .min = 0,
+                .max = 1024,
+                .help = "Serve only the first N AMD GPUs in PCI order, with their partitions, "
+                        "leaving the rest to workloads outside Kubernetes (0: every GPU); "
+                        "metrics still cover every GPU",
+                .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
                 .flag = "amd-label-family",
@@ -163,7 +195,7 @@ static const struct config_option rows[] = {
                 .type = CONFIG_BOOL,
                 .default_value = "false",
                 .offset = FIELD(label_firmware),
-                .help = "AMD's node labeller's -firmware: accepted; the firmware labels are not written yet (no -<group> flag given: every group)",
+                .help = "AMD's node labeller's -firmware: the beta.amd.com/gpu.firmware labels (no -<group> flag given: every group)",
                 .apply = CONFIG_APPLY_OUTPUTS,
         },
 };

@@ -90,6 +90,12 @@ static void device_add(struct builder *b, struct dev_resource *r, const struct u
         }
 }
 
+size_t amd_served_gpus(const struct amd_inventory *inv, const struct devlet_config *cfg)
+{
+        long limit = amd_options_get(cfg)->device_count;
+        return limit > 0 && (size_t)limit < inv->n_gpus ? (size_t)limit : inv->n_gpus;
+}
+
 static int units_build(struct builder *b, struct diag *diag)
 {
         const struct amd_inventory *inv = b->inv;
@@ -108,7 +114,7 @@ static int units_build(struct builder *b, struct diag *diag)
         if (heterogeneous && !mixed)
                 return diag_set(diag, -EINVAL, "%s", AMD_MIXED_UNDER_SINGLE);
         b->units = xcalloc(amd_inventory_units(inv) + 1, sizeof(*b->units));
-        for (size_t i = 0; i < inv->n_gpus; i++) {
+        for (size_t i = 0; i < amd_served_gpus(inv, b->cfg); i++) {
                 const struct amd_gpu *g = &inv->gpus[i];
                 amd_gpu_partition_type(g, t, sizeof(t));
                 for (size_t k = 0; k < g->n_parts; k++) {
