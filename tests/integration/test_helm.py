@@ -84,7 +84,8 @@ TLS_AUTH = {"tlsServerConfig": {"enabled": True, "clientAuthType": "RequireAndVe
 AMD_ONLY = AS_OVERLAY["amd-only"][1]
 EVERYTHING = {
     **MIG_MIXED, "backends": ["nvidia", "amd", "hostdev"],
-    "amd": {"enabled": True, "resourceNamingStrategy": "mixed", "healthInterval": "10s"},
+    "amd": {"enabled": True, "resourceNamingStrategy": "mixed", "healthInterval": "10s",
+            "disabledHealthChecks": ["ras", "kfd"], "deviceCount": 4},
     "hostDevices": {"enabled": True, "devices": [{"name": "fuse", "groups": [{"count": 4,
                                                                                 "paths": [{"path": "/dev/fuse"}]}]}]},
     "nvidiaDriverRoot": "/run/nvidia/driver", "gdsEnabled": True, "mofedEnabled": False, "gdrcopyEnabled": True,
@@ -410,6 +411,7 @@ def test_every_value_reaches_the_container(helm, tmp_path):
     assert f["nvidia-cdi-hook-path"] == "/usr/local/bin/nvidia-cdi-hook"
     assert f["cdi-feature-flags"] == ["disable-nvsandbox-utils"]
     assert f["resource-naming-strategy"] == "mixed" and f["amd-health-interval"] == 10000
+    assert f["amd-disable-healthchecks"] == ["ras", "kfd"] and f["amd-device-count"] == 4
     assert f["collect-interval"] == 10000 and f["kubernetes-virtual-gpus"] is True
     assert f["log-format"] == "json" and f["verbosity"] == 1
     assert f["hostname-label"] == "hostname" and f["rescan-interval"] == 7000
