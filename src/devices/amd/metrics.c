@@ -135,8 +135,8 @@ static const char *const link_labels[] = { "link_index", NULL };
 
 #define G DEV_MEASURE_GAUGE
 #define C DEV_MEASURE_COUNTER
-#define FAM(f, name, type, help) [f] = { name, type, help, 0, 0, NULL }
-#define FAML(f, name, help, labels) [f] = { name, G, help, 0, 0, labels }
+#define FAM(f, n, t, h) [f] = { .name = n, .type = t, .help = h }
+#define FAML(f, n, h, labels) [f] = { .name = n, .type = G, .help = h, .value_labels = labels }
 static const struct dev_measure_family families[F_COUNT] = {
         FAM(F_GFX_ACTIVITY, "gpu_gfx_activity", G, "Graphics engine activity (in %)."),
         FAM(F_UMC_ACTIVITY, "gpu_umc_activity", G, "Memory controller activity (in %)."),
@@ -149,7 +149,8 @@ static const struct dev_measure_family families[F_COUNT] = {
              "VCN busy, instantaneous, per engine of the partition (in %).", vcn_labels),
         FAML(F_JPEG_BUSY_INST, "gpu_jpeg_busy_instantaneous",
              "JPEG busy, instantaneous, per engine of the partition (in %).", jpeg_labels),
-        [F_USED_VRAM] = { "gpu_used_vram", G, "VRAM in use (in MB).", DEV_SHARE_MEMORY, MIB, NULL },
+        [F_USED_VRAM] = { .name = "gpu_used_vram", .type = G, .help = "VRAM in use (in MB).",
+                          .share = DEV_SHARE_MEMORY, .share_unit = MIB },
         FAM(F_TOTAL_VRAM, "gpu_total_vram", G, "Total VRAM (in MB)."),
         FAM(F_FREE_VRAM, "gpu_free_vram", G, "Free VRAM (in MB)."),
         FAM(F_USED_VIS_VRAM, "gpu_used_visible_vram", G, "CPU-visible VRAM in use (in MB)."),
