@@ -33,8 +33,9 @@ int cmd_load_config(int argc, char **argv, struct devlet_config **out, int *argi
         if (check && strcmp(check, "1") == 0) {
                 for (size_t i = 0; (*out)->warnings && (*out)->warnings[i]; i++)
                         fprintf(stderr, "devlet %s: warning: %s\n", argv[0], (*out)->warnings[i]);
-                _cleanup_free_ char *json = config_to_json(*out);
+                char *json = config_to_json(*out);
                 printf("%s\n", json);
+                free(json); /* exit() runs no cleanup attribute */
                 config_free(TAKE_PTR(*out));
                 exit(0);
         }

@@ -404,10 +404,10 @@ static const char *const amd_labeller_defaults[] = { "serve=labels", "backends=a
                                                      "labels-output=node", "log-format=klog",
                                                      NULL };
 
-/* -amd-metrics-config: AMD's exporter config; its ServerPort is the port.
- * The rest of the file (GPUConfig's Fields, Labels, CustomLabels ...) is not
- * read: one note. */
-static int amd_exporter_config(struct translation *t, const char *value, struct diag *diag)
+/* -amd-metrics-config: AMD's exporter config, devlet's --amd-metrics-config
+ * (the AMD family reads the rest of it, and again when it changes); its
+ * ServerPort is the port, read here once at start. */
+static int amd_exporter_port(struct translation *t, const char *value, struct diag *diag)
 {
         json_error_t err;
         json_t *root = json_load_file(value, JSON_REJECT_DUPLICATES, &err);
@@ -418,24 +418,22 @@ static int amd_exporter_config(struct translation *t, const char *value, struct 
                 return diag_set_at(diag, -EINVAL, value, err.line, err.column,
                                    "AMD metrics exporter config: %s", err.text);
         }
-        json_t *port = json_object_get(root, "ServerPort");
+        json_t *port = json_is_object(root) ? json_object_get(root, "ServerPort") : NULL;
         int r = 0;
-        if (port && (!json_is_integer(port) || json_integer_value(port) < 1 ||
+        if (port && (!json_is_integer(port) || json_integer_value(port) < 0 ||
                      json_integer_value(port) > 65535))
                 r = diag_set_at(diag, -EINVAL, value, 0, 0,
                                 "AMD metrics exporter config: ServerPort must be a port number");
-        else if (port)
+        else if (port && json_integer_value(port) > 0)
                 add(t, xasprintf("--metrics-address=:%lld", (long long)json_integer_value(port)));
-        if (r == 0 && (json_object_size(root) > (port ? 1u : 0u))) {
-                static const struct pflag self = {
-                        .names = "amd-metrics-config",
-                        .why = "only its ServerPort is read; GPUConfig (Fields, Labels, "
-                               "CustomLabels, ExtraPodLabels) and CommonConfig are not",
-                };
-                note(t, &self);
-        }
         json_decref(root);
         return r;
+}
+
+static int amd_exporter_config(struct translation *t, const char *value, struct diag *diag)
+{
+        add(t, xasprintf("--amd-metrics-config=%s", value));
+        return amd_exporter_port(t, value, diag);
 }
 
 static const struct pflag amd_exporter_flags[] = {
@@ -447,7 +445,7 @@ static const struct pflag amd_exporter_flags[] = {
 
 static const char *const amd_exporter_defaults[] = {
         "serve=metrics", "backends=amd", "metrics-address=:5000", "hostname-label=hostname",
-        "log-format=klog", NULL
+        "log-format=klog", "amd-metrics-config=/etc/metrics/config.json", NULL
 };
 
 static int amd_exporter_finish(struct translation *t, struct diag *diag)
@@ -456,11 +454,12 @@ static int amd_exporter_finish(struct translation *t, struct diag *diag)
         static const char path[] = "/etc/metrics/config.json";
         bool given = false;
         for (size_t i = 0; t->args && t->args[i]; i++)
-                given = given || strncmp(t->args[i], "--metrics-address=", 18) == 0;
+                given = given || strncmp(t->args[i], "--metrics-address=", 18) == 0 ||
+                        strncmp(t->args[i], "--amd-metrics-config=", 21) == 0;
         if (!given && access(path, F_OK) == 0) {
                 char **saved = t->args;
                 t->args = NULL;
-                int r = amd_exporter_config(t, path, diag);
+                int r = amd_exporter_port(t, path, diag);
                 /* the file's port goes below the command line's */
                 for (size_t i = 0; t->args && t->args[i]; i++)
                         t->head = strv_push(t->head, t->args[i]);

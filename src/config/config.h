@@ -269,6 +269,12 @@ struct config_option_set {
         size_t size; /* of the family's values struct */
         int (*finish)(const struct devlet_config *cfg, void *values, char ***warnings,
                       struct diag *diag);
+        /* load (may be NULL) runs after every finish: the one hook that may
+         * read the filesystem, for the files the family's options name (a
+         * row's `loaded` vector, which a reload compares and config_free
+         * frees, holds what it read).  Warnings and refusals as finish. */
+        int (*load)(const struct devlet_config *cfg, void *values, char ***warnings,
+                    struct diag *diag);
 };
 
 struct config_section; /* config/sections.h */

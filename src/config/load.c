@@ -66,8 +66,6 @@ void config_free(struct devlet_config *cfg)
         config_options_free(cfg);
         config_sections_clear(cfg);
         strv_free(cfg->warnings);
-        strv_free(cfg->collectors);
-        strv_free(cfg->web_config_text);
         config_web_free(cfg->web);
         free(cfg);
 }
@@ -345,6 +343,10 @@ int config_load(const struct config_families *families, int argc, char **argv,
                         return r;
                 cfg->web_config_text = strv_push(NULL, text);
         }
+
+        r = config_options_load(cfg, diag);
+        if (r < 0)
+                return r;
 
         if (argi)
                 *argi = first_arg;

@@ -593,6 +593,8 @@ void config_options_free(struct devlet_config *cfg)
                         free(*(char **)field);
                 else if (opt->type == CONFIG_LIST)
                         strv_free(*(char ***)field);
+                if (opt->loaded)
+                        strv_free(*(char ***)((char *)field - opt->offset + opt->loaded));
         }
         for (size_t j = 0; j < CONFIG_FAMILIES_MAX; j++)
                 free(TAKE_PTR(cfg->backend_options[j]));
@@ -605,6 +607,19 @@ int config_options_finish(struct devlet_config *cfg, struct diag *diag)
                 if (!set || !set->finish)
                         continue;
                 int r = set->finish(cfg, cfg->backend_options[j], &cfg->warnings, diag);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int config_options_load(struct devlet_config *cfg, struct diag *diag)
+{
+        EACH_FAMILY(cfg->families, j) {
+                const struct config_option_set *set = family_set(cfg->families, j);
+                if (!set || !set->load)
+                        continue;
+                int r = set->load(cfg, cfg->backend_options[j], &cfg->warnings, diag);
                 if (r < 0)
                         return r;
         }

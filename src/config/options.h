@@ -51,6 +51,8 @@ void *config_option_field(struct devlet_config *cfg, const struct config_option 
 void config_options_alloc(struct devlet_config *cfg);
 void config_options_free(struct devlet_config *cfg);
 int config_options_finish(struct devlet_config *cfg, struct diag *diag);
+/* The sets' load hooks, in table order, after the files devlet's own options name. */
+int config_options_load(struct devlet_config *cfg, struct diag *diag);
 
 /* The option whose flag or alias is name[0..len), or NULL. */
 const struct config_option *config_option_by_flag(const struct config_families *families,

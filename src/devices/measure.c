@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/xalloc.h"
 #include "devices/device.h"
@@ -67,7 +68,10 @@ bool dev_sample_wants(const struct dev_sample *s, const char *name, bool opt_in)
 {
         if (!s->fields)
                 return !opt_in;
-        return strv_contains(s->fields, name);
+        for (size_t i = 0; s->fields[i]; i++)
+                if (strcasecmp(s->fields[i], name) == 0)
+                        return true;
+        return false;
 }
 
 void dev_unit_add(struct dev_unit *u, size_t family, double v, const char *const *labels)
@@ -97,6 +101,7 @@ void dev_sample_release(struct dev_sample *s)
                 free(u->procs);
         }
         free(s->units);
+        strv_free(s->notes);
         *s = (struct dev_sample){ .fields = fields };
 }
 

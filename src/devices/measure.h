@@ -46,6 +46,13 @@ struct dev_measure_family {
         /* names of labels a value carries beyond the unit's (NULL-terminated,
          * NULL when none): the XID gauge's error code and message */
         const char *const *value_labels;
+        /* the field a --collectors file names it by, compared without case
+         * (AMD's GPU_GFX_ACTIVITY for amd_gpu_gfx_activity, its name with
+         * a prefix); NULL: its name */
+        const char *field;
+        /* left out by the family's own exporter configuration (AMD's
+         * GPUConfig.Fields): never exported */
+        bool off;
 };
 
 struct dev_label {
@@ -115,6 +122,10 @@ struct dev_sample {
          * names (strv, borrowed), NULL: the default set.  A sampler may skip
          * reading what is not asked for (dev_sample_wants). */
         char *const *fields;
+        /* what the consumer logs as warnings, once each time a sampler adds
+         * them (a sampler's own configuration file refused or partly
+         * ignored): strv, freed by dev_sample_release */
+        char **notes;
 };
 
 /* Appends a unit for a sampler with the given table, every value absent;
@@ -132,9 +143,10 @@ void dev_unit_add_series(struct dev_unit *u, size_t family, double v, char **lab
  * value_labels). */
 void dev_unit_add(struct dev_unit *u, size_t family, double v, const char *const *labels);
 /* Whether s's consumer exports the family or label field name: named by
- * its --collectors file, or, without one, any but an opt-in family. */
+ * its --collectors file (without case), or, without one, any but an
+ * opt-in family. */
 bool dev_sample_wants(const struct dev_sample *s, const char *name, bool opt_in);
-/* Frees the units; fields stays as it was. */
+/* Frees the units and notes; fields stays as it was. */
 void dev_sample_release(struct dev_sample *s);
 
 struct dev_sampler;

@@ -358,10 +358,19 @@ static bool snake_case(const char *name)
         return true;
 }
 
-/* A --collectors file names the field (label rows included). */
+/* A --collectors file names the field (label rows included), without case. */
 static bool field_named(const struct collector *c, const char *name)
 {
-        return c->selected && strv_contains(c->selected, name);
+        for (size_t i = 0; c->selected && c->selected[i]; i++)
+                if (strcasecmp(c->selected[i], name) == 0)
+                        return true;
+        return false;
+}
+
+/* A --collectors file names the family, by its name or its field. */
+static bool family_named(const struct collector *c, const struct dev_measure_family *mf)
+{
+        return field_named(c, mf->name) || (mf->field && field_named(c, mf->field));
 }
 
 /* The labels of a series: the unit's with the host label at its place, then
@@ -413,9 +422,11 @@ static size_t series_labels(const struct collector *c, const struct dev_unit *u,
  * dcgm-exporter's default file leaves out). */
 static bool family_selected(const struct collector *c, const struct dev_unit *u, size_t f)
 {
+        if (u->families[f].off)
+                return false; /* the family's own exporter config leaves it out */
         if (!c->selected)
                 return f + u->n_opt_in < u->n_families;
-        return field_named(c, u->families[f].name);
+        return family_named(c, &u->families[f]);
 }
 
 /* One series of a family whose values carry labels of their own. */
@@ -538,11 +549,13 @@ static size_t render(const struct collector *c, const struct dev_sample *smp,
 
 static bool sampler_knows(const struct dev_sampler *s, const char *field)
 {
-        for (size_t f = 0; f < s->ops->n_families; f++)
-                if (strcmp(s->ops->families[f].name, field) == 0)
+        for (size_t f = 0; f < s->ops->n_families; f++) {
+                const struct dev_measure_family *mf = &s->ops->families[f];
+                if (strcasecmp(mf->name, field) == 0 || (mf->field && strcasecmp(mf->field, field) == 0))
                         return true;
+        }
         for (size_t k = 0; s->ops->label_fields && s->ops->label_fields[k]; k++)
-                if (strcmp(s->ops->label_fields[k], field) == 0)
+                if (strcasecmp(s->ops->label_fields[k], field) == 0)
                         return true;
         return false;
 }
@@ -599,7 +612,9 @@ static void check_valued(struct collector *c, const struct dev_sample *smp)
                 for (size_t k = 0; k < smp->n_units && !valued; k++) {
                         const struct dev_unit *u = &smp->units[k];
                         for (size_t f = 0; f < u->n_families; f++)
-                                if (strcmp(u->families[f].name, c->selected[i]) == 0) {
+                                if (strcasecmp(u->families[f].name, c->selected[i]) == 0 ||
+                                    (u->families[f].field &&
+                                     strcasecmp(u->families[f].field, c->selected[i]) == 0)) {
                                         declared = true;
                                         valued |= u->values[f].has;
                                 }
@@ -650,6 +665,8 @@ void collector_run_once(struct collector *c)
         for (size_t i = 0; i < c->n_samplers; i++)
                 if (c->samplers[i]->ops->sample(c->samplers[i], &smp) < 0)
                         log_debug("metrics", "a sampler failed sampler=%s", c->samplers[i]->ops->name);
+        for (size_t i = 0; smp.notes && smp.notes[i]; i++)
+                log_warn("metrics", "%s", smp.notes[i]);
         attr_specs_scan(c->specs);
         check_selected(c);
         check_valued(c, &smp);

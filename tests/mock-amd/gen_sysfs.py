@@ -377,6 +377,7 @@ def generate(profile, sysfs, dev=None, mknod=False):
         write(f"{d}/product_name", m["product"] + "\n")
         write(f"{d}/serial_number", g["serial"] + "\n")
         write(f"{d}/unique_id", f"{g['unique_id']:016x}\n")
+        write(f"{d}/vbios_version", m.get("vbios", "113-D65201-X") + "\n")
         write(f"{d}/mem_info_vram_total", f"{m['vram']}\n")
         if g["index"] in hives:
             write(f"{d}/xgmi_hive_id", f"{hives[g['index']]}\n")

@@ -826,7 +826,7 @@ static void test_sampler(void **state)
 {
         _cleanup_free_ char *sys = tree("mi300x-8x-cpx");
         struct amd_inventory *inv = load(sys);
-        struct dev_sampler *s = amd_sampler_new(inv);
+        struct dev_sampler *s = amd_sampler_new(inv, NULL);
         amd_inventory_free(inv); /* the sampler keeps its own reference */
         const struct amd_gpu *g = &inv->gpus[1];
         _cleanup_free_ char *proc = xasprintf("%s/class/kfd/kfd/proc/777", sys);

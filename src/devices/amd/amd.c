@@ -277,7 +277,7 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                 *out = NULL;
                 return 0;
         }
-        b->sampler = amd_sampler_new(b->inv);
+        b->sampler = amd_sampler_new(b->inv, opts);
         b->watch = xcalloc(b->inv->n_gpus + 1, sizeof(*b->watch));
         if (loop && b->poll_ms > 0)
                 b->threads = amd_health_threads_start(loop, b->inv, b->policy.ignore,

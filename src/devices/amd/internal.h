@@ -44,6 +44,8 @@ struct amd_options {
 #define AMD_LABEL_FIELD(g) bool label_##g;
         AMD_LABEL_GROUPS(AMD_LABEL_FIELD)
 #undef AMD_LABEL_FIELD
+        char *metrics_config;        /* AMD's exporter config.json; "" none */
+        char **metrics_config_text;  /* its content as loaded (one string), NULL: not there */
 };
 /* Whether the label key (amd.com/gpu.<group>..., beta.amd.com/gpu.<group>...)
  * belongs to a group o selects; keys outside the groups (amd.com/gpu.count,
@@ -277,7 +279,10 @@ struct dev_attr_hints;
 /* AMD's exporter families over sysfs and gpu_metrics: one unit per GPU,
  * or per partition of a partitioned GPU; holds a reference to inv.  Any
  * thread may sample it. */
-struct dev_sampler *amd_sampler_new(struct amd_inventory *inv);
+struct dev_sampler *amd_sampler_new(struct amd_inventory *inv, const struct amd_options *o);
+/* Whether the sampler has a family for AMD's field name (GPU_GFX_ACTIVITY:
+ * its family's name in upper case). */
+bool amd_metrics_field_known(const char *field);
 /* The loop's health verdict for gpu, for gpu_health.  NULL s is fine. */
 void amd_sampler_note_health(struct dev_sampler *s, size_t gpu, bool bad);
 extern const struct dev_attr_hints amd_attr_hints;

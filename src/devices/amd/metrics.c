@@ -22,15 +22,27 @@
  * gpu_used_vram is split by.  A pod holding partition 5 is on partition
  * 5's series.  gpu_health mirrors the loop's verdict
  * (amd_sampler_note_health, under a mutex).  The inventory is shared by
- * reference and never written after load. */
+ * reference and never written after load.
+ *
+ * AMD's exporter config.json (--amd-metrics-config, exporter-config.c)
+ * shapes the output through a view of the family table: Fields marks the
+ * families left out (off), MetricsFieldPrefix renames them (each keeping
+ * its plain name as the field --collectors may name), Labels adds the
+ * optional labels devlet gives, CustomLabels constant labels.  The file
+ * is looked at once a collection, on the collector thread (one stat), so
+ * a change applies from the next collection on without a reload. */
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "base/xalloc.h"
+#include "devices/amd/exporter-config.h"
 #include "devices/amd/internal.h"
 #include "devices/measure.h"
 
@@ -123,8 +135,8 @@ static const char *const link_labels[] = { "link_index", NULL };
 
 #define G DEV_MEASURE_GAUGE
 #define C DEV_MEASURE_COUNTER
-#define FAM(f, name, type, help) [f] = { name, type, help, 0, 0, NULL }
-#define FAML(f, name, help, labels) [f] = { name, G, help, 0, 0, labels }
+#define FAM(f, n, t, h) [f] = { .name = n, .type = t, .help = h }
+#define FAML(f, n, h, labels) [f] = { .name = n, .type = G, .help = h, .value_labels = labels }
 static const struct dev_measure_family families[F_COUNT] = {
         FAM(F_GFX_ACTIVITY, "gpu_gfx_activity", G, "Graphics engine activity (in %)."),
         FAM(F_UMC_ACTIVITY, "gpu_umc_activity", G, "Memory controller activity (in %)."),
@@ -137,7 +149,8 @@ static const struct dev_measure_family families[F_COUNT] = {
              "VCN busy, instantaneous, per engine of the partition (in %).", vcn_labels),
         FAML(F_JPEG_BUSY_INST, "gpu_jpeg_busy_instantaneous",
              "JPEG busy, instantaneous, per engine of the partition (in %).", jpeg_labels),
-        [F_USED_VRAM] = { "gpu_used_vram", G, "VRAM in use (in MB).", DEV_SHARE_MEMORY, MIB, NULL },
+        [F_USED_VRAM] = { .name = "gpu_used_vram", .type = G, .help = "VRAM in use (in MB).",
+                          .share = DEV_SHARE_MEMORY, .share_unit = MIB },
         FAM(F_TOTAL_VRAM, "gpu_total_vram", G, "Total VRAM (in MB)."),
         FAM(F_FREE_VRAM, "gpu_free_vram", G, "Free VRAM (in MB)."),
         FAM(F_USED_VIS_VRAM, "gpu_used_visible_vram", G, "CPU-visible VRAM in use (in MB)."),
@@ -273,17 +286,139 @@ const struct dev_attr_hints amd_attr_hints = {
         .host_label = "hostname", /* AMD's exporter's */
 };
 
+bool amd_metrics_field_known(const char *field)
+{
+        for (size_t f = 0; f < F_COUNT; f++)
+                if (strcasecmp(families[f].name, field) == 0)
+                        return true;
+        return false;
+}
+
+/* What one exporter config.json makes of the family table and the labels:
+ * names with CommonConfig.MetricsFieldPrefix (the field stays the plain
+ * name), the families GPUConfig.Fields leaves out marked off, the optional
+ * labels GPUConfig.Labels asks for, GPUConfig.CustomLabels. */
+struct amd_view {
+        struct dev_measure_family fam[F_COUNT];
+        char *names[F_COUNT]; /* prefixed names; NULL without a prefix */
+        bool gpu_uuid, driver_version, vbios_version;
+        char **custom; /* name, value, ... */
+};
+
+static void view_free(struct amd_view *v)
+{
+        if (!v)
+                return;
+        for (size_t f = 0; f < F_COUNT; f++)
+                free(v->names[f]);
+        strv_free(v->custom);
+        free(v);
+}
+
+static bool field_listed(char *const *fields, const char *name)
+{
+        for (size_t i = 0; fields[i]; i++)
+                if (strcasecmp(fields[i], name) == 0)
+                        return true;
+        return false;
+}
+
+/* ec NULL: AMD's defaults, the table as it is. */
+static struct amd_view *view_new(const struct amd_exporter_config *ec)
+{
+        struct amd_view *v = xcalloc(1, sizeof(*v));
+        memcpy(v->fam, families, sizeof(families));
+        if (!ec)
+                return v;
+        for (size_t f = 0; f < F_COUNT; f++) {
+                if (ec->prefix && ec->prefix[0]) {
+                        v->names[f] = xasprintf("%s%s", ec->prefix, families[f].name);
+                        v->fam[f].name = v->names[f];
+                        v->fam[f].field = families[f].name;
+                }
+                v->fam[f].off = ec->fields && !field_listed(ec->fields, families[f].name);
+        }
+        v->gpu_uuid = strv_contains(ec->labels, "gpu_uuid");
+        v->driver_version = strv_contains(ec->labels, "driver_version");
+        v->vbios_version = strv_contains(ec->labels, "vbios_version");
+        v->custom = strv_copy((const char *const *)ec->custom);
+        return v;
+}
+
 struct amd_sampler {
         struct dev_sampler base;
         struct amd_inventory *inv;
         pthread_mutex_t mu; /* guards bad */
         bool *bad;          /* per GPU, the loop's verdict */
-        struct residency *prev; /* per GPU, the previous collection's (sample() is never
-                                 * called twice at once) */
+        /* the collector thread's alone (sample() is never called twice at once): */
+        struct residency *prev; /* per GPU, the previous collection's */
+        size_t inv_n_gpus;
+        char **vbios;           /* per GPU, read when a config first asks for it */
+        char *config_path;      /* --amd-metrics-config; NULL none */
+        char *config_text;      /* what the view was made from; NULL: no file */
+        struct fs_file_id config_id; /* the file as last read; absent before the first look */
+        bool config_looked;
+        /* the view of the running config, and the one before it (the
+         * previous sample's units may point into it until it is released) */
+        struct amd_view *view, *view_prev;
 };
 
-static void unit_labels(struct dev_unit *u, const struct amd_gpu *g, size_t unit, unsigned part)
+static void note(struct dev_sample *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(struct dev_sample *out, const char *fmt, ...)
 {
+        va_list ap;
+        va_start(ap, fmt);
+        char *msg = NULL;
+        if (vasprintf(&msg, fmt, ap) < 0)
+                abort();
+        va_end(ap);
+        out->notes = strv_push(out->notes, msg);
+        free(msg);
+}
+
+/* The exporter config, looked at once a collection (one stat): when the
+ * file is another (rewritten, renamed over, a ConfigMap's ..data swapped)
+ * and its content differs, the new view applies from this collection on;
+ * a file that does not parse keeps the running view, said once per
+ * version of the file. */
+static void config_refresh(struct amd_sampler *s, struct dev_sample *out)
+{
+        if (!s->config_path)
+                return;
+        struct fs_file_id id = fs_file_id_of(s->config_path);
+        if (s->config_looked && fs_file_id_same(id, s->config_id))
+                return;
+        s->config_looked = true;
+        s->config_id = id;
+        _cleanup_free_ char *text = NULL;
+        _cleanup_strv_free_ char **warnings = NULL;
+        struct amd_exporter_config *ec = NULL;
+        struct diag d = { 0 };
+        int r = amd_exporter_config_load(s->config_path, &text, &ec, &warnings, &d);
+        if (r < 0) {
+                char buf[DIAG_FORMAT_MAX];
+                note(out, "AMD metrics exporter config refused, keeping the running one error=\"%s\"",
+                     diag_format(&d, buf, sizeof(buf)));
+                return;
+        }
+        if (streq_ptr(text, s->config_text)) {
+                amd_exporter_config_free(ec);
+                return;
+        }
+        for (size_t i = 0; warnings && warnings[i]; i++)
+                note(out, "AMD metrics exporter config: %s", warnings[i]);
+        view_free(s->view_prev);
+        s->view_prev = s->view;
+        s->view = view_new(ec);
+        amd_exporter_config_free(ec);
+        free(s->config_text);
+        s->config_text = TAKE_PTR(text);
+}
+
+static void unit_labels(struct amd_sampler *s, struct dev_unit *u, size_t gpu, size_t unit, unsigned part)
+{
+        const struct amd_gpu *g = &s->inv->gpus[gpu];
+        const struct amd_view *v = s->view;
         char buf[32];
         snprintf(buf, sizeof(buf), "%zu", unit);
         dev_unit_label(u, "gpu_id", buf);
@@ -294,6 +429,22 @@ static void unit_labels(struct dev_unit *u, const struct amd_gpu *g, size_t unit
         dev_unit_label(u, "gpu_partition_id", buf);
         dev_unit_label(u, "gpu_compute_partition_type", g->compute);
         dev_unit_label(u, "gpu_memory_partition_type", g->memory);
+        if (v->gpu_uuid)
+                dev_unit_label(u, "gpu_uuid", g->unique_id);
+        if (v->driver_version)
+                dev_unit_label(u, "driver_version", s->inv->driver_version);
+        if (v->vbios_version) {
+                if (!s->vbios[gpu]) {
+                        _cleanup_free_ char *path = xasprintf("%s/vbios_version", g->sysfs_dir);
+                        char line[128] = "";
+                        if (fs_read_line(path, line, sizeof(line)) < 0)
+                                line[0] = '\0';
+                        s->vbios[gpu] = xstrdup(line);
+                }
+                dev_unit_label(u, "vbios_version", s->vbios[gpu]);
+        }
+        for (size_t i = 0; v->custom && v->custom[i] && v->custom[i + 1]; i += 2)
+                dev_unit_label(u, v->custom[i], v->custom[i + 1]);
 }
 
 /* The unit's references: partitions first..last of g (all of them for a
@@ -532,6 +683,8 @@ static int amd_sample(struct dev_sampler *ds, struct dev_sample *out)
         struct amd_sampler *s = (struct amd_sampler *)ds;
         const struct amd_inventory *inv = s->inv;
         struct amd_proc_vram *pv = NULL;
+        config_refresh(s, out);
+        const struct dev_measure_family *fams = s->view->fam;
         size_t n_pv = inv->kfd ? amd_proc_vram(inv->sysfs_root, MAX_PROC_ENTRIES, &pv) : 0;
         _cleanup_free_ struct amd_sample *m = xcalloc(1, sizeof(*m));
         size_t unit = 0;
@@ -546,9 +699,9 @@ static int amd_sample(struct dev_sampler *ds, struct dev_sample *out)
                 bool whole = g->n_parts <= 1;
                 size_t n_units = whole ? 1 : g->n_parts;
                 for (size_t p = 0; p < n_units; p++, unit++) {
-                        struct dev_unit *u = dev_sample_add(out, families, F_COUNT, &amd_attr_hints);
+                        struct dev_unit *u = dev_sample_add(out, fams, F_COUNT, &amd_attr_hints);
                         size_t first = whole ? 0 : p, last = whole ? (g->n_parts ? g->n_parts - 1 : 0) : p;
-                        unit_labels(u, g, unit, whole ? 0 : g->parts[p].index);
+                        unit_labels(s, u, i, unit, whole ? 0 : g->parts[p].index);
                         if (g->n_parts)
                                 unit_refs(u, g, unit, first, last);
                         else
@@ -581,6 +734,13 @@ static void amd_sampler_free(struct dev_sampler *ds)
         pthread_mutex_destroy(&s->mu);
         free(s->bad);
         free(s->prev);
+        for (size_t i = 0; s->vbios && i < s->inv_n_gpus; i++)
+                free(s->vbios[i]);
+        free(s->vbios);
+        free(s->config_path);
+        free(s->config_text);
+        view_free(s->view);
+        view_free(s->view_prev);
         free(s);
 }
 
@@ -592,13 +752,27 @@ static const struct dev_sampler_ops amd_sampler_ops = {
         .free = amd_sampler_free,
 };
 
-struct dev_sampler *amd_sampler_new(struct amd_inventory *inv)
+struct dev_sampler *amd_sampler_new(struct amd_inventory *inv, const struct amd_options *o)
 {
         struct amd_sampler *s = xcalloc(1, sizeof(*s));
         dev_sampler_init(&s->base, &amd_sampler_ops);
         s->inv = amd_inventory_ref(inv);
         s->bad = xcalloc(inv->n_gpus + 1, sizeof(bool));
         s->prev = xcalloc(inv->n_gpus + 1, sizeof(*s->prev));
+        s->inv_n_gpus = inv->n_gpus;
+        s->vbios = xcalloc(inv->n_gpus + 1, sizeof(*s->vbios));
+        /* the config as it was loaded (its warnings told then); the first
+         * sample looks at the file again */
+        struct amd_exporter_config *ec = NULL;
+        if (o && o->metrics_config && o->metrics_config[0]) {
+                s->config_path = xstrdup(o->metrics_config);
+                const char *text = o->metrics_config_text ? o->metrics_config_text[0] : NULL;
+                struct diag d = { 0 };
+                if (text && amd_exporter_config_parse(s->config_path, text, strlen(text), &ec, NULL, &d) == 0)
+                        s->config_text = xstrdup(text);
+        }
+        s->view = view_new(ec);
+        amd_exporter_config_free(ec);
         pthread_mutex_init(&s->mu, NULL);
         return &s->base;
 }

@@ -5,7 +5,8 @@
  * in struct amd_options, which the backend reads with amd_options_get().
  * AMD's node labeller's flags (-vram, -cu-count, ...) select its label
  * groups (amd_label_selected); with none given every group is written.
- * Only rows and storage: no finish hook, no I/O. */
+ * AMD's exporter's config.json (--amd-metrics-config) is read by the set's
+ * load hook, the one I/O here; no finish hook. */
 #include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
+#include "devices/amd/exporter-config.h"
 #include "devices/amd/internal.h"
 
 static const char *const naming_strategy_choices[] = { "single", "mixed", NULL };
@@ -198,12 +200,52 @@ static const struct config_option rows[] = {
                 .help = "AMD's node labeller's -firmware: the beta.amd.com/gpu.firmware labels (no -<group> flag given: every group)",
                 .apply = CONFIG_APPLY_OUTPUTS,
         },
+        {
+                .flag = "amd-metrics-config",
+                .envs = { "DEVLET_AMD_METRICS_CONFIG" },
+                .key = "flags.amd.metricsConfig",
+                .type = CONFIG_STRING,
+                .default_value = "",
+                .offset = FIELD(metrics_config),
+                .help = "AMD's device metrics exporter's config.json (its -amd-metrics-config): "
+                        "GPUConfig's Fields, Labels and CustomLabels and CommonConfig's "
+                        "MetricsFieldPrefix shape the AMD families; re-read when it changes (a "
+                        "ConfigMap's ..data swap too); a missing file is AMD's defaults; empty: "
+                        "none",
+                .apply = CONFIG_APPLY_METRICS,
+                .loaded = FIELD(metrics_config_text),
+        },
 };
+
+/* Reads --amd-metrics-config, so a broken file is a config error at its
+ * file:line:column (exit 2 at start-up, the running config kept on a
+ * reload); the sampler parses the text it keeps again. */
+static int options_load(const struct devlet_config *cfg, void *values, char ***warnings,
+                        struct diag *diag)
+{
+        (void)cfg;
+        struct amd_options *o = values;
+        if (!o->metrics_config || !o->metrics_config[0])
+                return 0;
+        _cleanup_free_ char *text = NULL;
+        struct amd_exporter_config *ec = NULL;
+        int r = amd_exporter_config_load(o->metrics_config, &text, &ec, warnings, diag);
+        if (r < 0)
+                return r;
+        amd_exporter_config_free(ec);
+        if (text)
+                o->metrics_config_text = strv_push(NULL, text);
+        else
+                *warnings = strv_push(*warnings, "--amd-metrics-config: the file is not there; AMD's "
+                                                 "defaults until it is");
+        return 0;
+}
 
 const struct config_option_set amd_config_options = {
         .options = rows,
         .n_options = ARRAY_SIZE(rows),
         .size = sizeof(struct amd_options),
+        .load = options_load,
 };
 
 /* ---- the sharing section: AMD's devices ---- */
