@@ -105,6 +105,19 @@ static void poll_once(struct amd_backend *b, bool notify)
                 health_sync(b, notify);
 }
 
+void amd_gpu_fail(struct amd_backend *b, size_t gpu, unsigned kind, char *why)
+{
+        struct amd_health_obs obs = { .why = why };
+        if (gpu >= b->inv->n_gpus || b->poll_ms <= 0 || (b->policy.ignore & kind)) {
+                free(why);
+                return;
+        }
+        if (amd_health_apply(&b->watch[gpu], &obs, &b->policy, now_ms(b))) {
+                report_change(b, gpu);
+                health_sync(b, true);
+        }
+}
+
 /* A health thread's observation of gpu, on the loop. */
 static void on_health_result(void *ud, size_t gpu, struct amd_health_obs *obs)
 {
@@ -217,6 +230,8 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                 return 0;
         }
         _cleanup_free_ char *sysfs = root_normalize(cfg->sysfs_root, "/sys");
+        /* before the inventory: a change while it is read is a change */
+        _cleanup_free_ char *fingerprint = loop ? amd_fingerprint_read(sysfs) : NULL;
         _cleanup_(backend_freep) struct amd_backend *b = xcalloc(1, sizeof(*b));
         struct diag why = { 0 };
         int r = amd_inventory_load(sysfs, &b->inv, &why);
@@ -301,6 +316,9 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                                (uint64_t)b->poll_ms);
                 b->timer_on = true;
         }
+        if (loop)
+                b->hotplug = amd_watch_start(loop, b, sysfs, TAKE_PTR(fingerprint),
+                                             cfg->rescan_interval_ms);
         *out = (struct dev_backend *)TAKE_PTR(b);
         return 0;
 }
@@ -316,6 +334,7 @@ static void amd_destroy(struct dev_backend *db)
         if (!b)
                 return;
         amd_health_threads_stop(TAKE_PTR(b->threads)); /* no result after this */
+        amd_watch_stop(TAKE_PTR(b->hotplug));          /* no uevent or check either */
         if (b->timer_on) {
                 uv_timer_stop(&b->timer);
                 uv_close((uv_handle_t *)&b->timer, on_timer_closed);
