@@ -155,6 +155,22 @@ def test_health_carries_over_a_rebuild(kubelet, devlet, hot):
     d.wait_log(r"devices rebuilt")
 
 
+def test_last_gpu_unbound_stays_unhealthy_until_it_returns(kubelet, devlet, hot):
+    """With no GPU left (unbound for a bus reset) nothing would be there to
+    watch for its return: the device stays, failed as gone, and recovers
+    when it is bound again; no rebuild."""
+    n = hot({"name": "one-mi210", "cpus": 1, "gpus": [{"model": "mi210", "count": 1}]})
+    cfg = {"version": "v1", "health": {"recovery": {"enabled": True, "quietPeriod": "1s"}}}
+    d = start(devlet, kubelet, n, *FAST, "--rescan-interval", "100ms", config=cfg)
+    n.unbind(0)
+    snap = kubelet.wait_for_snapshot(GPU, lambda s: s.health(n.bdf(0)) == "Unhealthy")
+    assert snap.ids() == [n.bdf(0)]
+    d.wait_log(r'GPU unhealthy gpu=0 pci=0000:0c:00\.0 reason="GPU gone from amdgpu')
+    n.bind(0)
+    kubelet.wait_for_snapshot(GPU, lambda s: s.healthy_ids() == [n.bdf(0)])
+    assert "devices rebuilt" not in d.log_text()
+
+
 def test_partition_mode_change_rebuilds_resources(kubelet, devlet, hot):
     """GPU 1 of two CPX MI300X switches to SPX: under the mixed strategy its
     eight partitions leave amd.com/cpx_nps4 and it comes back as one

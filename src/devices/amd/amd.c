@@ -17,10 +17,15 @@
  * AMD_DISABLE_HEALTHCHECKS=gone,kfd,ras,unresponsive|all leaves kinds of
  * failure unjudged; DP_DISABLE_HEALTHCHECKS=all (NVIDIA's) turns all off.
  * Health results change every device of the GPU (its partitions and their
- * replicas) and notify each changed resource once.  A reload carries over
- * (inherit) the health of GPUs matched by PCI address: a GPU that failed
- * stays failed with its reason and failure time, and its RAS baseline, so
- * errors counted before the reload are not news after it.
+ * replicas) and notify each changed resource once.  A reload, or a
+ * rebuild after a hot-plug, carries over (inherit) the health of GPUs
+ * matched by PCI address: a GPU that failed stays failed with its reason
+ * and failure time, and its RAS baseline, so errors counted before the
+ * reload are not news after it; a failure the fresh scan sees for itself
+ * (a device or node missing, a start-up problem) is judged afresh.
+ * GPUs hot-plugged, removed or re-partitioned after start-up, and the
+ * kernel's WEDGED uevent, are watch.c's: it asks the daemon for a rebuild,
+ * or fails a wedged GPU at once (amd_gpu_fail).
  * Metrics come from a sampler (metrics.c) that holds its own reference to
  * the inventory and is told each GPU's health as the loop decides it.
  * Node labels are AMD's labeller's (labels.c); CDI specs are the generic
@@ -359,15 +364,18 @@ static void amd_inherit(struct dev_backend *db, struct dev_backend *dprev)
                                 continue;
                         struct amd_gpu_watch *w = &b->watch[i];
                         const struct amd_gpu_watch *o = &prev->watch[j];
+                        /* a GPU, node or KFD node that was missing: b's scan
+                         * says whether it still is */
+                        bool stale = o->rescan_sees || prev->inv->gpus[j].problem;
                         if (o->ue_known) {
                                 w->ue_known = true;
                                 w->ue_total = o->ue_total > w->ue_total ? o->ue_total : w->ue_total;
                         }
-                        if (o->bad && !w->bad) {
+                        if (o->bad && !stale && !w->bad) {
                                 w->bad = true;
                                 w->since = o->since;
                                 w->reason = xstrdup(o->reason);
-                        } else if (o->bad && o->since > w->since) {
+                        } else if (o->bad && !stale && o->since > w->since) {
                                 w->since = o->since;
                         }
                 }

@@ -107,6 +107,9 @@ struct amd_gpu_watch {
         uint64_t ue_total; /* uncorrectable RAS errors, summed over blocks */
         bool ue_known;
         int64_t since;     /* ms (monotonic) of its last failure */
+        bool rescan_sees;  /* the failure is one a fresh scan sees again (a device or
+                            * node gone, a start-up problem): a rebuild or reload
+                            * judges it afresh instead of carrying it over */
 };
 
 /* Kinds of failure a poll can find; AMD_DISABLE_HEALTHCHECKS names those
@@ -137,6 +140,7 @@ struct amd_health_obs {
         bool ue_known;     /* its RAS counts were read (why NULL only) */
         uint64_t ue_total; /* uncorrectable RAS errors, summed over blocks */
         int busy_err;      /* errno reading gpu_busy_percent (not ENOENT); 0 read */
+        bool rescan_sees;  /* why is a fact of the tree a fresh scan sees again */
 };
 
 /* Reads gpu's sysfs: the PCI device and its DRM nodes present, the KFD

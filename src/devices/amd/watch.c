@@ -21,7 +21,11 @@
  * of seconds; one at a time, a request during one runs after it.  A
  * fingerprint unlike the one read before the inventory asks the daemon to
  * rebuild the devices (dev_request_rebuild), which destroys this backend
- * and creates a new one from a fresh scan.
+ * and creates a new one from a fresh scan; one without any GPU does not
+ * (the last GPU unbound for a reset, amdgpu reloading): a backend with no
+ * GPU would not be created, and nothing would watch for their return, so
+ * this one keeps its devices, the health poll fails them as gone, and
+ * their return (or any other set) is the next change.
  * Everything that arrives on the socket is hostile until checked: only the
  * kernel's or root's messages are read, bounded and parsed strictly; a
  * malformed or untrusted one is counted, reported at powers of ten, and
@@ -204,10 +208,6 @@ static char *fp_diff(const char *before, const char *now)
                 _cleanup_free_ char *b = xstrndup(bk + 4, bl - 4), *n = xstrndup(nk + 4, nl - 4);
                 reason_add(&r, "KFD topology generation %s -> %s", b, n);
         }
-        if (strncmp(now, "amdgpu -", 8) == 0)
-                reason_add(&r, "the amdgpu driver is gone");
-        else if (strncmp(before, "amdgpu -", 8) == 0)
-                reason_add(&r, "the amdgpu driver is back");
         if (!r.text)
                 return xstrdup("AMD GPUs changed");
         if (r.more) {
@@ -249,7 +249,12 @@ static void fp_done(uv_work_t *req, int status)
                 watch_maybe_free(w);
                 return;
         }
-        if (status == 0 && now && strcmp(now, w->baseline) != 0) {
+        if (status == 0 && now && strcmp(now, w->baseline) != 0 && !strstr(now, "\ngpu ")) {
+                /* not one GPU left (unbound for a reset, the driver reloading):
+                 * the health poll fails them as gone meanwhile, and the
+                 * watch stays, to see them come back */
+                log_debug("amd", "no AMD GPU in sysfs now, keeping the devices until one is");
+        } else if (status == 0 && now && strcmp(now, w->baseline) != 0) {
                 _cleanup_free_ char *why = fp_diff(w->baseline, now);
                 free(w->baseline);
                 w->baseline = TAKE_PTR(now); /* one request per change, even if refused */
