@@ -402,6 +402,13 @@ static void on_uevent(struct amd_watch *w, struct uevent *ev)
 static void on_readable(uv_poll_t *h, int status, int events)
 {
         struct amd_watch *w = h->data;
+        if (status < 0) {
+                /* the socket is broken: the rescan is what is left */
+                log_debug("amd", "uevent socket error=\"%s\", no longer watched",
+                          uv_strerror(status));
+                uv_poll_stop(h);
+                return;
+        }
         for (int i = 0; i < MSGS_PER_WAKE && w->b; i++) {
                 ssize_t n = uevent_socket_recv(w->fd, w->buf, sizeof(w->buf));
                 if (n == -EAGAIN || n == -EINTR)
@@ -469,9 +476,11 @@ struct amd_watch *amd_watch_start(uv_loop_t *loop, struct amd_backend *b, const 
                 if (fd >= 0)
                         close(fd);
                 dev_report(DEV_REPORT_HOST_WARN, "amd",
-                           "cannot watch kernel uevents, so AMD GPUs hot-plugged or wedged are "
-                           "seen only by the rescan every --rescan-interval (%s) error=\"%s\"",
-                           rescan_ms > 0 ? "on" : "off: never", strerror(fd < 0 ? -fd : EIO));
+                           "cannot watch kernel uevents: hot-plugged AMD GPUs are found %s, "
+                           "and the kernel's WEDGED events go unseen error=\"%s\"",
+                           rescan_ms > 0 ? "by the --rescan-interval check only"
+                                         : "by no one (--rescan-interval is infinite)",
+                           strerror(fd < 0 ? -fd : EIO));
         }
         if (rescan_ms > 0)
                 uv_timer_start(&w->rescan, on_rescan, (uint64_t)rescan_ms, (uint64_t)rescan_ms);
