@@ -11,7 +11,12 @@
  * `..data` symlink rather than writing the file).  A config that fails to
  * load leaves the running one in place.  A kubelet restart is only a
  * re-registration (the kubelet manager's): no reload, no rescan, no
- * rewrite of labels or CDI specs, no metrics restart.  SIGTERM/SIGINT
+ * rewrite of labels or CDI specs, no metrics restart.
+ * A backend whose devices changed under it (an AMD GPU hot-plugged, a
+ * partition mode switched) asks for a rebuild (dev_request_rebuild): on a
+ * fresh loop turn, every request until then coalesced into one, the
+ * device set is built again from the running configuration and served as
+ * a reload's would be, without counting as a reload.  SIGTERM/SIGINT
  * remove our sockets and exit 0, within SHUTDOWN_DEADLINE_MS whatever a
  * worker thread is doing: a watchdog armed at the signal ends the process
  * (after logging) if stopping the modules or finishing their closes waits
@@ -72,6 +77,9 @@ struct daemon {
         struct labeler *labeler;
         struct cdi_writer *cdi;      /* NULL unless a CDI device-list strategy is on */
         uv_timer_t devices_changed; /* coalesces notifies into one refresh */
+        uv_timer_t rebuild;         /* a backend's rebuild request, on a fresh loop turn */
+        char *rebuild_why;          /* the requests' reasons, until it runs */
+        size_t rebuild_asks;
         struct metrics *metrics;
         uint64_t kubelet_restarts; /* seen since start, across reloads */
         uint64_t reloads_applied, reloads_rejected;
@@ -94,6 +102,7 @@ struct daemon {
 #define CONFIG_MAX_BYTES (1u << 20)
 #define SHUTDOWN_DEADLINE_MS 1500 /* from SIGTERM to exit, whatever a thread does */
 #define CONFIG_DEBOUNCE_MS 100
+#define REBUILD_WHY_MAX 512 /* the reasons logged; more are counted */
 
 /* Destroys the backends; their handles finish closing on the loop. */
 static void devset_stop(struct devset *set)
@@ -500,6 +509,80 @@ static char *changes_text(const struct config_change *changes, size_t n)
         return s;
 }
 
+/* Serves devs (just started, from cfg) in place of d->devs, whose backends
+ * go: each new backend inherits from its predecessor, the plugin servers
+ * are updated (those of resources that stay keep their sockets and
+ * streams; new_sockets: all made again), DRA gets the new table, and the
+ * labeler and CDI writer, which read the old backends, are stopped (the
+ * caller starts them again once its config is in place).  Returns what
+ * serving the plugin resources returned. */
+static int devset_replace(struct daemon *d, const struct devlet_config *cfg, struct devset *devs,
+                          bool new_sockets)
+{
+        devset_inherit(devs, &d->devs);
+        int r;
+        if (d->kubelet && !new_sockets) {
+                r = kubelet_manager_update(d->kubelet, devs->plugin_res, devs->n_plugin_res);
+        } else {
+                kubelet_manager_free(TAKE_PTR(d->kubelet));
+                r = kubelet_start(d, cfg, devs);
+        }
+        if (config_serves(cfg, "plugin"))
+                dra_serve(d, cfg, devs);
+        outputs_stop(d);
+        devset_stop(&d->devs);
+        d->devs = *devs;
+        return r;
+}
+
+/* The rebuild a backend asked for: every backend again from a fresh scan
+ * under the running config, served as a reload would serve them (the
+ * health and counters of devices that stay carried over).  Not a reload:
+ * the config is not read, nothing restarts, the reload counters stay. */
+static void on_rebuild_turn(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        _cleanup_free_ char *why = TAKE_PTR(d->rebuild_why);
+        size_t asks = d->rebuild_asks;
+        d->rebuild_asks = 0;
+        if (d->stopping || !why)
+                return;
+        log_info("daemon", "devices changed: %s%s", why,
+                 asks > 1 ? " (requests coalesced)" : "");
+        struct devset devs;
+        if (devset_start(&d->loop, d->cfg, &devs) < 0) {
+                log_error("daemon", "rebuilding the devices failed; still serving the previous "
+                                    "devices until the next change or reload");
+                return;
+        }
+        int r = devset_replace(d, d->cfg, &devs, false);
+        if (r < 0)
+                log_error("daemon", "could not serve every resource after the rebuild "
+                                    "error=\"%s\"",
+                          strerror(-r));
+        outputs_start(d);
+        log_info("daemon", "devices rebuilt resources=%zu", d->devs.n_resources);
+}
+
+/* dev_rebuild_fn: called by a backend, from inside its own callback, so the
+ * rebuild (which destroys it) waits for a fresh loop turn. */
+static void on_rebuild_request(const char *backend, const char *reason, void *ud)
+{
+        struct daemon *d = ud;
+        if (d->stopping)
+                return;
+        d->rebuild_asks++;
+        if (!d->rebuild_why) {
+                d->rebuild_why = xstrdup(reason);
+        } else if (strlen(d->rebuild_why) + strlen(reason) + 2 <= REBUILD_WHY_MAX) {
+                char *more = xasprintf("%s; %s", d->rebuild_why, reason);
+                free(d->rebuild_why);
+                d->rebuild_why = more;
+        }
+        log_debug("daemon", "rebuild requested backend=%s reason=\"%s\"", backend, reason);
+        uv_timer_start(&d->rebuild, on_rebuild_turn, 0, 0);
+}
+
 /* Re-reads the config and re-enumerates devices from a fresh scan, then
  * re-registers (SIGHUP, or the config file changed).  The new backends are
  * built before the old ones go (and take over what the old ones knew that a
@@ -548,22 +631,14 @@ static void reload(struct daemon *d)
                 reload_outcome(d, false);
                 return;
         }
-        devset_inherit(&devs, &d->devs);
-
-        if (d->kubelet && !(need & CONFIG_APPLY_SOCKETS)) {
-                r = kubelet_manager_update(d->kubelet, devs.plugin_res, devs.n_plugin_res);
-        } else {
-                kubelet_manager_free(TAKE_PTR(d->kubelet));
-                r = kubelet_start(d, cfg, &devs);
-        }
-        if (config_serves(cfg, "plugin"))
-                dra_serve(d, cfg, &devs);
+        r = devset_replace(d, cfg, &devs, need & CONFIG_APPLY_SOCKETS);
         if (r < 0)
                 log_error("daemon", "could not serve every resource after the reload; waiting for "
                                     "the next SIGHUP or config change error=\"%s\"", strerror(-r));
-        outputs_stop(d);
-        devset_stop(&d->devs);
-        d->devs = devs;
+        /* the fresh scan saw whatever a pending rebuild was for */
+        uv_timer_stop(&d->rebuild);
+        free(TAKE_PTR(d->rebuild_why));
+        d->rebuild_asks = 0;
 
         bool metrics_kept = d->metrics && !(need & CONFIG_APPLY_METRICS);
         config_free(d->cfg);
@@ -659,6 +734,7 @@ static void on_signal(uv_signal_t *h, int signum)
         shutdown_deadline_arm(d);
         modules_stop(d);
         uv_timer_stop(&d->cfg_debounce);
+        uv_timer_stop(&d->rebuild);
         if (d->cfg_watching)
                 uv_fs_event_stop(&d->cfg_watch);
         uv_stop(&d->loop);
@@ -671,6 +747,7 @@ static void close_own(struct daemon *d)
                 (uv_handle_t *)&d->sig_hup,       (uv_handle_t *)&d->sig_term,
                 (uv_handle_t *)&d->sig_int,       (uv_handle_t *)&d->cfg_watch,
                 (uv_handle_t *)&d->cfg_debounce,  (uv_handle_t *)&d->devices_changed,
+                (uv_handle_t *)&d->rebuild,
         };
         for (size_t i = 0; i < ARRAY_SIZE(own); i++)
                 if (!uv_is_closing(own[i]))
@@ -747,6 +824,9 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         d.cfg_debounce.data = &d;
         uv_timer_init(&d.loop, &d.devices_changed);
         d.devices_changed.data = &d;
+        uv_timer_init(&d.loop, &d.rebuild);
+        d.rebuild.data = &d;
+        dev_rebuild_handler(on_rebuild_request, &d);
         d.cfg_content = config_content(cfg);
         config_watch_start(&d);
 
@@ -781,6 +861,7 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
                 sigaddset(&block, signums[i]);
         sigprocmask(SIG_BLOCK, &block, NULL);
         shutdown_deadline_arm(&d);
+        dev_rebuild_handler(NULL, NULL);
         modules_stop(&d);
         close_own(&d);
         uv_run(&d.loop, UV_RUN_DEFAULT);
@@ -792,6 +873,7 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         config_free(d.cfg);
         free(d.cfg_content);
         free(d.cfg_tried);
+        free(d.rebuild_why);
         watchdog_disarm(TAKE_PTR(d.shutdown_deadline));
         log_info("daemon", "stopped");
         return d.exit_code;

@@ -697,6 +697,29 @@ void dev_report(enum dev_report_level level, const char *backend, const char *fm
                 log_debug(backend, "%s", msg);
 }
 
+/* ---- rebuild requests ---- */
+
+static dev_rebuild_fn *rebuild_fn;
+static void *rebuild_ud;
+
+void dev_rebuild_handler(dev_rebuild_fn *fn, void *ud)
+{
+        rebuild_fn = fn;
+        rebuild_ud = ud;
+}
+
+void dev_request_rebuild(const char *backend, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *why = xvasprintf(fmt, ap);
+        va_end(ap);
+        if (rebuild_fn)
+                rebuild_fn(backend, why, rebuild_ud);
+        else
+                log_debug(backend, "devices changed, nothing to rebuild them: %s", why);
+}
+
 void dev_sidecar_daemons_free(struct dev_sidecar_daemon *v, size_t n)
 {
         for (size_t i = 0; i < n; i++) {

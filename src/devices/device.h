@@ -270,6 +270,24 @@ void dev_report_sink(dev_report_fn *fn, void *ud);
 void dev_report(enum dev_report_level level, const char *backend, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* ---- asking for the devices to be rebuilt ---- */
+
+/* A backend whose devices changed in a way its fixed resources cannot
+ * follow (a GPU hot-plugged or removed, a partition mode switched) asks
+ * whoever runs it to rebuild the device set from a fresh scan: every
+ * backend created again from the running configuration, as a reload does
+ * without re-reading it, each taking over what its predecessor knew
+ * (inherit).  reason says what changed, for the log ("new AMD GPU
+ * 0000:0c:00.0").  The handler the program installed (the daemon's)
+ * decides when, and never rebuilds from inside this call: the rebuild
+ * destroys the backend asking.  Without a handler (one-shot commands) the
+ * request is logged at debug level and dropped.  Loop thread only. */
+typedef void dev_rebuild_fn(const char *backend, const char *reason, void *ud);
+/* Installs fn (NULL: none). */
+void dev_rebuild_handler(dev_rebuild_fn *fn, void *ud);
+void dev_request_rebuild(const char *backend, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
 /* ---- sharing: which devices the sharing section replicates ---- */
 
 /* A family's devices as the shared selection sees them: n units (GPUs,

@@ -19,10 +19,15 @@
  * DP_DISABLE_HEALTHCHECKS does not (one info line says so).
  * --amd-device-count (AMD_GPU_DEVICE_COUNT) serves the first N GPUs only.
  * Health results change every device of the GPU (its partitions and their
- * replicas) and notify each changed resource once.  A reload carries over
- * (inherit) the health of GPUs matched by PCI address: a GPU that failed
- * stays failed with its reason and failure time, and its RAS baseline, so
- * errors counted before the reload are not news after it.
+ * replicas) and notify each changed resource once.  A reload, or a
+ * rebuild after a hot-plug, carries over (inherit) the health of GPUs
+ * matched by PCI address: a GPU that failed stays failed with its reason
+ * and failure time, and its RAS baseline, so errors counted before the
+ * reload are not news after it; a failure the fresh scan sees for itself
+ * (a device or node missing, a start-up problem) is judged afresh.
+ * GPUs hot-plugged, removed or re-partitioned after start-up, and the
+ * kernel's WEDGED uevent, are watch.c's: it asks the daemon for a rebuild,
+ * or fails a wedged GPU at once (amd_gpu_fail).
  * Metrics come from a sampler (metrics.c) that holds its own reference to
  * the inventory and is told each GPU's health as the loop decides it.
  * Node labels are AMD's labeller's (labels.c); CDI specs are the generic
@@ -120,6 +125,19 @@ static void poll_once(struct amd_backend *b, bool notify)
         }
         if (any)
                 health_sync(b, notify);
+}
+
+void amd_gpu_fail(struct amd_backend *b, size_t gpu, unsigned kind, char *why)
+{
+        struct amd_health_obs obs = { .why = why };
+        if (gpu >= b->inv->n_gpus || b->poll_ms <= 0 || (b->policy.ignore & kind)) {
+                free(why);
+                return;
+        }
+        if (amd_health_apply(&b->watch[gpu], &obs, &b->policy, now_ms(b))) {
+                report_change(b, gpu);
+                health_sync(b, true);
+        }
 }
 
 /* A health thread's observation of gpu, on the loop. */
@@ -234,6 +252,8 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                 return 0;
         }
         _cleanup_free_ char *sysfs = root_normalize(cfg->sysfs_root, "/sys");
+        /* before the inventory: a change while it is read is a change */
+        _cleanup_free_ char *fingerprint = loop ? amd_fingerprint_read(sysfs) : NULL;
         _cleanup_(backend_freep) struct amd_backend *b = xcalloc(1, sizeof(*b));
         struct diag why = { 0 };
         int r = amd_inventory_load(sysfs, &b->inv, &why);
@@ -323,6 +343,9 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                                (uint64_t)b->poll_ms);
                 b->timer_on = true;
         }
+        if (loop)
+                b->hotplug = amd_watch_start(loop, b, sysfs, TAKE_PTR(fingerprint),
+                                             cfg->rescan_interval_ms);
         *out = (struct dev_backend *)TAKE_PTR(b);
         return 0;
 }
@@ -338,6 +361,7 @@ static void amd_destroy(struct dev_backend *db)
         if (!b)
                 return;
         amd_health_threads_stop(TAKE_PTR(b->threads)); /* no result after this */
+        amd_watch_stop(TAKE_PTR(b->hotplug));          /* no uevent or check either */
         if (b->timer_on) {
                 uv_timer_stop(&b->timer);
                 uv_close((uv_handle_t *)&b->timer, on_timer_closed);
@@ -362,15 +386,18 @@ static void amd_inherit(struct dev_backend *db, struct dev_backend *dprev)
                                 continue;
                         struct amd_gpu_watch *w = &b->watch[i];
                         const struct amd_gpu_watch *o = &prev->watch[j];
+                        /* a GPU, node or KFD node that was missing: b's scan
+                         * says whether it still is */
+                        bool stale = o->rescan_sees || prev->inv->gpus[j].problem;
                         if (o->ue_known) {
                                 w->ue_known = true;
                                 w->ue_total = o->ue_total > w->ue_total ? o->ue_total : w->ue_total;
                         }
-                        if (o->bad && !w->bad) {
+                        if (o->bad && !stale && !w->bad) {
                                 w->bad = true;
                                 w->since = o->since;
                                 w->reason = xstrdup(o->reason);
-                        } else if (o->bad && o->since > w->since) {
+                        } else if (o->bad && !stale && o->since > w->since) {
                                 w->since = o->since;
                         }
                 }

@@ -86,6 +86,7 @@ void amd_health_observe(const struct amd_inventory *inv, size_t gpu, unsigned ig
 {
         const struct amd_gpu *g = &inv->gpus[gpu];
         *out = (struct amd_health_obs){ 0 };
+        out->rescan_sees = true; /* until the reads below are what fails */
         if (g->problem) {
                 out->why = xstrdup(g->problem);
                 return;
@@ -119,6 +120,7 @@ void amd_health_observe(const struct amd_inventory *inv, size_t gpu, unsigned ig
                         }
                 }
         }
+        out->rescan_sees = false;
         out->ue_known = ras_ue_total(g, &out->ue_total) == 0;
         _cleanup_free_ char *busy = xasprintf("%s/gpu_busy_percent", g->sysfs_dir);
         _cleanup_free_ char *t = NULL;
@@ -130,6 +132,7 @@ bool amd_health_apply(struct amd_gpu_watch *w, struct amd_health_obs *obs,
                       const struct amd_health_policy *p, int64_t now_ms)
 {
         char *why = TAKE_PTR(obs->why);
+        bool rescan_sees = why && obs->rescan_sees;
         if (!why && obs->ue_known) {
                 bool rose = w->ue_known && obs->ue_total > w->ue_total;
                 uint64_t before = w->ue_total;
@@ -146,6 +149,7 @@ bool amd_health_apply(struct amd_gpu_watch *w, struct amd_health_obs *obs,
                 bool changed = !w->bad;
                 w->bad = true;
                 w->since = now_ms;
+                w->rescan_sees = rescan_sees;
                 free(w->reason);
                 w->reason = why;
                 return changed;

@@ -111,6 +111,9 @@ struct amd_gpu_watch {
         uint64_t ue_total; /* uncorrectable RAS errors, summed over blocks */
         bool ue_known;
         int64_t since;     /* ms (monotonic) of its last failure */
+        bool rescan_sees;  /* the failure is one a fresh scan sees again (a device or
+                            * node gone, a start-up problem): a rebuild or reload
+                            * judges it afresh instead of carrying it over */
 };
 
 /* Kinds of failure a poll can find; AMD_DISABLE_HEALTHCHECKS names those
@@ -144,6 +147,7 @@ struct amd_health_obs {
         bool ue_known;     /* its RAS counts were read (why NULL only) */
         uint64_t ue_total; /* uncorrectable RAS errors, summed over blocks */
         int busy_err;      /* errno reading gpu_busy_percent (not ENOENT); 0 read */
+        bool rescan_sees;  /* why is a fact of the tree a fresh scan sees again */
 };
 
 /* Reads gpu's sysfs: the PCI device and its DRM nodes present, the KFD
@@ -194,6 +198,30 @@ void amd_health_threads_kick(struct amd_health_threads *t, int64_t now_ms, bool 
  * does (one stuck in the kernel ends with the process), and no result
  * reaches on_result after this.  NULL is fine. */
 void amd_health_threads_stop(struct amd_health_threads *t);
+
+/* ---- hot-plug and the kernel's uevents (watch.c) ---- */
+
+struct amd_backend;
+struct amd_watch;
+
+/* What a rebuild would change, cheaply: amdgpu's PCI devices and their
+ * partition modes, KFD's topology generation, as text (heap).  Any
+ * thread; may block as long as a sysfs read does. */
+char *amd_fingerprint_read(const char *sysfs_root);
+/* Watches kernel uevents (when the socket opens) and checks the
+ * fingerprint every rescan_ms (<= 0: never) against fingerprint (taken;
+ * NULL: read now), which the caller read before its inventory; a change
+ * asks for a rebuild, a WEDGED uevent fails its GPU (amd_gpu_fail).  On
+ * the loop. */
+struct amd_watch *amd_watch_start(uv_loop_t *loop, struct amd_backend *b, const char *sysfs_root,
+                                  char *fingerprint, int64_t rescan_ms);
+/* No call into the backend after this; handles close on the loop.  NULL
+ * is fine. */
+void amd_watch_stop(struct amd_watch *w);
+/* A failure of kind (AMD_HEALTH_*) found outside the poll, judged at once
+ * as the poll's are (why taken): nothing when health is off or kind is
+ * ignored. */
+void amd_gpu_fail(struct amd_backend *b, size_t gpu, unsigned kind, char *why);
 
 /* ---- labels (labels.c) ---- */
 
@@ -301,6 +329,7 @@ struct amd_backend {
         uv_timer_t timer;
         bool timer_on;
         struct amd_health_threads *threads; /* the sysfs reads, off the loop */
+        struct amd_watch *hotplug;          /* uevents and the rescan (watch.c) */
         struct dev_sampler *sampler;
 };
 
