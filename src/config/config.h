@@ -142,6 +142,7 @@ struct devlet_config {
         char *pod_resources_socket;   /* the kubelet's pod-resources socket */
         char **container_state_dirs;  /* where runtimes keep container state (OCI specs) */
         bool kubernetes_virtual_gpus; /* dcgm-exporter's per-pod series of shared devices */
+        bool kubernetes_enable_pod_labels; /* the pod's labels on its devices' series */
         char *collectors_file;        /* dcgm-exporter's counters CSV: the families to export */
         char **collectors;            /* the families that file selects (strv, loaded with the
                                        * config); NULL: no file, export every family */

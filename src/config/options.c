@@ -317,6 +317,19 @@ static const struct config_option options[] = {
                 .apply = CONFIG_APPLY_METRICS,
         },
         {
+                .flag = "kubernetes-enable-pod-labels",
+                .envs = { "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS" },
+                .key = "flags.metrics.podLabels",
+                .type = CONFIG_BOOL,
+                .default_value = "false",
+                .offset = FIELD(kubernetes_enable_pod_labels),
+                .help = "Add the Kubernetes labels of the pod that holds a device to its series, "
+                        "names sanitised (app.kubernetes.io/name: app_kubernetes_io_name), as "
+                        "dcgm-exporter does; watches the node's pods through the API server "
+                        "(--kubeconfig; RBAC: pods list, watch)",
+                .apply = CONFIG_APPLY_METRICS,
+        },
+        {
                 .flag = "collectors",
                 .short_flag = 'f',
                 .envs = { "DCGM_EXPORTER_COLLECTORS" },

@@ -37,6 +37,7 @@
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "metrics/expo.h"
+#include "metrics/podlabels.h"
 
 /* Who uses a unit; the strings belong to a spec or the pod-resources
  * table, both alive for the whole collection. */
@@ -46,6 +47,8 @@ struct owner {
         uint64_t mem_bytes; /* from its processes */
         unsigned util, enc, dec; /* percent, from its processes' samples */
         bool util_known;
+        json_t *labels; /* the pod's labels, names sanitised (sole owners, with
+                         * --kubernetes-enable-pod-labels), or NULL */
 };
 
 struct unit_owners {
@@ -244,6 +247,11 @@ static void attribute_podres(struct collector *c, const struct dev_sample *smp,
         }
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static int owner_cmp(const void *a, const void *b)
 {
         const struct owner *x = a, *y = b;
@@ -257,7 +265,7 @@ static int owner_cmp(const void *a, const void *b)
 
 /* ---- rendering ---- */
 
-#define MAX_LABELS 24
+#define MAX_LABELS (24 + PODLABELS_MAX_LABELS)
 
 /* devlet's per-container families, one per way a device value splits. */
 static const struct share_family {
@@ -408,6 +416,17 @@ static size_t series_labels(const struct collector *c, const struct dev_unit *u,
         }
         for (size_t i = 0; i < n_extra && n < MAX_LABELS; i++)
                 l[n++] = extra[i];
+        /* the pod's own labels: never one that would repeat a label name */
+        const char *key;
+        json_t *v;
+        if (o && !own)
+                json_object_foreach(o->labels, key, v) {
+                        bool taken = n >= MAX_LABELS;
+                        for (size_t i = 0; i < n && !taken; i++)
+                                taken = strcmp(l[i].name, key) == 0;
+                        if (!taken)
+                                l[n++] = (struct expo_label){ key, json_string_value(v) };
+                }
         /* insertion sort of the attributes by name */
         for (size_t i = first + 1; i < n; i++)
                 for (size_t j = i; j > first && strcmp(l[j - 1].name, l[j].name) > 0; j--) {
@@ -656,6 +675,33 @@ static void take_mailbox(struct collector *c)
         samplers_release(old, n_old); /* may free a sampler (a library call): outside the lock */
 }
 
+/* dcgm-exporter's --kubernetes-enable-pod-labels: the pod's labels, each
+ * name sanitised ("app.kubernetes.io/name" -> "app_kubernetes_io_name");
+ * of two that sanitise alike, the first in key order wins.  NULL when the
+ * pod is not known. */
+static json_t *sanitized_labels(const struct collector *c, const struct owner *o)
+{
+        json_t *raw = podlabels_get(c->o.pod_labels, o->namespace, o->pod);
+        if (!raw)
+                return NULL;
+        size_t n = json_object_size(raw), k = 0;
+        _cleanup_free_ const char **keys = xcalloc(n + 1, sizeof(*keys));
+        const char *key;
+        json_t *v;
+        json_object_foreach(raw, key, v)
+                keys[k++] = key;
+        qsort(keys, k, sizeof(*keys), str_cmp);
+        json_t *out = json_object();
+        char name[PODLABELS_MAX_KEY + 2];
+        for (size_t i = 0; i < k; i++) {
+                podlabels_sanitize(keys[i], name, sizeof(name));
+                if (!json_object_get(out, name))
+                        json_object_set(out, name, json_object_get(raw, keys[i]));
+        }
+        json_decref(raw);
+        return out;
+}
+
 void collector_run_once(struct collector *c)
 {
         uint64_t t0 = now_us();
@@ -678,13 +724,20 @@ void collector_run_once(struct collector *c)
         for (size_t i = 0; i < smp.n_units; i++)
                 if (owners[i].n > 1)
                         qsort(owners[i].v, owners[i].n, sizeof(*owners[i].v), owner_cmp);
+        if (c->o.pod_labels && c->o.pod_labels_all)
+                for (size_t i = 0; i < smp.n_units; i++)
+                        if (owners[i].n == 1)
+                                owners[i].v[0].labels = sanitized_labels(c, &owners[i].v[0]);
 
         struct metrics_chunk *chunks;
         size_t n_chunks = render(c, &smp, owners, &chunks);
         metrics_store_publish_chunks(c->store, METRICS_SLOT_GPU, chunks, n_chunks);
 
-        for (size_t i = 0; i < smp.n_units; i++)
+        for (size_t i = 0; i < smp.n_units; i++) {
+                for (size_t k = 0; k < owners[i].n; k++)
+                        json_decref(owners[i].v[k].labels);
                 free(owners[i].v);
+        }
         free(owners);
         dev_sample_release(&smp);
         /* A collection frees a few times the text it rendered; glibc keeps

@@ -14,6 +14,7 @@
 
 #include "devices/measure.h"
 #include "metrics/attrib.h"
+#include "metrics/podlabels.h"
 #include "metrics/store.h"
 
 struct collector_opts {
@@ -29,6 +30,10 @@ struct collector_opts {
         size_t n_hints;
         bool virtual_gpus;       /* --kubernetes-virtual-gpus */
         char *const *families;   /* the device families to export (copied); NULL: all */
+        struct podlabels *pod_labels; /* the pods' labels (borrowed, outlives the
+                                       * collector), or NULL */
+        bool pod_labels_all;     /* --kubernetes-enable-pod-labels: every label of a
+                                  * device's sole pod on its series */
 };
 
 struct collector;

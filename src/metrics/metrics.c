@@ -27,6 +27,7 @@
 #include "metrics/collector.h"
 #include "metrics/expo.h"
 #include "metrics/http.h"
+#include "metrics/podlabels.h"
 #include "metrics/store.h"
 #include "metrics/web-auth.h"
 #include "metrics/web-tls.h"
@@ -42,6 +43,7 @@ struct metrics {
         struct metrics_store *store;
         struct metrics_http *http;
         struct collector *collector;
+        struct podlabels *pod_labels; /* the pods' labels, when a feature wants them */
         struct dev_sampler **samplers; /* what the collector was last given (references) */
         size_t n_samplers;
         char *pod_resources_socket;
@@ -53,7 +55,8 @@ struct metrics {
         int refs;      /* handles and calls still to finish, +1 until stopped */
 };
 
-static struct collector *collector_for(const struct devlet_config *cfg, struct metrics_store *store)
+static struct collector *collector_for(const struct devlet_config *cfg, struct metrics_store *store,
+                                       struct podlabels *pod_labels)
 {
         _cleanup_free_ char *host = config_node_name(cfg);
         const struct dev_attr_hints *hints[MAX_HINTS];
@@ -70,6 +73,8 @@ static struct collector *collector_for(const struct devlet_config *cfg, struct m
                 .n_hints = n_hints < MAX_HINTS ? n_hints : MAX_HINTS,
                 .virtual_gpus = cfg->kubernetes_virtual_gpus,
                 .families = cfg->collectors,
+                .pod_labels = pod_labels,
+                .pod_labels_all = cfg->kubernetes_enable_pod_labels,
         };
         return collector_new(&o, store);
 }
@@ -341,7 +346,12 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
                 free(m);
                 return r;
         }
-        m->collector = collector_for(cfg, m->store);
+        /* pod labels need the pods: --kubernetes and the API server */
+        if (cfg->kubernetes && cfg->kubernetes_enable_pod_labels) {
+                _cleanup_free_ char *node = config_node_name(cfg);
+                m->pod_labels = podlabels_start(cfg->kubeconfig, node);
+        }
+        m->collector = collector_for(cfg, m->store, m->pod_labels);
         /* the samplers before the collector's first pass */
         samplers_refresh(m);
         size_t len;
@@ -352,6 +362,7 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
                 log_error_errno(r, "metrics", "cannot start the collector thread");
                 metrics_http_stop(m->http);
                 collector_free(m->collector);
+                podlabels_stop(m->pod_labels);
                 samplers_drop(m->samplers, m->n_samplers);
                 metrics_store_free(m->store);
                 free(m->pod_resources_socket);
@@ -394,6 +405,7 @@ void metrics_stop(struct metrics *m)
                 return;
         metrics_http_stop(TAKE_PTR(m->http));
         collector_free(TAKE_PTR(m->collector)); /* joins the thread; on_podres sees NULL */
+        podlabels_stop(TAKE_PTR(m->pod_labels));  /* after the collector, its reader */
         samplers_drop(TAKE_PTR(m->samplers), m->n_samplers);
         m->n_samplers = 0;
         metrics_store_free(TAKE_PTR(m->store));
@@ -410,7 +422,7 @@ int metrics_print_once(const struct devlet_config *cfg, struct dev_sampler *cons
                        size_t n_samplers, FILE *out)
 {
         struct metrics_store *store = metrics_store_new();
-        struct collector *col = collector_for(cfg, store);
+        struct collector *col = collector_for(cfg, store, NULL);
         collector_put_samplers(col, samplers, n_samplers);
         if (cfg->kubernetes && cfg->pod_resources_socket && *cfg->pod_resources_socket &&
             access(cfg->pod_resources_socket, F_OK) == 0) {

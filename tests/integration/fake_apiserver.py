@@ -39,6 +39,7 @@ MiB = 1 << 20
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIM_PATH = re.compile(r"^/apis/resource\.k8s\.io/v1/namespaces/([^/]+)/resourceclaims/([^/]+)$")
 NODE_PATH = re.compile(r"^/api/v1/nodes/([^/]+)$")
+PODS = "/api/v1/pods"
 NF_PATH = re.compile(r"^/apis/nfd\.k8s-sigs\.io/v1alpha1/namespaces/([^/]+)/nodefeatures(?:/([^/]+))?$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -195,6 +196,7 @@ class TLSServer(http.server.ThreadingHTTPServer):
 
 ROUTES = ("slices", "watch", "claims")
 LABEL_ROUTES = ("nodes", "nodefeatures")
+POD_ROUTES = ("pods", "podwatch")
 # hangup: the connection closes with no answer; slow: the answer comes after
 # `delay` seconds; huge: 64 MiB of body without a length; malformed: broken
 # JSON; silent: the headers (a watch: an open stream) and then nothing until
@@ -272,6 +274,10 @@ class ApiHandler(JSONHandler):
                 self.send_status(404, "NotFound", f"{url.path}: not found")
             elif route == "watch":
                 self.watch(query)
+            elif route == "pods":
+                self.pods(query)
+            elif route == "podwatch":
+                self.watch(query, pods=True)
             elif route == "claims":
                 self.claim(*CLAIM_PATH.match(url.path).groups())
             elif route == "nodes":
@@ -315,7 +321,7 @@ class ApiHandler(JSONHandler):
             self.wfile.write(data)
             return False
         if mode == "silent":
-            if route == "watch":
+            if route in ("watch", "podwatch"):
                 self.start_chunked()
             else:
                 self.send_response(200)
@@ -333,7 +339,7 @@ class ApiHandler(JSONHandler):
             return False
         if mode == "ends":
             self.close_connection = False
-            if route == "watch":
+            if route in ("watch", "podwatch"):
                 self.start_chunked()
                 self.end_chunked()
             else:
@@ -407,14 +413,25 @@ class ApiHandler(JSONHandler):
                                   "metadata": {"resourceVersion": str(api.rv)}, "items": gone}
         self.send_json(code, obj)
 
-    def watch(self, query):
+    def pods(self, query):
+        api = self.server.api
+        sel = field_selector(query)
+        with api.lock:
+            items = [copy.deepcopy(p) for p in api.pods.values() if matches(p, sel)]
+            obj = {"kind": "PodList", "apiVersion": "v1",
+                   "metadata": {"resourceVersion": str(api.rv)}, "items": items}
+        self.send_json(200, obj)
+
+    def watch(self, query, pods=False):
         api = self.server.api
         sel = field_selector(query)
         deadline = time.monotonic() + int((query.get("timeoutSeconds") or ["1800"])[0])
         self.start_chunked()
+        events = api.pod_events if pods else api.events
         with api.lock:
-            pos, epoch = len(api.events), api.watch_epoch
-            first = [("ADDED", copy.deepcopy(s)) for s in api.slices.values() if matches(s, sel)]
+            pos, epoch = len(events), api.watch_epoch
+            objs = api.pods if pods else api.slices
+            first = [("ADDED", copy.deepcopy(s)) for s in objs.values() if matches(s, sel)]
             api.watchers += 1
             api.lock.notify_all()
         try:
@@ -422,9 +439,9 @@ class ApiHandler(JSONHandler):
                 self.chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
             while time.monotonic() < deadline and not api.stopping.is_set() and epoch == api.watch_epoch:
                 with api.lock:
-                    api.lock.wait_for(lambda: len(api.events) > pos or api.stopping.is_set()
+                    api.lock.wait_for(lambda: len(events) > pos or api.stopping.is_set()
                                       or epoch != api.watch_epoch, 0.2)
-                    batch, pos = api.events[pos:], len(api.events)
+                    batch, pos = events[pos:], len(events)
                 for kind, obj in batch:
                     if matches(obj, sel):
                         self.chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
@@ -446,6 +463,7 @@ class ApiServer:
         self.ctx = server_context(certs)
         self.slices, self.claims, self.events = {}, {}, []
         self.nodes, self.nodefeatures, self.writes = {}, {}, []
+        self.pods, self.pod_events = {}, []
         self.requests, self.hits, self.modes = [], {}, {}
         self.conns = set()
         self.connections = self.watchers = self.watch_epoch = 0
@@ -494,6 +512,9 @@ class ApiServer:
         if path == SLICES or path.startswith(SLICES + "/"):
             watch = (query.get("watch") or [""])[0] in ("1", "true")
             return "watch" if watch else "slices"
+        if path == PODS:
+            watch = (query.get("watch") or [""])[0] in ("1", "true")
+            return "podwatch" if watch else "pods"
         if CLAIM_PATH.match(path):
             return "claims"
         if NODE_PATH.match(path):
@@ -729,3 +750,16 @@ class ApiServer:
     def requests_since(self, n, method=None):
         with self.lock:
             return [r for r in self.requests[n:] if method in (None, r[0])]
+
+    def put_pod(self, ns, name, node, labels):
+        """Creates or replaces a pod on node with labels (watches see
+        ADDED or MODIFIED)."""
+        with self.lock:
+            kind = "MODIFIED" if (ns, name) in self.pods else "ADDED"
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"namespace": ns, "name": name, "labels": dict(labels),
+                                "resourceVersion": self._next_rv()},
+                   "spec": {"nodeName": node}}
+            self.pods[(ns, name)] = pod
+            self.pod_events.append((kind, copy.deepcopy(pod)))
+            self.lock.notify_all()

@@ -1,0 +1,350 @@
+/* The pod-label source (see podlabels.h): one worker thread, which owns
+ * the API client, and the map it fills.
+ *
+ * The worker lists the node's pods (the map is replaced by the list), then
+ * watches from the list's resourceVersion: ADDED/MODIFIED replace a pod's
+ * labels, DELETED drops it.  When the watch ends (its timeoutSeconds, a
+ * 410, a broken stream) the worker lists again.  Every
+ * answer is bounded by kapi (body, watch line) and here (pods, labels per
+ * pod, key and value sizes); a body that is not what it should be is an
+ * error like no answer.  A failure is logged once per change of error and
+ * retried with kapi_backoff_ms; the map keeps what it knew, so series keep
+ * the labels they had.  Stopping sets an atomic flag the API client looks
+ * at every 100 ms, wakes the backoff wait and joins.
+ *
+ * Never runs on the loop, never blocks a lookup on the server: lookups
+ * take the mutex only to copy one pod's labels. */
+#include "metrics/podlabels.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/cleanup.h"
+#include "base/clock.h"
+#include "base/diag.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+#include "kapi/kapi.h"
+
+#define PODLABELS_CALL_MS 30000
+#define PODLABELS_BACKOFF_CAP_MS 30000
+/* The server ends a quiet watch at timeoutSeconds; the client's low-speed
+ * limit is set above it (api_new). */
+#define PODLABELS_WATCH_SECONDS 240
+#define PODLABELS_MAX_BODY (32u << 20)
+
+struct podlabels {
+        char *kubeconfig, *node;
+        pthread_t thread;
+        pthread_mutex_t mu;
+        pthread_cond_t cond; /* CLOCK_MONOTONIC; the backoff wait */
+        atomic_bool stop;
+        json_t *pods; /* {"ns/name": {labels}}, under mu */
+        char *resource_version; /* the worker's own */
+        bool full_warned;       /* the worker's own */
+};
+
+void podlabels_sanitize(const char *name, char *out, size_t size)
+{
+        size_t n = 0;
+        if (size == 0)
+                return;
+        if (name[0] >= '0' && name[0] <= '9' && n + 1 < size)
+                out[n++] = '_';
+        for (const char *s = name; *s && n + 1 < size; s++) {
+                char ch = *s;
+                bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                          (ch >= '0' && ch <= '9') || ch == '_';
+                out[n++] = ok ? ch : '_';
+        }
+        out[n] = '\0';
+}
+
+static bool printable(const char *s)
+{
+        for (; *s; s++)
+                if ((unsigned char)*s < 0x20 || *s == 0x7f)
+                        return false;
+        return true;
+}
+
+json_t *podlabels_from_pod(json_t *pod)
+{
+        json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
+        if (labels && !json_is_object(labels))
+                return NULL;
+        json_t *out = json_object();
+        const char *k;
+        json_t *v;
+        json_object_foreach(labels, k, v) {
+                if (json_object_size(out) >= PODLABELS_MAX_LABELS)
+                        break;
+                if (!json_is_string(v) || !*k || strlen(k) > PODLABELS_MAX_KEY ||
+                    json_string_length(v) > PODLABELS_MAX_VALUE || !printable(k) ||
+                    strlen(json_string_value(v)) != json_string_length(v) ||
+                    !printable(json_string_value(v)))
+                        continue;
+                json_object_set(out, k, v);
+        }
+        return out;
+}
+
+/* "ns/name" of a pod object, or NULL when it has no proper names. */
+static char *pod_key(const json_t *pod)
+{
+        const json_t *md = json_object_get(pod, "metadata");
+        const json_t *ns = json_object_get(md, "namespace"), *name = json_object_get(md, "name");
+        if (!json_is_string(ns) || !json_is_string(name) || json_string_length(ns) == 0 ||
+            json_string_length(name) == 0 || json_string_length(ns) > 253 ||
+            json_string_length(name) > 253)
+                return NULL;
+        return xasprintf("%s/%s", json_string_value(ns), json_string_value(name));
+}
+
+json_t *podlabels_get(struct podlabels *p, const char *ns, const char *name)
+{
+        if (!p)
+                return NULL;
+        _cleanup_free_ char *key = xasprintf("%s/%s", ns, name);
+        pthread_mutex_lock(&p->mu);
+        json_t *v = json_deep_copy(json_object_get(p->pods, key));
+        pthread_mutex_unlock(&p->mu);
+        return v;
+}
+
+/* Puts one pod's labels (mu not held); false when the map is full. */
+static bool put_pod(struct podlabels *p, json_t *map, json_t *pod)
+{
+        _cleanup_free_ char *key = pod_key(pod);
+        json_t *labels = key ? podlabels_from_pod(pod) : NULL;
+        if (!labels)
+                return true;
+        if (!json_object_get(map, key) && json_object_size(map) >= PODLABELS_MAX_PODS) {
+                json_decref(labels);
+                return false;
+        }
+        (void)p;
+        json_object_set_new(map, key, labels);
+        return true;
+}
+
+static void warn_full(struct podlabels *p)
+{
+        if (!p->full_warned)
+                log_warn("metrics", "pod labels: more than %d pods on node=%s; the others carry "
+                                    "no pod labels",
+                         PODLABELS_MAX_PODS, p->node);
+        p->full_warned = true;
+}
+
+static void keep_version(struct podlabels *p, const json_t *obj)
+{
+        const json_t *rv = json_object_get(json_object_get(obj, "metadata"), "resourceVersion");
+        if (json_is_string(rv) && json_string_length(rv) > 0 && json_string_length(rv) <= 64) {
+                free(p->resource_version);
+                p->resource_version = xstrdup(json_string_value(rv));
+        }
+}
+
+static int list_pods(struct podlabels *p, struct kapi_client *api, struct diag *diag)
+{
+        _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s", p->node);
+        _cleanup_free_ char *esel = kapi_escape(sel);
+        _cleanup_free_ char *path = xasprintf("/api/v1/pods?fieldSelector=%s", esel);
+        struct kapi_response resp = { 0 };
+        int r = kapi_request(api, "GET", path, NULL, PODLABELS_CALL_MS, &p->stop, &resp, diag);
+        if (r == 0 && resp.status != 200)
+                r = -EPROTO;
+        json_t *items = json_object_get(resp.body, "items");
+        if (r == 0 && !json_is_array(items)) {
+                r = diag_set(diag, -EBADMSG, "GET /api/v1/pods: not a PodList");
+        }
+        if (r == 0) {
+                json_t *map = json_object();
+                size_t i;
+                json_t *pod;
+                bool full = false;
+                json_array_foreach(items, i, pod)
+                        full |= !put_pod(p, map, pod);
+                if (full)
+                        warn_full(p);
+                free(p->resource_version);
+                p->resource_version = NULL;
+                keep_version(p, resp.body);
+                pthread_mutex_lock(&p->mu);
+                json_t *old = p->pods;
+                p->pods = map;
+                pthread_mutex_unlock(&p->mu);
+                json_decref(old);
+                if (!p->resource_version)
+                        r = diag_set(diag, -EBADMSG, "GET /api/v1/pods: no resourceVersion");
+        }
+        kapi_response_release(&resp);
+        return r;
+}
+
+static int on_event(const char *type, json_t *object, void *ud)
+{
+        struct podlabels *p = ud;
+        if (strcmp(type, "ERROR") == 0)
+                return -EPROTO;
+        keep_version(p, object);
+        bool del = strcmp(type, "DELETED") == 0;
+        if (!del && strcmp(type, "ADDED") != 0 && strcmp(type, "MODIFIED") != 0)
+                return 0; /* BOOKMARK */
+        _cleanup_free_ char *key = pod_key(object);
+        if (!key)
+                return 0;
+        json_t *labels = del ? NULL : podlabels_from_pod(object);
+        pthread_mutex_lock(&p->mu);
+        bool full = false;
+        if (del)
+                json_object_del(p->pods, key);
+        else if (labels && (json_object_get(p->pods, key) ||
+                            json_object_size(p->pods) < PODLABELS_MAX_PODS))
+                json_object_set(p->pods, key, labels);
+        else
+                full = labels != NULL;
+        pthread_mutex_unlock(&p->mu);
+        json_decref(labels);
+        if (full)
+                warn_full(p);
+        return 0;
+}
+
+static int watch_pods(struct podlabels *p, struct kapi_client *api, struct diag *diag)
+{
+        _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s", p->node);
+        _cleanup_free_ char *esel = kapi_escape(sel);
+        _cleanup_free_ char *erv = kapi_escape(p->resource_version);
+        _cleanup_free_ char *path = xasprintf("/api/v1/pods?fieldSelector=%s&watch=1"
+                                              "&resourceVersion=%s&allowWatchBookmarks=true"
+                                              "&timeoutSeconds=%d",
+                                              esel, erv, PODLABELS_WATCH_SECONDS);
+        long status = 0;
+        int r = kapi_watch(api, path, &p->stop, on_event, p, &status, diag);
+        if (r == -EPROTO && status == 410)
+                r = 0; /* too old: relist */
+        free(p->resource_version);
+        p->resource_version = NULL; /* relist after every watch: simple, and bounded by
+                                     * the watch's timeoutSeconds */
+        return r;
+}
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void backoff(struct podlabels *p, long ms)
+{
+        struct timespec until = clock_monotonic_in(ms);
+        pthread_mutex_lock(&p->mu);
+        while (!atomic_load(&p->stop) && pthread_cond_timedwait(&p->cond, &p->mu, &until) != ETIMEDOUT)
+                ;
+        pthread_mutex_unlock(&p->mu);
+}
+
+static int api_new(const char *kubeconfig, struct kapi_client **out, struct diag *diag)
+{
+        struct kapi_config *kc = NULL;
+        int r = kapi_config_load(kubeconfig, NULL, &kc, diag);
+        if (r < 0)
+                return diag_prefix(diag, r, "API server");
+        r = kapi_client_new(kc, out, diag);
+        if (r == 0)
+                kapi_client_set_limits(*out, &(struct kapi_limits){
+                                                     .max_body = PODLABELS_MAX_BODY,
+                                                     .low_speed_ms = (PODLABELS_WATCH_SECONDS + 30) * 1000L,
+                                             });
+        return r;
+}
+
+static void *worker_main(void *ud)
+{
+        struct podlabels *p = ud;
+        struct kapi_client *api = NULL;
+        unsigned attempt = 0;
+        char last_error[DIAG_FORMAT_MAX] = "";
+        while (!atomic_load(&p->stop)) {
+                struct diag why = { 0 };
+                uint64_t started = now_ms();
+                int r = api ? 0 : api_new(p->kubeconfig, &api, &why);
+                if (r == 0 && !p->resource_version)
+                        r = list_pods(p, api, &why);
+                if (r == 0)
+                        r = watch_pods(p, api, &why);
+                if (atomic_load(&p->stop))
+                        break;
+                if (r == 0) {
+                        if (last_error[0])
+                                log_info("metrics", "pod labels: reading the pods again node=%s",
+                                         p->node);
+                        last_error[0] = '\0';
+                        /* a server that ends every watch at once is not
+                         * listed again at full speed */
+                        bool quick = now_ms() - started < 1000;
+                        if (quick)
+                                backoff(p, kapi_backoff_ms(attempt++, PODLABELS_BACKOFF_CAP_MS));
+                        else
+                                attempt = 0;
+                        continue;
+                }
+                char buf[DIAG_FORMAT_MAX];
+                if (why.message[0])
+                        diag_format(&why, buf, sizeof(buf));
+                else
+                        snprintf(buf, sizeof(buf), "%s", strerror(-r));
+                if (strcmp(buf, last_error) != 0)
+                        log_warn("metrics", "pod labels: cannot read the pods, retrying node=%s "
+                                            "error=\"%s\"",
+                                 p->node, buf);
+                snprintf(last_error, sizeof(last_error), "%s", buf);
+                backoff(p, kapi_backoff_ms(attempt++, PODLABELS_BACKOFF_CAP_MS));
+        }
+        kapi_client_free(api);
+        return NULL;
+}
+
+struct podlabels *podlabels_start(const char *kubeconfig, const char *node)
+{
+        struct podlabels *p = xcalloc(1, sizeof(*p));
+        p->kubeconfig = xstrdup(kubeconfig ? kubeconfig : "");
+        p->node = xstrdup(node);
+        p->pods = json_object();
+        pthread_mutex_init(&p->mu, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&p->cond, &ca);
+        pthread_condattr_destroy(&ca);
+        pthread_create(&p->thread, NULL, worker_main, p);
+        log_info("metrics", "pod labels: watching the pods of node=%s", p->node);
+        return p;
+}
+
+void podlabels_stop(struct podlabels *p)
+{
+        if (!p)
+                return;
+        atomic_store(&p->stop, true);
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->mu);
+        pthread_join(p->thread, NULL);
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->cond);
+        json_decref(p->pods);
+        free(p->resource_version);
+        free(p->kubeconfig);
+        free(p->node);
+        free(p);
+}
