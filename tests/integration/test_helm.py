@@ -531,6 +531,24 @@ def test_device_classes_and_rbac_only_with_dra(helm):
     assert not of_kind(objs, "DeviceClass") and of_kind(objs, "ClusterRole")
 
 
+def test_pod_labels_get_their_rbac_and_token(helm):
+    """metrics.podLabels: --kubernetes-enable-pod-labels on, the token
+    mounted, and a ClusterRole that allows listing and watching pods."""
+    objs = render(helm, {"metrics": {"podLabels": True}}, namespace="gpus", release="dl")
+    role, binding = one(objs, "ClusterRole"), one(objs, "ClusterRoleBinding")
+    rules = {(g, r): set(x["verbs"]) for x in role["rules"] for g in x["apiGroups"] for r in x["resources"]}
+    assert rules == {("", "pods"): {"list", "watch"}}
+    assert binding["roleRef"]["name"] == role["metadata"]["name"] == "dl-devlet-pod-labels"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "dl-devlet", "namespace": "gpus"}]
+    ds = one(objs, "DaemonSet")
+    assert ds["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    assert env_of(container(ds))["DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS"] == "true"
+    # without metrics, nothing of it
+    objs = render(helm, {"metrics": {"enabled": False, "podLabels": True}})
+    assert not of_kind(objs, "ClusterRole")
+    assert "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS" not in env_of(container(one(objs, "DaemonSet")))
+
+
 def test_service_monitor(helm):
     assert not of_kind(render(helm, {}), "ServiceMonitor")
     objs = render(helm, {"serviceMonitor": {"enabled": True, "interval": "30s", "honorLabels": False,
