@@ -22,6 +22,26 @@ struct amd_fixture {
         struct amd_layout layout;
 };
 
+/* The directory a test's trees go under: amd_fixture_root_setup (a cmocka
+ * setup) makes a fresh one, amd_fixture_root_teardown removes it. */
+static __attribute__((unused)) char amd_fixture_root[64];
+
+AMD_FIXTURE_HELPER int amd_fixture_root_setup(void **state)
+{
+        (void)state;
+        snprintf(amd_fixture_root, sizeof(amd_fixture_root), "/tmp/devlet-amd-test-XXXXXX");
+        return mkdtemp(amd_fixture_root) ? 0 : -1;
+}
+
+AMD_FIXTURE_HELPER int amd_fixture_root_teardown(void **state)
+{
+        (void)state;
+        char *cmd = xasprintf("rm -rf '%s'", amd_fixture_root);
+        int r = system(cmd);
+        free(cmd);
+        return r == 0 ? 0 : -1;
+}
+
 /* Generates profile under root/<profile>/{sys,dev} (replacing what is
  * there).  Returns the sysfs root (heap), or NULL when the generator fails. */
 AMD_FIXTURE_HELPER char *amd_fixture_tree(const char *root, const char *profile)

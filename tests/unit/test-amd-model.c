@@ -20,29 +20,12 @@
 #include "amd-fixture.h"
 #include "test-util.h"
 
-static char root[64];
-
-static int setup_root(void **state)
-{
-        (void)state;
-        snprintf(root, sizeof(root), "/tmp/devlet-amd-model-XXXXXX");
-        assert_non_null(mkdtemp(root));
-        return 0;
-}
-
-static int teardown_root(void **state)
-{
-        (void)state;
-        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", root);
-        assert_int_equal(system(cmd), 0);
-        return 0;
-}
 
 /* Builds profile's tree (its sysfs root returned in *sys when asked) and the
  * layout for strategy. */
 static void build(struct amd_fixture *f, const char *profile, const char *strategy, char **sys)
 {
-        char *s = amd_fixture_tree(root, profile);
+        char *s = amd_fixture_tree(amd_fixture_root, profile);
         assert_non_null(s);
         struct diag err = { 0 };
         assert_int_equal(amd_fixture_build(f, s, strategy, &err), 0);
@@ -201,7 +184,7 @@ static void test_hive_and_families(void **state)
 static void test_driver_version(void **state)
 {
         (void)state;
-        char *sys = amd_fixture_tree(root, "radeon-w7900");
+        char *sys = amd_fixture_tree(amd_fixture_root, "radeon-w7900");
         assert_non_null(sys);
         _cleanup_free_ char *path = xasprintf("%s/module/amdgpu/version", sys);
         FILE *fp = fopen(path, "w");
@@ -243,7 +226,7 @@ static void test_replicas(void **state)
         amd_fixture_free(&f);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup_root, teardown_root)
+#define T(f) cmocka_unit_test_setup_teardown(f, amd_fixture_root_setup, amd_fixture_root_teardown)
 
 int main(void)
 {

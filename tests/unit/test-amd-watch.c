@@ -18,21 +18,6 @@
 #include "amd-fixture.h"
 #include "test-util.h"
 
-static char root[64];
-
-static int setup_root(void **state)
-{
-        snprintf(root, sizeof(root), "/tmp/devlet-amd-watch-XXXXXX");
-        assert_non_null(mkdtemp(root));
-        return 0;
-}
-
-static int teardown_root(void **state)
-{
-        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", root);
-        assert_int_equal(system(cmd), 0);
-        return 0;
-}
 
 static void write_file(const char *path, const char *text)
 {
@@ -44,7 +29,7 @@ static void write_file(const char *path, const char *text)
 
 static void test_fingerprint_names_gpus_and_modes(void **state)
 {
-        _cleanup_free_ char *sys = amd_fixture_tree(root, "mi300x-8x-cpx");
+        _cleanup_free_ char *sys = amd_fixture_tree(amd_fixture_root, "mi300x-8x-cpx");
         assert_non_null(sys);
         _cleanup_free_ char *fp = amd_fingerprint_read(sys);
         assert_contains(fp, "kfd 1\n");
@@ -60,7 +45,7 @@ static void test_fingerprint_names_gpus_and_modes(void **state)
 
 static void test_fingerprint_follows_binds_modes_and_kfd(void **state)
 {
-        _cleanup_free_ char *sys = amd_fixture_tree(root, "mi210-pair");
+        _cleanup_free_ char *sys = amd_fixture_tree(amd_fixture_root, "mi210-pair");
         assert_non_null(sys);
         _cleanup_free_ char *fp = amd_fingerprint_read(sys);
         /* MI210s have no partition files */
@@ -104,5 +89,5 @@ int main(void)
                 cmocka_unit_test(test_fingerprint_follows_binds_modes_and_kfd),
                 cmocka_unit_test(test_fingerprint_without_amdgpu),
         };
-        return cmocka_run_group_tests(tests, setup_root, teardown_root);
+        return cmocka_run_group_tests(tests, amd_fixture_root_setup, amd_fixture_root_teardown);
 }

@@ -24,26 +24,11 @@
 #define STRV(...) ((const char *const[]){ __VA_ARGS__, NULL })
 #endif
 
-static char root[64];
-
-static int setup_root(void **state)
-{
-        snprintf(root, sizeof(root), "/tmp/devlet-amd-XXXXXX");
-        assert_non_null(mkdtemp(root));
-        return 0;
-}
-
-static int teardown_root(void **state)
-{
-        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", root);
-        assert_int_equal(system(cmd), 0);
-        return 0;
-}
 
 /* Generates profile under root/<profile>/{sys,dev}; returns the sysfs root. */
 static char *tree(const char *profile)
 {
-        char *sys = amd_fixture_tree(root, profile);
+        char *sys = amd_fixture_tree(amd_fixture_root, profile);
         assert_non_null(sys);
         return sys;
 }
@@ -183,7 +168,7 @@ static void test_inventory_mi210_and_no_kfd(void **state)
 
         struct amd_inventory *none = NULL;
         struct diag err = { 0 };
-        _cleanup_free_ char *empty = xasprintf("%s/empty", root);
+        _cleanup_free_ char *empty = xasprintf("%s/empty", amd_fixture_root);
         mkdir(empty, 0755);
         assert_int_equal(amd_inventory_load(empty, &none, &err), -ENOENT);
         assert_contains(err.message, "amdgpu driver is not loaded");
@@ -917,7 +902,7 @@ static void test_sampler(void **state)
         dev_sampler_unref(s);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup_root, teardown_root)
+#define T(f) cmocka_unit_test_setup_teardown(f, amd_fixture_root_setup, amd_fixture_root_teardown)
 
 int main(void)
 {
