@@ -13,3 +13,12 @@ struct timespec clock_monotonic_in(long ms)
         }
         return ts;
 }
+
+void clock_cond_init(pthread_cond_t *c)
+{
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(c, &ca);
+        pthread_condattr_destroy(&ca);
+}

@@ -2,6 +2,7 @@
  * monotonic clock until the deadline or a disarm.  The thread blocks every
  * signal, so a process-directed signal never lands on it, and it touches
  * nothing but its own struct until it calls expired. */
+#include "base/clock.h"
 #include "base/watchdog.h"
 
 #include <errno.h>
@@ -49,11 +50,7 @@ int watchdog_arm(unsigned ms, void (*expired)(void *ud), void *ud, struct watchd
                 w->deadline.tv_sec++;
                 w->deadline.tv_nsec -= 1000000000L;
         }
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&w->cond, &ca);
-        pthread_condattr_destroy(&ca);
+        clock_cond_init(&w->cond);
         pthread_mutex_init(&w->mu, NULL);
         sigset_t all, old;
         sigfillset(&all);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/xalloc.h"
@@ -149,11 +150,7 @@ static struct dra_driver *driver_new(struct dra *d, const char *name, struct dia
         drv->slice_prefix = xasprintf("%.100s-%.60s", node, label);
         drv->jobs_tail = &drv->jobs;
         pthread_mutex_init(&drv->mu, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&drv->cond, &ca);
-        pthread_condattr_destroy(&ca);
+        clock_cond_init(&drv->cond);
 
         int r = fs_mkdir_p(drv->dir, 0750);
         if (r >= 0)

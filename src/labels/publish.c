@@ -406,11 +406,7 @@ struct labels_publisher *labels_publisher_start(const struct devlet_config *cfg)
         p->ns = xstrdup(cfg->labels_namespace && cfg->labels_namespace[0] ? cfg->labels_namespace
                                                                            : "default");
         pthread_mutex_init(&p->mu, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&p->cond, &ca);
-        pthread_condattr_destroy(&ca);
+        clock_cond_init(&p->cond);
         pthread_create(&p->thread, NULL, publisher_main, p);
         log_info("labels", "publishing through the API server output=%s node=%s%s%s",
                  labels_output_name(p->mode), p->node,

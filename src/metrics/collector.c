@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "base/cleanup.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "metrics/expo.h"
@@ -126,11 +127,7 @@ struct collector *collector_new(const struct collector_opts *o, struct metrics_s
         c->selected_checked = xcalloc(n_selected + 1, sizeof(*c->selected_checked));
         c->specs = attr_specs_new(o->state_dirs, o->cdi_prefix, o->hints, o->n_hints);
         pthread_mutex_init(&c->mu, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&c->cond, &ca);
-        pthread_condattr_destroy(&ca);
+        clock_cond_init(&c->cond);
         return c;
 }
 

@@ -321,11 +321,7 @@ struct podlabels *podlabels_start(const char *kubeconfig, const char *node)
         p->node = xstrdup(node);
         p->pods = json_object();
         pthread_mutex_init(&p->mu, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&p->cond, &ca);
-        pthread_condattr_destroy(&ca);
+        clock_cond_init(&p->cond);
         pthread_create(&p->thread, NULL, worker_main, p);
         log_info("metrics", "pod labels: watching the pods of node=%s", p->node);
         return p;
