@@ -75,6 +75,11 @@ static struct collector *collector_for(const struct devlet_config *cfg, struct m
                 .families = cfg->collectors,
                 .pod_labels = pod_labels,
                 .pod_labels_all = cfg->kubernetes_enable_pod_labels,
+                /* a family's own config may ask for pod labels (AMD's
+                 * ExtraPodLabels) at any collection: the collector starts a
+                 * source of its own then, with --kubernetes */
+                .kubeconfig = cfg->kubeconfig,
+                .node = cfg->kubernetes ? host : NULL,
         };
         return collector_new(&o, store);
 }
