@@ -24,6 +24,12 @@ struct dev_unit *dev_sample_add(struct dev_sample *s, const struct dev_measure_f
         return u;
 }
 
+void dev_unit_pod_label(struct dev_unit *u, const char *name, const char *key)
+{
+        u->pod_labels = strv_push(u->pod_labels, name);
+        u->pod_labels = strv_push(u->pod_labels, key);
+}
+
 void dev_unit_label(struct dev_unit *u, const char *name, const char *value)
 {
         u->labels = xrealloc(u->labels, (u->n_labels + 1) * sizeof(*u->labels));
@@ -90,6 +96,7 @@ void dev_sample_release(struct dev_sample *s)
                 free(u->labels);
                 strv_free(u->names);
                 strv_free(u->local_names);
+                strv_free(u->pod_labels);
                 free(u->devnums);
                 for (size_t k = 0; k < u->n_families; k++) {
                         strv_free(u->values[k].labels);

@@ -113,6 +113,13 @@ struct dev_unit {
         bool procs_known; /* the device listed its processes (maybe none) */
         struct dev_proc *procs;
         size_t n_procs;
+        /* labels from the pod holding the unit (AMD's
+         * GPUConfig.ExtraPodLabels): metric label name, pod label key, ...
+         * (strv, dev_unit_pod_label).  The consumer adds each one when
+         * exactly one pod holds the unit, valued with that pod's label (""
+         * when the pod lacks it), and starts its pod-label source when a
+         * unit asks for one (Kubernetes only). */
+        char **pod_labels;
 };
 
 struct dev_sample {
@@ -136,6 +143,9 @@ void dev_unit_label(struct dev_unit *u, const char *name, const char *value);
 /* A label field (struct dev_label.field); NULL or empty values are skipped. */
 void dev_unit_field_label(struct dev_unit *u, const char *name, const char *value);
 void dev_unit_set(struct dev_unit *u, size_t family, double v);
+/* Asks for the label name valued with the holding pod's label key
+ * (struct dev_unit.pod_labels); both copied. */
+void dev_unit_pod_label(struct dev_unit *u, const char *name, const char *key);
 /* One series of the family with value labels (strv, taken): the first
  * fills the value, later ones go to its more[]. */
 void dev_unit_add_series(struct dev_unit *u, size_t family, double v, char **labels);

@@ -50,6 +50,9 @@ struct owner {
         bool util_known;
         json_t *labels; /* the pod's labels, names sanitised (sole owners, with
                          * --kubernetes-enable-pod-labels), or NULL */
+        /* a sole owner's values of the unit's pod_labels keys, in their
+         * order ("" where the pod lacks one), strv; NULL: none asked */
+        char **asked;
 };
 
 struct unit_owners {
@@ -62,6 +65,8 @@ struct unit_owners {
 struct collector {
         struct collector_opts o;
         char *hostname_label, *hostname, *proc_root;
+        char *kubeconfig, *node; /* for own_pod_labels; node NULL: never started */
+        struct podlabels *own_pod_labels; /* started when a unit first asks (thread's) */
         struct dev_sampler **samplers; /* our references */
         size_t n_samplers;
         const struct dev_attr_hints **hints;
@@ -106,6 +111,10 @@ struct collector *collector_new(const struct collector_opts *o, struct metrics_s
         c->o.hostname_label = c->hostname_label;
         c->o.hostname = c->hostname;
         c->o.proc_root = c->proc_root;
+        c->kubeconfig = xstrdup(o->kubeconfig ? o->kubeconfig : "");
+        c->node = o->node ? xstrdup(o->node) : NULL;
+        c->o.kubeconfig = NULL;
+        c->o.node = NULL;
         c->o.state_dirs = NULL;
         c->o.cdi_prefix = NULL;
         if (c->o.interval_ms < 100)
@@ -413,6 +422,16 @@ static size_t series_labels(const struct collector *c, const struct dev_unit *u,
         }
         for (size_t i = 0; i < n_extra && n < MAX_LABELS; i++)
                 l[n++] = extra[i];
+        /* the labels the unit asks of its pod, before the pod's own */
+        for (size_t i = 0; o && !own && u->pod_labels && u->pod_labels[i] && u->pod_labels[i + 1];
+             i += 2) {
+                bool taken = n >= MAX_LABELS;
+                for (size_t k = 0; k < n && !taken; k++)
+                        taken = strcmp(l[k].name, u->pod_labels[i]) == 0;
+                if (!taken)
+                        l[n++] = (struct expo_label){ u->pod_labels[i],
+                                                      o->asked && o->asked[i / 2] ? o->asked[i / 2] : "" };
+        }
         /* the pod's own labels: never one that would repeat a label name */
         const char *key;
         json_t *v;
@@ -676,9 +695,8 @@ static void take_mailbox(struct collector *c)
  * name sanitised ("app.kubernetes.io/name" -> "app_kubernetes_io_name");
  * of two that sanitise alike, the first in key order wins.  NULL when the
  * pod is not known. */
-static json_t *sanitized_labels(const struct collector *c, const struct owner *o)
+static json_t *sanitized_labels(json_t *raw)
 {
-        json_t *raw = podlabels_get(c->o.pod_labels, o->namespace, o->pod);
         if (!raw)
                 return NULL;
         size_t n = json_object_size(raw), k = 0;
@@ -695,8 +713,37 @@ static json_t *sanitized_labels(const struct collector *c, const struct owner *o
                 if (!json_object_get(out, name))
                         json_object_set(out, name, json_object_get(raw, keys[i]));
         }
-        json_decref(raw);
         return out;
+}
+
+/* The values of the keys a unit asks of its pod (raw: the pod's labels,
+ * NULL when not known yet: every value ""). */
+static char **asked_values(const struct dev_unit *u, json_t *raw)
+{
+        char **out = NULL;
+        for (size_t i = 0; u->pod_labels[i] && u->pod_labels[i + 1]; i += 2) {
+                const char *v = json_string_value(json_object_get(raw, u->pod_labels[i + 1]));
+                out = strv_push(out, v ? v : "");
+        }
+        return out;
+}
+
+/* The pod-label source: metrics' (--kubernetes-enable-pod-labels), or the
+ * collector's own, started the first time a unit asks for pod labels with
+ * --kubernetes on (a sampler's config may ask at any time, AMD's re-read
+ * each collection), and kept until the collector is freed.  NULL: none. */
+static struct podlabels *pod_source(struct collector *c, const struct dev_sample *smp)
+{
+        if (c->o.pod_labels || c->own_pod_labels || !c->node)
+                return c->o.pod_labels ? c->o.pod_labels : c->own_pod_labels;
+        bool asked = false;
+        for (size_t i = 0; i < smp->n_units && !asked; i++)
+                asked = smp->units[i].pod_labels && smp->units[i].pod_labels[0];
+        if (!asked)
+                return NULL;
+        log_info("metrics", "starting the pod-label source for the labels a device family asks of pods");
+        c->own_pod_labels = podlabels_start(c->kubeconfig, c->node);
+        return c->own_pod_labels;
 }
 
 void collector_run_once(struct collector *c)
@@ -721,18 +768,29 @@ void collector_run_once(struct collector *c)
         for (size_t i = 0; i < smp.n_units; i++)
                 if (owners[i].n > 1)
                         qsort(owners[i].v, owners[i].n, sizeof(*owners[i].v), owner_cmp);
-        if (c->o.pod_labels && c->o.pod_labels_all)
-                for (size_t i = 0; i < smp.n_units; i++)
-                        if (owners[i].n == 1)
-                                owners[i].v[0].labels = sanitized_labels(c, &owners[i].v[0]);
+        struct podlabels *pl = pod_source(c, &smp);
+        for (size_t i = 0; pl && i < smp.n_units; i++) {
+                bool asked = smp.units[i].pod_labels && smp.units[i].pod_labels[0];
+                if (owners[i].n != 1 || !(asked || c->o.pod_labels_all))
+                        continue;
+                struct owner *o = &owners[i].v[0];
+                json_t *raw = podlabels_get(pl, o->namespace, o->pod);
+                if (c->o.pod_labels_all)
+                        o->labels = sanitized_labels(raw);
+                if (asked)
+                        o->asked = asked_values(&smp.units[i], raw);
+                json_decref(raw);
+        }
 
         struct metrics_chunk *chunks;
         size_t n_chunks = render(c, &smp, owners, &chunks);
         metrics_store_publish_chunks(c->store, METRICS_SLOT_GPU, chunks, n_chunks);
 
         for (size_t i = 0; i < smp.n_units; i++) {
-                for (size_t k = 0; k < owners[i].n; k++)
+                for (size_t k = 0; k < owners[i].n; k++) {
                         json_decref(owners[i].v[k].labels);
+                        strv_free(owners[i].v[k].asked);
+                }
                 free(owners[i].v);
         }
         free(owners);
@@ -791,6 +849,9 @@ void collector_free(struct collector *c)
                 pthread_mutex_unlock(&c->mu);
                 pthread_join(c->thread, NULL);
         }
+        podlabels_stop(c->own_pod_labels); /* after the thread, its reader */
+        free(c->kubeconfig);
+        free(c->node);
         samplers_release(c->samplers, c->n_samplers);
         samplers_release(c->samplers_pending, c->n_samplers_pending);
         free(c->hints);

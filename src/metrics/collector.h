@@ -34,6 +34,11 @@ struct collector_opts {
                                        * collector), or NULL */
         bool pod_labels_all;     /* --kubernetes-enable-pod-labels: every label of a
                                   * device's sole pod on its series */
+        /* with --kubernetes: the kubeconfig ("" in-cluster) and node the
+         * collector starts its own pod-label source with, on the thread, the
+         * first time a unit asks for pod labels (dev_unit.pod_labels) and
+         * pod_labels is NULL; node NULL: never (copied) */
+        const char *kubeconfig, *node;
 };
 
 struct collector;

@@ -55,8 +55,10 @@ struct metrics {
         int refs;      /* handles and calls still to finish, +1 until stopped */
 };
 
+/* serving: a long-lived collector, which may start a pod-label source of
+ * its own; a one-shot collection looks up no pod labels. */
 static struct collector *collector_for(const struct devlet_config *cfg, struct metrics_store *store,
-                                       struct podlabels *pod_labels)
+                                       struct podlabels *pod_labels, bool serving)
 {
         _cleanup_free_ char *host = config_node_name(cfg);
         const struct dev_attr_hints *hints[MAX_HINTS];
@@ -75,6 +77,11 @@ static struct collector *collector_for(const struct devlet_config *cfg, struct m
                 .families = cfg->collectors,
                 .pod_labels = pod_labels,
                 .pod_labels_all = cfg->kubernetes_enable_pod_labels,
+                /* a family's own config may ask for pod labels (AMD's
+                 * ExtraPodLabels) at any collection: the collector starts a
+                 * source of its own then, with --kubernetes */
+                .kubeconfig = cfg->kubeconfig,
+                .node = serving && cfg->kubernetes ? host : NULL,
         };
         return collector_new(&o, store);
 }
@@ -351,7 +358,7 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
                 _cleanup_free_ char *node = config_node_name(cfg);
                 m->pod_labels = podlabels_start(cfg->kubeconfig, node);
         }
-        m->collector = collector_for(cfg, m->store, m->pod_labels);
+        m->collector = collector_for(cfg, m->store, m->pod_labels, true);
         /* the samplers before the collector's first pass */
         samplers_refresh(m);
         size_t len;
@@ -422,7 +429,7 @@ int metrics_print_once(const struct devlet_config *cfg, struct dev_sampler *cons
                        size_t n_samplers, FILE *out)
 {
         struct metrics_store *store = metrics_store_new();
-        struct collector *col = collector_for(cfg, store, NULL);
+        struct collector *col = collector_for(cfg, store, NULL, false);
         collector_put_samplers(col, samplers, n_samplers);
         if (cfg->kubernetes && cfg->pod_resources_socket && *cfg->pod_resources_socket &&
             access(cfg->pod_resources_socket, F_OK) == 0) {

@@ -2,6 +2,9 @@
 amd-metrics-exporter name's -amd-metrics-config) on the fake MI300X sysfs
 tree: GPUConfig.Fields restricts the AMD families, Labels adds the optional
 labels (the mandatory ones stay), CustomLabels adds constant labels,
+ExtraPodLabels labels the series of a GPU or partition one pod holds with
+that pod's Kubernetes labels (the fake API server serving the pod, the
+simulated pod-resources socket attributing it);
 CommonConfig.MetricsFieldPrefix renames the families; --collectors takes
 AMD's UPPER_CASE field names; a changed file (written atomically, or a
 ConfigMap's ..data symlink swapped) applies without a restart, a broken one
@@ -17,7 +20,9 @@ import pytest
 import yaml
 
 from devlet_harness import run_devlet
-from metrics_sim import metrics_port, parse, promtool_check, scrape, select, wait_samples
+from fake_apiserver import ApiServer, b64, make_certs, write_kubeconfig
+from metrics_sim import PodResourcesSim, metrics_port, parse, promtool_check, scrape, select, \
+    wait_samples
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "mock-amd"))
@@ -196,4 +201,86 @@ def test_configmap_data_swap_applies(devlet, dirs, sysfs):
     samples = wait_samples(port, lambda s: s if families_are({"gpu_health"})(s) else None, WAIT,
                            "the swapped version")
     assert all("driver_version" in lab for lab, _ in select(samples, "gpu_health"))
+    assert d.alive()
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return make_certs(tmp_path_factory.mktemp("amd-podlabels-certs"))
+
+
+@pytest.fixture
+def api(certs):
+    server = ApiServer(certs)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def kubeconfig(tmp_path, api, certs):
+    return str(write_kubeconfig(tmp_path / "kubeconfig", api.url,
+                                f"    certificate-authority-data: {b64(certs / 'ca.crt')}",
+                                "    token: amd-podlabels-token"))
+
+
+@pytest.fixture
+def podres(dirs):
+    sim = PodResourcesSim(os.path.join(dirs.run, "pod-resources.sock"))
+    yield sim
+    sim.stop()
+
+
+def test_extra_pod_labels_from_the_pod_holding_the_gpu(devlet, dirs, api, kubeconfig, podres):
+    """ExtraPodLabels in a file changed at run time: the pod-label source
+    starts then (no API call before), and the series of GPU 2, which one pod
+    holds, carry its labels ("" for a key the pod lacks, as AMD's exporter);
+    the other GPUs' series do not (no pod, so no pod label, as devlet's pod
+    and namespace labels)."""
+    with open(ROOT / "tests" / "mock-amd" / "profiles" / "mi300x-8x-spx.yaml") as f:
+        p = yaml.safe_load(f)
+    sysfs = os.path.join(dirs.run, "sys")
+    m = gen_sysfs.generate(p, sysfs, dirs.run)
+    api.put_pod("team", "trainer", NODE, {"amd-workload-id": "wl-42", "app": "llm"})
+    api.put_pod("team", "elsewhere", "node-b", {"amd-workload-id": "other"})
+    podres.pods = [("team", "trainer", [("main", [("amd.com/gpu", [m["gpus"][2]["bdf"]])])])]
+    podres.start()
+    cfg = os.path.join(dirs.run, "config.json")
+    write_atomic(cfg, {"GPUConfig": {"Fields": ["GPU_GFX_ACTIVITY", "GPU_TOTAL_VRAM"]}})
+    d = devlet(args=["--backends", "amd", "--sysfs-root", sysfs, "--dev-root", dirs.run,
+                     "--serve", "metrics", "--metrics-address", "127.0.0.1:0",
+                     "--collect-interval", "100", "--hostname-label", "hostname",
+                     "--pod-resources-socket", os.path.join(dirs.run, "pod-resources.sock"),
+                     "--container-state-dirs", os.path.join(dirs.run, "state"),
+                     "--kubeconfig", kubeconfig, "--amd-metrics-config", cfg],
+               env={"NODE_NAME": NODE})
+    port = metrics_port(d)
+    wait_samples(port, lambda s: select(s, "gpu_gfx_activity", gpu_id="2", pod="trainer") or None,
+                 WAIT, "GPU 2 attributed")
+    # nothing asks for pod labels yet: the API server is not asked
+    assert api.hit_count("pods") == 0 and api.hit_count("podwatch") == 0
+    write_atomic(cfg, {"GPUConfig": {"Fields": ["GPU_GFX_ACTIVITY", "GPU_TOTAL_VRAM"],
+                                     "ExtraPodLabels": {"WORKLOAD_ID": "amd-workload-id",
+                                                        "team_tier": "tier"}}})
+    wait_samples(port, lambda s: select(s, "gpu_gfx_activity", gpu_id="2", workload_id="wl-42") or None,
+                 WAIT, "GPU 2's workload_id")
+    text = scrape(port)
+    rc, out = promtool_ok(text)
+    assert rc == 0, out
+    samples = parse(text)
+    held = [(n, lab) for n, lab, _ in samples if lab.get("gpu_id") == "2" and not n.startswith("devlet_")]
+    assert {n for n, _ in held} == {"gpu_gfx_activity", "gpu_total_vram"}
+    for name, lab in held:
+        assert lab["workload_id"] == "wl-42" and lab["team_tier"] == "", (name, lab)
+        assert lab["pod"] == "trainer" and "app" not in lab, (name, lab)
+    for name, lab, _ in samples:
+        if lab.get("gpu_id") not in (None, "2"):
+            assert "workload_id" not in lab and "team_tier" not in lab, (name, lab)
+    # only the node's pods are asked for; the label is not "not exported"
+    assert any("fieldSelector=spec.nodeName%3Damd-node-1" in q for _, q in api.requests), api.requests
+    assert "not exported" not in d.log_text()
+    # a changed pod label comes through the watch
+    api.put_pod("team", "trainer", NODE, {"amd-workload-id": "wl-43", "tier": "gold"})
+    samples = wait_samples(port, lambda s: s if select(s, "gpu_total_vram", gpu_id="2", workload_id="wl-43",
+                                                       team_tier="gold") else None,
+                           WAIT, "the changed pod labels")
     assert d.alive()

@@ -320,9 +320,6 @@ static int parse_gpu(struct config_walk *w, const struct config_node *gpu,
         map = config_node_get(gpu, "ExtraPodLabels");
         if (r == 0 && map && !config_node_is_null(map))
                 r = label_map(w, map, "GPUConfig.ExtraPodLabels", 0, &c->pod_labels);
-        if (r == 0 && c->pod_labels)
-                warn(w->warnings, w->file, map,
-                     "GPUConfig.ExtraPodLabels: pod labels are not exported yet (ignored)");
         static const char *const unread[] = { "Selector", "HealthThresholds", "ProfilerMetrics" };
         for (size_t i = 0; r == 0 && i < ARRAY_SIZE(unread); i++) {
                 const struct config_node *n = config_node_get(gpu, unread[i]);

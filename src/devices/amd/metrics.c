@@ -28,7 +28,9 @@
  * shapes the output through a view of the family table: Fields marks the
  * families left out (off), MetricsFieldPrefix renames them (each keeping
  * its plain name as the field --collectors may name), Labels adds the
- * optional labels devlet gives, CustomLabels constant labels.  The file
+ * optional labels devlet gives, CustomLabels constant labels,
+ * ExtraPodLabels labels the collector values from the pod holding a unit
+ * (dev_unit.pod_labels).  The file
  * is looked at once a collection, on the collector thread (one stat), so
  * a change applies from the next collection on without a reload. */
 #include <math.h>
@@ -303,6 +305,7 @@ struct amd_view {
         char *names[F_COUNT]; /* prefixed names; NULL without a prefix */
         bool gpu_uuid, driver_version, vbios_version;
         char **custom; /* name, value, ... */
+        char **pod_labels; /* metric label, pod label key, ... */
 };
 
 static void view_free(struct amd_view *v)
@@ -312,6 +315,7 @@ static void view_free(struct amd_view *v)
         for (size_t f = 0; f < F_COUNT; f++)
                 free(v->names[f]);
         strv_free(v->custom);
+        strv_free(v->pod_labels);
         free(v);
 }
 
@@ -342,6 +346,7 @@ static struct amd_view *view_new(const struct amd_exporter_config *ec)
         v->driver_version = strv_contains(ec->labels, "driver_version");
         v->vbios_version = strv_contains(ec->labels, "vbios_version");
         v->custom = strv_copy((const char *const *)ec->custom);
+        v->pod_labels = strv_copy((const char *const *)ec->pod_labels);
         return v;
 }
 
@@ -445,6 +450,8 @@ static void unit_labels(struct amd_sampler *s, struct dev_unit *u, size_t gpu, s
         }
         for (size_t i = 0; v->custom && v->custom[i] && v->custom[i + 1]; i += 2)
                 dev_unit_label(u, v->custom[i], v->custom[i + 1]);
+        for (size_t i = 0; v->pod_labels && v->pod_labels[i] && v->pod_labels[i + 1]; i += 2)
+                dev_unit_pod_label(u, v->pod_labels[i], v->pod_labels[i + 1]);
 }
 
 /* The unit's references: partitions first..last of g (all of them for a
