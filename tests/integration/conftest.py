@@ -164,3 +164,29 @@ def devlet(request, build_dir, dirs):
             problems.append(f"sanitizer report:\n{report}")
     if problems:
         pytest.fail("\n".join(problems))
+
+
+# ---- the fake API server (fake_apiserver.py), for the modules that talk to
+# it through devlet's kapi client; test_kapi.py has its own.
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    from fake_apiserver import make_certs
+    return make_certs(tmp_path_factory.mktemp("apiserver-certs"))
+
+
+@pytest.fixture
+def api(certs):
+    from fake_apiserver import ApiServer
+    server = ApiServer(certs)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def kubeconfig(tmp_path, api, certs):
+    """A kubeconfig for the fake server: its CA as data, an inline token."""
+    from fake_apiserver import b64, write_kubeconfig
+    return str(write_kubeconfig(tmp_path / "kubeconfig", api.url,
+                                f"    certificate-authority-data: {b64(certs / 'ca.crt')}",
+                                "    token: test-token"))

@@ -20,7 +20,6 @@ import pytest
 import yaml
 
 from devlet_harness import run_devlet
-from fake_apiserver import ApiServer, b64, make_certs, write_kubeconfig
 from metrics_sim import PodResourcesSim, metrics_port, parse, promtool_check, scrape, select, \
     wait_samples
 
@@ -202,25 +201,6 @@ def test_configmap_data_swap_applies(devlet, dirs, sysfs):
                            "the swapped version")
     assert all("driver_version" in lab for lab, _ in select(samples, "gpu_health"))
     assert d.alive()
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return make_certs(tmp_path_factory.mktemp("amd-podlabels-certs"))
-
-
-@pytest.fixture
-def api(certs):
-    server = ApiServer(certs)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def kubeconfig(tmp_path, api, certs):
-    return str(write_kubeconfig(tmp_path / "kubeconfig", api.url,
-                                f"    certificate-authority-data: {b64(certs / 'ca.crt')}",
-                                "    token: amd-podlabels-token"))
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ import dra_pb2
 import pluginregistration_pb2 as regpb
 from devlet_harness import (closed_by_peer, devlet_cli, hostdev_config, make_node, raw_connect,
                             send_quietly, wait_until)
-from fake_apiserver import ApiServer, b64, make_certs, write_kubeconfig
+from fake_apiserver import b64, write_kubeconfig
 from kubelet_sim import CHANNEL_OPTIONS, PluginClient, unix_target
 
 NODE = "node-a"
@@ -99,18 +99,6 @@ class DraKubelet:
 
 def claim_ref(name, uid=None):
     return ("default", uid or str(uuid.uuid4()), name)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return make_certs(tmp_path_factory.mktemp("dra-certs"))
-
-
-@pytest.fixture
-def api(certs):
-    server = ApiServer(certs)
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -19,24 +19,12 @@ import time
 import pytest
 
 from devlet_harness import DEVLET_BIN as DEVLET, devlet_cli, hostdev_config, make_node, wait_until
-from fake_apiserver import ApiServer, b64, make_certs, write_kubeconfig
+from fake_apiserver import b64, write_kubeconfig
 from kubelet_sim import PluginClient
 
 NODE = "node-a"
 NF_NAME = f"nvidia-features-for-{NODE}"
 OWNED = "devlet.io/owned-labels"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return make_certs(tmp_path_factory.mktemp("labels-certs"))
-
-
-@pytest.fixture
-def api(certs):
-    server = ApiServer(certs)
-    yield server
-    server.stop()
 
 
 @pytest.fixture

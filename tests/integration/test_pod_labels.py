@@ -9,7 +9,6 @@ import os
 import pytest
 
 from devlet_harness import wait_until
-from fake_apiserver import ApiServer, b64, make_certs, write_kubeconfig
 from metrics_sim import MockNvml, PodResourcesSim, metrics_port, parse, promtool_check, scrape, select, \
     wait_samples
 
@@ -20,25 +19,6 @@ ALLOWED_LINT = (
     "label names should be written in 'snake_case' not 'camelCase'",
     "metric name should not include type 'counter'",
 )
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return make_certs(tmp_path_factory.mktemp("podlabels-certs"))
-
-
-@pytest.fixture
-def api(certs):
-    server = ApiServer(certs)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def kubeconfig(tmp_path, api, certs):
-    return str(write_kubeconfig(tmp_path / "kubeconfig", api.url,
-                                f"    certificate-authority-data: {b64(certs / 'ca.crt')}",
-                                "    token: podlabels-token"))
 
 
 @pytest.fixture
