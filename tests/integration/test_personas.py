@@ -445,11 +445,15 @@ def test_config_manager_follows_the_label_and_signals(links, node_api, tmp_path,
     src = configs(tmp_path)
     dst = tmp_path / "config.yaml"
     # a process whose argv[0] is the one to signal: it records SIGHUPs
-    marker = tmp_path / "hups"
+    marker, ready = tmp_path / "hups", tmp_path / "ready"
     victim = subprocess.Popen(
         ["bash", "-c", f"exec -a devlet-cm-test-target bash -c "
-                       f"'trap \"echo hup >> {marker}\" HUP; while :; do sleep 0.05; done'"])
+                       f"'trap \"echo hup >> {marker}\" HUP; : > {ready}; "
+                       f"while :; do sleep 0.05; done'"])
     try:
+        # its trap is set before config-manager can signal it (a SIGHUP
+        # before the trap ends the process)
+        wait_until(ready.exists, 10, "the process to signal")
         args = cm_args(node_api, src, dst)
         args.remove("--send-signal=false")
         args += ["--process-to-signal=devlet-cm-test-target", "--signal=1"]
