@@ -165,8 +165,11 @@ def test_lost_gpu_and_preferred_allocation(kubelet, devlet, node):
     assert kubelet.preferred(GPU, V100, [], 4) == V100[4:]
     assert kubelet.preferred(GPU, V100, [], 2) == [V100[2], V100[3]]
 
-    # re-enumerated while lost: NVML cannot say who GPU 0 is any more
+    # re-enumerated while lost: NVML cannot say who GPU 0 is any more.  A
+    # reload registers every resource again; the kubelet then drops the old
+    # connection, so the calls below wait for the new one
     d.sighup()
+    kubelet.wait_for_registration(GPU, count=2)
     snap = kubelet.wait_for_snapshot(GPU, lambda s: "lost-gpu-0" in s)
     assert snap.ids() == ["lost-gpu-0"] + V100[1:]
     assert snap.health("lost-gpu-0") == "Unhealthy" and snap.healthy_ids() == V100[1:]
