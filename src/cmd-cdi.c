@@ -3,6 +3,7 @@
  * (one scan, no watching), as `devlet list` does; every other flag is
  * configuration (--config-file, --backends, --nvidia-driver-root, ...). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -163,9 +164,10 @@ static int generate(int argc, char **argv)
                                 rc = 1;
                         } else if (strcmp(a.output, "-") == 0) {
                                 fwrite(data, 1, len, stdout);
-                        } else if ((r = fs_write_atomic(a.output, data, len, 0644)) < 0) {
+                        } else if ((r = fs_write_atomic_at(AT_FDCWD, a.output, data, len, 0644,
+                                                           FS_CREATE, &diag)) < 0) {
                                 fprintf(stderr, "devlet cdi generate: cannot write %s: %s\n",
-                                        a.output, strerror(-r));
+                                        a.output, diag.message);
                                 rc = 1;
                         }
                 }

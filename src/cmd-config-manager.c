@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "cmd.h"
@@ -280,37 +281,49 @@ static int choose(const struct cm *cm, const char *value, char **out, bool *empt
 }
 
 /* Points dst at target (or writes an empty config), replacing it in one
- * rename.  1 when it changed, 0 when it already was so, -errno. */
-static int update_dst(const struct cm *cm, const char *target, bool empty)
+ * rename, in dst's directory as fs_open_dir checks it (root's or ours, not
+ * writable by others: whoever could write there could point dst, which
+ * devlet reads as root, anywhere).  1 when it changed, 0 when it already
+ * was so, -errno with diag. */
+static int update_dst(const struct cm *cm, const char *target, bool empty, struct diag *diag)
 {
+        const char *slash = strrchr(cm->dst, '/');
+        const char *base = slash ? slash + 1 : cm->dst;
+        _cleanup_free_ char *dir = slash ? xstrndup(cm->dst, slash == cm->dst ? 1
+                                                                          : (size_t)(slash - cm->dst))
+                                         : xstrdup(".");
+        _cleanup_close_ int dfd = fs_open_dir(AT_FDCWD, dir, 0, 0755, diag);
+        if (dfd < 0)
+                return dfd;
         char cur[4096];
-        ssize_t n = readlink(cm->dst, cur, sizeof(cur) - 1);
+        ssize_t n = readlinkat(dfd, base, cur, sizeof(cur) - 1);
         if (n >= 0) {
                 cur[n] = '\0';
                 if (target && strcmp(cur, target) == 0)
                         return 0;
         } else if (empty) {
                 struct stat st;
-                if (lstat(cm->dst, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+                if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+                    st.st_size == 0)
                         return 0;
         }
         /* a random name beside dst: created exclusively, never through a link */
         unsigned long long rnd = 0;
         if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
                 rnd = (unsigned long long)getpid() << 32 ^ (unsigned long long)time(NULL);
-        _cleanup_free_ char *tmp = xasprintf("%s.%016llx.tmp", cm->dst, rnd);
+        _cleanup_free_ char *tmp = xasprintf("%.200s.%016llx.tmp", base, rnd);
         if (empty) {
-                int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+                int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
                 if (fd < 0)
-                        return -errno;
+                        return diag_set(diag, -errno, "%s", strerror(errno));
                 close(fd);
-        } else if (symlink(target, tmp) < 0) {
-                return -errno;
+        } else if (symlinkat(target, dfd, tmp) < 0) {
+                return diag_set(diag, -errno, "%s", strerror(errno));
         }
-        if (rename(tmp, cm->dst) < 0) {
+        if (renameat(dfd, tmp, dfd, base) < 0) {
                 int r = -errno;
-                (void)unlink(tmp);
-                return r;
+                (void)unlinkat(dfd, tmp, 0);
+                return diag_set(diag, r, "%s", strerror(-r));
         }
         return 1;
 }
@@ -353,10 +366,11 @@ static int apply_value(struct cm *cm, const char *value)
         int r = choose(cm, value, &target, &empty);
         if (r < 0)
                 return r;
-        r = update_dst(cm, target, empty);
+        struct diag diag = { 0 };
+        r = update_dst(cm, target, empty, &diag);
         if (r < 0) {
                 log_error("config-manager", "cannot update the config file dst=%s error=\"%s\"",
-                          cm->dst, strerror(-r));
+                          cm->dst, diag.message);
                 return r;
         }
         free(cm->applied);

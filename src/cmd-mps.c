@@ -322,9 +322,9 @@ static int control_cmd(struct mps_sup *s, const struct mps_daemon *d, const char
 }
 
 /* The marker's directory, below the root without a symlink (O_PATH). */
-static int marker_dir(const struct mps_daemon *d, unsigned flags)
+static int marker_dir(const struct mps_daemon *d, unsigned flags, struct diag *diag)
 {
-        return fs_open_dir(d->root_fd, d->marker_dir, flags | FS_NO_SYMLINKS, 0755);
+        return fs_open_dir(d->root_fd, d->marker_dir, flags | FS_NO_SYMLINKS, 0755, diag);
 }
 
 static void marker_write(const struct mps_daemon *d)
@@ -333,36 +333,37 @@ static void marker_write(const struct mps_daemon *d)
                                               "active_thread_percentage=%u\n",
                                               d->spec.resource, d->spec.visible_devices,
                                               d->spec.thread_percentage);
-        _cleanup_close_ int dfd = marker_dir(d, FS_CREATE);
+        struct diag diag = { 0 };
+        _cleanup_close_ int dfd = marker_dir(d, FS_CREATE, &diag);
         int r = dfd < 0 ? dfd
                         : fs_write_atomic_at(dfd, d->marker_name, text, strlen(text), 0644,
-                                             FS_NO_SYMLINKS);
+                                             FS_NO_SYMLINKS, &diag);
         if (r < 0)
-                log_error_errno(r, "mps", "cannot write the readiness marker file=%s",
-                                d->spec.marker);
+                log_error("mps", "cannot write the readiness marker file=%s error=\"%s\"",
+                          d->spec.marker, diag.message);
 }
 
 static void marker_remove(const struct mps_daemon *d)
 {
-        _cleanup_close_ int dfd = marker_dir(d, 0);
+        _cleanup_close_ int dfd = marker_dir(d, 0, NULL);
         if (dfd >= 0)
                 unlinkat(dfd, d->marker_name, 0);
 }
 
 static void marker_touch(const struct mps_daemon *d)
 {
-        _cleanup_close_ int dfd = marker_dir(d, 0);
+        _cleanup_close_ int dfd = marker_dir(d, 0, NULL);
         if (dfd < 0 || utimensat(dfd, d->marker_name, NULL, AT_SYMLINK_NOFOLLOW) < 0)
                 log_debug("mps", "cannot touch file=%s error=\"%s\"", d->spec.marker,
                           strerror(dfd < 0 ? -dfd : errno));
 }
 
 /* mkdir -p below the root, no symlink followed. */
-static int mkdir_below(const struct mps_daemon *d, const char *rel)
+static int mkdir_below(const struct mps_daemon *d, const char *rel, struct diag *diag)
 {
-        int fd = fs_open_dir(d->root_fd, rel, FS_CREATE | FS_NO_SYMLINKS, 0755);
+        int fd = fs_open_dir(d->root_fd, rel, FS_CREATE | FS_NO_SYMLINKS, 0755, diag);
         if (fd < 0)
-                return fd;
+                return diag_prefix(diag, fd, "%s/%s", d->spec.root, rel);
         close(fd);
         return 0;
 }
@@ -371,12 +372,15 @@ static int daemon_start(struct mps_sup *s, struct mps_daemon *d)
 {
         marker_remove(d);
         d->ready = false;
-        int r = mkdir_below(d, d->pipe_rel);
+        struct diag diag = { 0 };
+        int r = mkdir_below(d, d->pipe_rel, &diag);
         if (r == 0)
-                r = mkdir_below(d, d->log_rel);
-        if (r < 0)
-                return log_error_errno(r, "mps", "cannot create the MPS directories resource=%s",
-                                       d->spec.resource);
+                r = mkdir_below(d, d->log_rel, &diag);
+        if (r < 0) {
+                log_error("mps", "cannot create the MPS directories resource=%s error=\"%s\"",
+                          d->spec.resource, diag.message);
+                return r;
+        }
         r = control_run(s, d, "-d", NULL, now_ms() + CONTROL_TIMEOUT_MS, NULL);
         if (r == -EINTR)
                 return r;
@@ -415,8 +419,10 @@ static int shm_prepare(const struct mps_daemon *d)
         const char *shm = d->spec.shm_dir;
         const char *mode = getenv("DEVLET_MPS_SHM");
         bool plain = mode && strcmp(mode, "dir") == 0;
-        _cleanup_close_ int fd = fs_open_dir(d->root_fd, d->shm_rel, FS_CREATE | FS_NO_SYMLINKS,
-                                             0755);
+        /* a tmpfs mounted there before is root's, mode 1777 */
+        const unsigned flags = FS_NO_SYMLINKS | FS_STICKY_LAST;
+        struct diag diag = { 0 };
+        _cleanup_close_ int fd = fs_open_dir(d->root_fd, d->shm_rel, flags | FS_CREATE, 0755, &diag);
         char at[64];
         for (unsigned i = 0; fd >= 0 && !plain; i++) {
                 snprintf(at, sizeof(at), "/proc/self/fd/%d", fd);
@@ -424,11 +430,11 @@ static int shm_prepare(const struct mps_daemon *d)
                 if (i == SHM_UNMOUNT_MAX || umount2(at, MNT_DETACH) < 0)
                         break;
                 close(fd);
-                fd = fs_open_dir(d->root_fd, d->shm_rel, FS_NO_SYMLINKS, 0755);
+                fd = fs_open_dir(d->root_fd, d->shm_rel, flags, 0755, &diag);
         }
         if (fd < 0) {
                 log_error("mps", "refusing the MPS shm directory path=%s error=\"%s\"%s", shm,
-                          strerror(-fd), fd == -ELOOP ? " (a symlink below --mps-root)" : "");
+                          diag.message, fd == -ELOOP ? " (a symlink below --mps-root)" : "");
                 return fd;
         }
         if (plain) {
@@ -533,10 +539,11 @@ static int daemon_init(struct mps_daemon *d, const struct dev_sidecar_daemon *sp
         const char *slash = strrchr(marker, '/');
         d->marker_dir = slash ? xstrndup(marker, (size_t)(slash - marker)) : xstrdup(".");
         d->marker_name = slash ? slash + 1 : marker;
-        d->root_fd = fs_open_dir(AT_FDCWD, spec->root, FS_CREATE, 0755);
+        struct diag diag = { 0 };
+        d->root_fd = fs_open_dir(AT_FDCWD, spec->root, FS_CREATE, 0755, &diag);
         if (d->root_fd < 0) {
                 log_error("mps", "cannot open the MPS root path=%s error=\"%s\"", spec->root,
-                          strerror(-d->root_fd));
+                          diag.message);
                 return d->root_fd;
         }
         return 0;

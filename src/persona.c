@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
 #include "base/xalloc.h"
 
 struct translation;
@@ -406,20 +407,27 @@ static const char *const amd_labeller_defaults[] = { "serve=labels", "backends=a
 
 /* -amd-metrics-config: AMD's exporter config, devlet's --amd-metrics-config
  * (the AMD family reads the rest of it, and again when it changes); its
- * ServerPort is the port, read here once at start. */
+ * ServerPort is the port, read here once at start, through base/fs's
+ * reader (a FIFO there must not hang the start), at most as much as the
+ * family reads. */
+#define AMD_EXPORTER_CONFIG_MAX (1024 * 1024)
 static int amd_exporter_port(struct translation *t, const char *value, struct diag *diag)
 {
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        int r = fs_read_file(value, AMD_EXPORTER_CONFIG_MAX, &text, &len);
+        if (r == -ENOENT)
+                return 0; /* AMD's exporter runs without the file, on its defaults */
+        if (r < 0)
+                return diag_set_at(diag, r, value, 0, 0, "AMD metrics exporter config: %s",
+                                   r == -EFBIG ? "larger than 1 MiB" : fs_strerror(r));
         json_error_t err;
-        json_t *root = json_load_file(value, JSON_REJECT_DUPLICATES, &err);
-        if (!root) {
-                /* AMD's exporter runs without the file, on its defaults */
-                if (access(value, F_OK) != 0)
-                        return 0;
+        json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+        if (!root)
                 return diag_set_at(diag, -EINVAL, value, err.line, err.column,
                                    "AMD metrics exporter config: %s", err.text);
-        }
         json_t *port = json_is_object(root) ? json_object_get(root, "ServerPort") : NULL;
-        int r = 0;
+        r = 0;
         if (port && (!json_is_integer(port) || json_integer_value(port) < 0 ||
                      json_integer_value(port) > 65535))
                 r = diag_set_at(diag, -EINVAL, value, 0, 0,

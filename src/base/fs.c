@@ -14,7 +14,12 @@
  * /var/run, is the one kind followed), and files are born under a random
  * name with O_CREAT|O_EXCL|O_NOFOLLOW, which refuses whatever already exists
  * (a link, a FIFO whose open would block) instead of opening it, and are
- * renamed into place. */
+ * renamed into place.  Nor may the directories themselves be anyone else's:
+ * each one walked is checked (fstat of the descriptor just opened, so what
+ * is checked is what is used) to be owned by root or us and writable by
+ * nobody else, a sticky parent such as /tmp excepted, because whoever owns
+ * or may write the target directory can replace the file devlet wrote
+ * there with their own. */
 #include "base/fs.h"
 
 #include <errno.h>
@@ -32,6 +37,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/diag.h"
 #include "base/xalloc.h"
 
 static int open_regular(const char *path, int flags)
@@ -133,7 +139,8 @@ static int link_target(int dfd, const char *name, unsigned flags, char **target)
                 return -errno;
         /* only root (or we) could have made it, and nobody else can swap
          * it while we read it: the directory is not writable by others,
-         * or sticky (as /tmp: only an entry's owner may replace it) */
+         * or sticky (as /tmp: only an entry's owner may replace it); the
+         * walk has checked the directory already, this says it again */
         uid_t me = geteuid();
         bool trusted = (st.st_uid == 0 || st.st_uid == me) &&
                        (dir.st_uid == 0 || dir.st_uid == me) &&
@@ -164,15 +171,66 @@ static char *next_component(char **p)
         return s;
 }
 
-int fs_open_dir(int dirfd, const char *path, unsigned flags, mode_t mode)
+/* The path of the directory fd names, for a message: what the kernel says
+ * (/proc/self/fd), else fallback. */
+static const char *dir_path(int fd, const char *fallback, char *buf, size_t size)
+{
+        char link[64];
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, buf, size - 1);
+        if (n <= 0)
+                return fallback;
+        buf[n] = '\0';
+        return buf;
+}
+
+/* Whether devlet may write below (last false) or into (last true) the
+ * directory fd: it is root's or ours, and nobody else may write to it
+ * unless it is sticky and not the last.  -EPERM with diag naming it, its
+ * owner and its mode. */
+static int dir_trusted(int fd, bool last, unsigned flags, const char *name, struct diag *diag)
+{
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return diag_set(diag, -errno, "%s: %s", name, strerror(errno));
+        uid_t me = geteuid();
+        bool owner_ok = st.st_uid == 0 || st.st_uid == me;
+        bool sticky_ok = (st.st_mode & S_ISVTX) && (!last || (flags & FS_STICKY_LAST));
+        bool write_ok = !(st.st_mode & (S_IWGRP | S_IWOTH)) || sticky_ok;
+        if (owner_ok && write_ok)
+                return 0;
+        char buf[PATH_MAX], who[48] = "root";
+        if (me != 0)
+                snprintf(who, sizeof(who), "root or uid %u", (unsigned)me);
+        const char *path = dir_path(fd, name, buf, sizeof(buf));
+        unsigned mode = (unsigned)(st.st_mode & 07777);
+        if (!owner_ok)
+                return diag_set(diag, -EPERM,
+                                "refusing to write %s %s: it is owned by uid %u (mode %04o), "
+                                "and only %s may own the directories devlet writes into",
+                                last ? "into" : "below", path, (unsigned)st.st_uid, mode, who);
+        return diag_set(diag, -EPERM,
+                        "refusing to write %s %s: its mode %04o (owner uid %u) lets others write "
+                        "to it%s",
+                        last ? "into" : "below", path, mode, (unsigned)st.st_uid,
+                        last ? "" : " and it is not sticky");
+}
+
+int fs_open_dir(int dirfd, const char *path, unsigned flags, mode_t mode, struct diag *diag)
 {
         if (!path[0])
-                return -ENOENT;
+                return diag_set(diag, -ENOENT, "%s", strerror(ENOENT));
         _cleanup_close_ int dfd = openat(path[0] == '/' ? AT_FDCWD : dirfd,
                                          path[0] == '/' ? "/" : ".",
                                          O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
-                return -errno;
+                return diag_set(diag, -errno, "%s", strerror(errno));
+        int r = dir_trusted(dfd, false, flags, path[0] == '/' ? "/" : ".", diag);
+        if (r < 0)
+                return r;
+        /* what is created is never writable by group or others, whatever
+         * the umask: the check below would refuse it */
+        mode &= ~(mode_t)(S_IWGRP | S_IWOTH);
         _cleanup_free_ char *todo = xstrdup(path);
         char *p = todo;
         unsigned links = 0;
@@ -182,40 +240,50 @@ int fs_open_dir(int dirfd, const char *path, unsigned flags, mode_t mode)
                 int fd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (fd < 0 && errno == ENOENT && (flags & FS_CREATE)) {
                         if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
-                                return -errno;
+                                return diag_set(diag, -errno, "%s: %s", name, strerror(errno));
                         fd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 }
                 if (fd >= 0) {
                         close(dfd);
                         dfd = fd;
+                        /* the last one is checked as such below */
+                        r = p[strspn(p, "/")] ? dir_trusted(dfd, false, flags, name, diag) : 0;
+                        if (r < 0)
+                                return r;
                         continue;
                 }
                 if (errno != ENOTDIR && errno != ELOOP)
-                        return -errno;
+                        return diag_set(diag, -errno, "%s", strerror(errno));
                 _cleanup_free_ char *target = NULL;
-                int r = link_target(dfd, name, flags, &target);
+                r = link_target(dfd, name, flags, &target);
+                if (r >= 0 && ++links > FS_MAX_LINKS)
+                        r = -ELOOP;
                 if (r < 0)
-                        return r;
-                if (++links > FS_MAX_LINKS)
-                        return -ELOOP;
+                        return diag_set(diag, r, "%s", fs_strerror(r));
                 if (target[0] == '/') {
                         fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
                         if (fd < 0)
-                                return -errno;
+                                return diag_set(diag, -errno, "%s", strerror(errno));
                         close(dfd);
                         dfd = fd;
+                        r = dir_trusted(dfd, false, flags, "/", diag);
+                        if (r < 0)
+                                return r;
                 }
                 /* the link's target, then what followed the link */
                 char *rest = xasprintf("%s/%s", target, p);
                 free(todo);
                 todo = p = rest;
         }
+        r = dir_trusted(dfd, true, flags, path, diag);
+        if (r < 0)
+                return r;
         return TAKE_FD(dfd);
 }
 
 int fs_mkdir_p(const char *path, mode_t mode)
 {
-        int fd = fs_open_dir(AT_FDCWD, path, FS_CREATE, mode);
+        int fd = fs_open_dir(AT_FDCWD, path, FS_CREATE, mode, NULL);
         if (fd < 0)
                 return fd;
         close(fd);
@@ -262,15 +330,15 @@ static int write_all(int fd, const char *p, size_t len)
 }
 
 int fs_write_atomic_at(int dirfd, const char *path, const void *data, size_t len, mode_t mode,
-                       unsigned flags)
+                       unsigned flags, struct diag *diag)
 {
         const char *slash = strrchr(path, '/');
         const char *base = slash ? slash + 1 : path;
         if (!base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-                return -EISDIR;
+                return diag_set(diag, -EISDIR, "%s", strerror(EISDIR));
         _cleanup_free_ char *dir = slash ? xstrndup(path, slash == path ? 1 : (size_t)(slash - path))
                                          : xstrdup(".");
-        _cleanup_close_ int dfd = fs_open_dir(dirfd, dir, flags, 0755);
+        _cleanup_close_ int dfd = fs_open_dir(dirfd, dir, flags, 0755, diag);
         if (dfd < 0)
                 return dfd;
         char tmp[NAME_MAX + 1];
@@ -280,7 +348,7 @@ int fs_write_atomic_at(int dirfd, const char *path, const void *data, size_t len
                 fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
                             0600);
                 if (fd < 0 && (errno != EEXIST || tries + 1 == FS_TEMP_TRIES))
-                        return -errno;
+                        return diag_set(diag, -errno, "%s", strerror(errno));
         }
         int r = write_all(fd, data, len);
         if (r == 0 && fchmod(fd, mode) < 0)
@@ -289,14 +357,16 @@ int fs_write_atomic_at(int dirfd, const char *path, const void *data, size_t len
                 r = -errno;
         if (r == 0 && renameat(dfd, tmp, dfd, base) < 0)
                 r = -errno;
-        if (r < 0)
+        if (r < 0) {
                 unlinkat(dfd, tmp, 0);
-        return r;
+                return diag_set(diag, r, "%s", strerror(-r));
+        }
+        return 0;
 }
 
 int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
 {
-        return fs_write_atomic_at(AT_FDCWD, path, data, len, mode, FS_CREATE);
+        return fs_write_atomic_at(AT_FDCWD, path, data, len, mode, FS_CREATE, NULL);
 }
 
 struct fs_file_id fs_file_id_of(const char *path)

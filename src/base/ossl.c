@@ -19,11 +19,14 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/fs.h"
+#include "base/xalloc.h"
 
 #define LIB_SONAME "libssl.so.3"
 #define LIB_FALLBACK "libssl.so"
@@ -180,13 +183,14 @@ int ossl_no_passphrase(char *buf, int size, int rwflag, void *ud)
         return 0;
 }
 
-int ossl_add_pem_certs(SSL_CTX *ctx, const char *text, bool chain, const char *what,
+int ossl_add_pem_certs(SSL_CTX *ctx, const char *text, enum ossl_pem_use use, const char *what,
                        struct diag *diag)
 {
         char err[256];
         BIO *bio = ossl.BIO_new_mem_buf(text, -1);
         if (!bio)
                 return diag_set(diag, -ENOMEM, "%s: %s", what, ossl_error(err, sizeof(err), "no memory"));
+        bool chain = use == OSSL_PEM_CHAIN;
         X509_STORE *store = chain ? NULL : ossl.SSL_CTX_get_cert_store(ctx);
         int n = 0, r = 0;
         X509 *x;
@@ -194,7 +198,8 @@ int ossl_add_pem_certs(SSL_CTX *ctx, const char *text, bool chain, const char *w
         while ((x = ossl.PEM_read_bio_X509(bio, NULL, ossl_no_passphrase, NULL)) != NULL) {
                 bool ok;
                 if (!chain)
-                        ok = ossl.X509_STORE_add_cert(store, x) == 1;
+                        ok = ossl.X509_STORE_add_cert(store, x) == 1 &&
+                             (use != OSSL_PEM_CLIENT_CA || ossl.SSL_CTX_add_client_CA(ctx, x) == 1);
                 else if (n == 0)
                         ok = ossl.SSL_CTX_use_certificate(ctx, x) == 1;
                 else /* SSL_CTX_add0_chain_cert takes x */
@@ -234,4 +239,64 @@ int ossl_use_pem_key(SSL_CTX *ctx, const char *text, const char *what, struct di
                              ossl_error(err, sizeof(err), "not a PEM private key"));
         ossl.EVP_PKEY_free(key);
         return r;
+}
+
+/* The file path read whole into *text, or -errno with diag naming it. */
+static int read_pem(const char *path, const char *what, char **text, size_t *len,
+                    struct diag *diag)
+{
+        int r = fs_read_file(path, OSSL_PEM_FILE_MAX, text, len);
+        if (r == -EFBIG)
+                return diag_set(diag, r, "%s %s: larger than %u MiB", what, path,
+                                OSSL_PEM_FILE_MAX >> 20);
+        if (r < 0)
+                return diag_set(diag, r, "%s %s: %s", what, path, fs_strerror(r));
+        return 0;
+}
+
+int ossl_add_pem_cert_file(SSL_CTX *ctx, const char *path, enum ossl_pem_use use,
+                           const char *what, struct diag *diag)
+{
+        _cleanup_free_ char *text = NULL;
+        int r = read_pem(path, what, &text, NULL, diag);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *label = xasprintf("%s %s", what, path);
+        return ossl_add_pem_certs(ctx, text, use, label, diag);
+}
+
+int ossl_use_pem_key_file(SSL_CTX *ctx, const char *path, const char *what, struct diag *diag)
+{
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        int r = read_pem(path, what, &text, &len, diag);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *label = xasprintf("%s %s", what, path);
+        r = ossl_use_pem_key(ctx, text, label, diag);
+        explicit_bzero(text, len);
+        return r;
+}
+
+/* $env when set and not empty, else fallback. */
+static const char *env_or(const char *env, const char *fallback)
+{
+        const char *v = getenv(env);
+        return v && *v ? v : fallback;
+}
+
+int ossl_use_system_cas(SSL_CTX *ctx, struct diag *diag)
+{
+        const char *file = env_or(ossl.X509_get_default_cert_file_env(),
+                                  ossl.X509_get_default_cert_file());
+        int r = ossl_add_pem_cert_file(ctx, file, OSSL_PEM_TRUST, "the system's CA file", diag);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        /* looked up by subject hash during each verification: files the
+         * system's packages put there, opened by OpenSSL itself */
+        const char *dir = env_or(ossl.X509_get_default_cert_dir_env(),
+                                 ossl.X509_get_default_cert_dir());
+        if (ossl.X509_STORE_load_path(ossl.SSL_CTX_get_cert_store(ctx), dir) != 1)
+                ossl.ERR_clear_error(); /* a missing directory: as OpenSSL's default */
+        return 0;
 }

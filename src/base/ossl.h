@@ -11,7 +11,13 @@
  * SSL_set_tlsext_host_name, SSL_CTX_add0_chain_cert, SSL_CTX_set_mode,
  * SSL_CTX_set1_groups_list, sk_*_num/value) are spelled out as the calls
  * they expand to.  The fields are set once by ossl_load and only read
- * afterwards, from any thread.  Never logs. */
+ * afterwards, from any thread.
+ *
+ * OpenSSL never opens a file here: its *_file and load_verify_locations
+ * calls open with a blocking fopen, which a FIFO put in a certificate's
+ * place would hang for ever (with whatever lock the caller holds).  PEM
+ * files are read by base/fs's reader (non-blocking, regular files only,
+ * bounded) and parsed from memory.  Never logs. */
 #ifndef DEVLET_BASE_OSSL_H
 #define DEVLET_BASE_OSSL_H
 
@@ -48,18 +54,18 @@
         X(SSL_CTX_set_verify)               \
         X(SSL_CTX_set_cipher_list)          \
         X(SSL_CTX_set_num_tickets)          \
-        X(SSL_CTX_set_client_CA_list)       \
+        X(SSL_CTX_add_client_CA)            \
         X(SSL_CTX_set_default_passwd_cb)    \
-        X(SSL_CTX_set_default_verify_paths) \
-        X(SSL_CTX_load_verify_locations)    \
         X(SSL_CTX_get_cert_store)           \
         X(SSL_CTX_use_certificate)          \
-        X(SSL_CTX_use_certificate_chain_file) \
         X(SSL_CTX_use_PrivateKey)           \
-        X(SSL_CTX_use_PrivateKey_file)      \
         X(SSL_CTX_check_private_key)        \
-        X(SSL_load_client_CA_file)          \
         X(X509_STORE_add_cert)              \
+        X(X509_STORE_load_path)             \
+        X(X509_get_default_cert_file)       \
+        X(X509_get_default_cert_file_env)   \
+        X(X509_get_default_cert_dir)        \
+        X(X509_get_default_cert_dir_env)    \
         X(X509_free)                        \
         X(X509_get_ext_d2i)                 \
         X(X509_verify_cert_error_string)    \
@@ -136,14 +142,37 @@ const char *ossl_error(char *buf, size_t size, const char *fallback);
  * prompted for on a terminal. */
 int ossl_no_passphrase(char *buf, int size, int rwflag, void *ud);
 
-/* Adds the PEM certificates in text (at least one) to ctx: to its trust
- * store (chain false), or the first as ctx's own certificate and the rest
- * as its chain (chain true).  what names the source in diag.  Returns 0,
- * -ENOMEM or -EINVAL with diag. */
-int ossl_add_pem_certs(SSL_CTX *ctx, const char *text, bool chain, const char *what,
+/* What PEM certificates are for. */
+enum ossl_pem_use {
+        OSSL_PEM_TRUST,     /* CAs the peer's certificate is verified against */
+        OSSL_PEM_CLIENT_CA, /* the same, their names sent when asking for a client certificate */
+        OSSL_PEM_CHAIN,     /* ctx's own certificate, then the rest of its chain */
+};
+
+/* Adds the PEM certificates in text (at least one) to ctx, for use.  what
+ * names the source in diag.  Returns 0, -ENOMEM or -EINVAL with diag. */
+int ossl_add_pem_certs(SSL_CTX *ctx, const char *text, enum ossl_pem_use use, const char *what,
                        struct diag *diag);
 /* Uses the PEM private key in text as ctx's.  Returns 0 or -EINVAL/-ENOMEM
  * with diag. */
 int ossl_use_pem_key(SSL_CTX *ctx, const char *text, const char *what, struct diag *diag);
+
+/* The largest PEM file read (a system CA bundle is some 200 KiB). */
+#define OSSL_PEM_FILE_MAX (4u << 20)
+
+/* ossl_add_pem_certs and ossl_use_pem_key on the content of the file path,
+ * read with fs_read_file (O_NONBLOCK, a regular file only, at most
+ * OSSL_PEM_FILE_MAX bytes; a key's copy is wiped after use).  Returns 0,
+ * -EINVAL for a FIFO, socket or device ("not a regular file"), -EISDIR,
+ * -EFBIG, -errno, or their errors, with diag "<what> <path>: <why>". */
+int ossl_add_pem_cert_file(SSL_CTX *ctx, const char *path, enum ossl_pem_use use,
+                           const char *what, struct diag *diag);
+int ossl_use_pem_key_file(SSL_CTX *ctx, const char *path, const char *what, struct diag *diag);
+
+/* Trusts the system's CAs, as SSL_CTX_set_default_verify_paths would: the
+ * bundle ($SSL_CERT_FILE or OpenSSL's default) read as above, a missing one
+ * skipped, and the hashed directory ($SSL_CERT_DIR or the default) looked
+ * up during verification.  Returns 0 or the errors above. */
+int ossl_use_system_cas(SSL_CTX *ctx, struct diag *diag);
 
 #endif

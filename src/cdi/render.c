@@ -12,6 +12,7 @@
  * never written.  Writing is fs_write_atomic's (a new file under a random
  * name, renamed into place; never through a planted link), mode 0644. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -286,9 +287,9 @@ int cdi_spec_write(const struct cdi_spec *s, const char *dir, enum cdi_format fo
                 return r;
         _cleanup_free_ char *name = cdi_spec_file_name(s, format);
         _cleanup_free_ char *file = xasprintf("%s/%s", dir, name);
-        r = fs_write_atomic(file, data, len, 0644);
+        r = fs_write_atomic_at(AT_FDCWD, file, data, len, 0644, FS_CREATE, diag);
         if (r < 0)
-                return diag_set(diag, r, "cannot write %s: %s", file, strerror(-r));
+                return diag_prefix(diag, r, "cannot write %s", file);
         if (path)
                 *path = TAKE_PTR(file);
         return 0;

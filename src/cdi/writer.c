@@ -15,6 +15,7 @@
  * owns copies of everything it touches.  cdi_writer_write() does the same
  * work synchronously, for one-shot use. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,7 @@ struct cdi_file {
         char *path, *data, *kind;
         size_t len, n_devices;
         int result;
+        struct diag diag; /* why, when result < 0 */
 };
 
 struct cdi_batch {
@@ -130,11 +132,13 @@ static size_t prepare(struct cdi_writer *w, struct cdi_file **out, int *first)
         return n;
 }
 
-/* fs_write_atomic creates --cdi-spec-dir when it is missing, checking each
- * directory it walks or creates. */
+/* fs_write_atomic_at creates --cdi-spec-dir when it is missing, checking each
+ * directory it walks or creates: one someone else owns or may write is
+ * refused. */
 static void write_one(struct cdi_file *f)
 {
-        f->result = fs_write_atomic(f->path, f->data, f->len, 0644);
+        f->result = fs_write_atomic_at(AT_FDCWD, f->path, f->data, f->len, 0644, FS_CREATE,
+                                       &f->diag);
 }
 
 /* Logs a file's outcome and remembers what was written; frees the file. */
@@ -142,7 +146,7 @@ static void commit(struct cdi_writer *w, struct cdi_file *f, int *first)
 {
         if (f->result < 0) {
                 log_error("cdi", "spec not written kind=%s file=%s error=\"%s\"", f->kind, f->path,
-                          strerror(-f->result));
+                          f->diag.message[0] ? f->diag.message : strerror(-f->result));
                 *first = *first ? *first : f->result;
         } else {
                 log_info("cdi", "spec written kind=%s file=%s devices=%zu", f->kind, f->path,
@@ -184,7 +188,8 @@ static void batch_done(uv_work_t *req, int status)
         int first = 0;
         for (size_t i = 0; i < b->n; i++) {
                 if (status == UV_ECANCELED)
-                        b->files[i].result = -ECANCELED;
+                        b->files[i].result = diag_set(&b->files[i].diag, -ECANCELED, "%s",
+                                                      strerror(ECANCELED));
                 commit(w, &b->files[i], &first);
         }
         uv_loop_t *loop = b->loop;

@@ -9,6 +9,7 @@
  * (each leaves its API call within 100 ms: the client checks drv->stop)
  * and, when asked, its slices deleted with one call bounded to a second. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -152,11 +153,16 @@ static struct dra_driver *driver_new(struct dra *d, const char *name, struct dia
         pthread_mutex_init(&drv->mu, NULL);
         clock_cond_init(&drv->cond);
 
-        int r = fs_mkdir_p(drv->dir, 0750);
-        if (r >= 0)
-                r = fs_mkdir_p(d->registry_dir, 0750);
+        const char *dirs[] = { drv->dir, d->registry_dir };
+        int r = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(dirs) && r >= 0; i++) {
+                r = fs_open_dir(AT_FDCWD, dirs[i], FS_CREATE, 0750, diag);
+                if (r >= 0)
+                        close(r);
+                else
+                        diag_prefix(diag, r, "cannot create %s", dirs[i]);
+        }
         if (r < 0) {
-                diag_set(diag, r, "cannot create %s: %s", drv->dir, fs_strerror(r));
                 driver_free(drv, false);
                 return NULL;
         }

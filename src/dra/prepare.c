@@ -78,10 +78,10 @@ static int ckpt_save(struct claims_state *s, struct diag *diag)
         _cleanup_free_ char *text = json_dumps(s->ckpt, JSON_COMPACT | JSON_SORT_KEYS);
         if (!text)
                 return diag_set(diag, -ENOMEM, "cannot render the checkpoint");
-        int r = fs_write_atomic_at(AT_FDCWD, s->ckpt_path, text, strlen(text), 0600, FS_CREATE);
+        int r = fs_write_atomic_at(AT_FDCWD, s->ckpt_path, text, strlen(text), 0600, FS_CREATE,
+                                   diag);
         if (r < 0)
-                return diag_set(diag, r, "cannot write the checkpoint %s: %s", s->ckpt_path,
-                                fs_strerror(r));
+                return diag_prefix(diag, r, "cannot write the checkpoint %s", s->ckpt_path);
         return 0;
 }
 
@@ -182,10 +182,9 @@ static int prepare_devices(struct claims_state *s, const struct dra_claim *c, js
                 r = drv->dra->cdi.render_json(spec, &text, &len, diag);
                 _cleanup_free_ char *path = spec_path(drv, c->uid);
                 if (r == 0) {
-                        r = fs_write_atomic_at(AT_FDCWD, path, text, len, 0644, FS_CREATE);
+                        r = fs_write_atomic_at(AT_FDCWD, path, text, len, 0644, FS_CREATE, diag);
                         if (r < 0)
-                                diag_set(diag, r, "cannot write the CDI spec %s: %s", path,
-                                         fs_strerror(r));
+                                diag_prefix(diag, r, "cannot write the CDI spec %s", path);
                 }
         }
         free(devs);

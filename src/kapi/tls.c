@@ -3,7 +3,9 @@
  * symbol in its one typed table).
  *
  * A PEM passphrase is never asked for (an encrypted key is refused, not
- * prompted for on a terminal).  After each context is built and after
+ * prompted for on a terminal).  The CA, certificate and key files are read
+ * by base/fs's reader and parsed from memory (ossl_*_file): OpenSSL never
+ * opens them, so a FIFO in their place is an error, not a hang.  After each context is built and after
  * each handshake, ossl_trim() drops the libraries' read-only pages that
  * step faulted in (see base/ossl.h).  Never logs. */
 #include "kapi/tls.h"
@@ -54,42 +56,40 @@ static int ctx_setup(struct kapi_tls_ctx *t, const struct kapi_config *cfg, stru
         ossl.SSL_CTX_set_default_passwd_cb(ctx, ossl_no_passphrase);
         ossl.SSL_CTX_set_verify(ctx, cfg->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
 
-        /* the kubeconfig's CA alone is trusted when it names one */
+        /* the kubeconfig's CA alone is trusted when it names one; files
+         * are read by base/fs (never blocking, regular files only): a FIFO
+         * would hang an fopen, and with it every call waiting for h->mu */
         int r;
         if (cfg->ca_data) {
-                r = ossl_add_pem_certs(ctx, cfg->ca_data, false, "certificate-authority-data", diag);
-                if (r < 0)
-                        return r;
+                r = ossl_add_pem_certs(ctx, cfg->ca_data, OSSL_PEM_TRUST, "certificate-authority-data",
+                                       diag);
         } else if (cfg->ca_file) {
                 t->ca = fs_file_id_of(cfg->ca_file);
-                if (ossl.SSL_CTX_load_verify_locations(ctx, cfg->ca_file, NULL) != 1)
-                        return diag_set(diag, -EINVAL, "CA file %s: %s", cfg->ca_file,
-                                        ossl_error(err, sizeof(err), "unusable"));
-        } else if (ossl.SSL_CTX_set_default_verify_paths(ctx) != 1) {
-                return diag_set(diag, -EINVAL, "the system's CA certificates: %s",
-                                ossl_error(err, sizeof(err), "unusable"));
+                r = ossl_add_pem_cert_file(ctx, cfg->ca_file, OSSL_PEM_TRUST, "CA file", diag);
+        } else {
+                r = ossl_use_system_cas(ctx, diag);
         }
+        if (r < 0)
+                return r;
 
         if (cfg->cert_data) {
-                r = ossl_add_pem_certs(ctx, cfg->cert_data, true, "client-certificate-data", diag);
-                if (r < 0)
-                        return r;
+                r = ossl_add_pem_certs(ctx, cfg->cert_data, OSSL_PEM_CHAIN, "client-certificate-data",
+                                       diag);
         } else if (cfg->cert_file) {
                 t->cert = fs_file_id_of(cfg->cert_file);
-                if (ossl.SSL_CTX_use_certificate_chain_file(ctx, cfg->cert_file) != 1)
-                        return diag_set(diag, -EINVAL, "client certificate %s: %s", cfg->cert_file,
-                                        ossl_error(err, sizeof(err), "unusable"));
+                r = ossl_add_pem_cert_file(ctx, cfg->cert_file, OSSL_PEM_CHAIN, "client certificate",
+                                           diag);
         }
+        if (r < 0)
+                return r;
         if (cfg->key_data) {
                 r = ossl_use_pem_key(ctx, cfg->key_data, "client-key-data", diag);
-                if (r < 0)
-                        return r;
         } else if (cfg->key_file) {
                 t->key = fs_file_id_of(cfg->key_file);
-                if (ossl.SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) != 1)
-                        return diag_set(diag, -EINVAL, "client key %s: %s", cfg->key_file,
-                                        ossl_error(err, sizeof(err), "unusable"));
+                r = ossl_use_pem_key_file(ctx, cfg->key_file, "client key", diag);
         }
+        if (r < 0)
+                return r;
         if ((cfg->cert_data || cfg->cert_file) && ossl.SSL_CTX_check_private_key(ctx) != 1)
                 return diag_set(diag, -EINVAL, "the client key does not match its certificate: %s",
                                 ossl_error(err, sizeof(err), "mismatch"));

@@ -31,9 +31,11 @@ int kapi_tls_load(struct diag *diag);
  * were when it was read. */
 struct kapi_tls_ctx;
 
-/* Reads the CA, the client certificate and its key (files or PEM text).
- * kapi_tls_load must have succeeded.  Returns 0 and *out, or -EINVAL with
- * diag naming the file or field that is unusable. */
+/* Reads the CA, the client certificate and its key (files or PEM text; a
+ * file through base/fs's reader, never blocking).  kapi_tls_load must have
+ * succeeded.  Returns 0 and *out, or -EINVAL (also a FIFO or device in a
+ * file's place), -EISDIR, -EFBIG (over OSSL_PEM_FILE_MAX), -ENOENT or
+ * another -errno, with diag naming the file or field that is unusable. */
 int kapi_tls_ctx_new(const struct kapi_config *cfg, struct kapi_tls_ctx **out,
                      struct diag *diag);
 void kapi_tls_ctx_free(struct kapi_tls_ctx *ctx);

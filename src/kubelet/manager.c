@@ -13,9 +13,11 @@
 #include "kubelet/kubelet.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/cleanup.h"
 #include "base/fs.h"
@@ -184,10 +186,14 @@ int kubelet_manager_new(uv_loop_t *loop, const char *plugin_dir, const char *kub
                         struct dev_resource *const *resources, size_t n,
                         kubelet_restart_fn on_restart, void *ud, struct kubelet_manager **out)
 {
-        int r = fs_mkdir_p(plugin_dir, 0755);
-        if (r < 0)
-                return log_error_errno(r, "kubelet", "cannot create plugin directory dir=%s",
-                                       plugin_dir);
+        struct diag diag = { 0 };
+        int r = fs_open_dir(AT_FDCWD, plugin_dir, FS_CREATE, 0755, &diag);
+        if (r < 0) {
+                log_error("kubelet", "cannot create plugin directory dir=%s error=\"%s\"",
+                          plugin_dir, diag.message);
+                return r;
+        }
+        close(r);
 
         struct kubelet_manager *m = xcalloc(1, sizeof(*m));
         m->loop = loop;

@@ -18,6 +18,7 @@
  * collected on the loop go to the publisher thread (publish.c) instead of
  * the file, which owns the retries and the logging. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,12 +73,13 @@ const char *labels_output_path(const struct devlet_config *cfg)
         return strcmp(p, "-") == 0 ? NULL : p;
 }
 
-/* fs_write_atomic creates the file's directory when it is missing. */
+/* fs_write_atomic_at creates the file's directory when it is missing, and
+ * refuses one someone else owns or may write. */
 static int write_data(const char *path, const char *data, size_t len, struct diag *diag)
 {
-        int r = fs_write_atomic(path, data, len, 0644);
+        int r = fs_write_atomic_at(AT_FDCWD, path, data, len, 0644, FS_CREATE, diag);
         if (r < 0)
-                return diag_set(diag, r, "cannot write %s: %s", path, strerror(-r));
+                return diag_prefix(diag, r, "cannot write %s", path);
         return 0;
 }
 

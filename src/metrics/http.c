@@ -835,6 +835,10 @@ static void on_connection(uv_stream_t *listener, int status)
         h->n_conns++;
         uv_tcp_nodelay(&c->tcp, 1);
         conn_set_state(c, CONN_READING, HTTP_REQUEST_MS);
+        struct diag diag = { 0 };
+        if (h->tls && web_tls_server_refresh(h->tls, &diag) < 0)
+                log_warn("metrics", "TLS files not reloaded, serving the previous ones error=\"%s\"",
+                         diag.message);
         if (h->tls && web_tls_new(h->tls, &c->tls) < 0) {
                 conn_close(c);
                 return;

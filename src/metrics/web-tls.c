@@ -30,7 +30,9 @@
 struct web_tls_server {
         SSL_CTX *ctx;
         struct config_web w; /* the TLS members only, owned */
-        struct fs_file_id cert, key, ca;
+        struct fs_file_id cert, key, ca; /* what ctx was built from */
+        struct fs_file_id failed[3];     /* cert, key, ca of the last build that failed */
+        bool has_failed;
 };
 
 struct web_tls {
@@ -68,43 +70,35 @@ static int ctx_setup(SSL_CTX *ctx, const struct config_web *w, struct diag *diag
                 return diag_set(diag, -EINVAL, "%s: curve_preferences: %s", w->file,
                                 ossl_error(err, sizeof(err), "none usable"));
 
+        /* files through base/fs's reader: a FIFO in their place is an
+         * error, never an open that blocks the endpoint's thread */
         int r;
-        if (w->cert) {
-                r = ossl_add_pem_certs(ctx, w->cert, true, "tls_server_config.cert", diag);
-                if (r < 0)
-                        return diag_prefix(diag, r, "%s", w->file);
-        } else if (ossl.SSL_CTX_use_certificate_chain_file(ctx, w->cert_file) != 1) {
-                return diag_set(diag, -EINVAL, "%s: cert_file %s: %s", w->file, w->cert_file,
-                                ossl_error(err, sizeof(err), "unusable"));
-        }
-        if (w->key) {
+        if (w->cert)
+                r = ossl_add_pem_certs(ctx, w->cert, OSSL_PEM_CHAIN, "tls_server_config.cert", diag);
+        else
+                r = ossl_add_pem_cert_file(ctx, w->cert_file, OSSL_PEM_CHAIN, "cert_file", diag);
+        if (r < 0)
+                return diag_prefix(diag, r, "%s", w->file);
+        if (w->key)
                 r = ossl_use_pem_key(ctx, w->key, "tls_server_config.key", diag);
-                if (r < 0)
-                        return diag_prefix(diag, r, "%s", w->file);
-        } else if (ossl.SSL_CTX_use_PrivateKey_file(ctx, w->key_file, SSL_FILETYPE_PEM) != 1) {
-                return diag_set(diag, -EINVAL, "%s: key_file %s: %s", w->file, w->key_file,
-                                ossl_error(err, sizeof(err), "unusable"));
-        }
+        else
+                r = ossl_use_pem_key_file(ctx, w->key_file, "key_file", diag);
+        if (r < 0)
+                return diag_prefix(diag, r, "%s", w->file);
         if (ossl.SSL_CTX_check_private_key(ctx) != 1)
                 return diag_set(diag, -EINVAL, "%s: the key does not match the certificate: %s",
                                 w->file, ossl_error(err, sizeof(err), "mismatch"));
 
-        if (w->client_ca) {
-                r = ossl_add_pem_certs(ctx, w->client_ca, false, "tls_server_config.client_ca",
-                                       diag);
-                if (r < 0)
-                        return diag_prefix(diag, r, "%s", w->file);
-        } else if (w->client_ca_file) {
-                if (ossl.SSL_CTX_load_verify_locations(ctx, w->client_ca_file, NULL) != 1)
-                        return diag_set(diag, -EINVAL, "%s: client_ca_file %s: %s", w->file,
-                                        w->client_ca_file,
-                                        ossl_error(err, sizeof(err), "unusable"));
-                /* the CA names the server sends with its request */
-                STACK_OF(X509_NAME) *names = ossl.SSL_load_client_CA_file(w->client_ca_file);
-                if (names)
-                        ossl.SSL_CTX_set_client_CA_list(ctx, names);
-                ossl.ERR_clear_error();
-        }
+        /* the CAs' names go with the server's request for a certificate */
+        r = 0;
+        if (w->client_ca)
+                r = ossl_add_pem_certs(ctx, w->client_ca, OSSL_PEM_CLIENT_CA,
+                                       "tls_server_config.client_ca", diag);
+        else if (w->client_ca_file)
+                r = ossl_add_pem_cert_file(ctx, w->client_ca_file, OSSL_PEM_CLIENT_CA,
+                                           "client_ca_file", diag);
+        if (r < 0)
+                return diag_prefix(diag, r, "%s", w->file);
         switch (w->client_auth) {
         case CONFIG_WEB_NO_CLIENT_CERT:
                 ossl.SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
@@ -128,12 +122,16 @@ static int ctx_setup(SSL_CTX *ctx, const struct config_web *w, struct diag *diag
 }
 
 /* A new context from s->w, with the files' identities as they were just
- * before reading them. */
+ * before reading them (remembered as the ones that failed, on failure). */
 static int ctx_build(struct web_tls_server *s, struct diag *diag)
 {
         char err[256];
         struct fs_file_id cert = fs_file_id_of(s->w.cert_file), key = fs_file_id_of(s->w.key_file),
                        ca = fs_file_id_of(s->w.client_ca_file);
+        s->failed[0] = cert;
+        s->failed[1] = key;
+        s->failed[2] = ca;
+        s->has_failed = true;
         ossl.ERR_clear_error();
         SSL_CTX *ctx = ossl.SSL_CTX_new(ossl.TLS_server_method());
         if (!ctx)
@@ -151,6 +149,7 @@ static int ctx_build(struct web_tls_server *s, struct diag *diag)
         s->cert = cert;
         s->key = key;
         s->ca = ca;
+        s->has_failed = false;
         return 0;
 }
 
@@ -214,12 +213,24 @@ void web_tls_server_free(struct web_tls_server *s)
         free(s);
 }
 
+int web_tls_server_refresh(struct web_tls_server *s, struct diag *diag)
+{
+        struct fs_file_id now[3] = { fs_file_id_of(s->w.cert_file), fs_file_id_of(s->w.key_file),
+                                     fs_file_id_of(s->w.client_ca_file) };
+        const struct fs_file_id *built[3] = { &s->cert, &s->key, &s->ca };
+        bool changed = false, same_failure = s->has_failed;
+        for (size_t i = 0; i < 3; i++) {
+                changed |= !fs_file_id_same(*built[i], now[i]);
+                same_failure &= fs_file_id_same(s->failed[i], now[i]);
+        }
+        if (!changed || same_failure)
+                return 0;
+        int r = ctx_build(s, diag); /* a broken file keeps the previous context */
+        return r < 0 ? r : 1;
+}
+
 int web_tls_new(struct web_tls_server *s, struct web_tls **out)
 {
-        if ((s->w.cert_file && !fs_file_id_same(s->cert, fs_file_id_of(s->w.cert_file))) ||
-            (s->w.key_file && !fs_file_id_same(s->key, fs_file_id_of(s->w.key_file))) ||
-            (s->w.client_ca_file && !fs_file_id_same(s->ca, fs_file_id_of(s->w.client_ca_file))))
-                (void)ctx_build(s, NULL); /* a broken file keeps the previous context */
         ossl.ERR_clear_error();
         SSL *ssl = ossl.SSL_new(s->ctx);
         BIO *in = ossl.BIO_new(ossl.BIO_s_mem()), *out_bio = ossl.BIO_new(ossl.BIO_s_mem());

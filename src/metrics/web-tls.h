@@ -4,13 +4,15 @@
  * fed in (web_tls_feed), the bytes to send are taken out
  * (web_tls_take_output), so no call blocks or touches a file descriptor.
  *
- * The certificate, its key and the client CA are files (or inline PEM);
- * when one of the files changes (device, inode, size or modification
- * time, looked at for each new connection) the next connection gets a
- * context built afresh, as exporter-toolkit reads them per handshake; a
- * file that fails to load then keeps the previous context.  Not
- * thread-safe: everything here belongs to the endpoint's thread.  Never
- * logs. */
+ * The certificate, its key and the client CA are files (or inline PEM),
+ * read by base/fs's reader (never blocking: a FIFO in their place is an
+ * error) and parsed from memory; when one of the files changes (device,
+ * inode, size or modification time, looked at for each new connection:
+ * web_tls_server_refresh) the next connection gets a context built afresh,
+ * as exporter-toolkit reads them per handshake; a file that fails to load
+ * then keeps the previous context, and is tried again only once it changes
+ * again.  Not thread-safe: everything here belongs to the endpoint's
+ * thread.  Never logs. */
 #ifndef DEVLET_METRICS_WEB_TLS_H
 #define DEVLET_METRICS_WEB_TLS_H
 
@@ -28,8 +30,10 @@
 struct web_tls_server;
 
 /* Loads OpenSSL and builds the context from w (w->tls must be true; w is
- * copied from).  Returns 0 and *out, -ELIBACC (no usable OpenSSL) or
- * -EINVAL with diag naming the file or setting that is unusable. */
+ * copied from).  Returns 0 and *out, -ELIBACC (no usable OpenSSL), or
+ * -EINVAL (also a FIFO or device in a file's place), -EISDIR, -EFBIG or
+ * another -errno of reading a file, with diag naming the file or setting
+ * that is unusable. */
 int web_tls_server_new(const struct config_web *w, struct web_tls_server **out,
                        struct diag *diag);
 void web_tls_server_free(struct web_tls_server *s);
@@ -37,8 +41,14 @@ void web_tls_server_free(struct web_tls_server *s);
 /* One connection's TLS state. */
 struct web_tls;
 
-/* A new connection, on a context rebuilt first if a file changed.
- * Returns 0 and *out, or -ENOMEM. */
+/* Builds the context again if one of its files changed since it was built
+ * and since the last attempt that failed.  Returns 1 when it did, 0 when
+ * there was nothing to do, or the error web_tls_server_new would return,
+ * with diag, once per change: the previous context stays in use. */
+int web_tls_server_refresh(struct web_tls_server *s, struct diag *diag);
+
+/* A new connection on the current context.  Returns 0 and *out, or
+ * -ENOMEM. */
 int web_tls_new(struct web_tls_server *s, struct web_tls **out);
 void web_tls_free(struct web_tls *t);
 

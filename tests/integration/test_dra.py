@@ -16,6 +16,7 @@ import copy
 import json
 import os
 import pathlib
+import re
 import stat
 import time
 import uuid
@@ -607,3 +608,48 @@ def test_cleanup_command(dra):
     r = devlet_cli("dra", "cleanup", "--kubeconfig", s.kubeconfig, "--node-name", NODE, DRIVER)
     assert r.returncode == 1
     assert f"driver {DRIVER}" in r.stderr and s.api.url in r.stderr, r.stderr
+
+
+# ------------------------------------------------------------ TLS files
+
+@pytest.mark.parametrize("field", ["certificate-authority", "client-key"])
+def test_fifo_as_a_tls_file_of_the_kubeconfig(dra, certs, field):
+    """A FIFO that never gets a writer as the kubeconfig's CA or client key:
+    OpenSSL's blocking fopen of it used to hang the call that built the TLS
+    context, with the API client's lock held, so every later call (and
+    prepare) waited for ever.  Now each call fails at once naming the file,
+    prepare answers with that error, the device plugin answers all along,
+    and a real file put in its place is read by the next call."""
+    s = dra
+    fifo = os.path.join(s.dirs.work, "tls-file")
+    os.mkfifo(fifo)
+    cert = os.path.join(s.dirs.work, "client.crt")
+    with open(cert, "wb") as f:
+        f.write((certs / "client.crt").read_bytes())
+    if field == "certificate-authority":
+        cluster, user, real = f"    certificate-authority: {fifo}", "    token: dra-token", "ca.crt"
+    else:
+        cluster = f"    certificate-authority-data: {b64(certs / 'ca.crt')}"
+        user, real = f"    client-certificate: {cert}\n    client-key: {fifo}", "client.key"
+    s.kubeconfig = str(write_kubeconfig(pathlib.Path(s.dirs.work, "kubeconfig-fifo"), s.api.url,
+                                        cluster, user))
+    ref = claim_ref("c1")
+    s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")])
+    s.start()
+    s.kubelet.wait_for_registration(B)
+    what = "CA file" if field == "certificate-authority" else "client key"
+    s.d.wait_log(r"cannot publish ResourceSlices, retrying driver=\S+ error=\"[^\"]*"
+                 + re.escape(f"{what} {fifo}: not a regular file"))
+    got = s.k.prepare([ref], timeout=10)[ref[1]]
+    assert got.error.startswith("claim default/c1: "), got.error
+    assert f"{what} {fifo}: not a regular file" in got.error, got.error
+    assert not got.devices
+    device_plugin_prompt(s.kubelet)
+    assert not [p for _, p in s.api.requests if "resourceclaims" in p]
+
+    os.unlink(fifo)
+    with open(fifo + ".new", "wb") as f:
+        f.write((certs / real).read_bytes())
+    os.rename(fifo + ".new", fifo)
+    wait_slices(s.api, ["a-0", "a-1"], timeout=15)
+    assert s.k.prepare([ref])[ref[1]].error == ""

@@ -366,6 +366,39 @@ def test_client_certificate(tmp_path, certs, api, as_data):
     assert r.body()["metadata"]["name"] == "devlet-test"
 
 
+@pytest.mark.parametrize("field", ["certificate-authority", "client-certificate", "client-key"])
+@pytest.mark.parametrize("kind", ["fifo", "directory", "oversize"])
+def test_tls_file_that_cannot_be_read_fails_at_once(tmp_path, certs, api, field, kind):
+    """A FIFO that never gets a writer (OpenSSL's blocking fopen of it hung
+    the call, with the client's lock held), a directory or a file over the
+    4 MiB bound in place of the CA, the client certificate or its key: the
+    call fails at once, naming the file and why; nothing reaches the
+    server."""
+    for f in ("ca.crt", "client.crt", "client.key"):
+        (tmp_path / f).write_bytes((certs / f).read_bytes())
+    bad = tmp_path / "bad.pem"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "directory":
+        bad.mkdir()
+    else:
+        bad.write_bytes(b"x" * (4 * MiB + 1))
+    files = {"certificate-authority": "ca.crt", "client-certificate": "client.crt",
+             "client-key": "client.key", field: str(bad)}
+    kc = write_kubeconfig(tmp_path / "kc", api.url,
+                          f"    certificate-authority: {files['certificate-authority']}",
+                          f"    client-certificate: {files['client-certificate']}\n"
+                          f"    client-key: {files['client-key']}")
+    r = kapi_get(tmp_path, "GET", "/needs-cert", kubeconfig=kc, timeout=10)
+    assert r.code != 0
+    what = {"certificate-authority": "CA file", "client-certificate": "client certificate",
+            "client-key": "client key"}[field]
+    why = {"fifo": "not a regular file", "directory": "Is a directory",
+           "oversize": "larger than 4 MiB"}[kind]
+    assert f"{what} {bad}: {why}" in r.err, r.err
+    assert api.requests == []
+
+
 def test_bearer_token_file(tmp_path, certs, api):
     (tmp_path / "sa").mkdir()
     (tmp_path / "sa" / "token").write_text("  token-from-file\n")

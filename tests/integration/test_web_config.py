@@ -14,6 +14,7 @@ import base64
 import datetime
 import ipaddress
 import os
+import re
 import socket
 import ssl
 import time
@@ -363,3 +364,68 @@ def test_reload_applies_a_changed_web_config_and_refuses_a_broken_one(devlet, di
     d.sighup()
     d.wait_log(r"reload failed, keeping the running configuration .*broken\.pem", since)
     assert request(port, "/health", auth="bob:two")[0] == 200
+
+
+# ---------------------------------------------------------------- files that are no regular files
+
+@pytest.mark.parametrize("which", ["cert_file", "key_file", "client_ca_file"])
+def test_fifo_as_a_tls_file_is_exit_2(dirs, pki, which):
+    """A FIFO (never opened for writing) as a TLS file: OpenSSL's blocking
+    fopen of it hung the start for ever; now it is a config error naming
+    it, as a broken certificate is."""
+    cert, key = pki.issue("localhost", ["localhost"])
+    fifo = os.path.join(dirs.run, f"{which}.pem")
+    os.mkfifo(fifo)
+    files = {"cert_file": cert, "key_file": key, "client_ca_file": pki.ca_file, which: fifo}
+    f = web_config(dirs, tls_config(files["cert_file"], files["key_file"],
+                                    "  client_auth_type: RequireAndVerifyClientCert\n"
+                                    f"  client_ca_file: {files['client_ca_file']}\n"))
+    r = run_exit(dirs, "--web-config-file", f)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{which} {fifo}: not a regular file" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_tls_file_replaced_by_a_fifo_keeps_the_served_one(devlet, dirs, pki):
+    """The certificate replaced on disk by a FIFO that never gets a writer,
+    then the key by a directory, while serving: the next connections get
+    the pair already loaded (the endpoint's thread used to block in
+    OpenSSL's fopen of the FIFO), each failure is logged once, naming the
+    file, and a real pair put back is served."""
+    cert, key = pki.issue("localhost", ["localhost"])
+    d, port = start(devlet, web_config(dirs, tls_config(cert, key)))
+
+    def served_serial():
+        s = tls_context(pki.ca_file).wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
+                                                 server_hostname="localhost")
+        try:
+            return x509.load_der_x509_certificate(s.getpeercert(binary_form=True)).serial_number
+        finally:
+            s.close()
+
+    def refused(what, path, why, since):
+        assert served_serial() == first
+        d.wait_log(r"TLS files not reloaded, serving the previous ones error=\"[^\"]*"
+                   + re.escape(f"{what} {path}: {why}"), since)
+        for _ in range(3):
+            assert request(port, "/health", tls_context(pki.ca_file))[0] == 200
+        assert d.log_text()[since:].count("TLS files not reloaded") == 1
+
+    first = served_serial()
+    since = os.path.getsize(d.log_path)
+    os.unlink(cert)
+    os.mkfifo(cert)
+    refused("cert_file", cert, "not a regular file", since)
+
+    new_cert, new_key = pki.issue("localhost2", ["localhost"])
+    since = os.path.getsize(d.log_path)
+    os.unlink(cert)
+    os.replace(new_cert, cert)
+    os.unlink(key)
+    os.mkdir(key)
+    refused("key_file", key, "Is a directory", since)
+
+    os.rmdir(key)
+    os.replace(new_key, key)
+    wanted = x509.load_pem_x509_certificate(open(cert, "rb").read()).serial_number
+    wait_until(lambda: served_serial() == wanted, 5, "the new certificate")
+    assert d.alive()

@@ -2,7 +2,8 @@
  * regular file (a FIFO with no writer, a directory, a socket), with the
  * errors callers turn into messages; the atomic writer never follows a
  * planted link nor opens a planted FIFO, and directories on the way are
- * walked without following links anyone but root could have made.  The
+ * walked without following links anyone but root could have made, nor
+ * into directories someone else owns or may write.  The
  * whole file runs under alarm(): a blocking open fails it instead of
  * hanging. */
 #include <errno.h>
@@ -215,6 +216,16 @@ static void test_planted_directory_link_refused(void **state)
         snprintf(link, sizeof(link), "%s/features.d", shared);
         assert_int_equal(symlink(target, link), 0);
 
+        /* the directory is refused before its link is looked at */
+        snprintf(path, sizeof(path), "%s/gfd", link);
+        assert_int_equal(fs_write_atomic(path, "a=b\n", 4, 0644), -EPERM);
+        snprintf(path, sizeof(path), "%s/more/dirs", link);
+        assert_int_equal(fs_mkdir_p(path, 0755), -EPERM);
+        entries(target, list, sizeof(list));
+        assert_string_equal(list, "");
+        /* sticky, as /tmp, it may be on the way: the link, nobody's, is not */
+        assert_int_equal(chmod(shared, 01777), 0);
+        assert_int_equal(lchown(link, 65534, 65534), 0);
         snprintf(path, sizeof(path), "%s/gfd", link);
         assert_int_equal(fs_write_atomic(path, "a=b\n", 4, 0644), -ELOOP);
         snprintf(path, sizeof(path), "%s/more/dirs", link);
@@ -248,11 +259,12 @@ static void test_trusted_link_followed_unless_no_symlinks(void **state)
 
         int bfd = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC);
         assert_true(bfd >= 0);
-        assert_int_equal(fs_write_atomic_at(bfd, "alias/sub/file", "no", 2, 0644, FS_NO_SYMLINKS),
-                         -ELOOP);
-        assert_int_equal(fs_open_dir(bfd, "alias", FS_NO_SYMLINKS, 0755), -ELOOP);
+        assert_int_equal(
+                fs_write_atomic_at(bfd, "alias/sub/file", "no", 2, 0644, FS_NO_SYMLINKS, NULL),
+                -ELOOP);
+        assert_int_equal(fs_open_dir(bfd, "alias", FS_NO_SYMLINKS, 0755, NULL), -ELOOP);
         assert_int_equal(fs_write_atomic_at(bfd, "real/sub/file", "yes", 3, 0644,
-                                            FS_CREATE | FS_NO_SYMLINKS),
+                                            FS_CREATE | FS_NO_SYMLINKS, NULL),
                          0);
         read_text(path, buf, sizeof(buf));
         assert_string_equal(buf, "yes");
@@ -262,9 +274,9 @@ static void test_trusted_link_followed_unless_no_symlinks(void **state)
         assert_int_equal(chmod(base, 01777), 0);
         snprintf(path, sizeof(path), "%s/sub/sticky", alias);
         assert_int_equal(fs_write_atomic(path, "ok", 2, 0644), 0);
-        /* but not without the sticky bit */
+        /* but not without the sticky bit: the directory itself is refused */
         assert_int_equal(chmod(base, 0777), 0);
-        assert_int_equal(fs_write_atomic(path, "no", 2, 0644), -ELOOP);
+        assert_int_equal(fs_write_atomic(path, "no", 2, 0644), -EPERM);
 }
 
 /* Missing directories are created (0755), and a FIFO where a directory
@@ -310,6 +322,112 @@ static void test_failure_leaves_nothing(void **state)
         assert_string_equal(list, "taken");
 }
 
+/* dir/<name>, made with mode (chmod: the umask aside) and owner uid. */
+static void make_dir(char *out, size_t size, const char *name, mode_t mode, uid_t uid)
+{
+        snprintf(out, size, "%s/%s", dir, name);
+        assert_int_equal(mkdir(out, 0700), 0);
+        assert_int_equal(chmod(out, mode), 0);
+        assert_int_equal(chown(out, uid, uid), 0);
+}
+
+/* A write into dir/<name>/file is refused with -EPERM and a message naming
+ * the offending directory, its owner and mode; nothing lands there. */
+static void assert_refused(const char *name, const char *offender, const char *owner_mode)
+{
+        char path[192], list[256];
+        snprintf(path, sizeof(path), "%s/%s/file", dir, name);
+        struct diag diag = { 0 };
+        assert_int_equal(fs_write_atomic_at(AT_FDCWD, path, "x", 1, 0644, FS_CREATE, &diag),
+                         -EPERM);
+        char want[192];
+        snprintf(want, sizeof(want), "%s/%s", dir, offender);
+        assert_non_null(strstr(diag.message, want));
+        assert_non_null(strstr(diag.message, owner_mode));
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        entries(path, list, sizeof(list));
+        assert_string_equal(list, "");
+        assert_int_equal(fs_open_dir(AT_FDCWD, path, 0, 0755, NULL), -EPERM);
+        assert_int_equal(fs_write_atomic(strcat(path, "/file"), "x", 1, 0644), -EPERM);
+}
+
+/* The directory written into must be root's (or ours) and writable by
+ * nobody else; every directory above it root's (or ours), writable by
+ * others only when sticky, as /tmp.  What someone else made first (CDI's
+ * directory, features.d) is refused: they could swap the file for theirs. */
+static void test_directories_of_others_refused(void **state)
+{
+        if (geteuid() != 0)
+                skip(); /* chown */
+        char d[160], sub[192];
+        make_dir(d, sizeof(d), "nobodys", 0755, 65534);
+        assert_refused("nobodys", "nobodys", "uid 65534 (mode 0755)");
+        make_dir(d, sizeof(d), "open", 0777, 0);
+        assert_refused("open", "open", "mode 0777 (owner uid 0)");
+        make_dir(d, sizeof(d), "group", 0775, 0);
+        assert_refused("group", "group", "mode 0775");
+        /* sticky does for a parent, not for the directory written into */
+        make_dir(d, sizeof(d), "sticky", 01777, 0);
+        assert_refused("sticky", "sticky", "mode 1777");
+        /* a parent owned by nobody (or open to all and not sticky) taints
+         * the root-owned directory below it */
+        make_dir(d, sizeof(d), "np", 0755, 65534);
+        make_dir(sub, sizeof(sub), "np/cdi", 0755, 0);
+        assert_refused("np/cdi", "np", "uid 65534");
+        make_dir(d, sizeof(d), "op", 0777, 0);
+        make_dir(sub, sizeof(sub), "op/cdi", 0755, 0);
+        assert_refused("op/cdi", "op", "not sticky");
+        /* nobody's sticky directory is nobody's all the same */
+        make_dir(d, sizeof(d), "ns", 01777, 65534);
+        make_dir(sub, sizeof(sub), "ns/cdi", 0755, 0);
+        assert_refused("ns/cdi", "ns", "uid 65534");
+
+        /* a root-owned sticky parent, as /tmp, is fine */
+        make_dir(d, sizeof(d), "tmp", 01777, 0);
+        make_dir(sub, sizeof(sub), "tmp/cdi", 0755, 0);
+        char path[224], buf[8];
+        snprintf(path, sizeof(path), "%s/spec.yaml", sub);
+        assert_int_equal(fs_write_atomic(path, "ok", 2, 0644), 0);
+        read_text(path, buf, sizeof(buf));
+        assert_string_equal(buf, "ok");
+        /* nothing is created below a directory refused */
+        snprintf(path, sizeof(path), "%s/nobodys/new/file", dir);
+        assert_int_equal(fs_write_atomic(path, "x", 1, 0644), -EPERM);
+        snprintf(path, sizeof(path), "%s/nobodys/new", dir);
+        assert_int_equal(access(path, F_OK), -1);
+        /* FS_STICKY_LAST: a mount point such as a tmpfs for /dev/shm */
+        snprintf(path, sizeof(path), "%s/sticky", dir);
+        int fd = fs_open_dir(AT_FDCWD, path, FS_STICKY_LAST, 0755, NULL);
+        assert_true(fd >= 0);
+        close(fd);
+        snprintf(path, sizeof(path), "%s/open", dir);
+        assert_int_equal(fs_open_dir(AT_FDCWD, path, FS_STICKY_LAST, 0755, NULL), -EPERM);
+        /* relative to a descriptor: that directory is checked too */
+        snprintf(path, sizeof(path), "%s/nobodys", dir);
+        int nfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        assert_true(nfd >= 0);
+        assert_int_equal(fs_write_atomic_at(nfd, "file", "x", 1, 0644, 0, NULL), -EPERM);
+        close(nfd);
+}
+
+/* Directories devlet creates are never writable by others, whatever the
+ * umask and mode: the walk would refuse them the next time. */
+static void test_created_directories_not_writable_by_others(void **state)
+{
+        char path[192];
+        mode_t old = umask(0);
+        snprintf(path, sizeof(path), "%s/made/here", dir);
+        int r = fs_mkdir_p(path, 0777);
+        umask(old);
+        assert_int_equal(r, 0);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0755);
+        assert_int_equal(st.st_uid, geteuid());
+        snprintf(path, sizeof(path), "%s/made/here/file", dir);
+        assert_int_equal(fs_write_atomic(path, "1", 1, 0644), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -323,6 +441,8 @@ int main(void)
                 cmocka_unit_test(test_trusted_link_followed_unless_no_symlinks),
                 cmocka_unit_test(test_directories_created_and_checked),
                 cmocka_unit_test(test_failure_leaves_nothing),
+                cmocka_unit_test(test_directories_of_others_refused),
+                cmocka_unit_test(test_created_directories_not_writable_by_others),
         };
         alarm(20); /* a writer that blocks fails the run (SIGALRM) */
         return cmocka_run_group_tests(tests, setup, teardown);
