@@ -47,15 +47,18 @@
  * - basic authentication (web-auth.c) guards every path, /health and
  *   /ready included, as exporter-toolkit does: the kubelet's probes send
  *   the Authorization header (httpGet's httpHeaders).  A password not yet
- *   verified is checked with bcrypt on libuv's thread pool, at most
- *   HTTP_AUTH_JOBS at a time (beyond that a 503), while the connection
- *   waits unread; one verified is remembered, so a scraper's later
- *   requests cost a comparison.
+ *   known is checked with bcrypt on libuv's thread pool when auth-gate.c
+ *   gives the request a slot (taking turns across source addresses; a
+ *   429 to an address over its failures, a 503 past its share of the
+ *   queue), while the connection waits unread; results are remembered,
+ *   so a scraper's later requests, and a wrong password repeated, cost a
+ *   comparison.
  * - the configured headers are added to every response.
  *
  * Never touches devlet's loop or NVML; never logs above debug (the caller
  * logs start-up failures). */
 #include "metrics/http.h"
+#include "metrics/auth-gate.h"
 #include "metrics/http-request.h"
 #include "metrics/web-auth.h"
 #include "metrics/web-tls.h"
@@ -97,9 +100,11 @@
 #define HTTP_BACKLOG 4096
 /* plaintext encrypted per step of a TLS response */
 #define HTTP_TLS_STEP (64 * 1024)
-/* bcrypt verifications running at once (libuv's pool has 4 threads, which
- * devlet's file writes share) */
-#define HTTP_AUTH_JOBS 2
+/* a 429 (or a 503 for a source past its share of the bcrypt queue) is held
+ * this long, the connection unread: a connection then asks at most once
+ * per hold, so with HTTP_PER_SOURCE an address cannot make devlet answer
+ * thousands of refusals a second */
+#define HTTP_AUTH_HOLD_MS 1000
 
 enum conn_state {
         CONN_IDLE,    /* keep-alive, nothing of the next request yet */
@@ -124,10 +129,12 @@ struct http_conn {
         unsigned handles;
         struct web_tls *tls;  /* NULL: plain HTTP */
         bool tls_started;     /* a first byte came */
-        /* a request waiting for its bcrypt verification: the work request
-         * (it holds the connection until its callback), and what to
-         * answer once it is done */
+        /* a request waiting for its bcrypt verification: its job while it
+         * waits for a slot (auth-gate.h), then the work request (it holds
+         * the connection until its callback); what to answer once done */
+        struct web_auth_job *auth_job;
         uv_work_t *auth_work;
+        unsigned auth_refusal, auth_retry_s; /* a 429 or 503 held (HTTP_AUTH_HOLD_MS) */
         bool auth_head;
         size_t auth_path_off, auth_path_len, auth_consumed;
 };
@@ -156,7 +163,7 @@ struct metrics_http {
         struct web_tls_server *tls;
         struct web_auth *auth;
         char *extra_headers; /* "Name: value\r\n"...; "" when none */
-        unsigned auth_jobs;
+        struct auth_gate *gate; /* with auth */
 };
 
 int metrics_http_parse_address(const char *address, char **host, uint16_t *port)
@@ -210,6 +217,10 @@ static void conn_close(struct http_conn *c)
                 return;
         c->state = CONN_CLOSING;
         struct metrics_http *h = c->h;
+        if (c->auth_job) { /* waiting for a slot: gives up its place */
+                auth_gate_cancel(h->gate, c->source, c);
+                web_auth_job_free(TAKE_PTR(c->auth_job));
+        }
         DLIST_REMOVE(h->conns, c);
         h->n_conns--;
         uv_close((uv_handle_t *)&c->tcp, conn_on_closed);
@@ -286,6 +297,12 @@ static void peer_source(uv_tcp_t *tcp, unsigned char out[16])
         }
 }
 
+/* Whether c's request waits for its verification or a refusal held. */
+static bool conn_auth_pending(const struct http_conn *c)
+{
+        return c->auth_job || c->auth_work || c->auth_refusal;
+}
+
 /* ---- responses ---- */
 
 /* The references a /metrics response holds until it is written. */
@@ -310,6 +327,7 @@ static const char *status_text(unsigned status)
         case 401: return "Unauthorized";
         case 404: return "Not Found";
         case 405: return "Method Not Allowed";
+        case 429: return "Too Many Requests";
         case 431: return "Request Header Fields Too Large";
         case 501: return "Not Implemented";
         case 503: return "Service Unavailable";
@@ -372,7 +390,7 @@ static void conn_written(struct http_write *w, int status)
         if (c->state == CONN_CLOSING)
                 return;
         conn_handle_buffered(c); /* a pipelined request, if one is whole */
-        if (c->state != CONN_WRITING && c->state != CONN_CLOSING && !c->auth_work &&
+        if (c->state != CONN_WRITING && c->state != CONN_CLOSING && !conn_auth_pending(c) &&
             uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read) < 0)
                 conn_close(c);
 }
@@ -580,15 +598,42 @@ static void respond_401(struct http_conn *c, bool head_only)
                 "WWW-Authenticate: Basic\r\n");
 }
 
-/* Answers the request the verification was for, then drops its bytes. */
-static void conn_after_auth(struct http_conn *c, bool ok)
+/* Answers the request the verification was for (status 200: as asked),
+ * then drops its bytes. */
+static void conn_after_auth(struct http_conn *c, unsigned status, unsigned retry_s)
 {
-        if (ok)
+        char extra[40];
+        if (status == 200) {
                 route(c, c->auth_head, c->buf + c->auth_path_off, c->auth_path_len);
-        else
+        } else if (status == 401) {
                 respond_401(c, c->auth_head);
+        } else {
+                snprintf(extra, sizeof(extra), "Retry-After: %u\r\n", retry_s);
+                respond(c, status, c->auth_head, "text/plain; charset=utf-8",
+                        status == 429 ? "too many failed authentications; try again later\n"
+                                      : "busy verifying passwords; try again\n",
+                        NULL, extra);
+        }
         memmove(c->buf, c->buf + c->auth_consumed, c->len - c->auth_consumed);
         c->len -= c->auth_consumed;
+}
+
+static void conn_on_hold_end(uv_timer_t *t)
+{
+        struct http_conn *c = t->data;
+        unsigned status = c->auth_refusal;
+        c->auth_refusal = 0;
+        conn_after_auth(c, status, c->auth_retry_s);
+}
+
+/* A refusal for a source past its limits, answered HTTP_AUTH_HOLD_MS
+ * later (instead of the request's deadline). */
+static void conn_refuse_later(struct http_conn *c, unsigned status, unsigned retry_s)
+{
+        c->auth_refusal = status;
+        c->auth_retry_s = retry_s;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        uv_timer_start(&c->timer, conn_on_hold_end, HTTP_AUTH_HOLD_MS, 0);
 }
 
 struct auth_work {
@@ -596,6 +641,18 @@ struct auth_work {
         struct http_conn *c;
         struct web_auth_job *job;
 };
+
+static void auth_start(struct http_conn *c);
+
+/* A verification slot of source's is free: the next waiting request in
+ * turn gets it. */
+static void auth_next(struct metrics_http *h, const unsigned char *source, bool ok)
+{
+        unsigned char next_source[AUTH_GATE_ADDR_SIZE];
+        struct http_conn *next = auth_gate_done(h->gate, source, ok, next_source);
+        if (next)
+                auth_start(next);
+}
 
 static void auth_run(uv_work_t *req)
 {
@@ -607,58 +664,92 @@ static void auth_done(uv_work_t *req, int status)
         struct auth_work *a = (struct auth_work *)req;
         struct http_conn *c = a->c;
         struct metrics_http *h = c->h;
-        bool ok = web_auth_finish(h->auth, a->job) && status == 0;
+        bool ok = false;
+        if (status == 0)
+                ok = web_auth_finish(h->auth, a->job);
+        else
+                web_auth_job_free(a->job);
         free(a);
-        h->auth_jobs--;
         c->auth_work = NULL;
+        unsigned char source[AUTH_GATE_ADDR_SIZE];
+        memcpy(source, c->source, sizeof(source));
         if (c->state != CONN_CLOSING)
-                conn_after_auth(c, ok);
+                conn_after_auth(c, ok ? 200 : 401, 0);
         conn_unref(c);
+        auth_next(h, source, ok);
+}
+
+/* c's request has a verification slot: bcrypt on the pool, unless its
+ * answer became known while it waited. */
+static void auth_start(struct http_conn *c)
+{
+        struct metrics_http *h = c->h;
+        unsigned char source[AUTH_GATE_ADDR_SIZE];
+        memcpy(source, c->source, sizeof(source));
+        struct web_auth_job *job = TAKE_PTR(c->auth_job);
+        bool ok = false;
+        if (!web_auth_job_known(h->auth, job, &ok)) {
+                struct auth_work *a = xcalloc(1, sizeof(*a));
+                a->c = c;
+                a->job = job;
+                if (uv_queue_work(&h->loop, &a->req, auth_run, auth_done) == 0) {
+                        c->handles++;
+                        c->auth_work = &a->req;
+                        return;
+                }
+                free(a);
+        }
+        web_auth_job_free(job);
+        conn_after_auth(c, ok ? 200 : 401, 0);
+        auth_next(h, source, ok);
 }
 
 /* Whether the request may be answered now: true when no authentication is
  * asked for or its credentials are known good; false when it was answered
- * (401, 503) or waits for bcrypt (then answered by auth_done). */
+ * (401, 429, 503) or waits for bcrypt (then answered by auth_done). */
 static bool conn_authorized(struct http_conn *c, const struct http_request *req, size_t n)
 {
         struct metrics_http *h = c->h;
         if (!h->auth)
                 return true;
         struct web_auth_job *job = NULL;
+        uint64_t now = uv_now(&h->loop);
+        unsigned retry_s = 1;
+        c->auth_head = req->head;
+        c->auth_path_off = (size_t)(req->path - c->buf);
+        c->auth_path_len = req->path_len;
+        c->auth_consumed = n;
         switch (web_auth_check(h->auth, req->authorization, req->authorization_len, &job)) {
         case WEB_AUTH_OK:
                 return true;
         case WEB_AUTH_DENY:
-                respond_401(c, req->head);
-                break;
+                conn_after_auth(c, 401, 0);
+                return false;
+        case WEB_AUTH_FAILED:
+                if (auth_gate_fail(h->gate, c->source, now, &retry_s))
+                        conn_after_auth(c, 401, 0);
+                else
+                        conn_refuse_later(c, 429, retry_s);
+                return false;
         case WEB_AUTH_SLOW:
-                if (h->auth_jobs >= HTTP_AUTH_JOBS) {
-                        web_auth_finish(h->auth, job);
-                        respond(c, 503, req->head, "text/plain; charset=utf-8",
-                                "busy verifying passwords; try again\n", NULL, "Retry-After: 1\r\n");
-                        break;
-                }
-                struct auth_work *a = xcalloc(1, sizeof(*a));
-                a->c = c;
-                a->job = job;
-                if (uv_queue_work(&h->loop, &a->req, auth_run, auth_done) < 0) {
-                        web_auth_finish(h->auth, job);
-                        free(a);
-                        respond_401(c, req->head);
-                        break;
-                }
-                h->auth_jobs++;
-                c->handles++;
-                c->auth_work = &a->req;
-                c->auth_head = req->head;
-                c->auth_path_off = (size_t)(req->path - c->buf);
-                c->auth_path_len = req->path_len;
-                c->auth_consumed = n;
-                uv_read_stop((uv_stream_t *)&c->tcp); /* the buffer stays as it is */
+                break;
+        }
+        void *bumped = NULL;
+        enum auth_gate_verdict v = auth_gate_submit(h->gate, c->source, c, now, &retry_s, &bumped);
+        if (bumped) { /* another address's request, pushed out of the queue */
+                struct http_conn *b = bumped;
+                web_auth_job_free(TAKE_PTR(b->auth_job));
+                conn_after_auth(b, 503, 1);
+        }
+        if (v == AUTH_GATE_LIMITED || v == AUTH_GATE_BUSY) {
+                web_auth_job_free(job);
+                conn_refuse_later(c, v == AUTH_GATE_LIMITED ? 429 : 503, retry_s);
                 return false;
         }
-        memmove(c->buf, c->buf + n, c->len - n);
-        c->len -= n;
+        c->auth_job = job;
+        uv_read_stop((uv_stream_t *)&c->tcp); /* the buffer stays as it is */
+        if (v == AUTH_GATE_RUN)
+                auth_start(c);
         return false;
 }
 
@@ -666,7 +757,7 @@ static bool conn_authorized(struct http_conn *c, const struct http_request *req,
  * http-request.c). */
 static void conn_handle_buffered(struct http_conn *c)
 {
-        if (c->auth_work)
+        if (conn_auth_pending(c))
                 return;
         struct http_request req;
         size_t n = http_request_parse(c->buf, c->len, HTTP_REQUEST_MAX, &req);
@@ -927,6 +1018,8 @@ static int web_setup(struct metrics_http *h, const struct config_web *web, struc
         int r = web_auth_new(web, &h->auth, diag);
         if (r < 0)
                 return r;
+        if (h->auth)
+                h->gate = auth_gate_new();
         return web->tls ? web_tls_server_new(web, &h->tls, diag) : 0;
 }
 
@@ -934,6 +1027,7 @@ static void http_free(struct metrics_http *h)
 {
         web_tls_server_free(h->tls);
         web_auth_free(h->auth);
+        auth_gate_free(h->gate);
         free(h->extra_headers);
         free(h);
 }

@@ -6,11 +6,14 @@
  * required certificate), errors at their file:line:column (unknown keys
  * at every level, bad values), the rate_limit warning; and basic
  * authentication: missing, malformed and unknown credentials, bcrypt
- * through a job, the verified password remembered. */
+ * through a job, the verified password and the wrong ones remembered (a
+ * job given up remembers nothing; one issued before an answer was known
+ * learns it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,13 +181,17 @@ static void test_basic_auth(void **state)
         assert_int_equal(check(a, "Bearer x", &ok), WEB_AUTH_DENY);
         assert_int_equal(check(a, "Basic !!!!", &ok), WEB_AUTH_DENY);
         assert_int_equal(check(a, "Basic YWxpY2U=", &ok), WEB_AUTH_DENY); /* "alice": no colon */
-        /* "alice:wrong" */
+        /* "alice:wrong", then remembered as wrong: no second bcrypt */
         assert_int_equal(check(a, "Basic YWxpY2U6d3Jvbmc=", &ok), WEB_AUTH_SLOW);
         assert_false(ok);
+        assert_int_equal(check(a, "Basic YWxpY2U6d3Jvbmc=", &ok), WEB_AUTH_FAILED);
+        /* "bob:wrong" is another user's failure */
+        assert_int_equal(check(a, "Basic Ym9iOndyb25n", &ok), WEB_AUTH_SLOW);
         /* "mallory:correct horse": an unknown user costs the same job */
         ok = true;
         assert_int_equal(check(a, "Basic bWFsbG9yeTpjb3JyZWN0IGhvcnNl", &ok), WEB_AUTH_SLOW);
         assert_false(ok);
+        assert_int_equal(check(a, "Basic bWFsbG9yeTpjb3JyZWN0IGhvcnNl", &ok), WEB_AUTH_FAILED);
         /* "alice:correct horse", then remembered; scheme case-insensitive */
         assert_int_equal(check(a, "Basic YWxpY2U6Y29ycmVjdCBob3JzZQ==", &ok), WEB_AUTH_SLOW);
         assert_true(ok);
@@ -203,6 +210,90 @@ static void test_basic_auth(void **state)
         web_auth_free(a);
 }
 
+static void test_basic_auth_jobs(void **state)
+{
+        struct config_web *w = NULL;
+        struct diag d = { 0 };
+        assert_int_equal(parse("basic_auth_users:\n  alice: " HASH "\n", &w, &d, NULL), 0);
+        struct web_auth *a = NULL;
+        assert_int_equal(web_auth_new(w, &a, &d), 0);
+        config_web_free(w);
+        static const char right[] = "Basic YWxpY2U6Y29ycmVjdCBob3JzZQ==", wrong[] = "Basic YWxpY2U6d3Jvbmc=";
+        /* a job given up (its connection closed) remembers nothing */
+        struct web_auth_job *j1 = NULL, *j2 = NULL, *j3 = NULL, *j4 = NULL;
+        assert_int_equal(web_auth_check(a, wrong, strlen(wrong), &j1), WEB_AUTH_SLOW);
+        web_auth_job_free(j1);
+        assert_int_equal(web_auth_check(a, wrong, strlen(wrong), &j1), WEB_AUTH_SLOW);
+        /* two requests with the same credentials before either is verified:
+         * the second learns the first's answer, right or wrong */
+        assert_int_equal(web_auth_check(a, wrong, strlen(wrong), &j2), WEB_AUTH_SLOW);
+        assert_int_equal(web_auth_check(a, right, strlen(right), &j3), WEB_AUTH_SLOW);
+        assert_int_equal(web_auth_check(a, right, strlen(right), &j4), WEB_AUTH_SLOW);
+        bool ok = true;
+        assert_false(web_auth_job_known(a, j2, &ok));
+        web_auth_job_run(j1);
+        assert_false(web_auth_finish(a, j1));
+        assert_true(web_auth_job_known(a, j2, &ok));
+        assert_false(ok);
+        web_auth_job_free(j2);
+        assert_false(web_auth_job_known(a, j4, &ok));
+        web_auth_job_run(j3);
+        assert_true(web_auth_finish(a, j3));
+        assert_true(web_auth_job_known(a, j4, &ok));
+        assert_true(ok);
+        web_auth_job_free(j4);
+        /* a job that did not run (its work cancelled) is not a failure */
+        assert_int_equal(web_auth_check(a, "Basic YWxpY2U6eA==", 18, &j1), WEB_AUTH_SLOW);
+        assert_false(web_auth_finish(a, j1));
+        assert_int_equal(web_auth_check(a, "Basic YWxpY2U6eA==", 18, &j1), WEB_AUTH_SLOW);
+        web_auth_job_free(j1);
+        web_auth_free(a);
+}
+
+/* Wrong passwords in numbers never push out the right one (kept apart
+ * from the bounded table of failures), and the latest failures are
+ * remembered. */
+static void test_basic_auth_failures_bounded(void **state)
+{
+        struct config_web *w = NULL;
+        struct diag d = { 0 };
+        assert_int_equal(parse("basic_auth_users:\n  alice: " HASH "\n", &w, &d, NULL), 0);
+        struct web_auth *a = NULL;
+        assert_int_equal(web_auth_new(w, &a, &d), 0);
+        config_web_free(w);
+        bool ok = false;
+        assert_int_equal(check(a, "Basic YWxpY2U6Y29ycmVjdCBob3JzZQ==", &ok), WEB_AUTH_SLOW);
+        assert_true(ok);
+        for (int i = 0; i < 300; i++) {
+                char cred[64], b64[128];
+                snprintf(cred, sizeof(cred), "alice:guess%d", i);
+                static const char tab[] =
+                        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+                size_t n = strlen(cred), o = 0;
+                strcpy(b64, "Basic ");
+                o = 6;
+                for (size_t k = 0; k < n; k += 3) {
+                        unsigned v = (unsigned char)cred[k] << 16;
+                        if (k + 1 < n)
+                                v |= (unsigned char)cred[k + 1] << 8;
+                        if (k + 2 < n)
+                                v |= (unsigned char)cred[k + 2];
+                        b64[o++] = tab[v >> 18 & 63];
+                        b64[o++] = tab[v >> 12 & 63];
+                        b64[o++] = k + 1 < n ? tab[v >> 6 & 63] : '=';
+                        b64[o++] = k + 2 < n ? tab[v & 63] : '=';
+                }
+                b64[o] = '\0';
+                struct web_auth_job *j = NULL;
+                assert_int_equal(web_auth_check(a, b64, o, &j), WEB_AUTH_SLOW);
+                web_auth_job_run(j);
+                assert_false(web_auth_finish(a, j));
+                assert_int_equal(web_auth_check(a, b64, o, &j), WEB_AUTH_FAILED);
+        }
+        assert_int_equal(check(a, "Basic YWxpY2U6Y29ycmVjdCBob3JzZQ==", &ok), WEB_AUTH_OK);
+        web_auth_free(a);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -211,6 +302,8 @@ int main(void)
                 cmocka_unit_test(test_errors),
                 cmocka_unit_test(test_rate_limit_warns),
                 cmocka_unit_test(test_basic_auth),
+                cmocka_unit_test(test_basic_auth_jobs),
+                cmocka_unit_test(test_basic_auth_failures_bounded),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
