@@ -33,6 +33,7 @@ struct node {
         size_t name_len;
         int child;        /* NODE_OBJECT: the first member; NODE_ARRAY: the items; -1 */
         int next;         /* the next member of the same object; -1 */
+        size_t cap;       /* NODE_ALL: its first cap members or items only; 0: all */
 };
 
 struct kapi_json_spec {
@@ -77,7 +78,14 @@ static int spec_parse(struct kapi_json_spec *s, const char **p, int depth)
         spec_ws(p);
         if (**p == '*') {
                 (*p)++;
-                return spec_add(s, NODE_ALL);
+                int n = spec_add(s, NODE_ALL);
+                size_t cap = 0;
+                while (**p >= '0' && **p <= '9' && cap <= KAPI_JSON_VALUES_DEFAULT)
+                        cap = cap * 10 + (size_t)(*(*p)++ - '0');
+                if (cap > KAPI_JSON_VALUES_DEFAULT)
+                        return -1;
+                s->nodes[n].cap = cap;
+                return n;
         }
         if (**p == '[') {
                 (*p)++;
@@ -173,7 +181,8 @@ enum num_state { N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
 struct frame {
         const struct node *node; /* NULL: skipped */
         bool object;
-        bool any; /* an item or member was written out */
+        bool any;    /* an item or member was written out */
+        size_t seen; /* members or items, for the node's cap */
 };
 
 struct kapi_json_filter {
@@ -190,6 +199,7 @@ struct kapi_json_filter {
 
         /* the string being read */
         bool in_key, keep_str, key_lookup, key_long, key_kept;
+        bool key_all; /* the key is under a "keep it all" node */
         char key[KEY_MAX];
         size_t key_len;
         unsigned hex_left, hex_val;
@@ -286,18 +296,31 @@ static int count_value(struct kapi_json_filter *f)
 /* The innermost open container (depth > 0). */
 static struct frame *top(struct kapi_json_filter *f) { return &f->stack[f->depth - 1]; }
 
-static const struct node *item_of(const struct kapi_json_filter *f, const struct node *n)
+/* Under a capped "keep it all" node: its first cap members or items are
+ * kept whole (uncapped), the rest skipped. */
+static const struct node *capped(struct frame *t)
 {
+        if (!t->node->cap)
+                return t->node;
+        return t->seen++ < t->node->cap ? &keep_all : NULL;
+}
+
+/* The spec of the next item of the array t. */
+static const struct node *item_of(const struct kapi_json_filter *f, struct frame *t)
+{
+        const struct node *n = t->node;
         if (!n || n->kind == NODE_ALL)
-                return n;
+                return n ? capped(t) : NULL;
         return n->kind == NODE_ARRAY ? &f->spec->nodes[n->child] : NULL;
 }
 
-static const struct node *member_of(const struct kapi_json_filter *f, const struct node *n,
+/* The spec of the member key of the object t. */
+static const struct node *member_of(const struct kapi_json_filter *f, struct frame *t,
                                     const char *key, size_t len)
 {
+        const struct node *n = t->node;
         if (!n || n->kind == NODE_ALL)
-                return n;
+                return n ? capped(t) : NULL;
         if (n->kind != NODE_OBJECT)
                 return NULL;
         for (int i = n->child; i >= 0; i = f->spec->nodes[i].next) {
@@ -339,7 +362,7 @@ static int push(struct kapi_json_filter *f, bool object)
         }
         f->stack[f->depth++] = (struct frame){ .node = f->next, .object = object };
         if (!object)
-                f->next = item_of(f, f->next);
+                f->next = item_of(f, top(f));
         f->state = object ? ST_FIRST_KEY : ST_FIRST_VALUE;
         return f->stack[f->depth - 1].node ? emit_ch(f, object ? '{' : '[') : 0;
 }
@@ -363,18 +386,26 @@ static void key_add(struct kapi_json_filter *f, unsigned ch)
                 f->key[f->key_len++] = (char)ch;
 }
 
+/* A key starts.  Under a "keep it all" node whether its member is kept
+ * is known now (the cap), and the key is copied as it comes; under an
+ * object spec it is gathered to be looked up at its end. */
 static int key_begin(struct kapi_json_filter *f)
 {
-        const struct node *n = top(f)->node;
+        struct frame *t = top(f);
+        const struct node *n = t->node;
         f->in_key = true;
         f->key_len = 0;
         f->key_long = false;
         f->key_lookup = n && n->kind == NODE_OBJECT;
-        f->keep_str = n && n->kind == NODE_ALL;
+        f->key_all = n && n->kind == NODE_ALL;
+        f->keep_str = false;
         f->state = ST_STRING;
+        if (!f->key_all)
+                return 0;
+        f->next = capped(t);
+        f->keep_str = f->next != NULL;
         if (!f->keep_str)
                 return 0;
-        struct frame *t = top(f);
         int r = count_value(f);
         if (r == 0 && t->any)
                 r = emit_ch(f, ',');
@@ -387,12 +418,11 @@ static int key_end(struct kapi_json_filter *f)
         struct frame *t = top(f);
         f->in_key = false;
         f->state = ST_COLON;
-        if (f->keep_str) {
-                f->key_kept = true;
-                f->next = t->node;
+        if (f->key_all) {
+                f->key_kept = f->keep_str; /* f->next was set at its start */
                 return 0;
         }
-        f->next = f->key_long ? NULL : member_of(f, t->node, f->key, f->key_len);
+        f->next = f->key_long ? NULL : member_of(f, t, f->key, f->key_len);
         f->key_kept = f->next != NULL;
         if (!f->key_kept)
                 return 0;
@@ -650,7 +680,7 @@ static int step(struct kapi_json_filter *f, const char *data, size_t len, size_t
                 if (ch == ',') {
                         f->state = t->object ? ST_KEY : ST_VALUE;
                         if (!t->object)
-                                f->next = item_of(f, t->node);
+                                f->next = item_of(f, t);
                         return 0;
                 }
                 if (ch == (t->object ? '}' : ']'))

@@ -7,9 +7,11 @@
  * A spec names what is kept, in a small grammar:
  *   spec   := '{' member (',' member)* '}'   the named members of an object
  *           | '[' spec ']'                   every item of an array, as spec
- *           | '*'                            the whole value
+ *           | '*' [N]                        the whole value; with N (at most
+ *                                            KAPI_JSON_VALUES_DEFAULT), only
+ *                                            its first N members or items
  *   member := name [spec]                    name alone: its whole value
- * e.g. "{metadata{resourceVersion},items[{metadata{name,labels}}]}".
+ * e.g. "{metadata{resourceVersion},items[{metadata{name,labels*64}}]}".
  * Whitespace in a spec is ignored; a name is any bytes but {}[],* and
  * whitespace.  A value whose type is not the spec's (an array where an
  * object is named) is kept empty ([] or {}), a scalar whole; the reader

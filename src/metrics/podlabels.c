@@ -6,7 +6,7 @@
  * labels, DELETED drops it.  When the watch ends (its timeoutSeconds, a
  * 410, a broken stream) the worker lists again.  Every
  * answer is bounded by kapi (body, watch line, and the JSON kept: only
- * each pod's names, uid, resourceVersion and labels are parsed, within a
+ * each pod's names, uid, resourceVersion and first 64 labels are parsed, within a
  * budget of values per page and per event) and here (pods, labels per
  * pod, key and value sizes); a body that is not what it should be is an
  * error like no answer.  A failure is logged once per change of error and
@@ -47,7 +47,8 @@
 
 /* What is read of a pod: all the rest (its spec, status...) is skipped
  * as it arrives, never parsed. */
-#define POD_KEPT "{metadata{name,namespace,uid,resourceVersion,labels}}"
+#define POD_KEPT "{metadata{name,namespace,uid,resourceVersion,labels*64}}"
+_Static_assert(PODLABELS_MAX_LABELS == 64, "POD_KEPT keeps PODLABELS_MAX_LABELS labels");
 static const struct kapi_keep list_keep = {
         .spec = "{metadata{resourceVersion,continue},items[" POD_KEPT "]}",
         .max_values = 65536,

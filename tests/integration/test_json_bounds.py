@@ -1,8 +1,9 @@
 """What the API server sends is bounded after parsing, not only in bytes
 (issue 28): devlet with pod labels on (--kubernetes-enable-pod-labels), a
 simulated kubelet and the fake API server, whose pods carry what a tenant
-can put there: long `args` lists of empty strings, each pod under etcd's
-1.5 MiB, many of them; and a hostile answer of 16 MiB of `[],[],...`.
+can put there: long `args` lists of empty strings and thousands of labels,
+each pod under etcd's 1.5 MiB, many of them; and a hostile answer of
+16 MiB of `[],[],...`.
 devlet's peak RSS (VmHWM) stays within the DaemonSet's 64 MiB, a normal
 pod's labels still reach the metrics, and the device plugin answers."""
 
@@ -18,9 +19,10 @@ NODE = "node-a"
 WAIT = 30.0
 ASAN = os.environ.get("DEVLET_ASAN") == "1"
 HWM_MAX_KIB = (256 if ASAN else 64) * 1024
-# empty strings in one pod's args: 4 bytes each as json.dumps writes them,
-# ~1.4 MB a pod, under etcd's 1.5 MiB object limit
-ARGS_PER_POD = 350_000
+# empty strings in one pod's args, 4 bytes each as json.dumps writes them,
+# and labels, ~17 bytes each: ~1.35 MB a pod, under etcd's 1.5 MiB limit
+ARGS_PER_POD = 250_000
+LABELS_PER_POD = 20_000
 HUGE_PODS = 20
 
 
@@ -60,10 +62,12 @@ def hold_gpu(nvml, podres, gpu=2):
 
 def add_huge_pods(api):
     """Pods on the node whose spec holds a long args list (one list object
-    shared by all: the fake server's deepcopy then copies it once)."""
+    shared by all: the fake server's deepcopy then copies it once) and
+    thousands of labels (devlet keeps a pod's first 64)."""
     args = [""] * ARGS_PER_POD
+    labels = {f"l{k:05}": "v" for k in range(LABELS_PER_POD)}
     for i in range(HUGE_PODS):
-        api.put_pod("tenant", f"huge-{i}", NODE, {"app": "huge"})
+        api.put_pod("tenant", f"huge-{i}", NODE, labels)
         with api.lock:
             pod = api.pods[("tenant", f"huge-{i}")]
             pod["spec"]["containers"] = [{"name": "main", "image": "busybox", "args": args}]

@@ -144,6 +144,28 @@ static void test_spec_keeps_what_it_names(void **state)
         expect("[{a}]", NULL, "[{\"a\":1,\"b\":2},{\"b\":3}]", 0, "[{\"a\":1},{}]");
 }
 
+static void test_cap(void **state)
+{
+        (void)state;
+        /* the first N members or items, each whole; nothing capped below */
+        expect("{labels*2}", NULL, "{\"labels\":{\"a\":\"1\",\"b\":{\"x\":[1,2,3]},\"c\":\"3\","
+                                   "\"d\":{}},\"z\":1}",
+               0, "{\"labels\":{\"a\":\"1\",\"b\":{\"x\":[1,2,3]}}}");
+        expect("*2", NULL, "[[1,2,3],{\"a\":1,\"b\":2,\"c\":3},3,4]", 0,
+               "[[1,2,3],{\"a\":1,\"b\":2,\"c\":3}]");
+        expect("[*1]", NULL, "[[1,2],{\"a\":1,\"b\":2},\"s\",[]]", 0, "[[1],{\"a\":1},\"s\",[]]");
+        expect("{a*0}", NULL, "{\"a\":[1,2]}", 0, "{\"a\":[1,2]}");
+        /* what is past the cap is free */
+        struct kapi_json_budget b = { .max_values = 7 }; /* {, l, {, a, 1, b, 2 */
+        expect("{l*2}", &b, "{\"l\":{\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6}}", 0,
+               "{\"l\":{\"a\":1,\"b\":2}}");
+        struct kapi_json_spec *s = NULL;
+        assert_int_equal(kapi_json_spec_new("{a*99999999999999999999999}", &s), -EINVAL);
+        assert_int_equal(kapi_json_spec_new("{a*32769}", &s), -EINVAL);
+        assert_int_equal(kapi_json_spec_new("{a*32768}", &s), 0);
+        kapi_json_spec_free(s);
+}
+
 static void test_malformed(void **state)
 {
         (void)state;
@@ -378,6 +400,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_keep_all_compacts),
                 cmocka_unit_test(test_spec_keeps_what_it_names),
+                cmocka_unit_test(test_cap),
                 cmocka_unit_test(test_malformed),
                 cmocka_unit_test(test_depth),
                 cmocka_unit_test(test_budgets),
