@@ -1,14 +1,14 @@
-/* libFuzzer target for the streaming JSON filter (kapi/json-filter.c),
- * what every JSON devlet reads from a peer goes through.  The first input
- * byte picks a spec (none, a pod list's, a watch event's, an array's, "*";
- * some with caps) and a piece size (1..32); the rest is the document.
- * Checks (abort
- * otherwise): the outcome (error, reason, what is kept) is the same fed
- * whole and fed in pieces; what is kept is within the budget, and is
- * itself kept unchanged by a keep-all filter (compact, grammatical JSON);
- * with no spec, a document jansson reads (within the depth and budget;
- * without a NUL byte, where jansson stops reading) is kept, and jansson
- * reads the same value from what is kept; a failure always says why.  Seeds: fuzz/corpus/fuzz-kapi-json-filter/. */
+/* libFuzzer target for the streaming JSON filter (kapi/json-filter.c), what
+ * every JSON devlet reads from a peer goes through.  The first input byte picks
+ * a spec (none, a pod list's, a watch event's, an array's, "*"; some with
+ * caps) and a piece size (1..32); the rest is the document.  Checks (abort
+ * otherwise): the outcome (error, reason, what is kept) is the same fed whole
+ * and fed in pieces; what is kept is within the budget, and is itself kept
+ * unchanged by a keep-all filter (compact, grammatical JSON); with no spec, a
+ * document jansson reads (within the depth and budget; without a NUL byte,
+ * where jansson stops reading) is kept, and jansson reads the same value from
+ * what is kept; a failure always says why.  Seeds:
+ * fuzz/corpus/fuzz-kapi-json-filter/. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -44,7 +44,9 @@ static const struct kapi_keep list_keep = {
         .spec = "{metadata{resourceVersion},items[" SLICE_KEPT "]}",
 };
 /* an ERROR event's object is a Status: its code says 410 */
-static const struct kapi_keep event_keep = { .spec = "{metadata{name,resourceVersion,annotations},code}" };
+static const struct kapi_keep event_keep = {
+        .spec = "{metadata{name,resourceVersion,annotations},code}",
+};
 
 static long elapsed_ms(const struct timespec *since)
 {

@@ -10,9 +10,9 @@
  * above it fails the call before a byte is read), and only what the
  * call's spec names, within its budget of values and bytes, reaches
  * jansson; a watch keeps one line at a time up to max_watch_line and
- * filters each the same way.  A refusal's Status is kept up to 64 KiB.  Redirects are not
- * followed and only http and https are spoken, so a server cannot send us
- * elsewhere.  HTTP/1.1 only: each call runs in its own thread, so HTTP/2
+ * filters each the same way.  A refusal's Status is kept up to 64 KiB.
+ * Redirects are not followed and only http and https are spoken, so a
+ * server cannot send us elsewhere.  HTTP/1.1 only: each call runs in its own thread, so HTTP/2
  * multiplexing would buy nothing, and a watch holds its connection anyway.
  *
  * Never logs above debug: the caller gets -errno and a diag. */

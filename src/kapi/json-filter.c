@@ -221,7 +221,8 @@ struct kapi_json_filter *kapi_json_filter_new(const struct kapi_json_spec *spec,
 {
         struct kapi_json_filter *f = xcalloc(1, sizeof(*f));
         f->spec = spec;
-        f->max_values = budget && budget->max_values ? budget->max_values : KAPI_JSON_VALUES_DEFAULT;
+        f->max_values = budget && budget->max_values ? budget->max_values
+                                                     : KAPI_JSON_VALUES_DEFAULT;
         f->max_bytes = budget && budget->max_bytes ? budget->max_bytes : KAPI_JSON_BYTES_DEFAULT;
         f->max_depth = budget && budget->max_depth ? budget->max_depth : KAPI_JSON_DEPTH_DEFAULT;
         if (f->max_depth > KAPI_JSON_DEPTH_MAX)
@@ -628,7 +629,8 @@ static int step(struct kapi_json_filter *f, const char *data, size_t len, size_t
                         return f->keep_str ? emit_ch(f, ch) : 0;
                 }
                 if ((unsigned char)ch < 0x20)
-                        return unexpected(f, i, ch, "a string's next byte (a control byte must be escaped)");
+                        return unexpected(f, i, ch,
+                                          "a string's next byte (a control byte must be escaped)");
                 *at = i;
                 return string_run(f, data, len, at);
         case ST_ESCAPE:

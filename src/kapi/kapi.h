@@ -3,13 +3,13 @@
  * daemon), jansson for JSON.
  *
  * Calls block: they are made from worker threads (dra/, labels/publish.c),
- * never from the loop.  A client is safe to use from several threads at once (each call
- * has a connection of its own; up to 4 idle ones are kept alive for the
- * next calls, under a lock).
- * Every answer is bounded: a body over its limit, a line of a watch over
- * its limit, JSON over its budget of values (kapi_keep), or a peer that
- * stops sending for the low-speed time fails the call with a clear diag,
- * and memory never grows with what the server sends.  Knows nothing of devices or DRA.  Never logs above debug. */
+ * never from the loop.  A client is safe to use from several threads at once
+ * (each call has a connection of its own; up to 4 idle ones are kept alive for
+ * the next calls, under a lock).
+ * Every answer is bounded: a body over its limit, a line of a watch over its
+ * limit, JSON over its budget of values (kapi_keep), or a peer that stops
+ * sending for the low-speed time fails the call with a clear diag, and memory
+ * never grows with what the server sends.  Knows nothing of devices or DRA.  Never logs above debug. */
 #ifndef DEVLET_KAPI_KAPI_H
 #define DEVLET_KAPI_KAPI_H
 

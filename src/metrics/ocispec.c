@@ -1,12 +1,12 @@
 /* OCI runtime specs of running containers: their names and their devices.
  *
- * attr_spec_parse() reads one config.json through kapi's JSON filter, so
- * that jansson parses only what attribution needs (see attrib.h), within a
- * budget of values: a container's spec is its owner's to write.  The cache walks each configured state
- * directory (<dir>/<id>/config.json for containerd's task directories,
- * <dir>/<id>/userdata/config.json for CRI-O and podman), stats every spec,
- * and parses a file again only when its (device, inode, size, mtime)
- * changed.  Files are opened non-blocking, must be regular and at most
+ * attr_spec_parse() reads one config.json through kapi's JSON filter, so that
+ * jansson parses only what attribution needs (see attrib.h), within a budget
+ * of values: a container's spec is its owner's to write.  The cache walks each
+ * configured state directory (<dir>/<id>/config.json for containerd's task
+ * directories, <dir>/<id>/userdata/config.json for CRI-O and podman), stats
+ * every spec, and parses a file again only when its (device, inode, size,
+ * mtime) changed.  Files are opened non-blocking, must be regular and at most
  * ATTR_SPEC_MAX_BYTES; anything malformed is skipped.  Runs on the collector
  * thread; never logs above debug. */
 #include <dirent.h>

@@ -2,17 +2,17 @@
  * the API client, and the map it fills.
  *
  * The worker lists the node's pods in pages of PODLABELS_PAGE (the map is
- * replaced by the list), then watches from the list's resourceVersion: ADDED/MODIFIED replace a pod's
- * labels, DELETED drops it.  When the watch ends (its timeoutSeconds, a
- * 410, a broken stream) the worker lists again.  Every
- * answer is bounded by kapi (body, watch line, and the JSON kept: only
- * each pod's names, uid, resourceVersion and first 64 labels are parsed, within a
- * budget of values per page and per event) and here (pods, labels per
- * pod, key and value sizes); a body that is not what it should be is an
- * error like no answer.  A failure is logged once per change of error and
- * retried with kapi_backoff_ms; the map keeps what it knew, so series keep
- * the labels they had.  Stopping sets an atomic flag the API client looks
- * at every 100 ms, wakes the backoff wait and joins.
+ * replaced by the list), then watches from the list's resourceVersion:
+ * ADDED/MODIFIED replace a pod's labels, DELETED drops it.  When the watch ends
+ * (its timeoutSeconds, a 410, a broken stream) the worker lists again.  Every
+ * answer is bounded by kapi (body, watch line, and the JSON kept: only each
+ * pod's names, uid, resourceVersion and first 64 labels are parsed, within a
+ * budget of values per page and per event) and here (pods, labels per pod, key
+ * and value sizes); a body that is not what it should be is an error like no
+ * answer.  A failure is logged once per change of error and retried with
+ * kapi_backoff_ms; the map keeps what it knew, so series keep the labels they
+ * had.  Stopping sets an atomic flag the API client looks at every 100 ms,
+ * wakes the backoff wait and joins.
  *
  * Never runs on the loop, never blocks a lookup on the server: lookups
  * take the mutex only to copy one pod's labels. */
@@ -199,7 +199,8 @@ static int list_page(struct podlabels *p, struct kapi_client *api, json_t *map, 
                 const json_t *c = json_object_get(json_object_get(resp.body, "metadata"),
                                                   "continue");
                 if (json_is_string(c) && json_string_length(c) > PODLABELS_CONTINUE_MAX)
-                        r = diag_set(diag, -EBADMSG, "GET /api/v1/pods: a continue token over %d bytes",
+                        r = diag_set(diag, -EBADMSG,
+                                     "GET /api/v1/pods: a continue token over %d bytes",
                                      PODLABELS_CONTINUE_MAX);
                 else if (json_is_string(c) && json_string_length(c) > 0)
                         *cont = xstrdup(json_string_value(c));
