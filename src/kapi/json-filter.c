@@ -65,9 +65,11 @@ static void spec_ws(const char **p)
                 (*p)++;
 }
 
+/* A name is written out as it is in the spec when a key matches it: no
+ * byte that would need an escape, none outside ASCII. */
 static bool spec_name_byte(char ch)
 {
-        return ch && !strchr("{}[],* \t\r\n", ch);
+        return ch > ' ' && ch < 0x7f && !strchr("{}[],*\"\\", ch);
 }
 
 /* One spec at *p; returns its node, or -1. */

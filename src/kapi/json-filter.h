@@ -12,8 +12,9 @@
  *                                            its first N members or items
  *   member := name [spec]                    name alone: its whole value
  * e.g. "{metadata{resourceVersion},items[{metadata{name,labels*64}}]}".
- * Whitespace in a spec is ignored; a name is any bytes but {}[],* and
- * whitespace.  A value whose type is not the spec's (an array where an
+ * Whitespace in a spec is ignored; a name is printable ASCII but {}[],*
+ * and the quote and backslash (a key matches it once its escapes are
+ * decoded).  A value whose type is not the spec's (an array where an
  * object is named) is kept empty ([] or {}), a scalar whole; the reader
  * checks types as it always does.  Duplicate keys are kept in order
  * (jansson takes the last, as it would have).

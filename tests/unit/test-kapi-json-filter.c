@@ -304,7 +304,7 @@ static void test_spec_grammar(void **state)
         (void)state;
         static const char *const bad[] = {
                 "", "{", "{a", "{a,}", "{}", "[a]", "{a}}", "{a{}}", "[", "[]", "a", "{,a}",
-                "{a b}", "**", "{a}x",
+                "{a b}", "**", "{a}x", "{a\"}", "{a\\}", "{\x01}", "{\xc3\xa9}",
                 "{aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}",
         };
         for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
