@@ -412,14 +412,17 @@ static void keep_version(struct cm *cm, json_t *obj)
         }
 }
 
+/* What is read of the Node: its labels and version, the rest skipped unparsed. */
+static const struct kapi_keep node_keep = { .spec = "{metadata{resourceVersion,labels}}" };
+
 static int get_node(struct cm *cm, char **value)
 {
         _cleanup_free_ char *name = kapi_escape(cm->node_name);
         _cleanup_free_ char *path = xasprintf("/api/v1/nodes/%s", name);
         struct kapi_response resp = { 0 };
         struct diag diag = { 0 };
-        int r = kapi_request(cm->client, "GET", path, NULL, CALL_TIMEOUT_MS, &stop_flag, &resp,
-                             &diag);
+        int r = kapi_request_keep(cm->client, "GET", path, NULL, &node_keep, CALL_TIMEOUT_MS,
+                                  &stop_flag, &resp, &diag);
         if (r == 0 && resp.status != 200)
                 r = -EPROTO;
         if (r < 0) {
@@ -477,7 +480,8 @@ static int follow(struct cm *cm)
                                 esel, erv, WATCH_SECONDS);
                         long status = 0;
                         struct diag diag = { 0 };
-                        r = kapi_watch(cm->client, path, &stop_flag, on_event, cm, &status, &diag);
+                        r = kapi_watch_keep(cm->client, path, &node_keep, &stop_flag, on_event,
+                                            cm, &status, &diag);
                         if (r == -EPROTO && status == 410) {
                                 free(TAKE_PTR(cm->resource_version));
                                 r = 0;

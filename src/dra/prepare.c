@@ -28,8 +28,11 @@
 #include "base/xalloc.h"
 #include "dra.pb-c.h"
 #include "dra/internal.h"
+#include "kapi/json-filter.h"
 
 #define CHECKPOINT_MAX (16u * 1024 * 1024)
+/* Values the checkpoint's tree may hold: a node's claims, a few dozen each. */
+#define CHECKPOINT_VALUES_MAX (128u << 10)
 #define CLAIM_GET_MS 10000
 #define CLAIM_GET_TRIES 3
 
@@ -58,12 +61,16 @@ static void ckpt_load(struct claims_state *s)
                          s->ckpt_path, fs_strerror(r));
                 return;
         }
-        json_error_t err;
-        json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &err);
+        struct diag why = { 0 };
+        json_t *j = NULL;
+        r = kapi_json_load(data, len, NULL,
+                           &(struct kapi_json_budget){ .max_values = CHECKPOINT_VALUES_MAX,
+                                                       .max_bytes = CHECKPOINT_MAX },
+                           JSON_REJECT_DUPLICATES, &j, &why);
         json_t *claims = json_object_get(j, "claims");
         if (!json_is_object(claims)) {
                 log_warn("dra", "checkpoint is not devlet's, starting empty path=%s error=\"%s\"",
-                         s->ckpt_path, j ? "no claims object" : err.text);
+                         s->ckpt_path, r < 0 ? why.message : "no claims object");
                 json_decref(j);
                 return;
         }
@@ -197,6 +204,13 @@ static int prepare_devices(struct claims_state *s, const struct dra_claim *c, js
         return 0;
 }
 
+/* What dra_claim_decode reads of a claim; the rest (the requests, the
+ * opaque config its author wrote) is skipped unparsed. */
+static const struct kapi_keep claim_keep = {
+        .spec = "{metadata{namespace,name,uid},"
+                "status{allocation{devices{results[{driver,request,pool,device}]}}}}",
+};
+
 /* GET the claim, with a few tries for failures that may pass. */
 static int claim_get(struct claims_state *s, const struct dra_job_claim *jc, struct dra_claim *out,
                      struct diag *diag)
@@ -210,8 +224,8 @@ static int claim_get(struct claims_state *s, const struct dra_job_claim *jc, str
                         usleep((useconds_t)kapi_backoff_ms(attempt - 1, 2000) * 1000);
                 struct kapi_response resp = { 0 };
                 memset(diag, 0, sizeof(*diag));
-                r = kapi_request(drv->dra->api, "GET", path, NULL, CLAIM_GET_MS, &drv->stop, &resp,
-                                 diag);
+                r = kapi_request_keep(drv->dra->api, "GET", path, NULL, &claim_keep, CLAIM_GET_MS,
+                                      &drv->stop, &resp, diag);
                 long status = resp.status;
                 if (r == 0 && status == 200) {
                         /* the claim as the API server holds it: asking again

@@ -37,6 +37,16 @@
 #define DRA_WATCH_MIN_MS 1000
 
 static const char *const slices_path = "/apis/resource.k8s.io/v1/resourceslices";
+/* What is read of our slices, as listed and as watched: the rest (their
+ * devices) is skipped unparsed. */
+#define SLICE_KEPT "{metadata{name,resourceVersion,annotations},spec{pool{generation}}}"
+static const struct kapi_keep list_keep = {
+        .spec = "{metadata{resourceVersion},items[" SLICE_KEPT "]}",
+};
+/* an ERROR event's object is a Status: its code says 410 */
+static const struct kapi_keep event_keep = {
+        .spec = "{metadata{name,resourceVersion,annotations},code}",
+};
 
 static long elapsed_ms(const struct timespec *since)
 {
@@ -90,13 +100,17 @@ static const char *meta_str(const json_t *obj, const char *key)
         return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* A call that must answer 2xx: 0, or <0 with diag (status in *status). */
-static int call(struct dra_driver *drv, const char *method, const char *path, const json_t *body,
-                json_t **out, long *status, struct diag *diag)
+/* A call that must answer 2xx: 0, or <0 with diag (status in *status).
+ * keep: what is read of the answer (NULL: all, within kapi's budget; with
+ * out NULL nothing is read but its kind). */
+static int call_keep(struct dra_driver *drv, const char *method, const char *path,
+                     const json_t *body, const struct kapi_keep *keep, json_t **out, long *status,
+                     struct diag *diag)
 {
+        static const struct kapi_keep nothing = { .spec = "{kind}" };
         struct kapi_response resp = { 0 };
-        int r = kapi_request(drv->dra->api, method, path, body, DRA_CALL_MS, &drv->stop, &resp,
-                             diag);
+        int r = kapi_request_keep(drv->dra->api, method, path, body, out ? keep : &nothing,
+                                  DRA_CALL_MS, &drv->stop, &resp, diag);
         *status = resp.status;
         if (r >= 0 && (resp.status < 200 || resp.status >= 300)) {
                 if (!diag || !diag->message[0])
@@ -107,6 +121,12 @@ static int call(struct dra_driver *drv, const char *method, const char *path, co
                 *out = json_incref(resp.body);
         kapi_response_release(&resp);
         return r;
+}
+
+static int call(struct dra_driver *drv, const char *method, const char *path, const json_t *body,
+                json_t **out, long *status, struct diag *diag)
+{
+        return call_keep(drv, method, path, body, NULL, out, status, diag);
 }
 
 /* One reconcile of the pool with t.  0 when the slices are as desired. */
@@ -124,7 +144,7 @@ static int reconcile(struct dra_driver *drv, const struct dra_table *t, int *wri
         _cleanup_free_ char *list_path = xasprintf("%s?%s", slices_path, q);
         json_t *list = NULL;
         long status;
-        int r = call(drv, "GET", list_path, NULL, &list, &status, diag);
+        int r = call_keep(drv, "GET", list_path, NULL, &list_keep, &list, &status, diag);
         if (r < 0) {
                 json_decref(desired);
                 return r;
@@ -327,8 +347,8 @@ void *dra_watch_main(void *ud)
                 long status = 0;
                 struct timespec started;
                 clock_gettime(CLOCK_MONOTONIC, &started);
-                int r = kapi_watch(drv->dra->api, path, &drv->stop, on_slice_event, &st, &status,
-                                   &why);
+                int r = kapi_watch_keep(drv->dra->api, path, &event_keep, &drv->stop,
+                                        on_slice_event, &st, &status, &why);
                 if (atomic_load(&drv->stop))
                         break;
                 if (st.gone || status == 410) {

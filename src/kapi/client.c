@@ -5,11 +5,14 @@
  * file; several threads may call at once.
  *
  * Every answer is bounded where it arrives, in the sink the transport
- * hands each piece of the body to: a body is kept up to max_body (a
- * Content-Length above it fails the call before a byte is kept), a watch
- * keeps one line at a time up to max_watch_line.  Redirects are not
- * followed and only http and https are spoken, so a server cannot send us
- * elsewhere.  HTTP/1.1 only: each call runs in its own thread, so HTTP/2
+ * hands each piece of the body to: a body goes through the JSON filter
+ * (json-filter.c) as it comes, up to max_body bytes (a Content-Length
+ * above it fails the call before a byte is read), and only what the
+ * call's spec names, within its budget of values and bytes, reaches
+ * jansson; a watch keeps one line at a time up to max_watch_line and
+ * filters each the same way.  A refusal's Status is kept up to 64 KiB.
+ * Redirects are not followed and only http and https are spoken, so a
+ * server cannot send us elsewhere.  HTTP/1.1 only: each call runs in its own thread, so HTTP/2
  * multiplexing would buy nothing, and a watch holds its connection anyway.
  *
  * Never logs above debug: the caller gets -errno and a diag. */
@@ -27,6 +30,7 @@
 #include "base/xalloc.h"
 #include "kapi/http.h"
 #include "kapi/internal.h"
+#include "kapi/json-filter.h"
 #include "kapi/kapi.h"
 
 #define MAX_BODY_DEFAULT (16u << 20)
@@ -182,10 +186,15 @@ static int call_token(struct kapi_client *c, char **out, struct diag *diag)
 struct xfer {
         int err;       /* why the sink ended the transfer (-errno, or fn's value) */
         char msg[256]; /* and what to say */
-        /* the body (a request's, or a refused watch's) */
+        /* what is kept of the JSON: a request's body, or each watch event */
+        const struct kapi_json_spec *spec; /* NULL: all */
+        struct kapi_json_budget budget;
+        struct kapi_json_filter *filter;   /* a request's body, once its head came */
+        size_t body_len, max;              /* of a request's body */
+        /* a refusal's body: its first REFUSAL_BODY_MAX bytes */
         char *buf;
-        size_t len, cap, max;
-        bool truncate; /* keep the first max bytes and drop the rest */
+        size_t len, cap;
+        long status;
         /* a watch */
         kapi_event_fn fn;
         void *ud;
@@ -196,6 +205,7 @@ struct xfer {
 static void xfer_release(struct xfer *x)
 {
         free(x->buf);
+        kapi_json_filter_free(x->filter);
         kapi_lines_release(&x->lines);
 }
 
@@ -211,44 +221,37 @@ static int xfer_fail(struct xfer *x, int err, const char *fmt, ...)
         return err;
 }
 
-/* Appends data to x->buf within x->max; false when it does not fit. */
-static bool buf_append(struct xfer *x, const char *data, size_t len)
+/* Appends data to x->buf, keeping its first REFUSAL_BODY_MAX bytes. */
+static void buf_append(struct xfer *x, const char *data, size_t len)
 {
-        if (len > x->max - x->len) {
-                if (!x->truncate)
-                        return false;
-                len = x->max - x->len;
-        }
+        if (len > REFUSAL_BODY_MAX - x->len)
+                len = REFUSAL_BODY_MAX - x->len;
         if (x->len + len + 1 > x->cap) {
                 size_t cap = x->cap ? x->cap : 16384;
                 while (cap < x->len + len + 1)
                         cap *= 2;
-                if (cap > x->max + 1)
-                        cap = x->max + 1;
+                if (cap > REFUSAL_BODY_MAX + 1)
+                        cap = REFUSAL_BODY_MAX + 1;
                 x->buf = xrealloc(x->buf, cap);
                 x->cap = cap;
         }
         memcpy(x->buf + x->len, data, len);
         x->len += len;
         x->buf[x->len] = '\0';
-        return true;
 }
 
 static int on_head(void *ud, const struct kapi_http_parser *p)
 {
         struct xfer *x = ud;
-        if (x->fn) {
-                if (p->status >= 400 || p->status < 200) {
-                        /* a refusal: keep the start of its Status */
-                        x->refused = true;
-                        x->truncate = true;
-                        x->max = REFUSAL_BODY_MAX;
-                }
+        x->status = p->status;
+        /* a refusal: keep the start of its Status */
+        x->refused = p->status >= 400 || p->status < 200;
+        if (x->fn || x->refused)
                 return 0;
-        }
         if (p->has_length && p->length > x->max)
                 return xfer_fail(x, -EMSGSIZE, "a body of %llu bytes is over the limit (%zu)",
                                  (unsigned long long)p->length, x->max);
+        x->filter = kapi_json_filter_new(x->spec, &x->budget);
         return 0;
 }
 
@@ -259,18 +262,20 @@ static int watch_line(void *ud, const char *line, size_t len)
                 len--;
         if (len == 0)
                 return 0;
-        json_error_t je;
-        _cleanup_(json_decrefp) json_t *ev = json_loadb(line, len, 0, &je);
-        if (!ev)
-                return xfer_fail(x, -EBADMSG, "line %u is not JSON: %s (column %d)",
-                                 x->lines.count, je.text, je.column);
+        struct diag why = { 0 };
+        _cleanup_(json_decrefp) json_t *ev = NULL;
+        int r = kapi_json_load(line, len, x->spec, &x->budget, 0, &ev, &why);
+        if (r == -EMSGSIZE)
+                return xfer_fail(x, r, "line %u: %s", x->lines.count, why.message);
+        if (r < 0)
+                return xfer_fail(x, r, "line %u is not JSON: %s", x->lines.count, why.message);
         const char *type = json_string_value(json_object_get(ev, "type"));
         json_t *object = json_object_get(ev, "object");
         if (!json_is_object(ev) || !type || !json_is_object(object))
                 return xfer_fail(x, -EBADMSG,
                                  "line %u is not an event ({\"type\": string, \"object\": object})",
                                  x->lines.count);
-        int r = x->fn(type, object, x->ud);
+        r = x->fn(type, object, x->ud);
         if (r != 0)
                 xfer_fail(x, r, "stopped by the event handler (%d)", r);
         return r;
@@ -286,8 +291,20 @@ static int on_body(void *ud, const char *data, size_t len)
                                   x->lines.count + 1, x->lines.max);
                 return r;
         }
-        if (!buf_append(x, data, len))
+        if (x->refused) {
+                buf_append(x, data, len);
+                return 0;
+        }
+        if (len > x->max - x->body_len)
                 return xfer_fail(x, -EMSGSIZE, "the body is over the limit (%zu bytes)", x->max);
+        x->body_len += len;
+        /* over the budget: at once, like a body over max_body.  Not JSON:
+         * the filter keeps its error and the body is read (not parsed) to
+         * its end, so a transport error or the call's bound still comes
+         * first, as when the whole body was parsed at its end */
+        int r = kapi_json_filter_feed(x->filter, data, len);
+        if (r == -EMSGSIZE)
+                return xfer_fail(x, r, "%s", kapi_json_filter_why(x->filter));
         return 0;
 }
 
@@ -396,11 +413,44 @@ static int perform(struct kapi_client *c, struct xfer *x, const char *method, co
         return diag_prefix(diag, r, "%s %s%.300s", method, c->cfg->server, path);
 }
 
+/* Compiles keep's spec for x (*spec owns it) and its budget; a watch's
+ * spec wraps the object's. */
+static int keep_setup(struct xfer *x, const struct kapi_keep *keep, bool watch,
+                      struct kapi_json_spec **spec)
+{
+        *spec = NULL;
+        if (!keep)
+                return 0;
+        x->budget = (struct kapi_json_budget){ .max_values = keep->max_values,
+                                               .max_bytes = keep->max_bytes };
+        if (!keep->spec)
+                return 0;
+        _cleanup_free_ char *text = watch ? xasprintf("{type,object%s}", keep->spec)
+                                          : xstrdup(keep->spec);
+        int r = kapi_json_spec_new(text, spec);
+        x->spec = *spec;
+        return r;
+}
+
+static void spec_freep(struct kapi_json_spec **s) { kapi_json_spec_free(*s); }
+
 int kapi_request(struct kapi_client *c, const char *method, const char *path, const json_t *body,
                  long timeout_ms, const atomic_bool *stop, struct kapi_response *resp,
                  struct diag *diag)
 {
+        return kapi_request_keep(c, method, path, body, NULL, timeout_ms, stop, resp, diag);
+}
+
+int kapi_request_keep(struct kapi_client *c, const char *method, const char *path,
+                      const json_t *body, const struct kapi_keep *keep, long timeout_ms,
+                      const atomic_bool *stop, struct kapi_response *resp, struct diag *diag)
+{
         *resp = (struct kapi_response){ 0 };
+        _cleanup_(xfer_release) struct xfer x = { 0 };
+        _cleanup_(spec_freep) struct kapi_json_spec *spec = NULL;
+        if (keep_setup(&x, keep, false, &spec) < 0)
+                return diag_set(diag, -EINVAL, "%s %.300s: a spec that is not the grammar's: %s",
+                                method, path, keep->spec);
         _cleanup_free_ char *text = NULL;
         if (body) {
                 text = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -408,7 +458,6 @@ int kapi_request(struct kapi_client *c, const char *method, const char *path, co
                         return diag_set(diag, -EINVAL, "%s %.300s: the body cannot be encoded",
                                         method, path);
         }
-        _cleanup_(xfer_release) struct xfer x = { 0 };
         long status;
         int r = perform(c, &x, method, path, text, timeout_ms, stop, &status, diag);
         resp->status = status;
@@ -416,13 +465,24 @@ int kapi_request(struct kapi_client *c, const char *method, const char *path, co
                 return r;
 
         json_t *json = NULL;
-        if (x.len > 0) {
+        if (x.refused) {
+                if (x.len) /* a Status, or nothing worth reading */
+                        (void)kapi_json_load(x.buf, x.len, NULL, NULL, 0, &json, NULL);
+        } else if (x.filter) {
+                const char *kept = NULL;
+                size_t kept_len = 0;
                 json_error_t je;
-                json = json_loadb(x.buf, x.len, 0, &je);
-                if (!json && status < 400)
-                        return diag_set(diag, -EBADMSG,
-                                        "%s %.300s: %ld: the body is not JSON: %s (line %d column %d)",
-                                        method, path, status, je.text, je.line, je.column);
+                r = kapi_json_filter_finish(x.filter, &kept, &kept_len);
+                if (r == 0 && kept) {
+                        json = json_loadb(kept, kept_len, 0, &je);
+                        if (!json)
+                                return diag_set(diag, -EBADMSG,
+                                                "%s %.300s: %ld: the body is not JSON: %s",
+                                                method, path, status, je.text);
+                }
+                if (r < 0)
+                        return diag_set(diag, r, "%s %.300s: %ld: the body is not JSON: %s",
+                                        method, path, status, kapi_json_filter_why(x.filter));
         }
         if (status >= 400)
                 status_diag(diag, method, path, status, json);
@@ -433,10 +493,23 @@ int kapi_request(struct kapi_client *c, const char *method, const char *path, co
 int kapi_watch(struct kapi_client *c, const char *path, const atomic_bool *stop, kapi_event_fn fn,
                void *ud, long *status_out, struct diag *diag)
 {
+        return kapi_watch_keep(c, path, NULL, stop, fn, ud, status_out, diag);
+}
+
+int kapi_watch_keep(struct kapi_client *c, const char *path, const struct kapi_keep *keep,
+                    const atomic_bool *stop, kapi_event_fn fn, void *ud, long *status_out,
+                    struct diag *diag)
+{
+        if (status_out)
+                *status_out = 0;
         const char *q = strchr(path, '?');
         if (!q || (!strstr(q, "?watch=") && !strstr(q, "&watch=")))
                 return diag_set(diag, -EINVAL, "GET %.300s: a watch's path carries watch=1", path);
         _cleanup_(xfer_release) struct xfer x = { .fn = fn, .ud = ud };
+        _cleanup_(spec_freep) struct kapi_json_spec *spec = NULL;
+        if (keep_setup(&x, keep, true, &spec) < 0)
+                return diag_set(diag, -EINVAL, "GET %.300s: a spec that is not the grammar's: %s",
+                                path, keep->spec);
         long status;
         int r = perform(c, &x, "GET", path, NULL, 0, stop, &status, diag);
         if (status_out)
@@ -444,8 +517,9 @@ int kapi_watch(struct kapi_client *c, const char *path, const atomic_bool *stop,
         if (r != 0)
                 return r;
         if (status >= 400 || status < 200) {
-                _cleanup_(json_decrefp) json_t *json =
-                        x.len ? json_loadb(x.buf, x.len, 0, NULL) : NULL;
+                _cleanup_(json_decrefp) json_t *json = NULL;
+                if (x.len)
+                        (void)kapi_json_load(x.buf, x.len, NULL, NULL, 0, &json, NULL);
                 status_diag(diag, "GET", path, status, json);
                 return -EPROTO;
         }

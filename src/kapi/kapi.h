@@ -3,13 +3,13 @@
  * daemon), jansson for JSON.
  *
  * Calls block: they are made from worker threads (dra/, labels/publish.c),
- * never from the loop.  A client is safe to use from several threads at once (each call
- * has a connection of its own; up to 4 idle ones are kept alive for the
- * next calls, under a lock).
- * Every answer is bounded: a body over its limit, a line of a watch over
- * its limit, or a peer that stops sending for the low-speed time fails the
- * call with a clear diag, and memory never grows with what the server
- * sends.  Knows nothing of devices or DRA.  Never logs above debug. */
+ * never from the loop.  A client is safe to use from several threads at once
+ * (each call has a connection of its own; up to 4 idle ones are kept alive for
+ * the next calls, under a lock).
+ * Every answer is bounded: a body over its limit, a line of a watch over its
+ * limit, JSON over its budget of values (kapi_keep), or a peer that stops
+ * sending for the low-speed time fails the call with a clear diag, and memory
+ * never grows with what the server sends.  Knows nothing of devices or DRA.  Never logs above debug. */
 #ifndef DEVLET_KAPI_KAPI_H
 #define DEVLET_KAPI_KAPI_H
 
@@ -109,6 +109,26 @@ int kapi_request(struct kapi_client *c, const char *method, const char *path, co
                  long timeout_ms, const atomic_bool *stop, struct kapi_response *resp,
                  struct diag *diag);
 
+/* What a call keeps of an answer's JSON (kapi/json-filter.h): spec, in the
+ * filter's grammar (NULL keeps it all), and the budget of what is kept
+ * (0: KAPI_JSON_VALUES_DEFAULT values, KAPI_JSON_BYTES_DEFAULT bytes).  The
+ * body is filtered as it arrives and never kept whole: only what the spec
+ * names is parsed.  A watch's spec is of each event's object (its "type"
+ * is always kept).  The answer of a refusal (status >= 400) is kept whole,
+ * up to 64 KiB: it is a Status. */
+struct kapi_keep {
+        const char *spec;
+        size_t max_values, max_bytes;
+};
+
+/* kapi_request, keeping of the answer what keep says (NULL: all, within
+ * the default budget; kapi_request is this with NULL).  Over the budget:
+ * -EMSGSIZE ("GET /path: JSON document over N values"); a spec that is
+ * not the grammar's: -EINVAL. */
+int kapi_request_keep(struct kapi_client *c, const char *method, const char *path,
+                      const json_t *body, const struct kapi_keep *keep, long timeout_ms,
+                      const atomic_bool *stop, struct kapi_response *resp, struct diag *diag);
+
 /* A watch: GET path (which must carry ?watch=1 or &watch=1, and may carry
  * resourceVersion and timeoutSeconds) and calls fn for each event line,
  * type "ADDED", "MODIFIED", "DELETED", "BOOKMARK" or "ERROR" with its
@@ -125,6 +145,12 @@ int kapi_request(struct kapi_client *c, const char *method, const char *path, co
 typedef int (*kapi_event_fn)(const char *type, json_t *object, void *ud);
 int kapi_watch(struct kapi_client *c, const char *path, const atomic_bool *stop, kapi_event_fn fn,
                void *ud, long *status_out, struct diag *diag);
+/* kapi_watch, keeping of each event's object what keep says (NULL: all,
+ * within the default budget, per event).  An event over the budget ends
+ * the watch with -EMSGSIZE ("line N: JSON document over N values"). */
+int kapi_watch_keep(struct kapi_client *c, const char *path, const struct kapi_keep *keep,
+                    const atomic_bool *stop, kapi_event_fn fn, void *ud, long *status_out,
+                    struct diag *diag);
 
 /* Percent-encodes s for a query value (fieldSelector=...).  Heap string. */
 char *kapi_escape(const char *s);

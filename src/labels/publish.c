@@ -186,13 +186,24 @@ struct call_ctx {
         const atomic_bool *stop;
 };
 
-/* One call; 0 and *out (may be NULL) for a 2xx answer, else <0 with diag
- * and the status in *status (0: no answer). */
+/* What is read of an answer: of the Node, its labels and our annotation; of
+ * our NodeFeature, its metadata (a PUT sends it back) and spec's labels;
+ * of an answer nobody reads, nothing but its kind.  The rest is skipped
+ * unparsed. */
+static const struct kapi_keep node_keep = {
+        .spec = "{metadata{labels,annotations{" LABELS_OWNED_ANNOTATION "}}}",
+};
+static const struct kapi_keep feature_keep = { .spec = "{metadata,spec{labels}}" };
+static const struct kapi_keep nothing_keep = { .spec = "{kind}" };
+
+/* One call; 0 and *out (may be NULL: nothing of the answer is read) for a
+ * 2xx answer, else <0 with diag and the status in *status (0: no answer). */
 static int call(const struct call_ctx *c, const char *method, const char *path, const json_t *body,
-                json_t **out, long *status, struct diag *diag)
+                const struct kapi_keep *keep, json_t **out, long *status, struct diag *diag)
 {
         struct kapi_response resp = { 0 };
-        int r = kapi_request(c->api, method, path, body, LABELS_CALL_MS, c->stop, &resp, diag);
+        int r = kapi_request_keep(c->api, method, path, body, out ? keep : &nothing_keep,
+                                  LABELS_CALL_MS, c->stop, &resp, diag);
         *status = resp.status;
         if (r >= 0 && (resp.status < 200 || resp.status >= 300)) {
                 if (!diag->message[0])
@@ -220,7 +231,7 @@ static int publish_node(const struct call_ctx *c, const char *node, json_t *desi
         _cleanup_free_ char *path = xasprintf("/api/v1/nodes/%s", esc);
         json_t *obj = NULL;
         long status;
-        int r = call(c, "GET", path, NULL, &obj, &status, diag);
+        int r = call(c, "GET", path, NULL, &node_keep, &obj, &status, diag);
         if (r >= 0)
                 r = want_object(obj, path, diag);
         if (r < 0) {
@@ -231,7 +242,7 @@ static int publish_node(const struct call_ctx *c, const char *node, json_t *desi
         json_decref(obj);
         if (!patch)
                 return 0;
-        r = call(c, "PATCH", path, patch, NULL, &status, diag);
+        r = call(c, "PATCH", path, patch, NULL, NULL, &status, diag);
         json_decref(patch);
         if (r >= 0)
                 (*writes)++;
@@ -250,9 +261,9 @@ static int publish_node_feature(const struct call_ctx *c, const char *node, cons
         json_t *have = NULL;
         long status;
         struct diag why = { 0 };
-        int r = call(c, "GET", path, NULL, &have, &status, &why);
+        int r = call(c, "GET", path, NULL, &feature_keep, &have, &status, &why);
         if (r < 0 && status == 404) {
-                r = call(c, "POST", coll, want, NULL, &status, diag);
+                r = call(c, "POST", coll, want, NULL, NULL, &status, diag);
                 if (r >= 0)
                         (*writes)++;
                 json_decref(want);
@@ -276,7 +287,7 @@ static int publish_node_feature(const struct call_ctx *c, const char *node, cons
                 json_object_set(put, "spec", json_object_get(want, "spec"));
                 json_object_set_new(put, "apiVersion", json_string("nfd.k8s-sigs.io/v1alpha1"));
                 json_object_set_new(put, "kind", json_string("NodeFeature"));
-                r = call(c, "PUT", path, put, NULL, &status, diag);
+                r = call(c, "PUT", path, put, NULL, NULL, &status, diag);
                 json_decref(put);
                 if (r >= 0)
                         (*writes)++;

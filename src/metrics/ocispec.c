@@ -1,11 +1,12 @@
 /* OCI runtime specs of running containers: their names and their devices.
  *
- * attr_spec_parse() reads one config.json with jansson and keeps only what
- * attribution needs (see attrib.h).  The cache walks each configured state
- * directory (<dir>/<id>/config.json for containerd's task directories,
- * <dir>/<id>/userdata/config.json for CRI-O and podman), stats every spec,
- * and parses a file again only when its (device, inode, size, mtime)
- * changed.  Files are opened non-blocking, must be regular and at most
+ * attr_spec_parse() reads one config.json through kapi's JSON filter, so that
+ * jansson parses only what attribution needs (see attrib.h), within a budget
+ * of values: a container's spec is its owner's to write.  The cache walks each
+ * configured state directory (<dir>/<id>/config.json for containerd's task
+ * directories, <dir>/<id>/userdata/config.json for CRI-O and podman), stats
+ * every spec, and parses a file again only when its (device, inode, size,
+ * mtime) changed.  Files are opened non-blocking, must be regular and at most
  * ATTR_SPEC_MAX_BYTES; anything malformed is skipped.  Runs on the collector
  * thread; never logs above debug. */
 #include <dirent.h>
@@ -23,10 +24,16 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/xalloc.h"
+#include "kapi/json-filter.h"
 #include "metrics/attrib.h"
 
 #define SPECS_PER_DIR_MAX 4096
 #define DEVNUMS_MAX 1024
+/* What is read of a config.json: the rest is skipped unparsed. */
+#define OCI_KEPT "{process{capabilities{bounding},env},annotations,mounts[{destination}]," \
+                 "linux{devices[{type,major,minor}]}}"
+/* env and annotations may be long; a tree of this many values is ~13 MiB at worst */
+#define OCI_VALUES_MAX 65536u
 
 /* The families' hints, for one parse. */
 struct hint_set {
@@ -203,11 +210,17 @@ int attr_spec_parse(const char *json, size_t len, const char *id, const char *cd
                     struct attr_spec **out, struct diag *diag)
 {
         const struct hint_set hs = { hints, n_hints };
-        json_error_t jerr;
-        json_auto_t *root = json_loadb(json, len, 0, &jerr);
-        if (!root)
-                return diag_set(diag, -EINVAL, "line %d column %d: %s", jerr.line, jerr.column,
-                                jerr.text);
+        struct kapi_json_spec *spec = NULL;
+        int r = kapi_json_spec_new(OCI_KEPT, &spec);
+        json_auto_t *root = NULL;
+        if (r == 0)
+                r = kapi_json_load(json, len, spec,
+                                   &(struct kapi_json_budget){ .max_values = OCI_VALUES_MAX,
+                                                               .max_bytes = ATTR_SPEC_MAX_BYTES },
+                                   0, &root, diag);
+        kapi_json_spec_free(spec);
+        if (r < 0)
+                return -EINVAL; /* diag says why */
         if (!json_is_object(root))
                 return diag_set(diag, -EINVAL, "not a JSON object");
         _cleanup_(attr_spec_freep) struct attr_spec *s = xcalloc(1, sizeof(*s));

@@ -1,16 +1,18 @@
 /* The pod-label source (see podlabels.h): one worker thread, which owns
  * the API client, and the map it fills.
  *
- * The worker lists the node's pods (the map is replaced by the list), then
- * watches from the list's resourceVersion: ADDED/MODIFIED replace a pod's
- * labels, DELETED drops it.  When the watch ends (its timeoutSeconds, a
- * 410, a broken stream) the worker lists again.  Every
- * answer is bounded by kapi (body, watch line) and here (pods, labels per
- * pod, key and value sizes); a body that is not what it should be is an
- * error like no answer.  A failure is logged once per change of error and
- * retried with kapi_backoff_ms; the map keeps what it knew, so series keep
- * the labels they had.  Stopping sets an atomic flag the API client looks
- * at every 100 ms, wakes the backoff wait and joins.
+ * The worker lists the node's pods in pages of PODLABELS_PAGE (the map is
+ * replaced by the list), then watches from the list's resourceVersion:
+ * ADDED/MODIFIED replace a pod's labels, DELETED drops it.  When the watch ends
+ * (its timeoutSeconds, a 410, a broken stream) the worker lists again.  Every
+ * answer is bounded by kapi (body, watch line, and the JSON kept: only each
+ * pod's names, uid, resourceVersion and first 64 labels are parsed, within a
+ * budget of values per page and per event) and here (pods, labels per pod, key
+ * and value sizes); a body that is not what it should be is an error like no
+ * answer.  A failure is logged once per change of error and retried with
+ * kapi_backoff_ms; the map keeps what it knew, so series keep the labels they
+ * had.  Stopping sets an atomic flag the API client looks at every 100 ms,
+ * wakes the backoff wait and joins.
  *
  * Never runs on the loop, never blocks a lookup on the server: lookups
  * take the mutex only to copy one pod's labels. */
@@ -38,6 +40,21 @@
  * limit is set above it (api_new). */
 #define PODLABELS_WATCH_SECONDS 240
 #define PODLABELS_MAX_BODY (32u << 20)
+/* Pods per page of the list; a page's answer keeps at most the budget. */
+#define PODLABELS_PAGE 100
+#define PODLABELS_PAGES_MAX (PODLABELS_MAX_PODS / PODLABELS_PAGE + 16)
+#define PODLABELS_CONTINUE_MAX 4096
+
+/* What is read of a pod: all the rest (its spec, status...) is skipped
+ * as it arrives, never parsed. */
+#define POD_KEPT "{metadata{name,namespace,uid,resourceVersion,labels*64}}"
+_Static_assert(PODLABELS_MAX_LABELS == 64, "POD_KEPT keeps PODLABELS_MAX_LABELS labels");
+static const struct kapi_keep list_keep = {
+        .spec = "{metadata{resourceVersion,continue},items[" POD_KEPT "]}",
+        .max_values = 65536,
+        .max_bytes = 8u << 20,
+};
+static const struct kapi_keep event_keep = { .spec = POD_KEPT };
 
 struct podlabels {
         char *kubeconfig, *node;
@@ -152,41 +169,80 @@ static void keep_version(struct podlabels *p, const json_t *obj)
         }
 }
 
-static int list_pods(struct podlabels *p, struct kapi_client *api, struct diag *diag)
+/* One page of the list: its pods into map.  Returns 0 (its continue
+ * token in *cont, NULL after the last page) or -errno with diag. */
+static int list_page(struct podlabels *p, struct kapi_client *api, json_t *map, char **cont,
+                     bool *full, struct diag *diag)
 {
         _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s", p->node);
         _cleanup_free_ char *esel = kapi_escape(sel);
-        _cleanup_free_ char *path = xasprintf("/api/v1/pods?fieldSelector=%s", esel);
+        _cleanup_free_ char *econt = *cont ? kapi_escape(*cont) : NULL;
+        _cleanup_free_ char *path = xasprintf("/api/v1/pods?fieldSelector=%s&limit=%d%s%s", esel,
+                                              PODLABELS_PAGE, econt ? "&continue=" : "",
+                                              econt ? econt : "");
+        free(*cont);
+        *cont = NULL;
         struct kapi_response resp = { 0 };
-        int r = kapi_request(api, "GET", path, NULL, PODLABELS_CALL_MS, &p->stop, &resp, diag);
+        int r = kapi_request_keep(api, "GET", path, NULL, &list_keep, PODLABELS_CALL_MS, &p->stop,
+                                  &resp, diag);
         if (r == 0 && resp.status != 200)
                 r = -EPROTO;
         json_t *items = json_object_get(resp.body, "items");
-        if (r == 0 && !json_is_array(items)) {
+        if (r == 0 && !json_is_array(items))
                 r = diag_set(diag, -EBADMSG, "GET /api/v1/pods: not a PodList");
-        }
         if (r == 0) {
-                json_t *map = json_object();
                 size_t i;
                 json_t *pod;
-                bool full = false;
                 json_array_foreach(items, i, pod)
-                        full |= !put_pod(p, map, pod);
-                if (full)
-                        warn_full(p);
-                free(p->resource_version);
-                p->resource_version = NULL;
+                        *full |= !put_pod(p, map, pod);
                 keep_version(p, resp.body);
-                pthread_mutex_lock(&p->mu);
-                json_t *old = p->pods;
-                p->pods = map;
-                pthread_mutex_unlock(&p->mu);
-                json_decref(old);
-                if (!p->resource_version)
-                        r = diag_set(diag, -EBADMSG, "GET /api/v1/pods: no resourceVersion");
+                const json_t *c = json_object_get(json_object_get(resp.body, "metadata"),
+                                                  "continue");
+                if (json_is_string(c) && json_string_length(c) > PODLABELS_CONTINUE_MAX)
+                        r = diag_set(diag, -EBADMSG,
+                                     "GET /api/v1/pods: a continue token over %d bytes",
+                                     PODLABELS_CONTINUE_MAX);
+                else if (json_is_string(c) && json_string_length(c) > 0)
+                        *cont = xstrdup(json_string_value(c));
         }
         kapi_response_release(&resp);
         return r;
+}
+
+static int list_pods(struct podlabels *p, struct kapi_client *api, struct diag *diag)
+{
+        json_t *map = json_object();
+        _cleanup_free_ char *cont = NULL;
+        bool full = false;
+        free(p->resource_version);
+        p->resource_version = NULL;
+        int r = 0;
+        for (unsigned page = 0; r == 0; page++) {
+                if (page == PODLABELS_PAGES_MAX) {
+                        r = diag_set(diag, -EBADMSG, "GET /api/v1/pods: more than %d pages",
+                                     PODLABELS_PAGES_MAX);
+                        break;
+                }
+                r = list_page(p, api, map, &cont, &full, diag);
+                if (!cont)
+                        break;
+        }
+        if (r == 0 && !p->resource_version)
+                r = diag_set(diag, -EBADMSG, "GET /api/v1/pods: no resourceVersion");
+        if (r < 0) {
+                free(p->resource_version);
+                p->resource_version = NULL;
+                json_decref(map);
+                return r;
+        }
+        if (full)
+                warn_full(p);
+        pthread_mutex_lock(&p->mu);
+        json_t *old = p->pods;
+        p->pods = map;
+        pthread_mutex_unlock(&p->mu);
+        json_decref(old);
+        return 0;
 }
 
 static int on_event(const char *type, json_t *object, void *ud)
@@ -228,7 +284,7 @@ static int watch_pods(struct podlabels *p, struct kapi_client *api, struct diag 
                                               "&timeoutSeconds=%d",
                                               esel, erv, PODLABELS_WATCH_SECONDS);
         long status = 0;
-        int r = kapi_watch(api, path, &p->stop, on_event, p, &status, diag);
+        int r = kapi_watch_keep(api, path, &event_keep, &p->stop, on_event, p, &status, diag);
         if (r == -EPROTO && status == 410)
                 r = 0; /* too old: relist */
         free(p->resource_version);

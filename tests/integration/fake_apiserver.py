@@ -202,7 +202,7 @@ POD_ROUTES = ("pods", "podwatch")
 # JSON; silent: the headers (a watch: an open stream) and then nothing until
 # the server stops; gone: 410; error: 500; ends: an empty answer (a watch that
 # ends at once)
-MODES = ("hangup", "slow", "huge", "malformed", "silent", "gone", "error", "ends")
+MODES = ("hangup", "slow", "huge", "values", "malformed", "silent", "gone", "error", "ends")
 
 
 def field_selector(query):
@@ -312,6 +312,17 @@ class ApiHandler(JSONHandler):
                 self.wfile.write(piece)
             self.wfile.write(b'"}')
             return False
+        if mode == "values":
+            # nothing but values: `[],` over and over, 16 MiB of them
+            n = params.get("mib", 16) * MiB // 3
+            data = (b'{"kind": "List", "metadata": {"resourceVersion": "1"}, "items": ['
+                    + b"[]," * (n - 1) + b"[]]}")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return False
         if mode == "malformed":
             data = b'{"kind": "ResourceSliceList", "items": [{"metadata": '
             self.send_response(200)
@@ -416,10 +427,18 @@ class ApiHandler(JSONHandler):
     def pods(self, query):
         api = self.server.api
         sel = field_selector(query)
+        # limit/continue: the continue token is the next item's index
+        limit = int((query.get("limit") or ["0"])[0])
+        start = int((query.get("continue") or ["0"])[0])
         with api.lock:
-            items = [copy.deepcopy(p) for p in api.pods.values() if matches(p, sel)]
-            obj = {"kind": "PodList", "apiVersion": "v1",
-                   "metadata": {"resourceVersion": str(api.rv)}, "items": items}
+            items = [p for p in api.pods.values() if matches(p, sel)]
+            meta = {"resourceVersion": str(api.rv)}
+            if limit > 0:
+                if start + limit < len(items):
+                    meta["continue"] = str(start + limit)
+                items = items[start:start + limit]
+            obj = {"kind": "PodList", "apiVersion": "v1", "metadata": meta,
+                   "items": copy.deepcopy(items)}
         self.send_json(200, obj)
 
     def watch(self, query, pods=False):
