@@ -15,11 +15,12 @@
  * logged, nothing changed, as NVIDIA's.
  *
  * Without --oneshot, a watch on the one Node (fieldSelector) follows the
- * label; a failed call is retried with backoff and the watch continues from
- * the last resourceVersion.  SIGTERM/SIGINT end it within 100 ms.  Flags
- * come as urfave/cli takes them (-flag or --flag, =VALUE or the next
- * argument; bools only with =), and the tool's env vars; a bad flag exits
- * 1, as the tool's does. */
+ * label; the watch continues from the last resourceVersion, and every round
+ * but a clean end of a watch that lasted (an error, a 410, a watch the
+ * server ends at once) waits kapi_rewatch's backoff before the next.
+ * SIGTERM/SIGINT end it within 100 ms.  Flags come as urfave/cli takes them
+ * (-flag or --flag, =VALUE or the next argument; bools only with =), and
+ * the tool's env vars; a bad flag exits 1, as the tool's does. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -56,6 +57,8 @@ struct cm {
         struct kapi_client *client;
         char *applied;       /* the label value last applied (NULL: none yet) */
         char *resource_version;
+        struct kapi_rewatch pace;
+        bool gone; /* the watch got a 410 ERROR event */
 };
 
 static atomic_bool stop_flag;
@@ -414,6 +417,8 @@ static void keep_version(struct cm *cm, json_t *obj)
 
 /* What is read of the Node: its labels and version, the rest skipped unparsed. */
 static const struct kapi_keep node_keep = { .spec = "{metadata{resourceVersion,labels}}" };
+/* as watched: an ERROR event's object is a Status, whose code says 410 */
+static const struct kapi_keep event_keep = { .spec = "{metadata{resourceVersion,labels},code}" };
 
 static int get_node(struct cm *cm, char **value)
 {
@@ -440,10 +445,16 @@ static int get_node(struct cm *cm, char **value)
 static int on_event(const char *type, json_t *object, void *ud)
 {
         struct cm *cm = ud;
+        if (strcmp(type, "ERROR") == 0) {
+                json_t *code = json_object_get(object, "code");
+                cm->gone = json_is_integer(code) && json_integer_value(code) == 410;
+                return -EPROTO;
+        }
         keep_version(cm, object);
+        kapi_rewatch_progress(&cm->pace);
         if (strcmp(type, "ADDED") != 0 && strcmp(type, "MODIFIED") != 0 &&
             strcmp(type, "DELETED") != 0)
-                return strcmp(type, "ERROR") == 0 ? -EPROTO : 0;
+                return 0;
         const char *v = strcmp(type, "DELETED") == 0 ? "" : node_label(object, cm->node_label);
         if (cm->applied && strcmp(cm->applied, v) == 0)
                 return 0;
@@ -461,8 +472,9 @@ static void pause_ms(long ms)
 
 static int follow(struct cm *cm)
 {
-        unsigned attempt = 0;
         while (!atomic_load(&stop_flag)) {
+                bool clean = false;
+                kapi_rewatch_begin(&cm->pace);
                 int r = 0;
                 if (!cm->resource_version) {
                         _cleanup_free_ char *v = NULL;
@@ -480,24 +492,22 @@ static int follow(struct cm *cm)
                                 esel, erv, WATCH_SECONDS);
                         long status = 0;
                         struct diag diag = { 0 };
-                        r = kapi_watch_keep(cm->client, path, &node_keep, &stop_flag, on_event,
+                        cm->gone = false;
+                        r = kapi_watch_keep(cm->client, path, &event_keep, &stop_flag, on_event,
                                             cm, &status, &diag);
-                        if (r == -EPROTO && status == 410) {
+                        if (r == -EPROTO && (status == 410 || cm->gone)) {
+                                /* too old: read the node again, after the backoff */
                                 free(TAKE_PTR(cm->resource_version));
-                                r = 0;
-                        }
-                        if (r < 0 && r != -ECANCELED) {
+                        } else if (r < 0 && r != -ECANCELED) {
                                 char buf[DIAG_FORMAT_MAX];
                                 log_warn("config-manager", "watch ended error=\"%s\"",
-                                         diag_format(&diag, buf, sizeof(buf)));
+                                         diag.message[0] ? diag_format(&diag, buf, sizeof(buf))
+                                                         : "an ERROR event");
                                 free(TAKE_PTR(cm->resource_version));
                         }
+                        clean = r == 0;
                 }
-                if (r == 0) {
-                        attempt = 0;
-                        continue;
-                }
-                pause_ms(kapi_backoff_ms(attempt++, 30000));
+                pause_ms(kapi_rewatch_end(&cm->pace, clean, 30000));
         }
         return 0;
 }

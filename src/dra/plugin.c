@@ -4,6 +4,8 @@
  * v1beta1, same messages), and the job queue between them and the claims
  * thread (prepare.c).
  *
+ * A request's claims are counted on its wire bytes before it is decoded
+ * (grpc_call_unpack), so one over DRA_CLAIMS_MAX costs nothing to refuse.
  * Handlers run on the loop and never block it: a request becomes a job
  * queued for the claims thread, whose packed answer comes back through
  * drv->done_async and is sent here.  A call the kubelet gives up on
@@ -25,6 +27,14 @@
  * without one as gone (its slices are wiped 30 s later): never close an
  * idle kubelet connection. */
 #define DRA_IDLE_MS (24u * 3600 * 1000)
+
+/* Claims in one request: checked on the wire bytes before the request is
+ * decoded (a Claim has 3 fields; room for a few a newer kubelet may add). */
+#define DRA_CLAIMS_MAX 1024
+static const struct grpc_pb_limits claims_limits = {
+        .max_entries = DRA_CLAIMS_MAX,
+        .max_fields = 8 * DRA_CLAIMS_MAX,
+};
 
 void dra_job_free(struct dra_job *j)
 {
@@ -111,8 +121,9 @@ static bool k8s_name_valid(const char *s)
 static void queue_job(struct dra_driver *drv, struct grpc_call *call, enum dra_job_kind kind,
                       Dra__V1__Claim **claims, size_t n)
 {
-        if (n > 1024) {
-                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "more than 1024 claims");
+        if (n > DRA_CLAIMS_MAX) {
+                grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "more than %d claims",
+                                 DRA_CLAIMS_MAX);
                 return;
         }
         struct dra_job *j = xcalloc(1, sizeof(*j));
@@ -143,26 +154,22 @@ static void queue_job(struct dra_driver *drv, struct grpc_call *call, enum dra_j
 
 static void on_prepare(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
 {
-        Dra__V1__NodePrepareResourcesRequest *r =
-                dra__v1__node_prepare_resources_request__unpack(NULL, len, req);
-        if (!r) {
-                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
-                                 "malformed NodePrepareResourcesRequest");
+        Dra__V1__NodePrepareResourcesRequest *r = (Dra__V1__NodePrepareResourcesRequest *)
+                grpc_call_unpack(call, &dra__v1__node_prepare_resources_request__descriptor, req,
+                                 len, &claims_limits);
+        if (!r)
                 return;
-        }
         queue_job(ud, call, DRA_JOB_PREPARE, r->claims, r->n_claims);
         dra__v1__node_prepare_resources_request__free_unpacked(r, NULL);
 }
 
 static void on_unprepare(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
 {
-        Dra__V1__NodeUnprepareResourcesRequest *r =
-                dra__v1__node_unprepare_resources_request__unpack(NULL, len, req);
-        if (!r) {
-                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
-                                 "malformed NodeUnprepareResourcesRequest");
+        Dra__V1__NodeUnprepareResourcesRequest *r = (Dra__V1__NodeUnprepareResourcesRequest *)
+                grpc_call_unpack(call, &dra__v1__node_unprepare_resources_request__descriptor, req,
+                                 len, &claims_limits);
+        if (!r)
                 return;
-        }
         queue_job(ud, call, DRA_JOB_UNPREPARE, r->claims, r->n_claims);
         dra__v1__node_unprepare_resources_request__free_unpacked(r, NULL);
 }

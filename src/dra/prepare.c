@@ -15,7 +15,12 @@
  * unknown claim succeeds.  The checkpoint (<plugins>/<driver>/
  * checkpoint.json) is written atomically, never through a link, before
  * the answer goes, so a restart in between loses nothing and leaks
- * nothing.  Runs on its own thread; owns the checkpoint. */
+ * nothing.  Memory and disk never disagree: a claim whose checkpoint write
+ * fails is not prepared (what was done for it is undone: its entry, its
+ * CDI spec) and answers the error, so the retry prepares afresh; one whose
+ * removal cannot be written stays prepared, in memory as on disk, and
+ * answers the error, so the retry unprepares again.  Runs on its own
+ * thread; owns the checkpoint. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -261,10 +266,22 @@ static json_t *prepare_one(struct claims_state *s, const struct dra_job_claim *j
         if (r == 0)
                 r = prepare_devices(s, &c, &devices, &why);
         if (r == 0) {
+                /* what the checkpoint on disk holds for it, put back if
+                 * the write fails */
+                json_t *before = json_incref(known);
                 json_object_set_new(ckpt_claims(s), jc->uid,
                                     json_pack("{s:s, s:s, s:O}", "namespace", jc->namespace,
                                               "name", jc->name, "devices", devices));
                 r = ckpt_save(s, &why);
+                if (r < 0) {
+                        if (before)
+                                json_object_set(ckpt_claims(s), jc->uid, before);
+                        else
+                                json_object_del(ckpt_claims(s), jc->uid);
+                        _cleanup_free_ char *path = spec_path(drv, jc->uid);
+                        (void)unlink(path);
+                }
+                json_decref(before);
         }
         dra_claim_release(&c);
         if (r < 0) {
@@ -286,11 +303,19 @@ static char *unprepare_one(struct claims_state *s, const struct dra_job_claim *j
         if (unlink(path) < 0 && errno != ENOENT)
                 return xasprintf("claim %s/%s: cannot remove %s: %s", jc->namespace, jc->name,
                                  path, strerror(errno));
-        if (json_object_get(ckpt_claims(s), jc->uid)) {
+        json_t *known = json_incref(json_object_get(ckpt_claims(s), jc->uid));
+        if (known) {
                 json_object_del(ckpt_claims(s), jc->uid);
                 struct diag why = { 0 };
-                if (ckpt_save(s, &why) < 0)
+                if (ckpt_save(s, &why) < 0) {
+                        /* still prepared on disk: so in memory, for the retry */
+                        json_object_set_new(ckpt_claims(s), jc->uid, known);
+                        log_warn("dra", "unprepare failed driver=%s claim=%s/%s uid=%s "
+                                        "error=\"%s\"",
+                                 s->drv->name, jc->namespace, jc->name, jc->uid, why.message);
                         return xasprintf("claim %s/%s: %s", jc->namespace, jc->name, why.message);
+                }
+                json_decref(known);
                 log_info("dra", "unprepared driver=%s claim=%s/%s uid=%s", s->drv->name,
                          jc->namespace, jc->name, jc->uid);
         }

@@ -10,11 +10,14 @@
  * The watch exists so that a slice deleted by someone else (the kubelet
  * wipes a node's slices when it starts) comes back at once.  Each watch
  * goes on from the resourceVersion of the last event (bookmarks asked
- * for), so one that ends (the server's timeout, a broken connection:
- * backed off, never a loop) misses nothing; after a 410 Gone it starts
- * from nowhere and the publisher lists again, since no event tells of what
- * happened before.  Backoffs and the resync run to their time: the condition variable
- * they wait on also wakes the claims thread.  Both threads
+ * for), so one that ends (the server's timeout, a broken connection)
+ * misses nothing; after a 410 Gone it starts from nowhere and the
+ * publisher lists again, since no event tells of what happened before.
+ * Every round but a clean end of a watch that lasted waits its
+ * kapi_rewatch backoff first (a 410 too), so a server that ends each
+ * watch at once or refuses each with 410 never gets a loop.  Backoffs and
+ * the resync run to their time: the condition variable they wait on also
+ * wakes the claims thread.  Both threads
  * block only in the API client, which checks drv->stop; both log what an
  * operator must see, once per change of state. */
 #include <errno.h>
@@ -33,8 +36,6 @@
 #define DRA_BACKOFF_CAP_MS 30000
 /* below the API client's default low-speed time (30 s) */
 #define DRA_WATCH_TIMEOUT_S 20
-/* a watch that ended sooner without an error still backs off */
-#define DRA_WATCH_MIN_MS 1000
 
 static const char *const slices_path = "/apis/resource.k8s.io/v1/resourceslices";
 /* What is read of our slices, as listed and as watched: the rest (their
@@ -47,13 +48,6 @@ static const struct kapi_keep list_keep = {
 static const struct kapi_keep event_keep = {
         .spec = "{metadata{name,resourceVersion,annotations},code}",
 };
-
-static long elapsed_ms(const struct timespec *since)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (now.tv_sec - since->tv_sec) * 1000L + (now.tv_nsec - since->tv_nsec) / 1000000L;
-}
 
 /* Waits until ms passed or drv->stop (mu held).  drv->cond also wakes the
  * claims thread and carries every table change, so a wake-up alone never
@@ -284,6 +278,7 @@ struct watch_state {
         struct dra_driver *drv;
         char rv[64];
         bool gone;
+        struct kapi_rewatch pace;
 };
 
 static void keep_rv(struct watch_state *st, const json_t *object)
@@ -309,6 +304,7 @@ static int on_slice_event(const char *type, json_t *object, void *ud)
                 return 1;
         }
         keep_rv(st, object);
+        kapi_rewatch_progress(&st->pace);
         if (strcmp(type, "BOOKMARK") == 0)
                 return 0;
         const char *h = annotation(object, "devlet.io/content-hash");
@@ -327,7 +323,6 @@ void *dra_watch_main(void *ud)
         struct watch_state st = { .drv = ud };
         struct dra_driver *drv = st.drv;
         _cleanup_free_ char *q = selector_query(drv->dra->node, drv->name);
-        unsigned attempt = 0;
         bool missed = false;
         while (!atomic_load(&drv->stop)) {
                 /* a watch from nowhere starts with what exists: a slice
@@ -345,30 +340,28 @@ void *dra_watch_main(void *ud)
                         st.rv[0] ? "&resourceVersion=" : "", st.rv);
                 struct diag why = { 0 };
                 long status = 0;
-                struct timespec started;
-                clock_gettime(CLOCK_MONOTONIC, &started);
+                kapi_rewatch_begin(&st.pace);
                 int r = kapi_watch_keep(drv->dra->api, path, &event_keep, &drv->stop,
                                         on_slice_event, &st, &status, &why);
                 if (atomic_load(&drv->stop))
                         break;
-                if (st.gone || status == 410) {
-                        /* too far behind: from nowhere again, at once */
+                bool gone = st.gone || status == 410;
+                if (gone) {
+                        /* too far behind: from nowhere again, after the backoff */
                         st.rv[0] = '\0';
                         st.gone = false;
-                        missed = true;
-                        continue;
                 }
-                /* a server that ends every watch at once gets the backoff, not a loop */
-                if (r == 0 && elapsed_ms(&started) >= DRA_WATCH_MIN_MS) {
-                        attempt = 0;
+                long wait = kapi_rewatch_end(&st.pace, r == 0 && !gone, DRA_BACKOFF_CAP_MS);
+                if (wait == 0) {
                         missed = false;
                         continue;
                 }
-                log_debug("dra", "slice watch ended driver=%s r=%d status=%ld error=\"%s\"",
-                          drv->name, r, status, why.message);
+                log_debug("dra", "slice watch ended driver=%s r=%d status=%ld wait_ms=%ld "
+                                 "error=\"%s\"",
+                          drv->name, r, status, wait, gone ? "410 Gone" : why.message);
                 missed = true;
                 pthread_mutex_lock(&drv->mu);
-                sleep_ms(drv, kapi_backoff_ms(attempt++, DRA_BACKOFF_CAP_MS));
+                sleep_ms(drv, wait);
                 pthread_mutex_unlock(&drv->mu);
         }
         return NULL;

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/diag.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "grpc/server-internal.h"
@@ -314,6 +315,23 @@ int grpc_call_reply(struct grpc_call *call, const uint8_t *msg, size_t len)
         }
         int f = grpc_call_finish(call, GRPC_STATUS_OK, NULL);
         return r < 0 ? r : f;
+}
+
+ProtobufCMessage *grpc_call_unpack(struct grpc_call *call, const ProtobufCMessageDescriptor *d,
+                                   const uint8_t *req, size_t len,
+                                   const struct grpc_pb_limits *lim)
+{
+        struct diag why = { 0 };
+        int r = grpc_pb_check(d, req, len, lim, &why);
+        if (r == -E2BIG) {
+                grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", why.message);
+                return NULL;
+        }
+        ProtobufCMessage *m = r == 0 ? protobuf_c_message_unpack(d, NULL, len, req) : NULL;
+        if (!m)
+                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed %s%s%s",
+                                 d->short_name, r < 0 ? ": " : "", r < 0 ? why.message : "");
+        return m;
 }
 
 int grpc_call_reply_pb(struct grpc_call *call, const ProtobufCMessage *msg)

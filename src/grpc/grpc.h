@@ -76,6 +76,30 @@ char *grpc_percent_encode(const char *s);
 /* Decodes; malformed escapes are passed through literally.  Heap string. */
 char *grpc_percent_decode(const char *s, size_t len);
 
+/* ---- what decoding a request would cost (pbwire.c): pure, unit-tested, fuzzed ---- */
+
+struct diag;
+
+/* Bounds on a request, checked on its wire bytes before protobuf-c
+ * decodes it (which allocates per field: 4 MiB of empty entries would
+ * cost it over 200 MiB). */
+struct grpc_pb_limits {
+        size_t max_entries; /* of each repeated field, over the whole message
+                             * (a field of a repeated submessage: summed) */
+        size_t max_fields;  /* fields on the wire at every depth, unknown ones too */
+};
+
+/* Walks msg by d's schema without decoding or allocating.  Returns 0,
+ * -EBADMSG with diag for bytes that are not protobuf's wire format (a tag,
+ * varint or length cut short or longer than 5, 10 or 10 bytes, a length
+ * past the end, field number 0, a group or reserved wire type, a message
+ * field that is not length-delimited, nesting deeper than 32), or -E2BIG
+ * with diag for a message over lim ("NodePrepareResourcesRequest.claims:
+ * more than 1024 entries", "...: more than N fields").  What protobuf-c
+ * checks on decoding (a string field as a varint, UTF-8) it leaves to it. */
+int grpc_pb_check(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len,
+                  const struct grpc_pb_limits *lim, struct diag *diag);
+
 /* ---- server (server.c) ---- */
 
 struct grpc_server;
@@ -152,6 +176,13 @@ int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t len);
  * call: a message refused with -EMSGSIZE or -ENOBUFS ends it with
  * RESOURCE_EXHAUSTED instead. */
 int grpc_call_reply(struct grpc_call *call, const uint8_t *msg, size_t len);
+/* A unary request as d's message: grpc_pb_check with lim, then protobuf-c's
+ * unpack (free it with protobuf_c_message_free_unpacked).  On refusal ends
+ * the call, RESOURCE_EXHAUSTED for a message over lim and INVALID_ARGUMENT
+ * for one that is malformed, each saying why, and returns NULL. */
+ProtobufCMessage *grpc_call_unpack(struct grpc_call *call, const ProtobufCMessageDescriptor *d,
+                                   const uint8_t *req, size_t len,
+                                   const struct grpc_pb_limits *lim);
 /* Packs msg with protobuf-c and replies (unary). */
 int grpc_call_reply_pb(struct grpc_call *call, const ProtobufCMessage *msg);
 /* Ends the call with status and optional message (printf-style; NULL for

@@ -159,6 +159,32 @@ char *kapi_escape(const char *s);
  * failed for a reason that may pass (no answer, 429, 5xx): 200 ms doubling
  * to cap_ms (<= 0: 30 s), then ±20% jitter (so up to 1.2 * cap_ms). */
 long kapi_backoff_ms(unsigned attempt, long cap_ms);
+/* The pace of a loop that lists and watches, or anything else that may
+ * end at once and start over: a watch the server ends at once, a 410, an
+ * error.  Full jitter: the wait before round n+1 after n rounds in a row
+ * that did not last is drawn from [1, min(cap, 800 ms * 2^n)], so a server
+ * that ends every watch at once, or answers each with 410, sees a few
+ * requests in the first seconds and then one per cap/2 on average, never
+ * a loop, and many nodes do not come back in step.  Zero-initialised;
+ * one thread's own. */
+struct kapi_rewatch {
+        unsigned attempt;
+        long long started_ms; /* CLOCK_MONOTONIC, as the round began */
+        bool progress;        /* an event (a bookmark too) came in this round */
+};
+/* A round that lived this long served: it resets the backoff. */
+#define KAPI_REWATCH_MIN_MS 2000
+/* As a round (a list, a watch, or both) begins. */
+void kapi_rewatch_begin(struct kapi_rewatch *w);
+/* An event came: the server is serving (resets the backoff, see below). */
+void kapi_rewatch_progress(struct kapi_rewatch *w);
+/* As the round ended; clean: the watch ended as watches end (the server's
+ * timeoutSeconds), not with an error, a 410 or an ERROR event.  Returns the
+ * milliseconds to wait before the next round (cap_ms <= 0: 30 s): 0 only
+ * after a clean round that lived KAPI_REWATCH_MIN_MS; a round that lived
+ * that long or brought events resets the backoff first, so the wait after
+ * it is short (at most 800 ms) but never skipped. */
+long kapi_rewatch_end(struct kapi_rewatch *w, bool clean, long cap_ms);
 /* Whether a call's outcome is worth retrying: r < 0 other than
  * -ECANCELED/-EMSGSIZE/-EBADMSG/-EPROTO, or status 429, 500, 502, 503, 504
  * (a watch's -EPROTO is judged by its status, like an answer). */

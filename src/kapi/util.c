@@ -1,8 +1,9 @@
-/* kapi's small pure pieces: query escaping, the retry policy (backoff and
- * what is worth retrying), the bearer token file reader and the watch's
- * line splitter.  No network. */
+/* kapi's small pure pieces: query escaping, the retry policy (backoff, the
+ * pace of watch loops and what is worth retrying), the bearer token file
+ * reader and the watch's line splitter.  No network. */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/random.h>
@@ -67,6 +68,43 @@ long kapi_backoff_ms(unsigned attempt, long cap_ms)
         long spread = base * 2 / 5;
         long lo = base - base / 5;
         return lo + (spread > 0 ? (long)(jitter_random() % (uint64_t)(spread + 1)) : 0);
+}
+
+#define REWATCH_BASE_MS 800L
+
+static long long monotonic_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void kapi_rewatch_begin(struct kapi_rewatch *w)
+{
+        w->started_ms = monotonic_ms();
+        w->progress = false;
+}
+
+void kapi_rewatch_progress(struct kapi_rewatch *w)
+{
+        w->progress = true;
+}
+
+long kapi_rewatch_end(struct kapi_rewatch *w, bool clean, long cap_ms)
+{
+        if (cap_ms <= 0)
+                cap_ms = BACKOFF_CAP_DEFAULT_MS;
+        bool lived = monotonic_ms() - w->started_ms >= KAPI_REWATCH_MIN_MS;
+        if (lived || w->progress)
+                w->attempt = 0;
+        if (clean && lived)
+                return 0;
+        long hi = cap_ms;
+        if (w->attempt < 32 && (REWATCH_BASE_MS << w->attempt) < cap_ms)
+                hi = REWATCH_BASE_MS << w->attempt;
+        if (w->attempt < UINT_MAX)
+                w->attempt++;
+        return 1 + (long)(jitter_random() % (uint64_t)hi);
 }
 
 bool kapi_retryable(int r, long status)

@@ -8,8 +8,9 @@
  * kubelet creates its socket just before it listens on it, so right after
  * one appears an UNAVAILABLE answer (connection refused) is first retried a
  * few times within milliseconds, before the backoff.
- * Every ListAndWatch message is a full snapshot.  Runs on the loop thread;
- * never blocks it. */
+ * Every ListAndWatch message is a full snapshot.  A request is counted on
+ * its wire bytes before it is decoded (grpc_call_unpack, request_limits).
+ * Runs on the loop thread; never blocks it. */
 #include "kubelet/kubelet.h"
 
 #include <errno.h>
@@ -200,6 +201,17 @@ static void handle_list_and_watch(struct grpc_call *call, const uint8_t *req, si
 
 /* ---- unary methods ---- */
 
+/* What one kubelet request may hold, counted on its wire bytes before it is
+ * decoded: container requests and the device IDs of each list, summed over
+ * the containers (far above any node: the kubelet sends one container per
+ * call and a resource's own IDs, at most HOSTDEV_COUNT_MAX here), and
+ * fields (an entry, and a container's own few). */
+#define PLUGIN_REQUEST_ENTRIES_MAX 65536
+static const struct grpc_pb_limits request_limits = {
+        .max_entries = PLUGIN_REQUEST_ENTRIES_MAX,
+        .max_fields = 3 * PLUGIN_REQUEST_ENTRIES_MAX,
+};
+
 static void fill_options(const struct plugin_server *p, V1beta1__DevicePluginOptions *o)
 {
         v1beta1__device_plugin_options__init(o);
@@ -216,11 +228,11 @@ static void handle_options(struct grpc_call *call, const uint8_t *req, size_t le
 
 static void handle_prestart(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
 {
-        V1beta1__PreStartContainerRequest *r = v1beta1__pre_start_container_request__unpack(NULL, len, req);
-        if (!r) {
-                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed PreStartContainerRequest");
+        V1beta1__PreStartContainerRequest *r = (V1beta1__PreStartContainerRequest *)
+                grpc_call_unpack(call, &v1beta1__pre_start_container_request__descriptor, req, len,
+                                 &request_limits);
+        if (!r)
                 return;
-        }
         v1beta1__pre_start_container_request__free_unpacked(r, NULL);
         V1beta1__PreStartContainerResponse resp;
         v1beta1__pre_start_container_response__init(&resp);
@@ -318,10 +330,10 @@ static void alloc_msg_release(struct alloc_msg *m)
 static void handle_allocate(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
 {
         struct plugin_server *p = userdata;
-        V1beta1__AllocateRequest *r = v1beta1__allocate_request__unpack(NULL, len, req);
+        V1beta1__AllocateRequest *r = (V1beta1__AllocateRequest *)grpc_call_unpack(
+                call, &v1beta1__allocate_request__descriptor, req, len, &request_limits);
         if (!r) {
                 p->stats.allocation_errors++;
-                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed AllocateRequest");
                 return;
         }
         size_t n = r->n_container_requests;
@@ -373,13 +385,11 @@ static void handle_allocate(struct grpc_call *call, const uint8_t *req, size_t l
 static void handle_preferred(struct grpc_call *call, const uint8_t *req, size_t len, void *userdata)
 {
         struct plugin_server *p = userdata;
-        V1beta1__PreferredAllocationRequest *r =
-                v1beta1__preferred_allocation_request__unpack(NULL, len, req);
-        if (!r) {
-                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
-                                 "malformed PreferredAllocationRequest");
+        V1beta1__PreferredAllocationRequest *r = (V1beta1__PreferredAllocationRequest *)
+                grpc_call_unpack(call, &v1beta1__preferred_allocation_request__descriptor, req, len,
+                                 &request_limits);
+        if (!r)
                 return;
-        }
         size_t n = r->n_container_requests;
         _cleanup_free_ V1beta1__ContainerPreferredAllocationResponse *cr = xcalloc(n, sizeof(*cr));
         _cleanup_free_ V1beta1__ContainerPreferredAllocationResponse **ptrs = xcalloc(n, sizeof(*ptrs));

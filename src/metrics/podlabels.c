@@ -9,10 +9,11 @@
  * pod's names, uid, resourceVersion and first 64 labels are parsed, within a
  * budget of values per page and per event) and here (pods, labels per pod, key
  * and value sizes); a body that is not what it should be is an error like no
- * answer.  A failure is logged once per change of error and retried with
- * kapi_backoff_ms; the map keeps what it knew, so series keep the labels they
- * had.  Stopping sets an atomic flag the API client looks at every 100 ms,
- * wakes the backoff wait and joins.
+ * answer.  A failure is logged once per change of error; every round but a
+ * clean end of a watch that lasted (a failure, a 410, a watch the server ends
+ * at once) waits kapi_rewatch's backoff before the next; the map keeps what it
+ * knew, so series keep the labels they had.  Stopping sets an atomic flag the
+ * API client looks at every 100 ms, wakes the backoff wait and joins.
  *
  * Never runs on the loop, never blocks a lookup on the server: lookups
  * take the mutex only to copy one pod's labels. */
@@ -64,6 +65,7 @@ struct podlabels {
         atomic_bool stop;
         json_t *pods; /* {"ns/name": {labels}}, under mu */
         char *resource_version; /* the worker's own */
+        struct kapi_rewatch pace; /* the worker's own */
         bool full_warned;       /* the worker's own */
 };
 
@@ -251,6 +253,7 @@ static int on_event(const char *type, json_t *object, void *ud)
         if (strcmp(type, "ERROR") == 0)
                 return -EPROTO;
         keep_version(p, object);
+        kapi_rewatch_progress(&p->pace);
         bool del = strcmp(type, "DELETED") == 0;
         if (!del && strcmp(type, "ADDED") != 0 && strcmp(type, "MODIFIED") != 0)
                 return 0; /* BOOKMARK */
@@ -286,18 +289,11 @@ static int watch_pods(struct podlabels *p, struct kapi_client *api, struct diag 
         long status = 0;
         int r = kapi_watch_keep(api, path, &event_keep, &p->stop, on_event, p, &status, diag);
         if (r == -EPROTO && status == 410)
-                r = 0; /* too old: relist */
+                r = 1; /* too old: relist, after the backoff */
         free(p->resource_version);
         p->resource_version = NULL; /* relist after every watch: simple, and bounded by
                                      * the watch's timeoutSeconds */
         return r;
-}
-
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void backoff(struct podlabels *p, long ms)
@@ -328,11 +324,10 @@ static void *worker_main(void *ud)
 {
         struct podlabels *p = ud;
         struct kapi_client *api = NULL;
-        unsigned attempt = 0;
         char last_error[DIAG_FORMAT_MAX] = "";
         while (!atomic_load(&p->stop)) {
                 struct diag why = { 0 };
-                uint64_t started = now_ms();
+                kapi_rewatch_begin(&p->pace);
                 int r = api ? 0 : api_new(p->kubeconfig, &api, &why);
                 if (r == 0 && !p->resource_version)
                         r = list_pods(p, api, &why);
@@ -340,18 +335,12 @@ static void *worker_main(void *ud)
                         r = watch_pods(p, api, &why);
                 if (atomic_load(&p->stop))
                         break;
-                if (r == 0) {
+                if (r >= 0) {
                         if (last_error[0])
                                 log_info("metrics", "pod labels: reading the pods again node=%s",
                                          p->node);
                         last_error[0] = '\0';
-                        /* a server that ends every watch at once is not
-                         * listed again at full speed */
-                        bool quick = now_ms() - started < 1000;
-                        if (quick)
-                                backoff(p, kapi_backoff_ms(attempt++, PODLABELS_BACKOFF_CAP_MS));
-                        else
-                                attempt = 0;
+                        backoff(p, kapi_rewatch_end(&p->pace, r == 0, PODLABELS_BACKOFF_CAP_MS));
                         continue;
                 }
                 char buf[DIAG_FORMAT_MAX];
@@ -364,7 +353,7 @@ static void *worker_main(void *ud)
                                             "error=\"%s\"",
                                  p->node, buf);
                 snprintf(last_error, sizeof(last_error), "%s", buf);
-                backoff(p, kapi_backoff_ms(attempt++, PODLABELS_BACKOFF_CAP_MS));
+                backoff(p, kapi_rewatch_end(&p->pace, false, PODLABELS_BACKOFF_CAP_MS));
         }
         kapi_client_free(api);
         return NULL;

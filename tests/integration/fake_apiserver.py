@@ -200,9 +200,11 @@ POD_ROUTES = ("pods", "podwatch")
 # hangup: the connection closes with no answer; slow: the answer comes after
 # `delay` seconds; huge: 64 MiB of body without a length; malformed: broken
 # JSON; silent: the headers (a watch: an open stream) and then nothing until
-# the server stops; gone: 410; error: 500; ends: an empty answer (a watch that
-# ends at once)
-MODES = ("hangup", "slow", "huge", "values", "malformed", "silent", "gone", "error", "ends")
+# the server stops; gone: 410; gone-event: a watch answered with one ERROR
+# event (a 410 Status) and ended; error: 500; ends: an empty answer (a watch
+# that ends at once); values: a 16 MiB body of `[],[],...`
+MODES = ("hangup", "slow", "huge", "values", "malformed", "silent", "gone", "gone-event", "error",
+         "ends")
 
 
 def field_selector(query):
@@ -344,6 +346,14 @@ class ApiHandler(JSONHandler):
             return False
         if mode == "gone":
             self.send_status(410, "Expired", "too old resource version: 1 (42)")
+            return False
+        if mode == "gone-event":
+            self.close_connection = False
+            self.start_chunked()
+            ev = {"type": "ERROR", "object": status_object(410, "Expired",
+                                                           "too old resource version: 1 (42)")}
+            self.chunk(json.dumps(ev).encode() + b"\n")
+            self.end_chunked()
             return False
         if mode == "error":
             self.send_status(500, "InternalError", "etcdserver: request timed out")

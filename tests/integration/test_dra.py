@@ -270,25 +270,36 @@ def test_slice_deleted_while_the_watch_is_away(dra):
     api.wait_for(lambda: api.hits.get("watch", 0) > n and api.watchers == 0, what="a refused watch")
     assert api.delete(sl["metadata"]["name"]) == 200  # no watch to see it
     api.set_mode(None, ("watch",))
-    api.wait_for(lambda: api.watchers == 1, timeout=10, what="the watch back")
+    # within one backoff (30 s at most)
+    api.wait_for(lambda: api.watchers == 1, timeout=40, what="the watch back")
     # its first events are what exists: the slice's absence says nothing
     wait_slices(api, ["a-0", "a-1"], timeout=5)
 
 
-def test_watch_that_ends_at_once(dra):
+@pytest.mark.parametrize("mode", ["gone", "gone-event", "ends"])
+def test_refused_watches_are_paced(dra, mode):
+    """A server that answers every slice watch with 410 (a status, or an
+    ERROR event in a 200 stream) or ends it at once gets a backoff, never a
+    loop: at most 10 watches and 10 lists in 5 s (a loop made 26 a second
+    and more); each 410 is followed by a list, after the backoff; once the
+    server behaves, the watch comes back."""
     s = dra.start()
     api = s.api
     wait_slices(api, ["a-0", "a-1"])
     api.wait_for(lambda: api.watchers == 1, what="devlet's watch")
-    api.set_mode("ends", ("watch",))
-    n = api.hit_count("watch")
+    api.set_mode(mode, ("watch",))
     api.end_watches()
-    api.wait_for(lambda: api.hits.get("watch", 0) >= n + 2, what="watches that end at once")
-    # not a loop: fewer than 20 watches in the next 1.5 s (the backoff's pace)
+    api.wait_for(lambda: api.watchers == 0, what="the watch to end")
+    watches, lists = api.hit_count("watch"), api.hit_count("slices")
     with pytest.raises(TimeoutError):
-        api.wait_for(lambda: api.hits.get("watch", 0) >= n + 20, timeout=1.5, what="20 watches")
+        api.wait_for(lambda: api.hits.get("watch", 0) > watches + 10 or
+                     api.hits.get("slices", 0) > lists + 10, timeout=5,
+                     what="more than 10 watches or lists")
+    assert api.hit_count("watch") > watches, "the watch was not tried again"
+    if mode != "ends":
+        assert api.hit_count("slices") > lists, "no list after a 410"
     api.set_mode(None, ("watch",))
-    api.wait_for(lambda: api.watchers == 1, timeout=10, what="the watch back")
+    api.wait_for(lambda: api.watchers == 1, timeout=40, what="the watch back")
 
 
 # ------------------------------------------------------------ registration
@@ -444,6 +455,112 @@ def test_garbage_on_the_sockets(dra):
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
     assert s.k.get_info().name == DRIVER
     assert s.k.unprepare([claim_ref("x")]) != {}
+
+
+def varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7f | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def raw_call(channel, path):
+    return channel.unary_unary(path, request_serializer=lambda b: b,
+                               response_deserializer=lambda b: b)
+
+
+def test_huge_requests_refused_before_decoding(dra):
+    """4 MiB of empty entries (2 bytes each on the wire, some 100 once
+    decoded) are counted on the wire and refused before anything is decoded:
+    a clear RESOURCE_EXHAUSTED, and devlet's peak memory grows by less than
+    32 MiB (decoding them took it from 10 to over 200 MiB).  The device
+    plugin's requests are counted the same way; bytes that are not protobuf
+    are INVALID_ARGUMENT, saying why."""
+    s = dra.start()
+    s.kubelet.wait_for_registration(B)
+    wait_slices(s.api, ["a-0", "a-1"])
+    flood = b"\x0a\x00" * ((4 << 20) // 2 - 16)  # field 1, length 0: an empty entry
+    before = s.d.vm_hwm_kib()
+    for version in ("v1", "v1beta1"):
+        for method, message in (("NodePrepareResources", "NodePrepareResourcesRequest"),
+                                ("NodeUnprepareResources", "NodeUnprepareResourcesRequest")):
+            with pytest.raises(grpc.RpcError) as e:
+                raw_call(s.k.dra, DRA_SERVICE[version] + method)(flood, timeout=20)
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
+            assert e.value.details() == f"{message}.claims: more than 1024 entries"
+    plugin = grpc.insecure_channel(unix_target(s.kubelet.endpoint(B).client.socket_path),
+                                   options=CHANNEL_OPTIONS)
+    try:
+        for method, message in (("Allocate", "AllocateRequest"),
+                                ("GetPreferredAllocation", "PreferredAllocationRequest")):
+            with pytest.raises(grpc.RpcError) as e:
+                raw_call(plugin, f"/v1beta1.DevicePlugin/{method}")(flood, timeout=20)
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
+            assert e.value.details() == f"{message}.container_requests: more than 65536 entries"
+        # one ID in each of two containers, then a container of empty IDs
+        many = b"\x0a\x00" * ((1 << 20) + 1)
+        ids = b"\x0a\x02\x0a\x00" * 2 + b"\x0a" + varint(len(many)) + many
+        with pytest.raises(grpc.RpcError) as e:
+            raw_call(plugin, "/v1beta1.DevicePlugin/Allocate")(ids, timeout=20)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
+        assert e.value.details() == "ContainerAllocateRequest.devices_ids: more than 65536 entries"
+    finally:
+        plugin.close()
+    grown = s.d.vm_hwm_kib() - before
+    assert grown < (96 if ASAN else 32) * 1024, f"devlet's peak grew by {grown} KiB"
+    # malformed: a claim whose length runs past the end
+    with pytest.raises(grpc.RpcError) as e:
+        raw_call(s.k.dra, DRA_SERVICE["v1"] + "NodePrepareResources")(b"\x0a\x00" * 4 + b"\x0a\x05",
+                                                                     timeout=5)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+    assert e.value.details() == "malformed NodePrepareResourcesRequest: field 1: 5 bytes, past the end"
+    # and it still serves
+    ref = claim_ref("after")
+    s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")])
+    assert s.k.prepare([ref])[ref[1]].error == ""
+    device_plugin_prompt(s.kubelet)
+
+
+def test_checkpoint_write_failure(dra):
+    """A checkpoint that cannot be written fails the claim and leaves nothing
+    behind (no entry in memory, no CDI spec): the kubelet's retry gets the
+    same error, not a success from memory, and once the disk is repaired the
+    retry prepares afresh and the checkpoint names the claim.  An unprepare
+    whose checkpoint cannot be written keeps the claim prepared, in memory as
+    on disk, and fails until it can."""
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    ref = claim_ref("c1")
+    ns, uid, name = ref
+    s.api.put_claim(ns, name, uid, [("dev", DRIVER, NODE, "a-1")])
+    # a directory where the checkpoint goes: its rename fails (EISDIR), root or not
+    os.mkdir(s.checkpoint)
+    for attempt in range(2):
+        got = s.k.prepare([ref])[uid]
+        assert got.error.startswith(f"claim default/c1: cannot write the checkpoint {s.checkpoint}: "), \
+            (attempt, got)
+        assert not got.devices
+        assert not os.path.exists(s.spec(uid))
+    os.rmdir(s.checkpoint)
+    got = s.k.prepare([ref])[uid]
+    assert got.error == "" and [d.device_name for d in got.devices] == ["a-1"]
+    with open(s.checkpoint) as f:
+        assert json.load(f)["claims"][uid]["name"] == name
+    assert os.path.exists(s.spec(uid))
+
+    os.unlink(s.checkpoint)
+    os.mkdir(s.checkpoint)
+    for attempt in range(2):
+        err = s.k.unprepare([ref])[uid]
+        assert err.startswith(f"claim default/c1: cannot write the checkpoint {s.checkpoint}: "), \
+            (attempt, err)
+    os.rmdir(s.checkpoint)
+    assert s.k.unprepare([ref]) == {uid: ""}
+    with open(s.checkpoint) as f:
+        assert json.load(f)["claims"] == {}
+    assert not os.path.exists(s.spec(uid))
 
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "garbage", "not-devlets"])

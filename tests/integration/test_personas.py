@@ -321,14 +321,17 @@ def test_mps_control_daemon_mount_shm_is_done_by_the_sidecar(links):
 # ---------------------------------------------------------------- config-manager
 
 class NodeApi:
-    """GET and WATCH of one Node whose labels a test sets."""
+    """GET and WATCH of one Node whose labels a test sets.  watch_mode makes
+    every watch hostile: "ends" (ended at once), "gone" (status 410),
+    "gone-event" (one ERROR event with a 410 Status, then ended)."""
 
     def __init__(self, certs, name):
         self.name = name
         self.labels = {}
         self.rv = 1
         self.cond = threading.Condition()
-        self.gets = 0
+        self.gets = self.watches = 0
+        self.watch_mode = None
         api = self
 
         class Handler(JSONHandler):
@@ -339,10 +342,25 @@ class NodeApi:
                     with api.cond:
                         api.gets += 1
                         obj = api.node()
+                        api.cond.notify_all()
                     return self.send_json(200, obj)
                 if u.path == "/api/v1/nodes" and q.get("watch") == ["1"]:
                     assert q["fieldSelector"] == [f"metadata.name={api.name}"]
+                    with api.cond:
+                        api.watches += 1
+                        mode = api.watch_mode
+                        api.cond.notify_all()
+                    if mode == "gone":
+                        return self.send_status(410, "Expired", "too old resource version")
                     self.start_chunked()
+                    if mode == "gone-event":
+                        ev = {"type": "ERROR", "object": {
+                            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "message": "too old resource version", "reason": "Expired",
+                            "code": 410}}
+                        self.chunk((json.dumps(ev) + "\n").encode())
+                    if mode:
+                        return self.end_chunked()
                     seen = int(q.get("resourceVersion", ["0"])[0] or 0)
                     with api.cond:
                         while True:
@@ -474,3 +492,33 @@ def test_config_manager_follows_the_label_and_signals(links, node_api, tmp_path,
     finally:
         victim.kill()
         victim.wait()
+
+
+@pytest.mark.parametrize("mode", ["ends", "gone", "gone-event"])
+def test_config_manager_paces_refused_watches(links, node_api, tmp_path, dirs, mode):
+    """A server that ends every Node watch at once or refuses it with 410
+    (a status or an ERROR event) gets a backoff, never a loop: at most 10
+    watches and 10 reads of the node in 5 s (a loop made 69,057 watches in
+    10 s); once it behaves, a label change is followed again."""
+    src = configs(tmp_path)
+    dst = tmp_path / "config.yaml"
+    node_api.watch_mode = mode
+    t = Tool(dirs.plugins, os.path.join(dirs.work, "cm"), None, args=cm_args(node_api, src, dst),
+             binary=str(links / "config-manager")).start()
+    try:
+        wait_until(lambda: os.path.islink(dst) and os.readlink(dst) == f"{src}/default", 10,
+                   "the default config")
+        with node_api.cond:
+            assert node_api.cond.wait_for(lambda: node_api.watches >= 1, 10), "no watch"
+            watches, gets = node_api.watches, node_api.gets
+            assert not node_api.cond.wait_for(
+                lambda: node_api.watches > watches + 10 or node_api.gets > gets + 10, 5), \
+                (node_api.watches - watches, node_api.gets - gets)
+            assert node_api.watches > watches, "the watch was not tried again"
+            node_api.watch_mode = None
+        node_api.set_label("nvidia.com/device-plugin.config", "ts-4")
+        # within one backoff (30 s at most)
+        wait_until(lambda: os.readlink(dst) == f"{src}/ts-4", 40, "the labelled config")
+        assert t.terminate() == 0
+    finally:
+        t.kill()

@@ -2,9 +2,9 @@
  * and user, data against files, paths relative to the file, token files,
  * broken YAML and missing pieces with their exact positions, files that
  * are too large or not regular), the in-cluster account, the base64 and
- * token readers, escaping, the backoff's bounds and what is retryable, and
- * the client's refusals that need no server (a bad path or method, a stop
- * already requested, a port that refuses).  The transfers themselves are
+ * token readers, escaping, the backoff's bounds, the watch loops' pace and
+ * what is retryable, and the client's refusals that need no server (a bad
+ * path or method, a stop already requested, a port that refuses).  The transfers themselves are
  * tested against a hostile server in tests/integration/test_kapi.py. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -411,6 +411,46 @@ static void test_backoff_bounds(void **state)
         assert_in_range(kapi_backoff_ms(0, 50), 40, 60);
 }
 
+/* Full jitter: after n rounds in a row that did not last, a wait in
+ * [1, min(cap, 800 ms << n)], spread over the whole range; events reset the
+ * climb, and only a clean round that lasted goes on at once (not testable
+ * without waiting KAPI_REWATCH_MIN_MS, so the integration tests count
+ * requests instead). */
+static void test_rewatch_pace(void **state)
+{
+        struct kapi_rewatch w = { 0 };
+        for (unsigned n = 0; n < 40; n++) {
+                long hi = n < 6 ? 800L << n : 30000;
+                if (hi > 30000)
+                        hi = 30000;
+                long min = hi, max = 0;
+                for (int i = 0; i < 200; i++) {
+                        struct kapi_rewatch probe = w;
+                        kapi_rewatch_begin(&probe);
+                        long v = kapi_rewatch_end(&probe, i % 2 == 0, 30000);
+                        assert_in_range(v, 1, hi);
+                        assert_int_equal(probe.attempt, n + 1);
+                        min = v < min ? v : min;
+                        max = v > max ? v : max;
+                }
+                assert_true(min < hi / 4 && max > hi * 3 / 4);
+                kapi_rewatch_begin(&w);
+                kapi_rewatch_end(&w, true, 30000);
+        }
+        /* an event resets the climb: the next wait is the first's */
+        kapi_rewatch_begin(&w);
+        kapi_rewatch_progress(&w);
+        assert_in_range(kapi_rewatch_end(&w, false, 30000), 1, 800);
+        assert_int_equal(w.attempt, 1);
+        /* no cap given: 30 s; a cap below the base bounds the first wait */
+        w.attempt = 100;
+        kapi_rewatch_begin(&w);
+        assert_in_range(kapi_rewatch_end(&w, false, 0), 1, 30000);
+        w.attempt = 0;
+        kapi_rewatch_begin(&w);
+        assert_in_range(kapi_rewatch_end(&w, false, 50), 1, 50);
+}
+
 static void test_retryable(void **state)
 {
         assert_true(kapi_retryable(-ETIMEDOUT, 0));
@@ -503,6 +543,7 @@ int main(void)
                 cmocka_unit_test(test_token_read),
                 cmocka_unit_test(test_escape),
                 cmocka_unit_test(test_backoff_bounds),
+                cmocka_unit_test(test_rewatch_pace),
                 cmocka_unit_test(test_retryable),
                 cmocka_unit_test(test_client_refusals),
         };
