@@ -480,6 +480,10 @@ def test_config_manager_follows_the_label_and_signals(links, node_api, tmp_path,
         try:
             wait_until(lambda: os.path.islink(dst) and os.readlink(dst) == f"{src}/default", 10,
                        "the default config")
+            # the first SIGHUP is recorded before the label changes: two
+            # standard signals sent while the trap is pending are one
+            wait_until(lambda: marker.exists() and marker.read_text().count("hup") >= 1, 10,
+                       "the first SIGHUP to the process")
             node_api.set_label("nvidia.com/device-plugin.config", "ts-4")
             wait_until(lambda: os.readlink(dst) == f"{src}/ts-4", 10, "the labelled config")
             wait_until(lambda: marker.exists() and marker.read_text().count("hup") >= 2, 10,
