@@ -98,8 +98,11 @@ static int run_persona(const char *persona, int argc, char **argv)
         full[0] = argv[0];
         for (int i = 0; i < pr.argc; i++)
                 full[i + 1] = pr.argv[i];
-        /* pr.argv stays alive: a running daemon reloads from it */
-        return dispatch(pr.argc + 1, full);
+        /* pr.argv stays alive while the command runs: a running daemon
+         * reloads from it */
+        r = dispatch(pr.argc + 1, full);
+        persona_run_clear(&pr);
+        return r;
 }
 
 int main(int argc, char **argv)
