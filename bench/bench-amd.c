@@ -2,8 +2,10 @@
  * (tests/mock-amd): GetPreferredAllocation for 4 of 8 MI300X (SPX) and 16 of
  * 64 CPX partitions (each call with a different random set of available
  * IDs, as a busy node offers), one health poll of 8 GPUs x 8 partitions,
- * and the sysfs read at start-up.  Prints p50/p99 table rows; asserts
- * nothing (the target, p99 <= 1 ms for preferred allocation, is read off). */
+ * the sysfs read at start-up, and the parse of AMD's exporter config.json
+ * at its 1 MiB cap (80k ExtraPodLabels, 95k unknown keys: linear, a few
+ * warnings).  Prints p50/p99 table rows; asserts nothing (the target, p99
+ * <= 1 ms for preferred allocation, is read off). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +13,11 @@
 #include <time.h>
 
 #include "base/xalloc.h"
+#include "amd-exporter-config-gen.h"
 #include "amd-fixture.h"
 #include "bench-util.h"
 #include "config/config.h"
+#include "devices/amd/exporter-config.h"
 #include "devices/amd/internal.h"
 
 static int node_load(const char *root, const char *profile, struct amd_fixture *n)
@@ -100,6 +104,30 @@ static void bench_load(const char *root, size_t iters)
         free(sys);
 }
 
+/* iters parses of text, as the collector thread does when the file changes. */
+static int bench_exporter_config(const char *name, char *text, size_t iters)
+{
+        uint64_t *ns = xmalloc(iters * sizeof(*ns));
+        int rc = 0;
+        for (size_t i = 0; i < iters && rc == 0; i++) {
+                struct amd_exporter_config *c = NULL;
+                struct diag why = { 0 };
+                char **warnings = NULL;
+                uint64_t t0 = now_ns();
+                rc = amd_exporter_config_parse("config.json", text, strlen(text), &c, &warnings, &why);
+                ns[i] = now_ns() - t0;
+                if (rc < 0)
+                        fprintf(stderr, "bench-amd: %s: %s\n", name, why.message);
+                amd_exporter_config_free(c);
+                strv_free(warnings);
+        }
+        if (rc == 0)
+                report(name, ns, iters);
+        free(ns);
+        free(text);
+        return rc < 0 ? -1 : 0;
+}
+
 int main(void)
 {
         char root[] = "/tmp/devlet-bench-amd-XXXXXX";
@@ -121,6 +149,12 @@ int main(void)
                 bench_health(&cpx, 2000);
                 bench_load(root, 200);
         }
+        if (!rc)
+                rc = bench_exporter_config("amd exporter config.json, 80k ExtraPodLabels (1 MiB)",
+                                           amd_config_gen_pod_labels(80000), 20);
+        if (!rc)
+                rc = bench_exporter_config("amd exporter config.json, 95k unknown keys (1 MiB)",
+                                           amd_config_gen_unknown_keys(95000), 20);
         if (spx.inv)
                 amd_fixture_free(&spx);
         if (cpx.inv)

@@ -4,7 +4,8 @@
  * an accepted config has a prefix (maybe empty) that is a metric name
  * prefix, fields devlet has families for, only the optional labels it
  * gives, at most 10 custom labels, in name/value pairs, each name a
- * lower-case Prometheus label name; the pod labels in pairs.  Seeds
+ * lower-case Prometheus label name; the pod labels in pairs, at most 64
+ * of them; at most 64 warnings whatever the input.  Seeds
  * (fuzz/corpus/fuzz-amd-exporter-config/): AMD's example shape and each
  * key. */
 #include <ctype.h>
@@ -63,7 +64,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 check(n % 2 == 0 && n / 2 <= AMD_EXPORTER_CUSTOM_LABELS_MAX, "custom labels");
                 for (size_t i = 0; i < n; i += 2)
                         check(label_name(c->custom[i]), "custom label name");
-                check(strv_len(c->pod_labels) % 2 == 0, "pod labels");
+                n = strv_len(c->pod_labels);
+                check(n % 2 == 0 && n / 2 <= AMD_EXPORTER_POD_LABELS_MAX, "pod labels");
+                /* a few lines a kind of warning, never one per entry */
+                check(strv_len(warnings) <= 64, "warnings");
         }
         amd_exporter_config_free(c);
         strv_free(warnings);

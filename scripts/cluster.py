@@ -29,8 +29,11 @@ Everything `up` makes is recorded under the state directory
 (DEVLET_CLUSTER_DIR, default /var/lib/devlet-cluster) before it is made, so
 `down` also cleans up after a failed or interrupted `up`: it kills the
 components and every container they started (by cgroup), unmounts what the
-kubelet and containerd mounted, and removes the directories and CDI specs
-that were not there before.
+kubelet and containerd mounted, and removes what was not there before: the
+host directories `up` found absent, and inside those it found (an empty
+/var/lib/kubelet a package left, CDI spec directories) every file and
+directory that appeared since (the kubelet's pods/, plugins/, checkpoints,
+*_state files; CDI specs), so the next `up` finds the host as this one did.
 
 Facts of these machines that the configuration encodes: root lacks
 CAP_SYS_RESOURCE (containerd's restrict_oom_score_adj), cgroups are v1
@@ -73,12 +76,12 @@ PORTS = {
 # ask for an extended resource ("devlet.io/zero: 1") be served through DRA
 # (devlet's --dra-resources mode "both")
 FEATURE_GATES = "DRAExtendedResource=true"
-# host paths the kubelet, containerd and devlet's DaemonSet create; removed
-# by `down` when `up` found them absent
+# host paths the kubelet, containerd and devlet's DaemonSet create: removed
+# by `down` when `up` found them absent, emptied of what appeared in them
+# since when it found them
 HOST_DIRS = ["/var/lib/kubelet", "/var/lib/containerd", "/run/containerd", "/var/log/pods",
              "/var/log/containers", "/etc/kubernetes", "/opt/containerd", "/var/run/cdi", "/etc/cdi",
              "/run/containers/storage", "/var/lib/devlet"]
-CDI_DIRS = ["/etc/cdi", "/var/run/cdi"]
 COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd",
               "kubelet"]
 
@@ -168,13 +171,44 @@ def preflight():
             raise ClusterError(f"{p} exists: another kubelet or containerd runs here, or one left it behind")
 
 
+def tree(top):
+    """Every path under directory top, relative to it (links not followed)."""
+    out = []
+    for dirpath, dirs, files in os.walk(top, onerror=lambda e: None):
+        rel = os.path.relpath(dirpath, top)
+        out += [os.path.normpath(os.path.join(rel, n)) for n in dirs + files]
+    return sorted(out)
+
+
 def record_host_state():
-    """Writes, before anything is created, which host paths `down` may remove."""
+    """Writes, before anything is created, which host paths `down` may
+    remove: the host directories that are absent, and what the others hold."""
     os.makedirs(path("logs"), exist_ok=True)
     created = [d for d in HOST_DIRS if not os.path.lexists(d)]
-    cdi = {d: sorted(os.listdir(d)) if os.path.isdir(d) else [] for d in CDI_DIRS}
+    found = {d: tree(d) for d in HOST_DIRS if os.path.isdir(d) and not os.path.islink(d)}
     with open(path("host.json"), "w") as f:
-        json.dump({"created": created, "cdi": cdi}, f)
+        json.dump({"created": created, "found": found}, f)
+
+
+def remove_new(top, before):
+    """Removes what is under directory top and not in before (its tree()
+    then): the topmost new entries, with all they hold."""
+    before = set(before)
+    for dirpath, dirs, files in os.walk(top, onerror=lambda e: None):
+        rel = os.path.relpath(dirpath, top)
+        for name in list(dirs) + files:
+            if os.path.normpath(os.path.join(rel, name)) in before:
+                continue
+            p = os.path.join(dirpath, name)
+            if name in dirs:
+                dirs.remove(name)  # not walked into: removed whole
+            try:
+                if os.path.isdir(p) and not os.path.islink(p):
+                    shutil.rmtree(p)
+                else:
+                    os.unlink(p)
+            except OSError as e:
+                log(f"warning: cannot remove {p}: {e.strerror}")
 
 
 def root_propagation():
@@ -754,15 +788,10 @@ def down():
         with open(path("host.json")) as f:
             host = json.load(f)
     except (OSError, ValueError):
-        host = {"created": [], "cdi": {}}
-    for d, before in host.get("cdi", {}).items():
-        if d in host["created"] or not os.path.isdir(d):
-            continue
-        for name in set(os.listdir(d)) - set(before):
-            try:
-                os.unlink(os.path.join(d, name))
-            except OSError:
-                pass
+        host = {"created": [], "found": {}}
+    for d, before in host.get("found", {}).items():
+        if d not in host["created"] and os.path.isdir(d) and not os.path.islink(d):
+            remove_new(d, before)
     for d in host["created"]:
         if os.path.islink(d):
             os.unlink(d)

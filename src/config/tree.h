@@ -36,9 +36,36 @@ int config_node_error(struct diag *d, const char *file, const struct config_node
         __attribute__((format(printf, 5, 6)));
 /* Appends "file:line:col: unknown key "x" (ignored)" for key node k. */
 void config_node_warn_unknown(char ***warnings, const char *file, const struct config_node *k);
-/* Warns for every key of map not in known (NULL-terminated). */
+/* Warns for the keys of map (at path, for the message) not in known
+ * (NULL-terminated), as one config_tally: a few lines however many. */
 void config_node_warn_unknown_keys(char ***warnings, const char *file,
-                                   const struct config_node *map, const char *const *known);
+                                   const struct config_node *map, const char *path,
+                                   const char *const *known);
+
+/* Warnings of one kind (the unknown keys of one mapping, the unknown
+ * fields of one list) kept to a few lines whatever the file holds, at the
+ * cost of one counter per node: up to CONFIG_TALLY_EACH are told each at
+ * its place; more are told as one line at the first one's place, with
+ * their count and the first one's text. */
+#define CONFIG_TALLY_EACH 3
+struct config_tally {
+        size_t n;
+        const struct config_node *first;
+        char *each[CONFIG_TALLY_EACH]; /* the first ones' warnings */
+};
+/* Counts n (a key or a list item: a scalar); fmt and what follows are its
+ * own warning, after "file:line:col: ", formatted only while it may be
+ * told on its own. */
+void config_tally_add(struct config_tally *t, const char *file, const struct config_node *n,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Appends the tally's warnings to *warnings (warnings NULL: drops them)
+ * and empties it: each one's own, or, for more than CONFIG_TALLY_EACH,
+ * "file:line:col: <count> <many>, the first "text"" with many the kind in
+ * the plural ("unknown keys in GPUConfig (ignored)"). */
+void config_tally_flush(struct config_tally *t, char ***warnings, const char *file,
+                        const char *many);
+/* Empties t without telling (an error ends the walk). */
+void config_tally_clear(struct config_tally *t);
 
 /* Builds the tree of one YAML document (the caller caps its size).  Aliases, duplicate keys, NUL characters, deep nesting and too many nodes
  * are errors.  Returns 0 and *out (NULL for an empty document), or -EINVAL

@@ -150,7 +150,7 @@ int config_walk_map(struct config_walk *w, const struct config_node *n, const ch
         int r = config_walk_expect(w, n, CONFIG_NODE_MAP, path);
         if (r < 0)
                 return r;
-        config_node_warn_unknown_keys(w->warnings, w->file, n, known);
+        config_node_warn_unknown_keys(w->warnings, w->file, n, path, known);
         return 0;
 }
 

@@ -6,7 +6,8 @@
  * it is where hostile input is bounded: the size is capped, aliases are
  * refused (no billion-laughs expansion), nesting depth and node count are
  * capped, duplicate keys and NUL characters are errors.  What the tree means
- * is file.c's business.
+ * is file.c's business.  Warnings of one kind are tallied (config_tally),
+ * so a file of many unknown keys says a few lines, not one per key.
  *
  * Never logs and never reads files (config_load does). */
 #include <errno.h>
@@ -88,15 +89,59 @@ void config_node_warn_unknown(char ***warnings, const char *file, const struct c
 }
 
 void config_node_warn_unknown_keys(char ***warnings, const char *file,
-                                   const struct config_node *map, const char *const *known)
+                                   const struct config_node *map, const char *path,
+                                   const char *const *known)
 {
-        for (size_t i = 0; map && map->kind == CONFIG_NODE_MAP && i + 1 < map->n_items; i += 2) {
+        if (!map || map->kind != CONFIG_NODE_MAP)
+                return;
+        _cleanup_(config_tally_clear) struct config_tally unknown = { 0 };
+        for (size_t i = 0; i + 1 < map->n_items; i += 2) {
+                const struct config_node *k = map->items[i];
                 bool found = false;
                 for (size_t j = 0; known[j] && !found; j++)
-                        found = strcmp(map->items[i]->text, known[j]) == 0;
+                        found = strcmp(k->text, known[j]) == 0;
                 if (!found)
-                        config_node_warn_unknown(warnings, file, map->items[i]);
+                        config_tally_add(&unknown, file, k, "unknown key \"%.100s\" (ignored)",
+                                         k->text);
         }
+        _cleanup_free_ char *many = xasprintf("unknown keys in %s (ignored)", path);
+        config_tally_flush(&unknown, warnings, file, many);
+}
+
+void config_tally_add(struct config_tally *t, const char *file, const struct config_node *n,
+                      const char *fmt, ...)
+{
+        if (t->n < CONFIG_TALLY_EACH) {
+                va_list ap;
+                va_start(ap, fmt);
+                _cleanup_free_ char *msg = xvasprintf(fmt, ap);
+                va_end(ap);
+                t->each[t->n] = xasprintf("%s:%d:%d: %s", file, n->line, n->column, msg);
+        }
+        t->first = t->first ? t->first : n;
+        t->n++;
+}
+
+void config_tally_flush(struct config_tally *t, char ***warnings, const char *file,
+                        const char *many)
+{
+        if (warnings && t->n > CONFIG_TALLY_EACH) {
+                _cleanup_free_ char *w = xasprintf("%s:%d:%d: %zu %s, the first \"%.100s\"", file,
+                                                   t->first->line, t->first->column, t->n, many,
+                                                   t->first->text ? t->first->text : "");
+                *warnings = strv_push(*warnings, w);
+        } else if (warnings) {
+                for (size_t i = 0; i < t->n; i++)
+                        *warnings = strv_push(*warnings, t->each[i]);
+        }
+        config_tally_clear(t);
+}
+
+void config_tally_clear(struct config_tally *t)
+{
+        for (size_t i = 0; i < CONFIG_TALLY_EACH; i++)
+                free(t->each[i]);
+        *t = (struct config_tally){ 0 };
 }
 
 /* ---- building the tree ---- */

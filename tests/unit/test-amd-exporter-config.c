@@ -3,7 +3,9 @@
  * every field, at most 10 custom labels, none of AMD's own labels but
  * CLUSTER_NAME, an invalid prefix dropped), warnings for what devlet does
  * not know, cannot give or does not read, each at its place, errors at
- * file:line:column, a file that is not there read as the defaults. */
+ * file:line:column, a file that is not there read as the defaults; files
+ * of many thousand entries (inside the 1 MiB cap) parse to a few warnings
+ * and at most AMD_EXPORTER_POD_LABELS_MAX pod labels. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "amd-exporter-config-gen.h"
 #include "base/xalloc.h"
 #include "devices/amd/exporter-config.h"
 
@@ -163,6 +166,98 @@ static void test_errors_at_their_place(void **state)
         }
 }
 
+/* Many entries of one kind are one warning: its count, the first one's
+ * place and text; up to CONFIG_TALLY_EACH are each told as before.  The
+ * parser's cost is linear in the file (bench-amd prints it). */
+static void test_many_pod_labels_bounded(void **state)
+{
+        struct amd_exporter_config *c = NULL;
+        struct diag d = { 0 };
+        char **w = NULL;
+        /* 80k extra pod labels: the first 64 kept, one warning for the rest */
+        _cleanup_free_ char *pods = amd_config_gen_pod_labels(80000);
+        assert_int_equal(parse(pods, &c, &d, &w), 0);
+        assert_int_equal(strv_len(c->pod_labels), 2 * AMD_EXPORTER_POD_LABELS_MAX);
+        assert_string_equal(c->pod_labels[0], "l00000");
+        assert_string_equal(c->pod_labels[1], "v");
+        assert_string_equal(c->pod_labels[126], "l00063");
+        assert_int_equal(strv_len(w), 1);
+        assert_non_null(warned(w, "GPUConfig.ExtraPodLabels: more than 64 labels, the rest ignored"));
+        amd_exporter_config_free(c);
+        strv_free(w);
+}
+
+static void test_many_unknown_keys_one_warning(void **state)
+{
+        struct amd_exporter_config *c = NULL;
+        struct diag d = { 0 };
+        char **w = NULL;
+        _cleanup_free_ char *keys = amd_config_gen_unknown_keys(95000);
+        assert_int_equal(parse(keys, &c, &d, &w), 0);
+        assert_int_equal(strv_len(w), 1);
+        assert_string_equal(w[0], "config.json:2:1: 95000 unknown keys in GPUConfig (ignored), the "
+                                  "first \"k00000\"");
+        amd_exporter_config_free(c);
+        strv_free(w);
+}
+
+static void test_many_unknown_fields_one_warning(void **state)
+{
+        struct amd_exporter_config *c = NULL;
+        struct diag d = { 0 };
+        char **w = NULL;
+        _cleanup_free_ char *fields = amd_config_gen_unknown_fields(95000);
+        assert_int_equal(parse(fields, &c, &d, &w), 0);
+        assert_non_null(c->fields);
+        assert_null(c->fields[0]);
+        assert_int_equal(strv_len(w), 1);
+        assert_string_equal(w[0], "config.json:2:1: 95000 unknown fields in GPUConfig.Fields "
+                                  "(ignored), the first \"F00000\"");
+        amd_exporter_config_free(c);
+        strv_free(w);
+}
+
+/* One line a kind: unknown and absent labels, foreign fields, AMD's own
+ * labels, names given twice; up to 3 each at its place. */
+static void test_one_warning_a_kind(void **state)
+{
+        struct amd_exporter_config *c = NULL;
+        struct diag d = { 0 };
+        char **w = NULL;
+        _cleanup_free_ char *labels = amd_config_gen("{\"GPUConfig\": {\"Labels\": [",
+                                                     "\"CARD_VENDOR\", \"X", "\"", "],\n", 5000);
+        _cleanup_free_ char *foreign = amd_config_gen("\"Fields\": [", "\"GPU_PROF_", "\"", "],\n",
+                                                      5000);
+        _cleanup_free_ char *all = xasprintf(
+                "%s%s\"ExtraPodLabels\": {\"ab\": \"k\", \"aB\": \"k\", \"Ab\": \"k\", \"AB\": \"k\",\n"
+                "  \"x\": \"k\", \"X\": \"k\", \"pod\": \"k\", \"POD\": \"k\", \"Pod\": \"k\", "
+                "\"gpu_id\": \"k\"}},\n"
+                "\"top0\": 1, \"top1\": 1}\n",
+                labels, foreign);
+        assert_int_equal(parse(all, &c, &d, &w), 0);
+        assert_int_equal(strv_len(c->pod_labels), 2 * 2);
+        assert_string_equal(c->pod_labels[0], "ab");
+        assert_string_equal(c->pod_labels[2], "x");
+        assert_non_null(warned(w, "config.json:1:27: GPUConfig.Labels: devlet cannot give the "
+                                  "label CARD_VENDOR"));
+        assert_non_null(warned(w, "config.json:1:42: 5000 unknown labels in GPUConfig.Labels "
+                                  "(ignored), the first \"X00000\""));
+        assert_non_null(warned(w, "config.json:2:12: GPUConfig.Fields names 5000 fields devlet "
+                                  "cannot produce"));
+        assert_non_null(warned(w, "fields=GPU_PROF_00000,GPU_PROF_00001,"));
+        assert_non_null(warned(w, "GPU_PROF_00009,..."));
+        assert_null(warned(w, "GPU_PROF_00010"));
+        assert_non_null(warned(w, "config.json:3:31: 4 labels in GPUConfig.ExtraPodLabels given "
+                                  "twice (the first kept), the first \"aB\""));
+        assert_non_null(warned(w, "config.json:4:23: 4 labels in GPUConfig.ExtraPodLabels that are "
+                                  "the exporter's own and cannot be set (ignored), the first \"pod\""));
+        assert_non_null(warned(w, "config.json:5:1: unknown key \"top0\" (ignored)"));
+        assert_non_null(warned(w, "config.json:5:12: unknown key \"top1\" (ignored)"));
+        assert_int_equal(strv_len(w), 7);
+        amd_exporter_config_free(c);
+        strv_free(w);
+}
+
 static void test_load(void **state)
 {
         char dir[] = "/tmp/test-amd-exporter-config-XXXXXX";
@@ -198,6 +293,10 @@ int main(void)
                 cmocka_unit_test(test_every_key),
                 cmocka_unit_test(test_defaults_and_amds_rules),
                 cmocka_unit_test(test_errors_at_their_place),
+                cmocka_unit_test(test_many_pod_labels_bounded),
+                cmocka_unit_test(test_many_unknown_keys_one_warning),
+                cmocka_unit_test(test_many_unknown_fields_one_warning),
+                cmocka_unit_test(test_one_warning_a_kind),
                 cmocka_unit_test(test_load),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

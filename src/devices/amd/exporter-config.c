@@ -11,7 +11,13 @@
  * field; CustomLabels holds at most 10 labels and may not set one of its
  * labels but CLUSTER_NAME; a MetricsFieldPrefix that is not a valid metric
  * name prefix is dropped.  The names of AMD's fields and labels below are
- * the names its documentation lists. */
+ * the names its documentation lists.
+ *
+ * The file is the operator's but may be large (1 MiB): every pass is
+ * linear in it.  What it makes us keep is bounded (ExtraPodLabels to
+ * AMD_EXPORTER_POD_LABELS_MAX, a name's duplicate looked for among those
+ * kept), and so are the warnings: many of one kind are one line
+ * (config_tally), never one per key. */
 #include "devices/amd/exporter-config.h"
 
 #include <ctype.h>
@@ -174,6 +180,9 @@ static int scalar_list(struct config_walk *w, const struct config_node *list, co
         return 0;
 }
 
+/* Up to this many of the fields devlet cannot produce are named. */
+#define FOREIGN_NAMED 10
+
 static int parse_fields(struct config_walk *w, const struct config_node *list,
                         struct amd_exporter_config *c)
 {
@@ -181,7 +190,9 @@ static int parse_fields(struct config_walk *w, const struct config_node *list,
         if (r < 0)
                 return r;
         _cleanup_free_ char *foreign = NULL;
+        size_t n_foreign = 0;
         const struct config_node *first_foreign = NULL;
+        _cleanup_(config_tally_clear) struct config_tally unknown = { 0 };
         for (size_t i = 0; i < list->n_items; i++) {
                 const struct config_node *n = list->items[i];
                 _cleanup_free_ char *f = upper(n->text);
@@ -191,19 +202,30 @@ static int parse_fields(struct config_walk *w, const struct config_node *list,
                                 f = xstrdup(field_aliases[a].now);
                         }
                 if (amd_metrics_field_known(f)) {
+                        /* c->fields holds each family once: a short scan */
                         if (!strv_contains(c->fields, f))
                                 c->fields = strv_push(c->fields, f);
                 } else if (foreign_field(f)) {
-                        char *more = xasprintf("%s%s%s", foreign ? foreign : "", foreign ? "," : "", f);
-                        free(foreign);
-                        foreign = more;
+                        if (n_foreign++ < FOREIGN_NAMED) {
+                                char *more = xasprintf("%s%s%s", foreign ? foreign : "",
+                                                       foreign ? "," : "", f);
+                                free(foreign);
+                                foreign = more;
+                        }
                         first_foreign = first_foreign ? first_foreign : n;
                 } else {
-                        warn(w->warnings, w->file, n,
-                             "GPUConfig.Fields: unknown field \"%s\" (ignored)", n->text);
+                        config_tally_add(&unknown, w->file, n,
+                                         "GPUConfig.Fields: unknown field \"%s\" (ignored)", n->text);
                 }
         }
-        if (foreign)
+        config_tally_flush(&unknown, w->warnings, w->file,
+                           "unknown fields in GPUConfig.Fields (ignored)");
+        if (n_foreign > FOREIGN_NAMED)
+                warn(w->warnings, w->file, first_foreign,
+                     "GPUConfig.Fields names %zu fields devlet cannot produce (AMD's exporter reads "
+                     "them through amdsmi or rocprofiler; sysfs does not give them) fields=%s,...",
+                     n_foreign, foreign);
+        else if (foreign)
                 warn(w->warnings, w->file, first_foreign,
                      "GPUConfig.Fields names fields devlet cannot produce (AMD's exporter reads "
                      "them through amdsmi or rocprofiler; sysfs does not give them) fields=%s",
@@ -220,6 +242,8 @@ static int parse_labels(struct config_walk *w, const struct config_node *list,
         int r = scalar_list(w, list, "GPUConfig.Labels");
         if (r < 0)
                 return r;
+        _cleanup_(config_tally_clear) struct config_tally unknown = { 0 };
+        bool told[ARRAY_SIZE(labels)] = { false }; /* each absent label once */
         for (size_t i = 0; i < list->n_items; i++) {
                 const struct config_node *n = list->items[i];
                 _cleanup_free_ char *u = upper(n->text);
@@ -227,32 +251,39 @@ static int parse_labels(struct config_walk *w, const struct config_node *list,
                 while (k < ARRAY_SIZE(labels) && strcmp(labels[k].name, u) != 0)
                         k++;
                 if (k == ARRAY_SIZE(labels)) {
-                        warn(w->warnings, w->file, n, "GPUConfig.Labels: unknown label \"%s\" (ignored)",
-                             n->text);
+                        config_tally_add(&unknown, w->file, n,
+                                         "GPUConfig.Labels: unknown label \"%s\" (ignored)", n->text);
                         continue;
                 }
                 if (labels[k].kind == LABEL_ABSENT) {
-                        warn(w->warnings, w->file, n,
-                             "GPUConfig.Labels: devlet cannot give the label %s (%s; ignored)",
-                             labels[k].name, labels[k].why);
+                        if (!told[k])
+                                warn(w->warnings, w->file, n,
+                                     "GPUConfig.Labels: devlet cannot give the label %s (%s; ignored)",
+                                     labels[k].name, labels[k].why);
+                        told[k] = true;
                         continue;
                 }
                 _cleanup_free_ char *l = lower(u);
                 if (labels[k].kind == LABEL_GIVEN && !strv_contains(c->labels, l))
                         c->labels = strv_push(c->labels, l);
         }
+        config_tally_flush(&unknown, w->warnings, w->file,
+                           "unknown labels in GPUConfig.Labels (ignored)");
         return 0;
 }
 
-/* A map of names to values: a custom label's or an extra pod label's. */
+/* A map of names to values: a custom label's or an extra pod label's.
+ * At most max pairs are kept (why: the reason, for the warning), so the
+ * check for a name given twice scans at most max names. */
 static int label_map(struct config_walk *w, const struct config_node *map, const char *path,
-                     size_t max, char ***out)
+                     size_t max, const char *why, char ***out)
 {
         int r = config_walk_expect(w, map, CONFIG_NODE_MAP, path);
         if (r < 0)
                 return r;
         char p[CONFIG_PATH_MAX];
         size_t n = 0;
+        _cleanup_(config_tally_clear) struct config_tally own = { 0 }, twice = { 0 };
         for (size_t i = 0; i + 1 < map->n_items; i += 2) {
                 const struct config_node *k = map->items[i], *v = map->items[i + 1];
                 config_subpath(p, sizeof(p), path, ".%s", k->text);
@@ -269,29 +300,34 @@ static int label_map(struct config_walk *w, const struct config_node *map, const
                 for (size_t m = 0; m < ARRAY_SIZE(labels); m++)
                         amds |= strcmp(labels[m].name, u) == 0 && strcmp(u, "CLUSTER_NAME") != 0;
                 if (amds || reserved(l)) {
-                        warn(w->warnings, w->file, k,
-                             "%s: the label %s is the exporter's own and cannot be set (ignored)",
-                             path, k->text);
+                        config_tally_add(&own, w->file, k,
+                                         "%s: the label %s is the exporter's own and cannot be set "
+                                         "(ignored)", path, k->text);
                         continue;
                 }
                 bool dup = false;
                 for (size_t m = 0; *out && (*out)[m]; m += 2)
                         dup |= strcmp((*out)[m], l) == 0;
                 if (dup) {
-                        warn(w->warnings, w->file, k, "%s: the label %s is given twice (the first kept)",
-                             path, l);
+                        config_tally_add(&twice, w->file, k,
+                                         "%s: the label %s is given twice (the first kept)", path, l);
                         continue;
                 }
-                if (max && n == max) {
-                        warn(w->warnings, w->file, k,
-                             "%s: more than %zu labels, the rest ignored as AMD's exporter does", path,
-                             max);
+                if (n == max) {
+                        warn(w->warnings, w->file, k, "%s: more than %zu labels, the rest ignored %s",
+                             path, max, why);
                         break;
                 }
                 *out = strv_push(*out, l);
                 *out = strv_push(*out, v->text);
                 n++;
         }
+        _cleanup_free_ char *many_own =
+                xasprintf("labels in %s that are the exporter's own and cannot be set (ignored)", path);
+        _cleanup_free_ char *many_twice =
+                xasprintf("labels in %s given twice (the first kept)", path);
+        config_tally_flush(&own, w->warnings, w->file, many_own);
+        config_tally_flush(&twice, w->warnings, w->file, many_twice);
         return 0;
 }
 
@@ -316,10 +352,11 @@ static int parse_gpu(struct config_walk *w, const struct config_node *gpu,
         const struct config_node *map = config_node_get(gpu, "CustomLabels");
         if (r == 0 && map && !config_node_is_null(map))
                 r = label_map(w, map, "GPUConfig.CustomLabels", AMD_EXPORTER_CUSTOM_LABELS_MAX,
-                              &c->custom);
+                              "as AMD's exporter does", &c->custom);
         map = config_node_get(gpu, "ExtraPodLabels");
         if (r == 0 && map && !config_node_is_null(map))
-                r = label_map(w, map, "GPUConfig.ExtraPodLabels", 0, &c->pod_labels);
+                r = label_map(w, map, "GPUConfig.ExtraPodLabels", AMD_EXPORTER_POD_LABELS_MAX,
+                              "(devlet keeps at most that many labels of a pod)", &c->pod_labels);
         static const char *const unread[] = { "Selector", "HealthThresholds", "ProfilerMetrics" };
         for (size_t i = 0; r == 0 && i < ARRAY_SIZE(unread); i++) {
                 const struct config_node *n = config_node_get(gpu, unread[i]);

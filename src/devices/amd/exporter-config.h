@@ -12,6 +12,10 @@
 
 /* AMD's limit on GPUConfig.CustomLabels. */
 #define AMD_EXPORTER_CUSTOM_LABELS_MAX 10
+/* devlet's on GPUConfig.ExtraPodLabels (AMD's exporter documents none):
+ * metrics keeps at most 64 labels of a pod (PODLABELS_MAX_LABELS), so a
+ * 65th could never be valued, and each one is on every series of a unit. */
+#define AMD_EXPORTER_POD_LABELS_MAX 64
 
 struct amd_exporter_config {
         unsigned server_port; /* ServerPort; 0: not given */
@@ -27,7 +31,7 @@ struct amd_exporter_config {
          * case), at most AMD_EXPORTER_CUSTOM_LABELS_MAX pairs */
         char **custom;
         /* GPUConfig.ExtraPodLabels: metric label (lower case), pod label
-         * key, ... */
+         * key, ..., at most AMD_EXPORTER_POD_LABELS_MAX pairs */
         char **pod_labels;
         char *prefix; /* CommonConfig.MetricsFieldPrefix; "" none */
 };
@@ -35,7 +39,8 @@ struct amd_exporter_config {
 /* The file's bytes (len of them, file naming it in messages) into *out.
  * Unknown keys, fields and labels, the ones devlet cannot give and the
  * keys it does not read go to *warnings (strv; may be NULL: dropped),
- * each with its place.  Returns 0, or -EINVAL with diag at the place: not
+ * each with its place; many of one kind are one warning (config_tally),
+ * so their number does not grow with the file's.  Returns 0, or -EINVAL with diag at the place: not
  * JSON (or YAML), a value of the wrong kind, a custom label name
  * Prometheus refuses. */
 int amd_exporter_config_parse(const char *file, const char *data, size_t len,
