@@ -33,7 +33,34 @@ struct walk {
         struct diag *diag;
         char **warnings;
         struct config_pending values;
+        size_t unknown; /* unknown keys met, told or not */
+        const struct config_node *first_untold;
 };
+
+/* Unknown keys told one by one, in file order, before the rest are only
+ * counted: a file of 100k of them costs one line more, not 100k. */
+#define WALK_UNKNOWN_EACH 16
+
+static void walk_unknown(struct walk *w, const struct config_node *k)
+{
+        if (w->unknown++ < WALK_UNKNOWN_EACH)
+                config_node_warn_unknown(&w->warnings, w->file, k);
+        else if (!w->first_untold)
+                w->first_untold = k;
+}
+
+/* One line for the unknown keys walk_unknown did not tell. */
+static void walk_unknown_flush(struct walk *w)
+{
+        if (!w->first_untold)
+                return;
+        _cleanup_free_ char *line =
+                xasprintf("%s:%d:%d: %zu more unknown keys (ignored), the first \"%.100s\"", w->file,
+                          w->first_untold->line, w->first_untold->column,
+                          w->unknown - WALK_UNKNOWN_EACH,
+                          w->first_untold->text ? w->first_untold->text : "");
+        w->warnings = strv_push(w->warnings, line);
+}
 
 static void walk_clear(struct walk *w)
 {
@@ -125,7 +152,7 @@ static int walk_section(struct walk *w, const struct config_node *map, const cha
                 if (strchr(k->text, '.') ||
                     (size_t)snprintf(path, sizeof(path), "%s.%s", prefix, k->text) >=
                             sizeof(path)) {
-                        config_node_warn_unknown(&w->warnings, w->file, k);
+                        walk_unknown(w, k);
                         continue;
                 }
                 const struct config_option *opt = config_option_by_key(w->families, path);
@@ -135,7 +162,7 @@ static int walk_section(struct walk *w, const struct config_node *map, const cha
                 else if (config_key_is_section(w->families, path))
                         r = walk_section(w, v, path);
                 else
-                        config_node_warn_unknown(&w->warnings, w->file, k);
+                        walk_unknown(w, k);
                 if (r < 0)
                         return r;
         }
@@ -422,10 +449,11 @@ int config_parse_yaml(const char *file, const char *data, size_t len, struct dev
                 else if (config_key_is_section(cfg->families, k->text)) /* flags, or a family's group */
                         r = walk_section(&w, v, k->text);
                 else
-                        config_node_warn_unknown(&w.warnings, file, k);
+                        walk_unknown(&w, k);
                 if (r < 0)
                         return r;
         }
+        walk_unknown_flush(&w);
         _cleanup_(parsed_clear) struct parsed sec = { .families = cfg->families };
         r = parse_sections(file, root, cfg, &sec, &w.warnings, diag);
         if (r < 0)

@@ -530,6 +530,25 @@ static void test_unknown_keys_warn(void **state)
         config_free(c);
 }
 
+/* 80k unknown keys (under the 1 MiB cap): the first few told at their places, the rest one
+ * line (before, a line each, and quadratic time) */
+static void test_many_unknown_keys_warn_once(void **state)
+{
+        size_t cap = 2u << 20, len = 0;
+        _cleanup_free_ char *text = xmalloc(cap);
+        len += (size_t)snprintf(text + len, cap - len, "version: v1\nflags:\n");
+        for (int i = 0; i < 80000; i++)
+                len += (size_t)snprintf(text + len, cap - len, "  k%05d: 1\n", i);
+        struct devlet_config *c = config_new_defaults(dev_config_families());
+        struct diag d;
+        assert_int_equal(config_parse_yaml("t.yaml", text, len, c, &d), 0);
+        assert_int_equal(strv_len(c->warnings), 17);
+        assert_string_equal(c->warnings[0], "t.yaml:3:3: unknown key \"k00000\" (ignored)");
+        assert_string_equal(c->warnings[16],
+                            "t.yaml:19:3: 79984 more unknown keys (ignored), the first \"k00016\"");
+        config_free(c);
+}
+
 static void test_version(void **state)
 {
         struct diag d;
@@ -859,7 +878,7 @@ int main(void)
                 T(test_unknown_flag),    T(test_flag_errors),       T(test_positional),
                 T(test_aliases),         T(test_bool_forms),        T(test_durations),
                 T(test_lists),           T(test_nvidia_file),
-                T(test_unknown_keys_warn), T(test_version),         T(test_type_errors),
+                T(test_unknown_keys_warn), T(test_many_unknown_keys_warn_once), T(test_version),         T(test_type_errors),
                 T(test_duplicate_keys),  T(test_syntax_error),      T(test_alias_bomb),
                 T(test_bounds),          T(test_failure_keeps_config), T(test_load_file_errors),
                 T(test_help),            T(test_table),             T(test_diag_format),
