@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ascii.h"
 #include "base/xalloc.h"
 
 /* First payload allocation; grown by doubling up to the announced length. */
@@ -178,24 +179,13 @@ char *grpc_percent_encode(const char *s)
         return out;
 }
 
-static int hexval(char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 char *grpc_percent_decode(const char *s, size_t len)
 {
         char *out = xmalloc(len + 1), *o = out;
         for (size_t i = 0; i < len; i++) {
                 int hi, lo;
-                if (s[i] == '%' && i + 2 < len && (hi = hexval(s[i + 1])) >= 0 &&
-                    (lo = hexval(s[i + 2])) >= 0) {
+                if (s[i] == '%' && i + 2 < len && (hi = ascii_hex_value(s[i + 1])) >= 0 &&
+                    (lo = ascii_hex_value(s[i + 2])) >= 0) {
                         *o++ = (char)(hi << 4 | lo);
                         i += 2;
                 } else {

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/ascii.h"
+
 enum {
         S_STATUS,
         S_FIELDS,
@@ -59,17 +61,6 @@ static bool is_field_byte(unsigned char ch)
 static bool is_ows(char ch)
 {
         return ch == ' ' || ch == '\t';
-}
-
-static int hex_value(char ch)
-{
-        if (ch >= '0' && ch <= '9')
-                return ch - '0';
-        if (ch >= 'a' && ch <= 'f')
-                return ch - 'a' + 10;
-        if (ch >= 'A' && ch <= 'F')
-                return ch - 'A' + 10;
-        return -1;
 }
 
 /* Gathers bytes from buf[*i] into p->line up to a LF.  Returns 1 with the
@@ -273,7 +264,7 @@ static int chunk_size(struct kapi_http_parser *p, const char *l, size_t n)
 {
         size_t i = 0;
         uint64_t v = 0;
-        for (int d; i < n && (d = hex_value(l[i])) >= 0; i++) {
+        for (int d; i < n && (d = ascii_hex_value(l[i])) >= 0; i++) {
                 if (i == 16)
                         return refuse(p, "a chunk size over 16 hex digits");
                 v = v << 4 | (uint64_t)d;

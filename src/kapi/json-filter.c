@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ascii.h"
 #include "base/xalloc.h"
 
 /* ---- specs ---- */
@@ -444,17 +445,6 @@ static bool is_ws(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch 
 
 static bool is_digit(char ch) { return ch >= '0' && ch <= '9'; }
 
-static int hex_value(char ch)
-{
-        if (is_digit(ch))
-                return ch - '0';
-        if (ch >= 'a' && ch <= 'f')
-                return ch - 'a' + 10;
-        if (ch >= 'A' && ch <= 'F')
-                return ch - 'A' + 10;
-        return -1;
-}
-
 static int unexpected(struct kapi_json_filter *f, size_t at, char ch, const char *what)
 {
         unsigned char u = (unsigned char)ch;
@@ -597,7 +587,7 @@ static int escape_step(struct kapi_json_filter *f, size_t at, char ch)
 
 static int hex_step(struct kapi_json_filter *f, size_t at, char ch)
 {
-        int v = hex_value(ch);
+        int v = ascii_hex_value(ch);
         if (v < 0)
                 return unexpected(f, at, ch, "a hex digit");
         f->hex_val = f->hex_val * 16 + (unsigned)v;

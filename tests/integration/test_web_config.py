@@ -238,25 +238,27 @@ def test_mtls_require_and_verify(devlet, dirs, pki):
     assert request(port, "/metrics", tls_context(pki.ca_file, good))[0] == 200
 
 
+def served_serial(pki, port):
+    """The serial number of the certificate the endpoint serves now."""
+    s = tls_context(pki.ca_file).wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
+                                             server_hostname="localhost")
+    try:
+        return x509.load_der_x509_certificate(s.getpeercert(binary_form=True)).serial_number
+    finally:
+        s.close()
+
+
 def test_certificate_replaced_on_disk_is_served_to_the_next_connection(devlet, dirs, pki):
     cert, key = pki.issue("localhost", ["localhost"])
     d, port = start(devlet, web_config(dirs, tls_config(cert, key)))
 
-    def served_serial():
-        s = tls_context(pki.ca_file).wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
-                                                 server_hostname="localhost")
-        try:
-            return x509.load_der_x509_certificate(s.getpeercert(binary_form=True)).serial_number
-        finally:
-            s.close()
-
-    first = served_serial()
+    first = served_serial(pki, port)
     new_cert, new_key = pki.issue("localhost2", ["localhost"])
     os.replace(new_key, key)
     os.replace(new_cert, cert)
     wanted = x509.load_pem_x509_certificate(open(cert, "rb").read()).serial_number
     assert wanted != first
-    wait_until(lambda: served_serial() == wanted, 5, "the new certificate")
+    wait_until(lambda: served_serial(pki, port) == wanted, 5, "the new certificate")
 
 
 def test_env_var_names_the_web_config(devlet, dirs, pki):
@@ -394,23 +396,15 @@ def test_tls_file_replaced_by_a_fifo_keeps_the_served_one(devlet, dirs, pki):
     cert, key = pki.issue("localhost", ["localhost"])
     d, port = start(devlet, web_config(dirs, tls_config(cert, key)))
 
-    def served_serial():
-        s = tls_context(pki.ca_file).wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
-                                                 server_hostname="localhost")
-        try:
-            return x509.load_der_x509_certificate(s.getpeercert(binary_form=True)).serial_number
-        finally:
-            s.close()
-
     def refused(what, path, why, since):
-        assert served_serial() == first
+        assert served_serial(pki, port) == first
         d.wait_log(r"TLS files not reloaded, serving the previous ones error=\"[^\"]*"
                    + re.escape(f"{what} {path}: {why}"), since)
         for _ in range(3):
             assert request(port, "/health", tls_context(pki.ca_file))[0] == 200
         assert d.log_text()[since:].count("TLS files not reloaded") == 1
 
-    first = served_serial()
+    first = served_serial(pki, port)
     since = os.path.getsize(d.log_path)
     os.unlink(cert)
     os.mkfifo(cert)
@@ -427,5 +421,5 @@ def test_tls_file_replaced_by_a_fifo_keeps_the_served_one(devlet, dirs, pki):
     os.rmdir(key)
     os.replace(new_key, key)
     wanted = x509.load_pem_x509_certificate(open(cert, "rb").read()).serial_number
-    wait_until(lambda: served_serial() == wanted, 5, "the new certificate")
+    wait_until(lambda: served_serial(pki, port) == wanted, 5, "the new certificate")
     assert d.alive()
