@@ -32,10 +32,10 @@
  * The loop hands each label set over (labels_publisher_set: a copy under
  * the mutex) and never waits on the server.  A failure (no answer, an
  * error status, a body that is not what it should be) is logged once per
- * change of error
- * and retried with backoff (kapi_backoff_ms, up to LABELS_BACKOFF_CAP_MS);
- * the latest set is the one retried.  Stopping sets an atomic flag the API
- * client looks at every 100 ms and joins the thread. */
+ * change of error and retried with backoff (kapi_backoff_ms, up to
+ * LABELS_BACKOFF_CAP_MS); the latest set is the one retried.  Stopping
+ * sets an atomic flag the API client looks at every 100 ms and joins the
+ * thread. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -192,7 +192,8 @@ json_t *labels_node_patch_since(json_t *written, json_t *desired)
         json_object_foreach(desired, key, v) {
                 const json_t *cur = json_object_get(written, key);
                 keys_changed |= !cur;
-                if (!json_is_string(cur) || strcmp(json_string_value(cur), json_string_value(v)) != 0)
+                if (!json_is_string(cur) ||
+                    strcmp(json_string_value(cur), json_string_value(v)) != 0)
                         json_object_set_new(labels, key, json_string(json_string_value(v)));
         }
         json_object_foreach(written, key, v)
@@ -325,7 +326,8 @@ static json_t *node_feature_update(const json_t *have, const json_t *want)
 {
         json_t *put = json_deep_copy(have);
         json_t *meta = json_object_get(put, "metadata");
-        json_object_set(meta, "labels", json_object_get(json_object_get(want, "metadata"), "labels"));
+        json_object_set(meta, "labels",
+                        json_object_get(json_object_get(want, "metadata"), "labels"));
         json_object_set(put, "spec", json_object_get(want, "spec"));
         json_object_set_new(put, "apiVersion", json_string("nfd.k8s-sigs.io/v1alpha1"));
         json_object_set_new(put, "kind", json_string("NodeFeature"));
