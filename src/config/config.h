@@ -155,6 +155,7 @@ struct devlet_config {
         bool labels_oneshot;              /* --oneshot: `devlet labels` labels once and exits */
         bool labels_no_timestamp;         /* --no-timestamp */
         int64_t labels_sleep_interval_ms; /* --sleep-interval, default 60s; -1 = infinite */
+        int64_t labels_resync_interval_ms; /* --labels-resync-interval, default 30m; -1 = never */
         char *labels_output_file;         /* --output-file; "" = LABELS_DEFAULT_OUTPUT_FILE
                                            * (`devlet labels`: standard output); "-" = stdout */
         char *machine_type_file;          /* --machine-type-file */

@@ -427,6 +427,19 @@ static const struct config_option options[] = {
                 .apply = CONFIG_APPLY_OUTPUTS,
         },
         {
+                .flag = "labels-resync-interval",
+                .envs = { "DEVLET_LABELS_RESYNC_INTERVAL" },
+                .key = "flags.labelsResyncInterval",
+                .type = CONFIG_DURATION,
+                .default_value = "30m",
+                .offset = FIELD(labels_resync_interval_ms),
+                .help = "With --labels-output node or node-feature: how long devlet trusts what "
+                        "it wrote before reading the object again (a label someone removed "
+                        "comes back), plus up to as much again at random; infinite: only after "
+                        "a failed write",
+                .apply = CONFIG_APPLY_OUTPUTS,
+        },
+        {
                 .flag = "use-node-feature-api",
                 .envs = { "GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API" },
                 .key = "flags.useNodeFeatureAPI",

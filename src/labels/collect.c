@@ -2,7 +2,7 @@
  *
  * A backend with a `labels` member gives its own (the NVIDIA backend:
  * GFD's, from the inventory NVML filled at start-up, its timestamp
- * included); every other
+ * included in the features.d file only); every other
  * backend's resources get "<resource>.count", their healthy devices.
  * Then each label is checked: an invalid key is dropped, an
  * invalid value sanitised, and either becomes a warning, so the file never
@@ -62,6 +62,13 @@ static void check(struct dev_labels *s, char ***warnings)
 void labels_collect(const struct devlet_config *cfg, const struct labels_backend *backends,
                     size_t n, struct dev_labels *out, char ***warnings)
 {
+        /* Through the API server the labels are written only when they
+         * change; a timestamp would change them every round, so there the
+         * backends label as with --no-timestamp (the file keeps GFD's). */
+        struct devlet_config view = *cfg;
+        if (labels_output_mode(cfg) != LABELS_TO_FILE)
+                view.labels_no_timestamp = true;
+        cfg = &view;
         for (size_t i = 0; i < n; i++) {
                 const struct labels_backend *b = &backends[i];
                 if (!b->backend)

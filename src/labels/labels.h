@@ -54,7 +54,9 @@ struct labels_backend {
 
 /* Every label the backends call for (their `labels` member, or
  * "<resource>.count", the healthy devices, for a backend without one), plus
- * nvidia.com/gfd.timestamp unless cfg->labels_no_timestamp.  A label whose
+ * nvidia.com/gfd.timestamp unless cfg->labels_no_timestamp or the output is
+ * the API server's (labels_output_mode: only a change is written there, and
+ * a timestamp would be one every round).  A label whose
  * key is invalid is left out and a value that is not valid is sanitised;
  * each becomes a warning appended to *warnings (a strv, created when NULL;
  * warnings may be NULL). */
@@ -88,6 +90,12 @@ json_t *labels_to_json(const struct dev_labels *s);
  * the annotation listing desired's keys.  NULL when nothing would change.
  * Never names a label neither desired nor the annotation holds. */
 json_t *labels_node_patch(const json_t *node, json_t *desired);
+/* The merge patch that takes a Node from written (the labels devlet last
+ * wrote there, {key: value}) to desired: the labels that changed or came,
+ * null for those that went, and the LABELS_OWNED_ANNOTATION list only when
+ * the keys changed.  NULL when they are the same.  Reads nothing of the
+ * Node: the publisher's write on change (publish.c). */
+json_t *labels_node_patch_since(json_t *written, json_t *desired);
 /* GFD's NodeFeature object for node carrying desired (borrowed). */
 json_t *labels_node_feature(const char *node, const json_t *desired);
 
@@ -95,7 +103,9 @@ struct labels_publisher;
 
 /* Starts the thread that keeps the labels handed over in the API server,
  * in labels_output_mode(cfg) (not LABELS_TO_FILE), for
- * config_node_name(cfg), through cfg->kubeconfig (empty: in-cluster).
+ * config_node_name(cfg), through cfg->kubeconfig (empty: in-cluster),
+ * writing only what changed and reading the object again only after a
+ * failure and every cfg->labels_resync_interval_ms (plus jitter).
  * Nothing is read from cfg afterwards.  Never fails: the API client is made
  * on the thread, and retried like any failed call. */
 struct labels_publisher *labels_publisher_start(const struct devlet_config *cfg);

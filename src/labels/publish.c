@@ -7,8 +7,10 @@
  * nfd.node.kubernetes.io/node-name=<node>, the labels in spec.labels.
  * Read, then created (POST) when missing or replaced (PUT of the object
  * read with our labels and spec: its resourceVersion makes a concurrent
- * writer's change fail the call, which is retried) when its labels differ;
- * nothing is written when they are the same.
+ * writer's change fail the call) when its labels differ; nothing is written
+ * when they are the same.  Afterwards a change is a PUT of the object the
+ * last answer returned; a conflict (409) or a deleted object (404) reads it
+ * again at once.
  *
  * node: the Node's own labels, as AMD's k8s-node-labeller sets them.  The
  * keys devlet wrote are listed in the Node's annotation
@@ -16,21 +18,31 @@
  * removed, after a restart too, and a label devlet never wrote is never
  * touched.  Read, then one JSON merge patch: the labels that differ, null
  * for owned ones that went, the new list of owned keys; nothing when the
- * Node already says all that.
+ * Node already says all that.  Afterwards a change is a merge patch of the
+ * changed keys alone (the list only when the keys changed), with no read.
+ *
+ * Writes only on change: at 5,000 nodes a read every labelling round is a
+ * storm for nothing.  The thread keeps what the server holds as of its last
+ * successful read or write (struct published) and compares each set handed
+ * over with that, not with the server: equal labels cost no request.  It
+ * reads the object again only after a failure, and at the re-sync
+ * (--labels-resync-interval plus up to as much again at random, so nodes
+ * do not read together): a label someone removed comes back then.
  *
  * The loop hands each label set over (labels_publisher_set: a copy under
- * the mutex) and never waits on the server; the thread compares with what
- * the server holds on every set, and every LABELS_RESYNC_MS anyway (a label
- * someone removed comes back).  A failure (no answer, an error status, a
- * body that is not what it should be) is logged once per change of error
- * and retried with backoff (kapi_backoff_ms, up to LABELS_BACKOFF_CAP_MS);
- * the latest set is the one retried.  Stopping sets an atomic flag the API
- * client looks at every 100 ms and joins the thread. */
+ * the mutex) and never waits on the server.  A failure (no answer, an
+ * error status, a body that is not what it should be) is logged once per
+ * change of error and retried with backoff (kapi_backoff_ms, up to
+ * LABELS_BACKOFF_CAP_MS); the latest set is the one retried.  Stopping
+ * sets an atomic flag the API client looks at every 100 ms and joins the
+ * thread. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "base/cleanup.h"
@@ -40,7 +52,7 @@
 #include "kapi/kapi.h"
 #include "labels/labels.h"
 
-#define LABELS_RESYNC_MS (5 * 60 * 1000)
+#define LABELS_RESYNC_MIN_MS 1000
 #define LABELS_CALL_MS 10000
 #define LABELS_BACKOFF_CAP_MS 30000
 #define NODE_FEATURE_PREFIX "nvidia-features-for-"
@@ -57,9 +69,24 @@ struct labels_publisher {
         pthread_mutex_t mu;
         pthread_cond_t cond; /* CLOCK_MONOTONIC */
         atomic_bool stop;
-        json_t *desired; /* {key: value}; NULL until the first set */
+        json_t *desired; /* {key: value}; NULL until the first set; never changed once set */
         bool dirty;
+        int64_t resync_ms; /* -1: never */
 };
+
+/* What the server holds as of the thread's last successful read or write:
+ * a set equal to labels costs no request.  Only the publishing thread (or
+ * labels_publish_once) touches it. */
+struct published {
+        json_t *labels; /* the labels devlet owns there; NULL: unknown, read first */
+        json_t *object; /* node-feature: the object as last answered; NULL: read first */
+};
+
+static void published_forget(struct published *st)
+{
+        json_decref(TAKE_PTR(st->labels));
+        json_decref(TAKE_PTR(st->object));
+}
 
 enum labels_output labels_output_mode(const struct devlet_config *cfg)
 {
@@ -156,6 +183,37 @@ json_t *labels_node_patch(const json_t *node, json_t *desired)
                          LABELS_OWNED_ANNOTATION, want);
 }
 
+json_t *labels_node_patch_since(json_t *written, json_t *desired)
+{
+        json_t *labels = json_object();
+        bool keys_changed = false;
+        const char *key;
+        json_t *v;
+        json_object_foreach(desired, key, v) {
+                const json_t *cur = json_object_get(written, key);
+                keys_changed |= !cur;
+                if (!json_is_string(cur) ||
+                    strcmp(json_string_value(cur), json_string_value(v)) != 0)
+                        json_object_set_new(labels, key, json_string(json_string_value(v)));
+        }
+        json_object_foreach(written, key, v)
+                if (!json_object_get(desired, key)) {
+                        json_object_set_new(labels, key, json_null());
+                        keys_changed = true;
+                }
+        if (json_object_size(labels) == 0) {
+                json_decref(labels);
+                return NULL;
+        }
+        json_t *meta = json_pack("{s:o}", "labels", labels);
+        if (keys_changed) {
+                _cleanup_free_ char *want = owned_list(desired);
+                json_object_set_new(meta, "annotations",
+                                    json_pack("{s:s}", LABELS_OWNED_ANNOTATION, want));
+        }
+        return json_pack("{s:o}", "metadata", meta);
+}
+
 /* ---- node-feature: NFD's NodeFeature object ---- */
 
 json_t *labels_node_feature(const char *node, const json_t *desired)
@@ -224,33 +282,83 @@ static int want_object(const json_t *obj, const char *what, struct diag *diag)
         return diag_set(diag, -EBADMSG, "%s: the API server's answer is not an object", what);
 }
 
+/* node: the first time (and after a failure or at the re-sync) the Node is
+ * read and patched where it differs; afterwards only the keys that changed
+ * since the last write are patched, without a read. */
 static int publish_node(const struct call_ctx *c, const char *node, json_t *desired,
-                        int *writes, struct diag *diag)
+                        struct published *st, int *writes, struct diag *diag)
 {
         _cleanup_free_ char *esc = kapi_escape(node);
         _cleanup_free_ char *path = xasprintf("/api/v1/nodes/%s", esc);
-        json_t *obj = NULL;
         long status;
-        int r = call(c, "GET", path, NULL, &node_keep, &obj, &status, diag);
-        if (r >= 0)
-                r = want_object(obj, path, diag);
-        if (r < 0) {
+        int r;
+        json_t *patch;
+        if (st->labels) {
+                patch = labels_node_patch_since(st->labels, desired);
+        } else {
+                json_t *obj = NULL;
+                r = call(c, "GET", path, NULL, &node_keep, &obj, &status, diag);
+                if (r >= 0)
+                        r = want_object(obj, path, diag);
+                if (r < 0) {
+                        json_decref(obj);
+                        return r;
+                }
+                patch = labels_node_patch(obj, desired);
                 json_decref(obj);
+        }
+        if (patch) {
+                published_forget(st); /* unknown until the answer says otherwise */
+                r = call(c, "PATCH", path, patch, NULL, NULL, &status, diag);
+                json_decref(patch);
+                if (r < 0)
+                        return r;
+                (*writes)++;
+        }
+        json_decref(st->labels);
+        st->labels = json_incref(desired);
+        return 0;
+}
+
+/* GFD's update: the object read (its resourceVersion, and what others keep
+ * in its metadata) with our labels and spec. */
+static json_t *node_feature_update(const json_t *have, const json_t *want)
+{
+        json_t *put = json_deep_copy(have);
+        json_t *meta = json_object_get(put, "metadata");
+        json_object_set(meta, "labels",
+                        json_object_get(json_object_get(want, "metadata"), "labels"));
+        json_object_set(put, "spec", json_object_get(want, "spec"));
+        json_object_set_new(put, "apiVersion", json_string("nfd.k8s-sigs.io/v1alpha1"));
+        json_object_set_new(put, "kind", json_string("NodeFeature"));
+        return put;
+}
+
+/* A write (POST or PUT) whose answer, the object as stored, becomes
+ * st->object: the next change is a PUT of it, with no read.  An answer that
+ * is not an object leaves st->object NULL (the next change reads first). */
+static int node_feature_write(const struct call_ctx *c, const char *method, const char *path,
+                              const json_t *body, struct published *st, long *status,
+                              int *writes, struct diag *diag)
+{
+        published_forget(st);
+        json_t *answer = NULL;
+        int r = call(c, method, path, body, &feature_keep, &answer, status, diag);
+        if (r < 0) {
+                json_decref(answer);
                 return r;
         }
-        json_t *patch = labels_node_patch(obj, desired);
-        json_decref(obj);
-        if (!patch)
-                return 0;
-        r = call(c, "PATCH", path, patch, NULL, NULL, &status, diag);
-        json_decref(patch);
-        if (r >= 0)
-                (*writes)++;
-        return r;
+        (*writes)++;
+        struct diag ignored = { 0 };
+        if (want_object(answer, path, &ignored) == 0)
+                st->object = TAKE_PTR(answer);
+        json_decref(answer);
+        return 0;
 }
 
 static int publish_node_feature(const struct call_ctx *c, const char *node, const char *ns,
-                                json_t *desired, int *writes, struct diag *diag)
+                                json_t *desired, struct published *st, int *writes,
+                                struct diag *diag)
 {
         _cleanup_free_ char *ens = kapi_escape(ns);
         _cleanup_free_ char *name = xasprintf(NODE_FEATURE_PREFIX "%s", node);
@@ -258,43 +366,50 @@ static int publish_node_feature(const struct call_ctx *c, const char *node, cons
         _cleanup_free_ char *coll = xasprintf(NFD_API "/namespaces/%s/nodefeatures", ens);
         _cleanup_free_ char *path = xasprintf("%s/%s", coll, ename);
         json_t *want = labels_node_feature(node, desired);
+        long status = 0;
+        int r = 0;
+        if (st->object) {
+                json_t *put = node_feature_update(st->object, want);
+                r = node_feature_write(c, "PUT", path, put, st, &status, writes, diag);
+                json_decref(put);
+                if (r < 0 && (status == 409 || status == 404)) {
+                        /* someone changed or deleted it since: read it again now */
+                        *diag = (struct diag){ 0 };
+                        r = 1;
+                }
+                if (r <= 0)
+                        goto done;
+        }
         json_t *have = NULL;
-        long status;
         struct diag why = { 0 };
-        int r = call(c, "GET", path, NULL, &feature_keep, &have, &status, &why);
+        r = call(c, "GET", path, NULL, &feature_keep, &have, &status, &why);
         if (r < 0 && status == 404) {
-                r = call(c, "POST", coll, want, NULL, NULL, &status, diag);
-                if (r >= 0)
-                        (*writes)++;
-                json_decref(want);
-                return r;
+                json_decref(have);
+                r = node_feature_write(c, "POST", coll, want, st, &status, writes, diag);
+                goto done;
         }
         if (r >= 0)
                 r = want_object(have, path, &why);
         if (r < 0) {
                 *diag = why;
                 json_decref(have);
-                json_decref(want);
-                return r;
+                goto done;
         }
         if (!node_feature_same(have, want)) {
-                /* GFD's update: the object read (its resourceVersion, and
-                 * what others keep in its metadata) with our labels and spec */
-                json_t *put = json_deep_copy(have);
-                json_t *meta = json_object_get(put, "metadata");
-                json_object_set(meta, "labels",
-                                json_object_get(json_object_get(want, "metadata"), "labels"));
-                json_object_set(put, "spec", json_object_get(want, "spec"));
-                json_object_set_new(put, "apiVersion", json_string("nfd.k8s-sigs.io/v1alpha1"));
-                json_object_set_new(put, "kind", json_string("NodeFeature"));
-                r = call(c, "PUT", path, put, NULL, NULL, &status, diag);
+                json_t *put = node_feature_update(have, want);
+                r = node_feature_write(c, "PUT", path, put, st, &status, writes, diag);
                 json_decref(put);
-                if (r >= 0)
-                        (*writes)++;
+                json_decref(have);
+        } else {
+                st->object = have;
         }
-        json_decref(have);
+done:
+        if (r >= 0) {
+                json_decref(st->labels);
+                st->labels = json_incref(desired);
+        }
         json_decref(want);
-        return r;
+        return r < 0 ? r : 0;
 }
 
 static int api_new(const char *kubeconfig, struct kapi_client **out, struct diag *diag)
@@ -306,14 +421,21 @@ static int api_new(const char *kubeconfig, struct kapi_client **out, struct diag
         return kapi_client_new(kc, out, diag);
 }
 
+/* Makes the server hold desired; no request at all when st says it does.
+ * On failure st is forgotten (the next try reads first). */
 static int publish(struct kapi_client *api, const atomic_bool *stop, enum labels_output mode,
-                   const char *node, const char *ns, json_t *desired, int *writes,
-                   struct diag *diag)
+                   const char *node, const char *ns, json_t *desired, struct published *st,
+                   int *writes, struct diag *diag)
 {
+        if (st->labels && json_equal(st->labels, desired))
+                return 0;
         const struct call_ctx c = { api, stop };
-        if (mode == LABELS_TO_NODE)
-                return publish_node(&c, node, desired, writes, diag);
-        return publish_node_feature(&c, node, ns, desired, writes, diag);
+        int r = mode == LABELS_TO_NODE
+                        ? publish_node(&c, node, desired, st, writes, diag)
+                        : publish_node_feature(&c, node, ns, desired, st, writes, diag);
+        if (r < 0)
+                published_forget(st);
+        return r;
 }
 
 int labels_publish_once(const struct devlet_config *cfg, const struct dev_labels *set,
@@ -325,9 +447,11 @@ int labels_publish_once(const struct devlet_config *cfg, const struct dev_labels
                 return r;
         _cleanup_free_ char *node = config_node_name(cfg);
         json_t *desired = labels_to_json(set);
+        struct published st = { 0 };
         int writes = 0;
         r = publish(api, NULL, labels_output_mode(cfg), node, cfg->labels_namespace, desired,
-                    &writes, diag);
+                    &st, &writes, diag);
+        published_forget(&st);
         json_decref(desired);
         kapi_client_free(api);
         return r;
@@ -344,21 +468,44 @@ static void sleep_ms(struct labels_publisher *p, long ms)
                 ;
 }
 
+/* When to read the object again: the interval plus up to as much again at
+ * random, so the nodes of a cluster started together do not read together. */
+static struct timespec resync_deadline(int64_t every_ms)
+{
+        if (every_ms < LABELS_RESYNC_MIN_MS)
+                every_ms = LABELS_RESYNC_MIN_MS;
+        uint64_t u = 0;
+        if (getrandom(&u, sizeof(u), GRND_NONBLOCK) != (ssize_t)sizeof(u)) {
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                u = (uint64_t)now.tv_nsec * 2654435761u;
+        }
+        return clock_monotonic_in((long)(every_ms + (int64_t)(u % (uint64_t)every_ms)));
+}
+
 static void *publisher_main(void *ud)
 {
         struct labels_publisher *p = ud;
         struct kapi_client *api = NULL;
+        struct published st = { 0 };
         unsigned attempt = 0;
         char last_error[DIAG_FORMAT_MAX] = "";
         bool published = false;
+        bool resync_armed = false;
+        struct timespec resync = { 0 };
         pthread_mutex_lock(&p->mu);
         for (;;) {
-                struct timespec resync = clock_monotonic_in(LABELS_RESYNC_MS);
-                while ((!p->dirty || !p->desired) && !atomic_load(&p->stop))
-                        if (pthread_cond_timedwait(&p->cond, &p->mu, &resync) == ETIMEDOUT) {
-                                p->dirty = true;
-                                resync = clock_monotonic_in(LABELS_RESYNC_MS);
+                while ((!p->dirty || !p->desired) && !atomic_load(&p->stop)) {
+                        if (!resync_armed) {
+                                pthread_cond_wait(&p->cond, &p->mu);
+                                continue;
                         }
+                        if (pthread_cond_timedwait(&p->cond, &p->mu, &resync) == ETIMEDOUT) {
+                                published_forget(&st); /* read again: what was removed comes back */
+                                resync_armed = false;
+                                p->dirty = true;
+                        }
+                }
                 if (atomic_load(&p->stop))
                         break;
                 p->dirty = false;
@@ -367,9 +514,10 @@ static void *publisher_main(void *ud)
 
                 struct diag why = { 0 };
                 int writes = 0;
+                bool read = !st.labels;
                 int r = api ? 0 : api_new(p->kubeconfig, &api, &why);
                 if (r >= 0)
-                        r = publish(api, &p->stop, p->mode, p->node, p->ns, desired, &writes,
+                        r = publish(api, &p->stop, p->mode, p->node, p->ns, desired, &st, &writes,
                                     &why);
                 size_t n = json_object_size(desired);
                 json_decref(desired);
@@ -392,6 +540,10 @@ static void *publisher_main(void *ud)
                         p->dirty = true;
                         continue;
                 }
+                if (read && p->resync_ms >= 0) {
+                        resync = resync_deadline(p->resync_ms);
+                        resync_armed = true;
+                }
                 if (last_error[0] || !published)
                         log_info("labels", "labels published output=%s node=%s labels=%zu "
                                            "writes=%d",
@@ -399,11 +551,15 @@ static void *publisher_main(void *ud)
                 else if (writes)
                         log_debug("labels", "labels published output=%s labels=%zu",
                                   labels_output_name(p->mode), n);
+                else
+                        log_trace("labels", "labels unchanged, nothing sent output=%s",
+                                  labels_output_name(p->mode));
                 last_error[0] = '\0';
                 published = true;
                 attempt = 0;
         }
         pthread_mutex_unlock(&p->mu);
+        published_forget(&st);
         kapi_client_free(api);
         return NULL;
 }
@@ -416,6 +572,7 @@ struct labels_publisher *labels_publisher_start(const struct devlet_config *cfg)
         p->node = config_node_name(cfg);
         p->ns = xstrdup(cfg->labels_namespace && cfg->labels_namespace[0] ? cfg->labels_namespace
                                                                            : "default");
+        p->resync_ms = cfg->labels_resync_interval_ms;
         pthread_mutex_init(&p->mu, NULL);
         clock_cond_init(&p->cond);
         pthread_create(&p->thread, NULL, publisher_main, p);

@@ -717,6 +717,29 @@ static void test_node_patch(void **state)
         json_decref(desired);
 }
 
+static void test_node_patch_since(void **state)
+{
+        json_error_t e;
+        json_t *written = json_loads("{\"a.io/x\": \"1\", \"a.io/y\": \"\"}", 0, &e);
+        json_t *same = json_loads("{\"a.io/y\": \"\", \"a.io/x\": \"1\"}", 0, &e);
+        assert_null(labels_node_patch_since(written, same));
+        /* a value changed: that key alone, the owned list untouched */
+        json_t *changed = json_loads("{\"a.io/x\": \"2\", \"a.io/y\": \"\"}", 0, &e);
+        json_t *p = labels_node_patch_since(written, changed);
+        assert_json(p, "{\"metadata\": {\"labels\": {\"a.io/x\": \"2\"}}}");
+        json_decref(p);
+        /* a key went and one came: null for the one, the new list */
+        json_t *moved = json_loads("{\"a.io/x\": \"1\", \"a.io/z\": \"3\"}", 0, &e);
+        p = labels_node_patch_since(written, moved);
+        assert_json(p, "{\"metadata\": {\"labels\": {\"a.io/y\": null, \"a.io/z\": \"3\"},"
+                       " \"annotations\": {\"" LABELS_OWNED_ANNOTATION "\": \"a.io/x,a.io/z\"}}}");
+        json_decref(p);
+        json_decref(moved);
+        json_decref(changed);
+        json_decref(same);
+        json_decref(written);
+}
+
 static void test_node_feature_object(void **state)
 {
         json_error_t e;
@@ -744,6 +767,7 @@ int main(void)
                 cmocka_unit_test(test_mig_single),   cmocka_unit_test(test_mig_mixed),
                 cmocka_unit_test(test_collect),      cmocka_unit_test(test_output_path),
                 cmocka_unit_test(test_output_mode),  cmocka_unit_test(test_node_patch),
+                cmocka_unit_test(test_node_patch_since),
                 cmocka_unit_test(test_node_feature_object),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
