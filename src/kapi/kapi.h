@@ -80,8 +80,28 @@ struct kapi_limits {
 };
 void kapi_client_set_limits(struct kapi_client *c, const struct kapi_limits *l);
 
+/* Who the client is to the API server, in its User-Agent: "devlet/<version>
+ * (linux/<arch>) <component>" (component: "dra", "labels", ...; NULL or ""
+ * leaves it out; at most 64 bytes of it), so audit logs and API Priority and
+ * Fairness tell devlet's parts apart.  Safe while calls run. */
+void kapi_client_set_user_agent(struct kapi_client *c, const char *component);
+
+/* Every call (a watch once, as it opens) takes a token from the client's
+ * bucket, shared by its threads: qps a second, up to burst saved (burst 0
+ * reads as KAPI_BURST_DEFAULT; qps 0 as KAPI_QPS_DEFAULT; qps < 0: no limit,
+ * as in client-go).  A call with no token waits for one
+ * (looking at its stop flag; a turn later than its timeout_ms is
+ * -ETIMEDOUT at the deadline) rather than failing.  A 429, or a 503 with
+ * Retry-After, pauses the client's calls for its Retry-After seconds (at
+ * most 60; an HTTP-date is ignored), so every retry waits at least that
+ * long.  A new client: client-go's defaults. */
+#define KAPI_QPS_DEFAULT 5.0
+#define KAPI_BURST_DEFAULT 10u
+void kapi_client_set_rate(struct kapi_client *c, double qps, unsigned burst);
+
 struct kapi_response {
         long status;  /* HTTP status, 0 when no answer came (set on failure too) */
+        long retry_after_ms; /* the pause a 429/503 asked for (see above; 0: none) */
         json_t *body; /* the parsed body (NULL: empty or not JSON) */
 };
 void kapi_response_release(struct kapi_response *r);

@@ -313,6 +313,8 @@ static int api_new(const char *kubeconfig, struct kapi_client **out, struct diag
                 return diag_prefix(diag, r, "API server");
         r = kapi_client_new(kc, out, diag);
         if (r == 0)
+                kapi_client_set_user_agent(*out, "podlabels");
+        if (r == 0)
                 kapi_client_set_limits(*out, &(struct kapi_limits){
                                                      .max_body = PODLABELS_MAX_BODY,
                                                      .low_speed_ms = (PODLABELS_WATCH_SECONDS + 30) * 1000L,
