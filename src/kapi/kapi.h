@@ -9,7 +9,10 @@
  * Every answer is bounded: a body over its limit, a line of a watch over its
  * limit, JSON over its budget of values (kapi_keep), or a peer that stops
  * sending for the low-speed time fails the call with a clear diag, and memory
- * never grows with what the server sends.  Knows nothing of devices or DRA.  Never logs above debug. */
+ * never grows with what the server sends.  Polite to a large cluster's API
+ * server: a User-Agent per component, a token bucket per client and the
+ * server's Retry-After obeyed (kapi_client_set_rate).  Knows nothing of
+ * devices or DRA.  Never logs above debug. */
 #ifndef DEVLET_KAPI_KAPI_H
 #define DEVLET_KAPI_KAPI_H
 
@@ -177,7 +180,9 @@ char *kapi_escape(const char *s);
 
 /* Bounded retry: the delay before attempt n (0-based) of a call that
  * failed for a reason that may pass (no answer, 429, 5xx): 200 ms doubling
- * to cap_ms (<= 0: 30 s), then ±20% jitter (so up to 1.2 * cap_ms). */
+ * to cap_ms (<= 0: 30 s), then ±20% jitter (so up to 1.2 * cap_ms).  A
+ * Retry-After the answer carried is waited on top, inside the client's
+ * next call (kapi_client_set_rate), as it is after kapi_rewatch_end. */
 long kapi_backoff_ms(unsigned attempt, long cap_ms);
 /* The pace of a loop that lists and watches, or anything else that may
  * end at once and start over: a watch the server ends at once, a 410, an
