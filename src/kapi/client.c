@@ -12,8 +12,11 @@
  * jansson; a watch keeps one line at a time up to max_watch_line and
  * filters each the same way.  A refusal's Status is kept up to 64 KiB.
  * Redirects are not followed and only http and https are spoken, so a
- * server cannot send us elsewhere.  HTTP/1.1 only: each call runs in its own thread, so HTTP/2
- * multiplexing would buy nothing, and a watch holds its connection anyway.
+ * server cannot send us elsewhere.  Every call, a watch as it opens, first
+ * takes its turn from the client's token bucket (rate.c), which a 429 or a
+ * 503 with Retry-After pauses; the User-Agent names the component.
+ * HTTP/1.1 only: each call runs in its own thread, so HTTP/2 multiplexing
+ * would buy nothing, and a watch holds its connection anyway.
  *
  * Never logs above debug: the caller gets -errno and a diag. */
 #include <errno.h>
