@@ -1,5 +1,5 @@
 /* What kapi's files share beyond kapi.h (and what its unit tests and fuzz
- * target reach): the token file reader and the
+ * target reach): the token file reader, the client's token bucket and the
  * watch's line splitter. */
 #ifndef DEVLET_KAPI_INTERNAL_H
 #define DEVLET_KAPI_INTERNAL_H
