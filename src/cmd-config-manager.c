@@ -526,6 +526,8 @@ int cmd_config_manager(int argc, char **argv)
         int r = kapi_config_load(cm.kubeconfig, NULL, &kc, &diag);
         if (r == 0)
                 r = kapi_client_new(kc, &cm.client, &diag);
+        if (r == 0)
+                kapi_client_set_user_agent(cm.client, "config-manager");
         if (r < 0) {
                 char buf[DIAG_FORMAT_MAX];
                 fprintf(stderr, "Error: no API server: %s\n", diag_format(&diag, buf, sizeof(buf)));

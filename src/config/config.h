@@ -168,6 +168,8 @@ struct devlet_config {
         /* Dynamic Resource Allocation */
         char **dra_resources;        /* PATTERN[=dra|both|device-plugin] items, the last match wins */
         char *kubeconfig;            /* "" = in-cluster service account */
+        char *kube_api_qps;          /* --kube-api-qps as given (a number; see below) */
+        long kube_api_burst;         /* --kube-api-burst */
         char *node_name;             /* "" = the host name */
         char *kubelet_registry_dir;  /* the kubelet's plugins_registry */
         char *kubelet_plugins_dir;   /* <dir>/<driver>/dra.sock and checkpoint */
@@ -175,6 +177,7 @@ struct devlet_config {
 
         /* derived by config_load, not options */
         bool kubelet_disabled;  /* --kubelet-socket "" given: serve, never register */
+        double kube_api_qps_value; /* --kube-api-qps read (kapi_client_set_rate's qps) */
 
         /* sections */
         struct hostdev_cfg hostdev;

@@ -7,6 +7,7 @@
  * Never logs and never exits: every problem goes back as -EINVAL with a
  * diag that names the flag, env var or file position and what is allowed. */
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,6 +276,18 @@ static int check_dra_resources(char *const *items, struct diag *diag)
         return 0;
 }
 
+/* --kube-api-qps: a decimal number (GFD's is a float: "7.5"). */
+static int read_qps(const char *text, double *out, struct diag *diag)
+{
+        char *end;
+        errno = 0;
+        double v = strtod(text, &end);
+        if (!text[0] || *end || errno || !isfinite(v))
+                return diag_set(diag, -EINVAL, "--kube-api-qps: \"%.40s\" is not a number", text);
+        *out = v;
+        return 0;
+}
+
 int config_load(const struct config_families *families, int argc, char **argv,
                 struct devlet_config **out, struct diag *diag, int *argi)
 {
@@ -327,6 +340,9 @@ int config_load(const struct config_families *families, int argc, char **argv,
         }
 
         r = check_dra_resources(cfg->dra_resources, diag);
+        if (r < 0)
+                return r;
+        r = read_qps(cfg->kube_api_qps, &cfg->kube_api_qps_value, diag);
         if (r < 0)
                 return r;
 

@@ -489,6 +489,28 @@ static const struct config_option options[] = {
                 .apply = CONFIG_APPLY_SOCKETS,
         },
         {
+                .flag = "kube-api-qps",
+                .envs = { "KUBE_API_QPS" },
+                .type = CONFIG_STRING,
+                .default_value = "5",
+                .offset = FIELD(kube_api_qps),
+                .help = "Requests a second each Kubernetes client makes at most, after its "
+                        "burst (client-go's QPS: 0 is 5, negative is no limit)",
+                .apply = CONFIG_APPLY_RESTART,
+        },
+        {
+                .flag = "kube-api-burst",
+                .envs = { "KUBE_API_BURST" },
+                .type = CONFIG_INT,
+                .default_value = "10",
+                .offset = FIELD(kube_api_burst),
+                .min = 0,
+                .max = 100000,
+                .help = "Requests each Kubernetes client makes at once before --kube-api-qps "
+                        "paces it (0 is 10)",
+                .apply = CONFIG_APPLY_RESTART,
+        },
+        {
                 .flag = "node-name",
                 .envs = { "NODE_NAME" },
                 .type = CONFIG_STRING,

@@ -29,7 +29,12 @@ static int api_new(const struct devlet_config *cfg, struct kapi_client **out, st
         int r = kapi_config_load(cfg->kubeconfig, NULL, &kc, diag);
         if (r < 0)
                 return diag_prefix(diag, r, "API server");
-        return kapi_client_new(kc, out, diag);
+        r = kapi_client_new(kc, out, diag);
+        if (r < 0)
+                return r;
+        kapi_client_set_user_agent(*out, "dra");
+        kapi_client_set_rate(*out, cfg->kube_api_qps_value, (unsigned)cfg->kube_api_burst);
+        return 0;
 }
 
 int dra_start(uv_loop_t *loop, const struct devlet_config *cfg, const struct dra_cdi_ops *cdi,

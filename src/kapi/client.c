@@ -12,8 +12,11 @@
  * jansson; a watch keeps one line at a time up to max_watch_line and
  * filters each the same way.  A refusal's Status is kept up to 64 KiB.
  * Redirects are not followed and only http and https are spoken, so a
- * server cannot send us elsewhere.  HTTP/1.1 only: each call runs in its own thread, so HTTP/2
- * multiplexing would buy nothing, and a watch holds its connection anyway.
+ * server cannot send us elsewhere.  Every call, a watch as it opens, first
+ * takes its turn from the client's token bucket (rate.c), which a 429 or a
+ * 503 with Retry-After pauses; the User-Agent names the component.
+ * HTTP/1.1 only: each call runs in its own thread, so HTTP/2 multiplexing
+ * would buy nothing, and a watch holds its connection anyway.
  *
  * Never logs above debug: the caller gets -errno and a diag. */
 #include <errno.h>
@@ -38,14 +41,35 @@
 #define CONNECT_TIMEOUT_DEFAULT 5000L
 #define LOW_SPEED_DEFAULT 30000L
 #define TOKEN_REREAD_MS 60000u
+/* A Retry-After is obeyed up to this long: a server (or a proxy) that asks
+ * for more does not stop a node's daemon for longer. */
+#define RETRY_AFTER_MAX_S 60L
+/* The architecture as Kubernetes (GOARCH) names it, for the User-Agent. */
+#if defined(__x86_64__)
+#define UA_ARCH "amd64"
+#elif defined(__aarch64__)
+#define UA_ARCH "arm64"
+#elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define UA_ARCH "ppc64le"
+#elif defined(__s390x__)
+#define UA_ARCH "s390x"
+#elif defined(__i386__)
+#define UA_ARCH "386"
+#else
+#define UA_ARCH "unknown"
+#endif
+/* client-go's form, binary/version (os/arch) then who is calling */
+#define UA_BASE "devlet/" DEVLET_VERSION " (linux/" UA_ARCH ")"
 /* What a refused watch keeps of its answer: enough for a Status. */
 #define REFUSAL_BODY_MAX (64u << 10)
 
 struct kapi_client {
         struct kapi_config *cfg;
         struct kapi_http *http;
-        pthread_mutex_t mu; /* limits and the token read from token_file */
+        pthread_mutex_t mu; /* limits, user agent, rate and the token read from token_file */
         struct kapi_limits limits;
+        char *user_agent;
+        struct kapi_rate rate;
         char *file_token;
         uint64_t file_token_at; /* monotonic ms of the last read; 0: never */
 };
@@ -103,6 +127,8 @@ int kapi_client_new(struct kapi_config *cfg, struct kapi_client **out, struct di
         c->http = http;
         pthread_mutex_init(&c->mu, NULL);
         kapi_client_set_limits(c, &(struct kapi_limits){ 0 });
+        c->user_agent = xstrdup(UA_BASE);
+        kapi_rate_init(&c->rate, KAPI_QPS_DEFAULT, KAPI_BURST_DEFAULT, now_ms());
         *out = c;
         return 0;
 }
@@ -114,6 +140,7 @@ void kapi_client_free(struct kapi_client *c)
         kapi_http_free(c->http);
         pthread_mutex_destroy(&c->mu);
         free_secret(c->file_token);
+        free(c->user_agent);
         kapi_config_free(c->cfg);
         free(c);
 }
@@ -134,11 +161,80 @@ void kapi_client_set_limits(struct kapi_client *c, const struct kapi_limits *l)
         pthread_mutex_unlock(&c->mu);
 }
 
+void kapi_client_set_user_agent(struct kapi_client *c, const char *component)
+{
+        char *ua = component && component[0] && !has_control(component)
+                           ? xasprintf("%s %.64s", UA_BASE, component)
+                           : xstrdup(UA_BASE);
+        pthread_mutex_lock(&c->mu);
+        free(c->user_agent);
+        c->user_agent = ua;
+        pthread_mutex_unlock(&c->mu);
+}
+
+void kapi_client_set_rate(struct kapi_client *c, double qps, unsigned burst)
+{
+        if (qps == 0)
+                qps = KAPI_QPS_DEFAULT;
+        if (burst == 0)
+                burst = KAPI_BURST_DEFAULT;
+        pthread_mutex_lock(&c->mu);
+        uint64_t paused = c->rate.paused_until_ms;
+        kapi_rate_init(&c->rate, qps, burst, now_ms());
+        c->rate.paused_until_ms = paused;
+        pthread_mutex_unlock(&c->mu);
+}
+
 void kapi_response_release(struct kapi_response *r)
 {
         json_decref(r->body);
         r->body = NULL;
         r->status = 0;
+        r->retry_after_ms = 0;
+}
+
+/* Waits for the call's turn under the client's rate and pause.  Returns 0,
+ * -ECANCELED when *stop became true, or -ETIMEDOUT when the turn comes
+ * after the call's deadline (*timeout_ms, which loses the time waited). */
+static int rate_wait(struct kapi_client *c, long *timeout_ms, const atomic_bool *stop)
+{
+        pthread_mutex_lock(&c->mu);
+        long wait = kapi_rate_take(&c->rate, now_ms());
+        pthread_mutex_unlock(&c->mu);
+        if (wait <= 0)
+                return 0;
+        bool late = *timeout_ms > 0 && wait >= *timeout_ms;
+        long left = late ? *timeout_ms : wait;
+        while (left > 0) {
+                if (stop && atomic_load(stop))
+                        return -ECANCELED;
+                long step = left < KAPI_HTTP_STOP_POLL_MS ? left : KAPI_HTTP_STOP_POLL_MS;
+                struct timespec ts = { .tv_sec = step / 1000, .tv_nsec = step % 1000 * 1000000L };
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                        ;
+                left -= step;
+        }
+        if (late)
+                return -ETIMEDOUT;
+        if (*timeout_ms > 0)
+                *timeout_ms -= wait;
+        return 0;
+}
+
+/* A 429, or a 503 that says when to come back: no call of this client
+ * starts before then (at most RETRY_AFTER_MAX_S).  Returns the pause in
+ * ms (0: none). */
+static long obey_retry_after(struct kapi_client *c, long status, unsigned retry_after_s)
+{
+        if ((status != 429 && status != 503) || retry_after_s == 0)
+                return 0;
+        long ms = (retry_after_s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : (long)retry_after_s) *
+                  1000L;
+        pthread_mutex_lock(&c->mu);
+        kapi_rate_pause(&c->rate, now_ms(), ms);
+        pthread_mutex_unlock(&c->mu);
+        log_debug("kapi", "server asks to wait status=%ld retry_after_ms=%ld", status, ms);
+        return ms;
 }
 
 /* The bearer token for one call (a copy; NULL: none).  A token file wins
@@ -195,6 +291,7 @@ struct xfer {
         char *buf;
         size_t len, cap;
         long status;
+        unsigned retry_after_s;
         /* a watch */
         kapi_event_fn fn;
         void *ud;
@@ -244,6 +341,7 @@ static int on_head(void *ud, const struct kapi_http_parser *p)
 {
         struct xfer *x = ud;
         x->status = p->status;
+        x->retry_after_s = p->retry_after_s;
         /* a refusal: keep the start of its Status */
         x->refused = p->status >= 400 || p->status < 200;
         if (x->fn || x->refused)
@@ -351,14 +449,16 @@ static bool path_ok(const char *path)
         return true;
 }
 
-/* One transfer: checks the call, then runs it on c's transport.  Returns 0
- * when an HTTP answer came (*status, as soon as it came), or -errno with
- * diag. */
+/* One transfer: checks the call, waits for its turn (the client's rate),
+ * then runs it on c's transport.  Returns 0 when an HTTP answer came
+ * (*status, as soon as it came; *retry_after_ms, the pause it asked for),
+ * or -errno with diag. */
 static int perform(struct kapi_client *c, struct xfer *x, const char *method, const char *path,
                    const char *body, long timeout_ms, const atomic_bool *stop, long *status,
-                   struct diag *diag)
+                   long *retry_after_ms, struct diag *diag)
 {
         *status = 0;
+        *retry_after_ms = 0;
         if (!path_ok(path))
                 return diag_set(diag, -EINVAL,
                                 "%s %.300s: the path must start with / and be escaped", method,
@@ -371,8 +471,16 @@ static int perform(struct kapi_client *c, struct xfer *x, const char *method, co
         if (stop && atomic_load(stop))
                 return diag_set(diag, -ECANCELED, "%s %.300s: stopped", method, path);
 
+        int r = rate_wait(c, &timeout_ms, stop);
+        if (r == -ECANCELED)
+                return diag_set(diag, r, "%s %.300s: stopped", method, path);
+        if (r < 0)
+                return diag_set(diag, r, "%s %.300s: the client's rate limit or the server's "
+                                "Retry-After outlasts the call's deadline", method, path);
+
         pthread_mutex_lock(&c->mu);
         struct kapi_limits lim = c->limits;
+        _cleanup_free_ char *user_agent = xstrdup(c->user_agent);
         pthread_mutex_unlock(&c->mu);
         if (x->fn)
                 x->lines.max = lim.max_watch_line;
@@ -380,7 +488,7 @@ static int perform(struct kapi_client *c, struct xfer *x, const char *method, co
                 x->max = lim.max_body;
 
         _cleanup_(free_secretp) char *token = NULL;
-        int r = call_token(c, &token, diag);
+        r = call_token(c, &token, diag);
         if (r < 0)
                 return diag_prefix(diag, r, "%s %.300s", method, path);
 
@@ -390,7 +498,7 @@ static int perform(struct kapi_client *c, struct xfer *x, const char *method, co
         struct kapi_http_request rq = {
                 .method = method,
                 .path = path,
-                .user_agent = "devlet/" DEVLET_VERSION,
+                .user_agent = user_agent,
                 .accept = "application/json",
                 .content_type = !body || !body[0] ? NULL
                                 : is_patch        ? "application/merge-patch+json"
@@ -405,6 +513,8 @@ static int perform(struct kapi_client *c, struct xfer *x, const char *method, co
         };
         struct kapi_http_sink sink = { .head = on_head, .body = on_body, .ud = x };
         r = kapi_http_call(c->http, &rq, &sink, status, diag);
+        if (*status)
+                *retry_after_ms = obey_retry_after(c, *status, x->retry_after_s);
         if (r == 0)
                 return 0;
         if (r == 1)
@@ -458,9 +568,11 @@ int kapi_request_keep(struct kapi_client *c, const char *method, const char *pat
                         return diag_set(diag, -EINVAL, "%s %.300s: the body cannot be encoded",
                                         method, path);
         }
-        long status;
-        int r = perform(c, &x, method, path, text, timeout_ms, stop, &status, diag);
+        long status, retry_after_ms;
+        int r = perform(c, &x, method, path, text, timeout_ms, stop, &status, &retry_after_ms,
+                        diag);
         resp->status = status;
+        resp->retry_after_ms = retry_after_ms;
         if (r < 0)
                 return r;
 
@@ -510,8 +622,8 @@ int kapi_watch_keep(struct kapi_client *c, const char *path, const struct kapi_k
         if (keep_setup(&x, keep, true, &spec) < 0)
                 return diag_set(diag, -EINVAL, "GET %.300s: a spec that is not the grammar's: %s",
                                 path, keep->spec);
-        long status;
-        int r = perform(c, &x, "GET", path, NULL, 0, stop, &status, diag);
+        long status, retry_after_ms;
+        int r = perform(c, &x, "GET", path, NULL, 0, stop, &status, &retry_after_ms, diag);
         if (status_out)
                 *status_out = status;
         if (r != 0)

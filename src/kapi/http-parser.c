@@ -218,6 +218,13 @@ static int field_line(struct kapi_http_parser *p, const char *l, size_t n, bool 
                         return refuse(p, "an empty Transfer-Encoding");
         } else if (token_is(l, k, "Connection")) {
                 each_element(p, v, vl, connection_option);
+        } else if (token_is(l, k, "Retry-After")) {
+                /* delay-seconds only; an HTTP-date (the API server never
+                 * sends one) or a malformed value is ignored */
+                uint64_t x;
+                if (parse_length(v, vl, &x))
+                        p->retry_after_s = x > KAPI_HTTP_RETRY_AFTER_MAX ? KAPI_HTTP_RETRY_AFTER_MAX
+                                                                         : (unsigned)x;
         }
         return 0;
 }
@@ -235,6 +242,7 @@ static int head_done(struct kapi_http_parser *p, bool *final)
                 p->fields = 0;
                 p->has_length = p->chunked = p->close = false;
                 p->length = 0;
+                p->retry_after_s = 0;
                 p->state = S_STATUS;
                 return 0;
         }

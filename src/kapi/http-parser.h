@@ -18,6 +18,7 @@
  *     chunked twice, or with Content-Length, or in an HTTP/1.0 response, is
  *     refused); else Content-Length, 1 to 19 digits, every copy the same;
  *     else the body lasts until the connection closes;
+ *   - Retry-After as delay-seconds (an HTTP-date is ignored);
  *   - chunks: 1 to 16 hex digits (no overflow), then optional extensions
  *     (";" and field bytes, ignored), the data, and CRLF or LF right after
  *     it; trailer fields are checked like head fields and dropped.
@@ -33,6 +34,9 @@
 #define KAPI_HTTP_HEAD_MAX (64u << 10)
 #define KAPI_HTTP_FIELDS_MAX 128u
 #define KAPI_HTTP_INTERIM_MAX 8u
+/* A Retry-After above this many seconds reads as this (kapi bounds it
+ * further). */
+#define KAPI_HTTP_RETRY_AFTER_MAX 86400u
 
 enum kapi_http_event {
         KAPI_HTTP_MORE, /* every byte given was taken: give more (or the end) */
@@ -56,6 +60,7 @@ struct kapi_http_parser {
         bool chunked;
         bool until_close;    /* the body ends when the connection does */
         bool keep_alive;     /* after KAPI_HTTP_END the connection may carry another call */
+        unsigned retry_after_s; /* Retry-After's delay-seconds (0: none) */
         const char *why;     /* after a refusal or a cut: static text */
 
         /* private */

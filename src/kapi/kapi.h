@@ -9,7 +9,10 @@
  * Every answer is bounded: a body over its limit, a line of a watch over its
  * limit, JSON over its budget of values (kapi_keep), or a peer that stops
  * sending for the low-speed time fails the call with a clear diag, and memory
- * never grows with what the server sends.  Knows nothing of devices or DRA.  Never logs above debug. */
+ * never grows with what the server sends.  Polite to a large cluster's API
+ * server: a User-Agent per component, a token bucket per client and the
+ * server's Retry-After obeyed (kapi_client_set_rate).  Knows nothing of
+ * devices or DRA.  Never logs above debug. */
 #ifndef DEVLET_KAPI_KAPI_H
 #define DEVLET_KAPI_KAPI_H
 
@@ -80,8 +83,28 @@ struct kapi_limits {
 };
 void kapi_client_set_limits(struct kapi_client *c, const struct kapi_limits *l);
 
+/* Who the client is to the API server, in its User-Agent: "devlet/<version>
+ * (linux/<arch>) <component>" (component: "dra", "labels", ...; NULL or ""
+ * leaves it out; at most 64 bytes of it), so audit logs and API Priority and
+ * Fairness tell devlet's parts apart.  Safe while calls run. */
+void kapi_client_set_user_agent(struct kapi_client *c, const char *component);
+
+/* Every call (a watch once, as it opens) takes a token from the client's
+ * bucket, shared by its threads: qps a second, up to burst saved (burst 0
+ * reads as KAPI_BURST_DEFAULT; qps 0 as KAPI_QPS_DEFAULT; qps < 0: no limit,
+ * as in client-go).  A call with no token waits for one
+ * (looking at its stop flag; a turn later than its timeout_ms is
+ * -ETIMEDOUT at the deadline) rather than failing.  A 429, or a 503 with
+ * Retry-After, pauses the client's calls for its Retry-After seconds (at
+ * most 60; an HTTP-date is ignored), so every retry waits at least that
+ * long.  A new client: client-go's defaults. */
+#define KAPI_QPS_DEFAULT 5.0
+#define KAPI_BURST_DEFAULT 10u
+void kapi_client_set_rate(struct kapi_client *c, double qps, unsigned burst);
+
 struct kapi_response {
         long status;  /* HTTP status, 0 when no answer came (set on failure too) */
+        long retry_after_ms; /* the pause a 429/503 asked for (see above; 0: none) */
         json_t *body; /* the parsed body (NULL: empty or not JSON) */
 };
 void kapi_response_release(struct kapi_response *r);
@@ -157,7 +180,9 @@ char *kapi_escape(const char *s);
 
 /* Bounded retry: the delay before attempt n (0-based) of a call that
  * failed for a reason that may pass (no answer, 429, 5xx): 200 ms doubling
- * to cap_ms (<= 0: 30 s), then ±20% jitter (so up to 1.2 * cap_ms). */
+ * to cap_ms (<= 0: 30 s), then ±20% jitter (so up to 1.2 * cap_ms).  A
+ * Retry-After the answer carried is waited on top, inside the client's
+ * next call (kapi_client_set_rate), as it is after kapi_rewatch_end. */
 long kapi_backoff_ms(unsigned attempt, long cap_ms);
 /* The pace of a loop that lists and watches, or anything else that may
  * end at once and start over: a watch the server ends at once, a 410, an

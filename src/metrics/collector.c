@@ -742,7 +742,8 @@ static struct podlabels *pod_source(struct collector *c, const struct dev_sample
         if (!asked)
                 return NULL;
         log_info("metrics", "starting the pod-label source for the labels a device family asks of pods");
-        c->own_pod_labels = podlabels_start(c->kubeconfig, c->node);
+        c->own_pod_labels = podlabels_start(c->kubeconfig, c->node, c->o.kube_api_qps,
+                                            c->o.kube_api_burst);
         return c->own_pod_labels;
 }
 

@@ -39,6 +39,8 @@ struct collector_opts {
          * first time a unit asks for pod labels (dev_unit.pod_labels) and
          * pod_labels is NULL; node NULL: never (copied) */
         const char *kubeconfig, *node;
+        double kube_api_qps; /* its API client's rate (podlabels_start) */
+        unsigned kube_api_burst;
 };
 
 struct collector;

@@ -82,6 +82,8 @@ static struct collector *collector_for(const struct devlet_config *cfg, struct m
                  * source of its own then, with --kubernetes */
                 .kubeconfig = cfg->kubeconfig,
                 .node = serving && cfg->kubernetes ? host : NULL,
+                .kube_api_qps = cfg->kube_api_qps_value,
+                .kube_api_burst = (unsigned)cfg->kube_api_burst,
         };
         return collector_new(&o, store);
 }
@@ -356,7 +358,8 @@ int metrics_start(uv_loop_t *loop, const struct devlet_config *cfg,
         /* pod labels need the pods: --kubernetes and the API server */
         if (cfg->kubernetes && cfg->kubernetes_enable_pod_labels) {
                 _cleanup_free_ char *node = config_node_name(cfg);
-                m->pod_labels = podlabels_start(cfg->kubeconfig, node);
+                m->pod_labels = podlabels_start(cfg->kubeconfig, node, cfg->kube_api_qps_value,
+                                                (unsigned)cfg->kube_api_burst);
         }
         m->collector = collector_for(cfg, m->store, m->pod_labels, true);
         /* the samplers before the collector's first pass */

@@ -59,6 +59,8 @@ static const struct kapi_keep event_keep = { .spec = POD_KEPT };
 
 struct podlabels {
         char *kubeconfig, *node;
+        double qps;    /* the API client's rate */
+        unsigned burst;
         pthread_t thread;
         pthread_mutex_t mu;
         pthread_cond_t cond; /* CLOCK_MONOTONIC; the backoff wait */
@@ -305,13 +307,17 @@ static void backoff(struct podlabels *p, long ms)
         pthread_mutex_unlock(&p->mu);
 }
 
-static int api_new(const char *kubeconfig, struct kapi_client **out, struct diag *diag)
+static int api_new(const struct podlabels *p, struct kapi_client **out, struct diag *diag)
 {
         struct kapi_config *kc = NULL;
-        int r = kapi_config_load(kubeconfig, NULL, &kc, diag);
+        int r = kapi_config_load(p->kubeconfig, NULL, &kc, diag);
         if (r < 0)
                 return diag_prefix(diag, r, "API server");
         r = kapi_client_new(kc, out, diag);
+        if (r == 0) {
+                kapi_client_set_user_agent(*out, "podlabels");
+                kapi_client_set_rate(*out, p->qps, p->burst);
+        }
         if (r == 0)
                 kapi_client_set_limits(*out, &(struct kapi_limits){
                                                      .max_body = PODLABELS_MAX_BODY,
@@ -328,7 +334,7 @@ static void *worker_main(void *ud)
         while (!atomic_load(&p->stop)) {
                 struct diag why = { 0 };
                 kapi_rewatch_begin(&p->pace);
-                int r = api ? 0 : api_new(p->kubeconfig, &api, &why);
+                int r = api ? 0 : api_new(p, &api, &why);
                 if (r == 0 && !p->resource_version)
                         r = list_pods(p, api, &why);
                 if (r == 0)
@@ -359,9 +365,12 @@ static void *worker_main(void *ud)
         return NULL;
 }
 
-struct podlabels *podlabels_start(const char *kubeconfig, const char *node)
+struct podlabels *podlabels_start(const char *kubeconfig, const char *node, double qps,
+                                  unsigned burst)
 {
         struct podlabels *p = xcalloc(1, sizeof(*p));
+        p->qps = qps;
+        p->burst = burst;
         p->kubeconfig = xstrdup(kubeconfig ? kubeconfig : "");
         p->node = xstrdup(node);
         p->pods = json_object();

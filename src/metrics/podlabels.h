@@ -22,9 +22,12 @@
 struct podlabels;
 
 /* Starts the worker: kubeconfig "" for the in-cluster account, node the
- * node's name.  Never fails: an unreachable API server is logged (once per
- * change of error) and retried with backoff, and lookups find nothing. */
-struct podlabels *podlabels_start(const char *kubeconfig, const char *node);
+ * node's name, qps and burst its API client's rate (kapi_client_set_rate:
+ * --kube-api-qps, --kube-api-burst).  Never fails: an unreachable API
+ * server is logged (once per change of error) and retried with backoff,
+ * and lookups find nothing. */
+struct podlabels *podlabels_start(const char *kubeconfig, const char *node, double qps,
+                                  unsigned burst);
 /* Stops and joins the worker (within about 100 ms) and frees; NULL is fine. */
 void podlabels_stop(struct podlabels *p);
 

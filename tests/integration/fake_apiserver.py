@@ -266,6 +266,8 @@ class ApiHandler(JSONHandler):
         route = api.route_of(url.path, query)
         with api.lock:
             api.requests.append((self.command, self.path))
+            api.agents.append(self.headers.get("User-Agent"))
+            api.times.append(time.monotonic())
             api.hits[route] = api.hits.get(route, 0) + 1
             mode, params = api.modes.get(route, (None, {}))
             api.lock.notify_all()
@@ -484,7 +486,8 @@ class ApiHandler(JSONHandler):
 class ApiServer:
     """The fake API server on 127.0.0.1 (url, port).  State under lock (a
     Condition): slices {name: object}, claims {(ns, name): object}, the
-    requests [(method, path)], hits per route, the events watches send."""
+    requests [(method, path)] (agents and times: their User-Agents and
+    time.monotonic() as they came), hits per route, the events watches send."""
 
     def __init__(self, certs):
         self.lock = threading.Condition()
@@ -494,6 +497,7 @@ class ApiServer:
         self.nodes, self.nodefeatures, self.writes = {}, {}, []
         self.pods, self.pod_events = {}, []
         self.requests, self.hits, self.modes = [], {}, {}
+        self.agents, self.times = [], []  # each request's User-Agent, and when it came
         self.conns = set()
         self.connections = self.watchers = self.watch_epoch = 0
         self.rv = 100

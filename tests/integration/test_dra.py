@@ -194,6 +194,10 @@ def vm_rss_kib(pid):
     raise RuntimeError("no VmRSS")
 
 
+# devlet/<version> (linux/<GOARCH>) <component>
+USER_AGENT = r"devlet/[^ /]+ \(linux/[a-z0-9]+\) "
+
+
 # ------------------------------------------------------------ slices
 
 def test_slices_published(dra):
@@ -224,6 +228,35 @@ def test_slices_published(dra):
     s.api.add_slice(other)
     s.kubelet.wait_for_snapshot(B)
     assert "node-b-hostdev-devlet-io-0" in s.api.slices_of()
+
+
+def test_requests_name_devlet_and_dra(dra):
+    """The API server's audit log and Priority and Fairness tell devlet's
+    DRA driver from its other parts by the User-Agent."""
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    with s.api.lock:
+        agents = set(s.api.agents)
+    assert agents and all(re.fullmatch(USER_AGENT + "dra", a or "") for a in agents), agents
+
+
+def test_kube_api_qps_paces_prepare(dra):
+    """--kube-api-qps 2 --kube-api-burst 2: a prepare of 8 claims reads
+    them at most 2 at once and then 2 a second (all of the client's
+    requests counted), and still prepares every one."""
+    s = dra.start(["--kube-api-qps", "2", "--kube-api-burst", "2"])
+    wait_slices(s.api, ["a-0", "a-1"])
+    refs = [claim_ref(f"q{i}") for i in range(8)]
+    for i, (ns, uid, name) in enumerate(refs):
+        s.api.put_claim(ns, name, uid, [("dev", DRIVER, NODE, f"a-{i % 2}")])
+    n = len(s.api.requests)
+    got = s.k.prepare(refs, timeout=30)
+    assert all(got[uid].error == "" for _, uid, _ in refs), got
+    with s.api.lock:
+        times = s.api.times[n:]
+    t0 = times[0]
+    # 2 at once, then at 0.5, 1.0, 1.5 (and 2.0, at the window's edge)
+    assert sum(1 for t in times if t < t0 + 2.0) <= 6, [round(t - t0, 2) for t in times]
 
 
 def test_hot_unplug_bumps_generation(dra):

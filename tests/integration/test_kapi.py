@@ -14,6 +14,7 @@ high-water mark of the forking pytest process).
 
 import json
 import os
+import re
 import ssl
 import subprocess
 import threading
@@ -28,6 +29,9 @@ from fake_apiserver import (JSONHandler, TLSServer, b64, make_certs, server_cont
 KAPI_GET = os.path.join(BUILD_DIR, "tools", "kapi-get")
 MiB = 1 << 20
 NOT_FOUND = 'resourceclaims.resource.k8s.io "x" not found'
+RETRY_AFTER_S = 3
+# devlet/<version> (linux/<GOARCH>)[ <component>]
+USER_AGENT = r"devlet/[^ /]+ \(linux/[a-z0-9]+\)"
 
 
 def event(kind, name):
@@ -49,6 +53,8 @@ class Handler(JSONHandler):
         body = self.rfile.read(length) if length else b""
         with api.lock:
             api.requests.append((self.command, self.path))
+            api.times.append(time.monotonic())
+            api.lock.notify_all()
         try:
             getattr(self, "r_" + path.strip("/").replace("/", "_").replace("-", "_"))(body)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
@@ -82,6 +88,21 @@ class Handler(JSONHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def r_throttled(self, body):
+        """While api.throttle is set: that status with Retry-After, as an
+        API server's Priority and Fairness (429) or a proxy (503) answers."""
+        api = self.server.api
+        with api.lock:
+            code = api.throttle
+        if code:
+            self.send_json(code, status_object(code, "TooManyRequests", "please try again later"),
+                           extra=[("Retry-After", str(RETRY_AFTER_S))])
+        else:
+            with api.lock:
+                api.served += 1
+                api.lock.notify_all()
+            self.send_json(200, {"kind": "Ok", "metadata": {"name": "ok"}})
 
     def r_redirect(self, body):
         self.send_response(302)
@@ -161,10 +182,11 @@ class Handler(JSONHandler):
 
 class FakeAPI:
     def __init__(self, certs):
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.release = threading.Event()
         self.connections = 0
-        self.requests = []
+        self.requests, self.times = [], []  # times: time.monotonic() as each came
+        self.throttle, self.served = 0, 0
         self.httpd = TLSServer(("127.0.0.1", 0), Handler)
         self.httpd.api = self
         self.httpd.ctx = server_context(certs)
@@ -172,6 +194,14 @@ class FakeAPI:
         self.url = f"https://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
+
+    def wait_for(self, check, timeout=15.0, what="condition"):
+        with self.lock:
+            assert self.lock.wait_for(check, timeout), f"timed out waiting for {what}"
+
+    def count_between(self, t0, t1):
+        with self.lock:
+            return sum(1 for t in self.times if t0 <= t < t1)
 
     def stop(self):
         self.release.set()
@@ -500,3 +530,59 @@ def test_watch_path_must_say_watch(tmp_path, api, kubeconfig):
     assert r.code == 3
     assert r.field("error") == "EINVAL"
     assert api.requests == []
+
+
+# ---- politeness: who we are, how often we ask, and waiting when told to ----
+
+@pytest.mark.parametrize("component", [None, "dra"])
+def test_user_agent_names_devlet_and_component(tmp_path, api, kubeconfig, component):
+    args = ["--component", component] if component else []
+    r = kapi_get(tmp_path, *args, "GET", "/echo", kubeconfig=kubeconfig)
+    assert r.code == 0, r.err
+    want = USER_AGENT + (" " + component if component else "")
+    assert re.fullmatch(want, r.body()["user_agent"]), r.body()["user_agent"]
+
+
+def run_looping(kubeconfig, *args):
+    """kapi-get making its call over and over until killed."""
+    e = {k: v for k, v in os.environ.items()
+         if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "kubeconfig")}
+    return subprocess.Popen([KAPI_GET, "--kubeconfig", str(kubeconfig), *args], env=e,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_is_waited_then_recovers(tmp_path, api, kubeconfig, status):
+    """One consumer that asks again as soon as it is answered: while every
+    answer is a 429 (or 503) with Retry-After: 3, the client waits those
+    3 s before each next call, so the server sees at most 2 requests in any
+    2.5 s (a client that does not wait sends hundreds); healed, the calls
+    flow again."""
+    api.throttle = status
+    p = run_looping(kubeconfig, "--repeat", "100000", "GET", "/throttled")
+    try:
+        # the third request closes the window of 2.5 s after the first
+        api.wait_for(lambda: len(api.times) >= 3, what="the third request")
+        t0 = api.times[0]
+        assert api.count_between(t0, t0 + 2.5) <= 2, [t - t0 for t in api.times[:10]]
+        with api.lock:
+            api.throttle = 0
+        api.wait_for(lambda: api.served >= 5, timeout=RETRY_AFTER_S + 10,
+                     what="calls answered once healed")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_qps_and_burst_shared_by_threads(tmp_path, api, kubeconfig):
+    """--qps 2 --burst 2 from 4 threads sharing one client: 2 calls at
+    once, then one per 500 ms; every call waits for its turn and succeeds."""
+    r = kapi_get(tmp_path, "--qps", "2", "--burst", "2", "--threads", "4", "--repeat", "3",
+                 "GET", "/echo", kubeconfig=kubeconfig)
+    assert r.code == 0, r.err
+    assert r.lines.count("status=200") == 12
+    t0 = api.times[0]
+    # 2 at once, then at 0.5, 1.0, 1.5 (and 2.0, at the window's edge)
+    assert api.count_between(t0, t0 + 2.0) <= 6, api.times
+    # after the burst: at most 2 a second
+    assert api.count_between(t0 + 1.0, t0 + 3.0) <= 5, api.times

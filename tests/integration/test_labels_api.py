@@ -12,6 +12,7 @@ gRPC answer), never a bare sleep.
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import time
@@ -66,6 +67,21 @@ def node_labels(api):
 
 
 # ------------------------------------------------------------ NodeFeature
+
+
+def test_requests_name_devlet(api, env):
+    """The publisher's requests say devlet and its version in the User-Agent
+    (client-go's form: devlet/<version> (linux/<arch>))."""
+    p = loop(env, "--use-node-feature-api", "--namespace", "gpu-operator")
+    try:
+        api.wait_for(lambda: api.nodefeatures.get(("gpu-operator", NF_NAME)), 10,
+                     "the NodeFeature")
+    finally:
+        stop(p)
+    with api.lock:
+        agents = set(api.agents)
+    assert agents and all(re.match(r"devlet/[^ /]+ \(linux/[a-z0-9]+\)", a or "")
+                          for a in agents), agents
 
 
 def test_node_feature_created_updated_unchanged(api, env):

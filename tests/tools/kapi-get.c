@@ -11,6 +11,9 @@
  *     --timeout-ms N     the whole call's bound (requests only)
  *     --repeat N         make the call N times in a row (sequentially; one client)
  *     --threads N        make the call(s) from N threads at once (one client)
+ *     --qps Q --burst N  kapi_client_set_rate (default -1: no limit, so that
+ *                        the tests that hammer a server stay quick)
+ *     --component C      kapi_client_set_user_agent
  *     --stop-after N     (with --watch) set the call's stop flag from the event
  *                        callback after N events, which goes on returning 0
  *
@@ -159,12 +162,18 @@ int main(int argc, char **argv)
                 { "repeat", required_argument, NULL, 'r' },
                 { "threads", required_argument, NULL, 'n' },
                 { "stop-after", required_argument, NULL, 'a' },
+                { "qps", required_argument, NULL, 'q' },
+                { "burst", required_argument, NULL, 'u' },
+                { "component", required_argument, NULL, 'c' },
                 { NULL, 0, NULL, 0 },
         };
         const char *kubeconfig = getenv("KUBECONFIG"), *sa_dir = NULL;
         struct kapi_limits lim = { 0 };
         struct call call = { .repeat = 1 };
         long threads = 1;
+        double qps = -1;
+        unsigned burst = 0;
+        const char *component = NULL;
         int opt;
         while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
                 switch (opt) {
@@ -178,6 +187,9 @@ int main(int argc, char **argv)
                 case 'r': call.repeat = (unsigned)parse_num(optarg); break;
                 case 'n': threads = parse_num(optarg); break;
                 case 'a': call.stop_after = (unsigned)parse_num(optarg); break;
+                case 'q': qps = strtod(optarg, NULL); break;
+                case 'u': burst = (unsigned)parse_num(optarg); break;
+                case 'c': component = optarg; break;
                 default: return 2;
                 }
         }
@@ -214,6 +226,8 @@ int main(int argc, char **argv)
                 return 2;
         }
         kapi_client_set_limits(call.client, &lim);
+        kapi_client_set_rate(call.client, qps, burst);
+        kapi_client_set_user_agent(call.client, component);
 
         struct call calls[64];
         pthread_t tids[64];

@@ -706,6 +706,33 @@ static void test_alias_bomb(void **state)
         config_free(c);
 }
 
+/* --kube-api-qps is GFD's float ("7.5"), read once by config_load;
+ * --kube-api-burst an integer; client-go's 5 and 10 by default. */
+static void test_kube_api_rate(void **state)
+{
+        struct devlet_config *c = LOAD_OK("--kube-api-qps", "7.5", "--kube-api-burst", "3");
+        assert_true(c->kube_api_qps_value == 7.5);
+        assert_int_equal(c->kube_api_burst, 3);
+        config_free(c);
+        c = LOAD_OK();
+        assert_true(c->kube_api_qps_value == 5.0);
+        assert_int_equal(c->kube_api_burst, 10);
+        config_free(c);
+        setenv("KUBE_API_QPS", "-1", 1);
+        c = LOAD_OK();
+        assert_true(c->kube_api_qps_value == -1.0);
+        config_free(c);
+        unsetenv("KUBE_API_QPS");
+        struct diag d = LOAD_ERR("--kube-api-qps", "fast");
+        assert_string_equal(d.message, "--kube-api-qps: \"fast\" is not a number");
+        d = LOAD_ERR("--kube-api-qps", "");
+        assert_contains(d.message, "is not a number");
+        d = LOAD_ERR("--kube-api-qps", "inf");
+        assert_contains(d.message, "is not a number");
+        d = LOAD_ERR("--kube-api-burst", "-1");
+        assert_contains(d.message, "kube-api-burst");
+}
+
 static void test_bounds(void **state)
 {
         /* 2 MiB: refused before parsing */
@@ -880,7 +907,7 @@ int main(void)
                 T(test_lists),           T(test_nvidia_file),
                 T(test_unknown_keys_warn), T(test_many_unknown_keys_warn_once), T(test_version),         T(test_type_errors),
                 T(test_duplicate_keys),  T(test_syntax_error),      T(test_alias_bomb),
-                T(test_bounds),          T(test_failure_keeps_config), T(test_load_file_errors),
+                T(test_bounds),          T(test_kube_api_rate),          T(test_failure_keeps_config), T(test_load_file_errors),
                 T(test_help),            T(test_table),             T(test_diag_format),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,6 +46,7 @@ struct outcome {
         bool head, end;
         int status;
         bool keep_alive, has_length, chunked, until_close;
+        unsigned retry_after_s;
         size_t taken;     /* bytes taken up to END (or all) */
         char body[1024];
         size_t body_len;
@@ -74,6 +75,7 @@ static void feed(struct kapi_http_parser *p, const char *in, size_t len, struct 
                         assert_false(o->head);
                         o->head = true;
                         o->status = p->status;
+                        o->retry_after_s = p->retry_after_s;
                         o->has_length = p->has_length;
                         o->chunked = p->chunked;
                         o->until_close = p->until_close;
@@ -242,6 +244,37 @@ static void test_parse_chunked(void **state)
         assert_int_equal(o.r, -ECONNRESET);
         o = PARSE("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n", true);
         assert_int_equal(o.r, -ECONNRESET);
+}
+
+/* Retry-After's delay-seconds (429 and 503 carry it); an HTTP-date or a
+ * malformed value reads as none; a huge one is bounded; an interim head's
+ * is forgotten. */
+static void test_parse_retry_after(void **state)
+{
+        struct outcome o = PARSE("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\n"
+                                 "Content-Length: 0\r\n\r\n", false);
+        assert_int_equal(o.status, 429);
+        assert_int_equal(o.retry_after_s, 3);
+        o = PARSE("HTTP/1.1 503 Service Unavailable\r\nretry-after:  120 \r\n"
+                  "Content-Length: 0\r\n\r\n", false);
+        assert_int_equal(o.retry_after_s, 120);
+        o = PARSE("HTTP/1.1 503 Service Unavailable\r\n"
+                  "Retry-After: Fri, 31 Dec 1999 23:59:59 GMT\r\nContent-Length: 0\r\n\r\n",
+                  false);
+        assert_true(o.end);
+        assert_int_equal(o.retry_after_s, 0);
+        o = PARSE("HTTP/1.1 429 Too Many Requests\r\nRetry-After: -1\r\n"
+                  "Content-Length: 0\r\n\r\n", false);
+        assert_int_equal(o.retry_after_s, 0);
+        o = PARSE("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 9999999999999\r\n"
+                  "Content-Length: 0\r\n\r\n", false);
+        assert_int_equal(o.retry_after_s, KAPI_HTTP_RETRY_AFTER_MAX);
+        o = PARSE("HTTP/1.1 103 Early Hints\r\nRetry-After: 5\r\n\r\n"
+                  "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false);
+        assert_int_equal(o.status, 200);
+        assert_int_equal(o.retry_after_s, 0);
+        o = PARSE("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false);
+        assert_int_equal(o.retry_after_s, 0);
 }
 
 static void test_parse_until_close_and_bodiless(void **state)
@@ -793,6 +826,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_content_length),
                 cmocka_unit_test(test_parse_chunked),
+                cmocka_unit_test(test_parse_retry_after),
                 cmocka_unit_test(test_parse_until_close_and_bodiless),
                 cmocka_unit_test(test_parse_refusals),
                 cmocka_unit_test(test_parse_limits),

@@ -451,6 +451,55 @@ static void test_rewatch_pace(void **state)
         assert_in_range(kapi_rewatch_end(&w, false, 50), 1, 50);
 }
 
+/* The token bucket on an injected clock: the burst at once, then one
+ * call per 1/qps, reservations queueing, the cap on what is saved, no
+ * limit at qps 0, and a Retry-After pause that outlasts the rate. */
+static void test_rate_bucket(void **state)
+{
+        struct kapi_rate r;
+        kapi_rate_init(&r, 2.0, 3, 1000);
+        for (int i = 0; i < 3; i++)
+                assert_int_equal(kapi_rate_take(&r, 1000), 0);
+        /* the 4th and 5th reserve the next tokens: 500 ms, then 1000 ms */
+        assert_int_equal(kapi_rate_take(&r, 1000), 500);
+        assert_int_equal(kapi_rate_take(&r, 1000), 1000);
+        /* at 2000 the debt is repaid: the next waits its own 500 ms */
+        assert_int_equal(kapi_rate_take(&r, 2000), 500);
+        /* a long quiet time saves only burst tokens */
+        kapi_rate_init(&r, 2.0, 3, 0);
+        assert_int_equal(kapi_rate_take(&r, 600000), 0);
+        assert_int_equal(kapi_rate_take(&r, 600000), 0);
+        assert_int_equal(kapi_rate_take(&r, 600000), 0);
+        assert_int_equal(kapi_rate_take(&r, 600000), 500);
+        /* burst 0 reads as 1 */
+        kapi_rate_init(&r, 10.0, 0, 0);
+        assert_int_equal(kapi_rate_take(&r, 0), 0);
+        assert_int_equal(kapi_rate_take(&r, 0), 100);
+        /* qps 0: no limit, but a pause still holds */
+        kapi_rate_init(&r, 0, 0, 0);
+        for (int i = 0; i < 100; i++)
+                assert_int_equal(kapi_rate_take(&r, 5), 0);
+        kapi_rate_pause(&r, 10, 3000);
+        assert_int_equal(kapi_rate_take(&r, 10), 3000);
+        assert_int_equal(kapi_rate_take(&r, 2010), 1000);
+        assert_int_equal(kapi_rate_take(&r, 3010), 0);
+        /* a shorter pause does not shorten a longer one */
+        kapi_rate_pause(&r, 4000, 5000);
+        kapi_rate_pause(&r, 4000, 1000);
+        assert_int_equal(kapi_rate_take(&r, 4000), 5000);
+        /* a pause drains what was saved to one token: after it, the rate */
+        kapi_rate_init(&r, 1.0, 10, 0);
+        kapi_rate_pause(&r, 0, 2000);
+        assert_int_equal(kapi_rate_take(&r, 0), 2000);
+        assert_int_equal(kapi_rate_take(&r, 2000), 1000);
+        assert_int_equal(kapi_rate_take(&r, 2000), 2000);
+        /* a call in debt at a pause waits the pause and then its token */
+        kapi_rate_init(&r, 0.5, 1, 0);
+        assert_int_equal(kapi_rate_take(&r, 0), 0);
+        kapi_rate_pause(&r, 0, 1000);
+        assert_int_equal(kapi_rate_take(&r, 0), 3000);
+}
+
 static void test_retryable(void **state)
 {
         assert_true(kapi_retryable(-ETIMEDOUT, 0));
@@ -544,6 +593,7 @@ int main(void)
                 cmocka_unit_test(test_escape),
                 cmocka_unit_test(test_backoff_bounds),
                 cmocka_unit_test(test_rewatch_pace),
+                cmocka_unit_test(test_rate_bucket),
                 cmocka_unit_test(test_retryable),
                 cmocka_unit_test(test_client_refusals),
         };

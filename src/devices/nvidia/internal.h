@@ -45,8 +45,6 @@ struct nvidia_options {
         bool imex_required;              /* --imex-required */
         char **cdi_feature_flags;        /* --cdi-feature-flags (may be empty) */
         char **cdi_disable_hooks;        /* --cdi-disable-hooks: hook names (may be empty) */
-        char *kube_api_qps;
-        char *kube_api_burst;
         /* derived by the finish hook, not options */
         bool imex_channel0;    /* IMEX channel 0 requested */
         bool cdi_hook_ldcache; /* the update-ldcache hook is not disabled */

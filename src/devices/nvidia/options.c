@@ -190,24 +190,6 @@ static const struct config_option rows[] = {
                         "(update-ldcache, create-symlinks, enable-cuda-compat, chmod, or all)",
                 .apply = CONFIG_APPLY_OUTPUTS,
         },
-        {
-                .flag = "kube-api-qps",
-                .envs = { "KUBE_API_QPS" },
-                .type = CONFIG_STRING,
-                .default_value = "5",
-                .offset = FIELD(kube_api_qps),
-                .help = "GFD's Kubernetes client: accepted, unused",
-                .apply = CONFIG_APPLY_RESTART,
-        },
-        {
-                .flag = "kube-api-burst",
-                .envs = { "KUBE_API_BURST" },
-                .type = CONFIG_STRING,
-                .default_value = "10",
-                .offset = FIELD(kube_api_burst),
-                .help = "GFD's Kubernetes client: accepted, unused",
-                .apply = CONFIG_APPLY_RESTART,
-        },
 };
 
 static void warn(char ***warnings, char *msg)
