@@ -64,6 +64,8 @@ struct labels_publisher {
         char *kubeconfig;
         char *node;
         char *ns;
+        double qps; /* --kube-api-qps and --kube-api-burst, for the client */
+        unsigned burst;
 
         pthread_t thread;
         pthread_mutex_t mu;
@@ -412,13 +414,19 @@ done:
         return r < 0 ? r : 0;
 }
 
-static int api_new(const char *kubeconfig, struct kapi_client **out, struct diag *diag)
+static int api_new(const char *kubeconfig, double qps, unsigned burst, struct kapi_client **out,
+                   struct diag *diag)
 {
         struct kapi_config *kc = NULL;
         int r = kapi_config_load(kubeconfig, NULL, &kc, diag);
         if (r < 0)
                 return diag_prefix(diag, r, "API server");
-        return kapi_client_new(kc, out, diag);
+        r = kapi_client_new(kc, out, diag);
+        if (r < 0)
+                return r;
+        kapi_client_set_user_agent(*out, "labels");
+        kapi_client_set_rate(*out, qps, burst);
+        return 0;
 }
 
 /* Makes the server hold desired; no request at all when st says it does.
@@ -442,7 +450,8 @@ int labels_publish_once(const struct devlet_config *cfg, const struct dev_labels
                         struct diag *diag)
 {
         struct kapi_client *api = NULL;
-        int r = api_new(cfg->kubeconfig, &api, diag);
+        int r = api_new(cfg->kubeconfig, cfg->kube_api_qps_value, (unsigned)cfg->kube_api_burst,
+                        &api, diag);
         if (r < 0)
                 return r;
         _cleanup_free_ char *node = config_node_name(cfg);
@@ -515,7 +524,7 @@ static void *publisher_main(void *ud)
                 struct diag why = { 0 };
                 int writes = 0;
                 bool read = !st.labels;
-                int r = api ? 0 : api_new(p->kubeconfig, &api, &why);
+                int r = api ? 0 : api_new(p->kubeconfig, p->qps, p->burst, &api, &why);
                 if (r >= 0)
                         r = publish(api, &p->stop, p->mode, p->node, p->ns, desired, &st, &writes,
                                     &why);
@@ -569,6 +578,8 @@ struct labels_publisher *labels_publisher_start(const struct devlet_config *cfg)
         struct labels_publisher *p = xcalloc(1, sizeof(*p));
         p->mode = labels_output_mode(cfg);
         p->kubeconfig = xstrdup(cfg->kubeconfig ? cfg->kubeconfig : "");
+        p->qps = cfg->kube_api_qps_value;
+        p->burst = (unsigned)cfg->kube_api_burst;
         p->node = config_node_name(cfg);
         p->ns = xstrdup(cfg->labels_namespace && cfg->labels_namespace[0] ? cfg->labels_namespace
                                                                            : "default");

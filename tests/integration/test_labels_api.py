@@ -70,8 +70,8 @@ def node_labels(api):
 
 
 def test_requests_name_devlet(api, env):
-    """The publisher's requests say devlet and its version in the User-Agent
-    (client-go's form: devlet/<version> (linux/<arch>))."""
+    """The publisher's requests say devlet, its version and the component in
+    the User-Agent (client-go's form: devlet/<version> (linux/<arch>) labels)."""
     p = loop(env, "--use-node-feature-api", "--namespace", "gpu-operator")
     try:
         api.wait_for(lambda: api.nodefeatures.get(("gpu-operator", NF_NAME)), 10,
@@ -80,7 +80,7 @@ def test_requests_name_devlet(api, env):
         stop(p)
     with api.lock:
         agents = set(api.agents)
-    assert agents and all(re.match(r"devlet/[^ /]+ \(linux/[a-z0-9]+\)", a or "")
+    assert agents and all(re.fullmatch(r"devlet/[^ /]+ \(linux/[a-z0-9]+\) labels", a or "")
                           for a in agents), agents
 
 
