@@ -7,6 +7,10 @@
  * from the desired content (compared by the content hash devlet puts in
  * an annotation, since the API server adds defaults of its own) it writes
  * them all with the pool's generation bumped, then deletes the extra ones.
+ * Reconciles start DRA_PUBLISH_SPACING_MS apart, so a burst of changes is
+ * one write; one that writes, after DRA_PUBLISH_FIGHTS that each wrote in
+ * a row, means someone keeps undoing our slices, and the spacing then
+ * grows to DRA_BACKOFF_CAP_MS: a fight is paced, never a loop.
  * The watch exists so that a slice deleted by someone else (the kubelet
  * wipes a node's slices when it starts) comes back at once.  Each watch
  * goes on from the resourceVersion of the last event (bookmarks asked
@@ -36,6 +40,17 @@
 #define DRA_BACKOFF_CAP_MS 30000
 /* below the API client's default low-speed time (30 s) */
 #define DRA_WATCH_TIMEOUT_S 20
+/* Reconciles start at least this far apart, so a burst of changes (health
+ * flapping, a run of watch events) is written once; a change after a quiet
+ * spell goes out at once. */
+#define DRA_PUBLISH_SPACING_MS 1000
+/* Writes this many reconciles in a row, each soon after the last, mean
+ * someone keeps undoing our slices (another writer, a hostile server):
+ * from then on the spacing grows as kapi_backoff_ms does, to its cap. */
+#define DRA_PUBLISH_FIGHTS 3
+/* A reconcile that starts this long after the earliest it could have is
+ * not part of a fight. */
+#define DRA_PUBLISH_QUIET_MS 5000
 
 static const char *const slices_path = "/apis/resource.k8s.io/v1/resourceslices";
 /* What is read of our slices, as listed and as watched: the rest (their
@@ -48,6 +63,21 @@ static const struct kapi_keep list_keep = {
 static const struct kapi_keep event_keep = {
         .spec = "{metadata{name,resourceVersion,annotations},code}",
 };
+
+static bool past(const struct timespec *t)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
+
+/* Waits until t or drv->stop (mu held); wake-ups do not end it. */
+static void wait_until_ts(struct dra_driver *drv, const struct timespec *t)
+{
+        while (!atomic_load(&drv->stop) &&
+               pthread_cond_timedwait(&drv->cond, &drv->mu, t) != ETIMEDOUT)
+                ;
+}
 
 /* Waits until ms passed or drv->stop (mu held).  drv->cond also wakes the
  * claims thread and carries every table change, so a wake-up alone never
@@ -224,14 +254,20 @@ out:
 void *dra_publisher_main(void *ud)
 {
         struct dra_driver *drv = ud;
-        unsigned attempt = 0;
+        unsigned attempt = 0, fights = 0;
         bool failing = false;
+        struct timespec next = { 0 }; /* the earliest the next reconcile may start */
         pthread_mutex_lock(&drv->mu);
         for (;;) {
                 struct timespec resync = clock_monotonic_in(DRA_RESYNC_MS);
                 while (!drv->pub_dirty && !atomic_load(&drv->stop))
                         if (pthread_cond_timedwait(&drv->cond, &drv->mu, &resync) == ETIMEDOUT)
                                 drv->pub_dirty = true;
+                struct timespec quiet = next;
+                quiet.tv_sec += DRA_PUBLISH_QUIET_MS / 1000;
+                if (past(&quiet))
+                        fights = 0;
+                wait_until_ts(drv, &next); /* what comes meanwhile is written with it */
                 if (atomic_load(&drv->stop))
                         break;
                 drv->pub_dirty = false;
@@ -265,6 +301,11 @@ void *dra_publisher_main(void *ud)
                                  drv->name, drv->dra->node, healthy, writes);
                 failing = false;
                 attempt = 0;
+                fights = writes ? fights + 1 : 0;
+                next = clock_monotonic_in(
+                        fights < DRA_PUBLISH_FIGHTS
+                                ? DRA_PUBLISH_SPACING_MS
+                                : kapi_backoff_ms(fights - DRA_PUBLISH_FIGHTS + 3, DRA_BACKOFF_CAP_MS));
         }
         pthread_mutex_unlock(&drv->mu);
         return NULL;

@@ -309,6 +309,49 @@ def test_slice_deleted_while_the_watch_is_away(dra):
     wait_slices(api, ["a-0", "a-1"], timeout=5)
 
 
+def test_a_writer_undoing_our_slice_gets_a_paced_fight(dra):
+    """Someone who takes devlet's content hash off its slice each time
+    devlet writes it (another writer, a hostile server) gets a paced fight,
+    not a loop: at most 8 of devlet's writes undone in 6 s (before, each
+    came at once, hundreds of them); once they stop, the slice is devlet's
+    again."""
+    import threading
+    s = dra.start()
+    api = s.api
+    name = wait_slices(api, ["a-0", "a-1"])["metadata"]["name"]
+    done = threading.Event()
+    undone = []  # one entry per write of devlet's taken back
+
+    def ours():
+        cur = api.slices.get(name)
+        return cur if cur and (cur["metadata"].get("annotations") or {}).get(
+            "devlet.io/content-hash") else None
+
+    def undo():
+        with api.lock:
+            while not done.is_set():
+                cur = ours()
+                if cur:
+                    new = copy.deepcopy(cur)
+                    del new["metadata"]["annotations"]["devlet.io/content-hash"]
+                    api.update_slice(name, new)
+                    undone.append(1)
+                api.lock.wait(1)  # woken by devlet's write (or by done)
+
+    t = threading.Thread(target=undo, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(TimeoutError):
+            api.wait_for(lambda: len(undone) > 8, timeout=6, what="more than 8 writes")
+        assert len(undone) >= 2, "the publisher did not write the slice again"
+    finally:
+        done.set()
+        with api.lock:
+            api.lock.notify_all()
+        t.join()
+    api.wait_for(ours, timeout=40, what="the slice devlet's again")
+
+
 @pytest.mark.parametrize("mode", ["gone", "gone-event", "ends"])
 def test_refused_watches_are_paced(dra, mode):
     """A server that answers every slice watch with 410 (a status, or an
