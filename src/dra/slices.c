@@ -12,11 +12,14 @@
  * a row, means someone keeps undoing our slices, and the spacing then
  * grows to DRA_BACKOFF_CAP_MS: a fight is paced, never a loop.
  * The watch exists so that a slice deleted by someone else (the kubelet
- * wipes a node's slices when it starts) comes back at once.  Each watch
- * goes on from the resourceVersion of the last event (bookmarks asked
- * for), so one that ends (the server's timeout, a broken connection)
- * misses nothing; after a 410 Gone it starts from nowhere and the
- * publisher lists again, since no event tells of what happened before.
+ * wipes a node's slices when it starts) comes back at once.  It starts
+ * from a list's resourceVersion (from the watch cache; after a 410 a
+ * consistent read), never from the slices' own versions, which can be
+ * older than the cache holds; each watch goes on from the resourceVersion
+ * of the last event (bookmarks asked for), so one that ends (the server's
+ * timeout, a broken connection) misses nothing; after a 410 Gone it lists
+ * again, and so does the publisher, since no event tells of what happened
+ * before.
  * Every round but a clean end of a watch that lasted waits its
  * kapi_rewatch backoff first (a 410 too), so a server that ends each
  * watch at once or refuses each with 410 never gets a loop.  Backoffs and
@@ -359,34 +362,68 @@ static int on_slice_event(const char *type, json_t *object, void *ud)
         return 0;
 }
 
+/* The list's resourceVersion (its items skipped unparsed), where a watch
+ * from nowhere starts: the objects' own versions, which a watch without
+ * one would replay, can be older than the server's watch cache, and every
+ * watch from them would be refused with 410.  consistent: a read from
+ * etcd (after a 410, when the cache's version is what was too old), else
+ * served from the watch cache (resourceVersion=0). */
+static int list_rv(struct watch_state *st, const char *q, bool consistent, struct diag *why)
+{
+        static const struct kapi_keep rv_keep = { .spec = "{metadata{resourceVersion}}" };
+        struct dra_driver *drv = st->drv;
+        _cleanup_free_ char *path =
+                xasprintf("%s?%s%s", slices_path, q, consistent ? "" : "&resourceVersion=0");
+        struct kapi_response resp = { 0 };
+        int r = kapi_request_keep(drv->dra->api, "GET", path, NULL, &rv_keep, DRA_CALL_MS,
+                                  &drv->stop, &resp, why);
+        if (r == 0 && resp.status != 200)
+                r = -EPROTO;
+        if (r == 0) {
+                keep_rv(st, resp.body);
+                if (!st->rv[0])
+                        r = diag_set(why, -EBADMSG, "GET %s: a list without a resourceVersion",
+                                     slices_path);
+        }
+        kapi_response_release(&resp);
+        return r;
+}
+
 void *dra_watch_main(void *ud)
 {
         struct watch_state st = { .drv = ud };
         struct dra_driver *drv = st.drv;
         _cleanup_free_ char *q = selector_query(drv->dra->node, drv->name);
-        bool missed = false;
+        bool missed = false, consistent = false;
         while (!atomic_load(&drv->stop)) {
-                /* a watch from nowhere starts with what exists: a slice
-                 * deleted before it opened is in no event, so the publisher
-                 * lists */
-                if (missed && !st.rv[0]) {
-                        pthread_mutex_lock(&drv->mu);
-                        drv->pub_dirty = true;
-                        pthread_cond_broadcast(&drv->cond);
-                        pthread_mutex_unlock(&drv->mu);
-                }
-                _cleanup_free_ char *path = xasprintf(
-                        "%s?%s&watch=1&timeoutSeconds=%d%s%s%s", slices_path, q,
-                        DRA_WATCH_TIMEOUT_S, st.rv[0] ? "&allowWatchBookmarks=true" : "",
-                        st.rv[0] ? "&resourceVersion=" : "", st.rv);
                 struct diag why = { 0 };
                 long status = 0;
                 kapi_rewatch_begin(&st.pace);
-                int r = kapi_watch_keep(drv->dra->api, path, &event_keep, &drv->stop,
-                                        on_slice_event, &st, &status, &why);
+                int r = 0;
+                if (!st.rv[0]) {
+                        /* what happened before the list is in no event: a
+                         * slice deleted meanwhile, so the publisher lists */
+                        if (missed) {
+                                pthread_mutex_lock(&drv->mu);
+                                drv->pub_dirty = true;
+                                pthread_cond_broadcast(&drv->cond);
+                                pthread_mutex_unlock(&drv->mu);
+                        }
+                        r = list_rv(&st, q, consistent, &why);
+                        consistent = consistent && r < 0;
+                }
+                if (r == 0) {
+                        _cleanup_free_ char *path = xasprintf(
+                                "%s?%s&watch=1&timeoutSeconds=%d&allowWatchBookmarks=true"
+                                "&resourceVersion=%s",
+                                slices_path, q, DRA_WATCH_TIMEOUT_S, st.rv);
+                        r = kapi_watch_keep(drv->dra->api, path, &event_keep, &drv->stop,
+                                            on_slice_event, &st, &status, &why);
+                }
                 if (atomic_load(&drv->stop))
                         break;
                 bool gone = st.gone || status == 410;
+                consistent = consistent || gone;
                 if (gone) {
                         /* too far behind: from nowhere again, after the backoff */
                         st.rv[0] = '\0';

@@ -459,10 +459,21 @@ class ApiHandler(JSONHandler):
         deadline = time.monotonic() + int((query.get("timeoutSeconds") or ["1800"])[0])
         self.start_chunked()
         events = api.pod_events if pods else api.events
+        rv = (query.get("resourceVersion") or [""])[0]
         with api.lock:
             pos, epoch = len(events), api.watch_epoch
             objs = api.pods if pods else api.slices
             first = [("ADDED", copy.deepcopy(s)) for s in objs.values() if matches(s, sel)]
+            if api.cache_window is not None and not pods and rv not in ("", "0"):
+                # the watch cache: from a version it still holds, what came
+                # after it; from an older one, 410 Gone
+                if int(rv) < api.cache_window:
+                    api.gone_answers += 1
+                    first, epoch = [("ERROR", status_object(410, "Expired",
+                                                            f"too old resource version: {rv}"))], None
+                else:
+                    first = [(k, copy.deepcopy(o)) for k, o in events
+                             if int(o["metadata"]["resourceVersion"]) > int(rv)]
             api.watchers += 1
             api.lock.notify_all()
         try:
@@ -500,6 +511,9 @@ class ApiServer:
         self.agents, self.times = [], []  # each request's User-Agent, and when it came
         self.conns = set()
         self.connections = self.watchers = self.watch_epoch = 0
+        # the slices' watch cache (None: not modelled, every watch starts
+        # with what exists): versions below it are gone (compact_watch_cache)
+        self.cache_window, self.gone_answers = None, 0
         self.rv = 100
         self.httpd = None
         self.port = 0
@@ -566,6 +580,16 @@ class ApiServer:
                     self.modes.pop(r, None)
                 else:
                     self.modes[r] = (mode, params)
+
+    def compact_watch_cache(self):
+        """The slices' watch cache holds only what comes from now on (as
+        after an API server restart, others' objects written meanwhile): a
+        watch from an older version than the server's now gets 410 Gone, one
+        from that version or a newer one what came after it."""
+        with self.lock:
+            self.rv += 10  # other objects written meanwhile
+            self.cache_window = self.rv
+            self.lock.notify_all()
 
     def end_watches(self):
         """Every open watch ends (cleanly, as at its timeoutSeconds)."""

@@ -352,6 +352,27 @@ def test_a_writer_undoing_our_slice_gets_a_paced_fight(dra):
     api.wait_for(ours, timeout=40, what="the slice devlet's again")
 
 
+def test_a_moved_watch_cache_costs_one_relist(dra):
+    """After the API server's watch cache moves on (a restart), the slice
+    watch resyncs once and goes on: its watches start from a list's
+    resourceVersion (bookmarks asked for), not from the slices' own, older
+    ones, which the server refuses with 410 at every watch's end (a 410 and
+    a list every 20 s, for ever)."""
+    s = dra.start()
+    api = s.api
+    wait_slices(api, ["a-0", "a-1"])
+    api.wait_for(lambda: api.watchers == 1, what="devlet's watch")
+    api.compact_watch_cache()
+    for i in range(4):  # four watches end, as at their timeoutSeconds
+        n = api.hit_count("watch")
+        api.end_watches()
+        api.wait_for(lambda: api.hits.get("watch", 0) > n and api.watchers == 1, timeout=40,
+                     what=f"watch {i + 1} back")
+    with api.lock:
+        assert api.gone_answers <= 1, api.gone_answers
+    assert any("allowWatchBookmarks=true" in p for m, p in api.requests if "watch=1" in p)
+
+
 @pytest.mark.parametrize("mode", ["gone", "gone-event", "ends"])
 def test_refused_watches_are_paced(dra, mode):
     """A server that answers every slice watch with 410 (a status, or an
