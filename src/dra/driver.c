@@ -96,6 +96,16 @@ static void on_async_closed(uv_handle_t *h)
 
 /* Stops the threads (joined), the sockets, and frees drv once its async
  * handle is closed.  cleanup: the driver's slices go too. */
+/* Stops and joins one of drv's threads when its siblings could not start. */
+static void join_thread(struct dra_driver *drv, pthread_t t)
+{
+        atomic_store(&drv->stop, true);
+        pthread_mutex_lock(&drv->mu);
+        pthread_cond_broadcast(&drv->cond);
+        pthread_mutex_unlock(&drv->mu);
+        pthread_join(t, NULL);
+}
+
 static void driver_free(struct dra_driver *drv, bool cleanup)
 {
         atomic_store(&drv->stop, true);
@@ -175,10 +185,23 @@ static struct dra_driver *driver_new(struct dra *d, const char *name, struct dia
                 driver_free(drv, false);
                 return NULL;
         }
+        int e = pthread_create(&drv->claims_thread, NULL, dra_claims_main, drv);
+        if (e == 0) {
+                e = pthread_create(&drv->pub_thread, NULL, dra_publisher_main, drv);
+                if (e == 0) {
+                        e = pthread_create(&drv->watch_thread, NULL, dra_watch_main, drv);
+                        if (e != 0)
+                                join_thread(drv, drv->pub_thread);
+                }
+                if (e != 0)
+                        join_thread(drv, drv->claims_thread);
+        }
+        if (e != 0) {
+                diag_set(diag, -e, "cannot start the driver's threads: %s", strerror(e));
+                driver_free(drv, false);
+                return NULL;
+        }
         drv->threads_started = true;
-        pthread_create(&drv->claims_thread, NULL, dra_claims_main, drv);
-        pthread_create(&drv->pub_thread, NULL, dra_publisher_main, drv);
-        pthread_create(&drv->watch_thread, NULL, dra_watch_main, drv);
         log_info("dra", "serving driver=%s socket=%s registration=%s", name, drv->dra_socket,
                  drv->reg_socket);
         return drv;

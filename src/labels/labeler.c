@@ -45,7 +45,8 @@ struct labeler {
         char *last_error;    /* the last write error logged; NULL after a success */
         size_t writes;
 
-        struct labels_publisher *publisher; /* API outputs; NULL: the file */
+        bool api; /* the labels go to the API server (publisher), not a file */
+        struct labels_publisher *publisher; /* with api; NULL until it could start */
 
         struct label_write *inflight; /* the write on the thread pool, or NULL */
         bool again;                   /* labels asked for during that write */
@@ -185,8 +186,12 @@ static void write_labels(struct labeler *l)
         labels_collect(l->cfg, l->backends, l->n_backends, &set, &warnings);
         log_warnings(warnings);
         size_t n = set.n;
-        if (l->publisher) {
-                labels_publisher_set(l->publisher, &set);
+        if (l->api) {
+                /* a publisher that could not start is tried again each round */
+                if (!l->publisher)
+                        l->publisher = labels_publisher_start(l->cfg);
+                if (l->publisher)
+                        labels_publisher_set(l->publisher, &set);
                 dev_labels_release(&set);
                 return;
         }
@@ -236,6 +241,7 @@ int labels_start(uv_loop_t *loop, const struct devlet_config *cfg,
         memcpy(l->backends, backends, n * sizeof(*backends));
         enum labels_output mode = labels_output_mode(cfg);
         if (mode != LABELS_TO_FILE) {
+                l->api = true;
                 l->publisher = labels_publisher_start(cfg);
                 l->remove_on_exit = false;
         } else if (cfg->labels_use_node_feature_api) {

@@ -106,8 +106,9 @@ struct labels_publisher;
  * config_node_name(cfg), through cfg->kubeconfig (empty: in-cluster),
  * writing only what changed and reading the object again only after a
  * failure and every cfg->labels_resync_interval_ms (plus jitter).
- * Nothing is read from cfg afterwards.  Never fails: the API client is made
- * on the thread, and retried like any failed call. */
+ * Nothing is read from cfg afterwards.  The API client is made on the
+ * thread, and retried like any failed call.  NULL (logged) only when the
+ * thread cannot start. */
 struct labels_publisher *labels_publisher_start(const struct devlet_config *cfg);
 /* Hands the thread a copy of set to publish; never waits on the server. */
 void labels_publisher_set(struct labels_publisher *p, const struct dev_labels *set);

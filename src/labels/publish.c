@@ -573,6 +573,17 @@ static void *publisher_main(void *ud)
         return NULL;
 }
 
+static void publisher_free(struct labels_publisher *p)
+{
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->cond);
+        json_decref(p->desired);
+        free(p->kubeconfig);
+        free(p->node);
+        free(p->ns);
+        free(p);
+}
+
 struct labels_publisher *labels_publisher_start(const struct devlet_config *cfg)
 {
         struct labels_publisher *p = xcalloc(1, sizeof(*p));
@@ -586,7 +597,12 @@ struct labels_publisher *labels_publisher_start(const struct devlet_config *cfg)
         p->resync_ms = cfg->labels_resync_interval_ms;
         pthread_mutex_init(&p->mu, NULL);
         clock_cond_init(&p->cond);
-        pthread_create(&p->thread, NULL, publisher_main, p);
+        int e = pthread_create(&p->thread, NULL, publisher_main, p);
+        if (e != 0) {
+                log_error("labels", "cannot start the publisher thread error=\"%s\"", strerror(e));
+                publisher_free(p);
+                return NULL;
+        }
         log_info("labels", "publishing through the API server output=%s node=%s%s%s",
                  labels_output_name(p->mode), p->node,
                  p->mode == LABELS_TO_NODE_FEATURE ? " namespace=" : "",
@@ -615,11 +631,5 @@ void labels_publisher_stop(struct labels_publisher *p)
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->mu);
         pthread_join(p->thread, NULL);
-        pthread_mutex_destroy(&p->mu);
-        pthread_cond_destroy(&p->cond);
-        json_decref(p->desired);
-        free(p->kubeconfig);
-        free(p->node);
-        free(p->ns);
-        free(p);
+        publisher_free(p);
 }

@@ -365,6 +365,17 @@ static void *worker_main(void *ud)
         return NULL;
 }
 
+static void podlabels_free(struct podlabels *p)
+{
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->cond);
+        json_decref(p->pods);
+        free(p->resource_version);
+        free(p->kubeconfig);
+        free(p->node);
+        free(p);
+}
+
 struct podlabels *podlabels_start(const char *kubeconfig, const char *node, double qps,
                                   unsigned burst)
 {
@@ -376,7 +387,12 @@ struct podlabels *podlabels_start(const char *kubeconfig, const char *node, doub
         p->pods = json_object();
         pthread_mutex_init(&p->mu, NULL);
         clock_cond_init(&p->cond);
-        pthread_create(&p->thread, NULL, worker_main, p);
+        int e = pthread_create(&p->thread, NULL, worker_main, p);
+        if (e != 0) {
+                log_error("metrics", "pod labels: cannot start the thread error=\"%s\"", strerror(e));
+                podlabels_free(p);
+                return NULL;
+        }
         log_info("metrics", "pod labels: watching the pods of node=%s", p->node);
         return p;
 }
@@ -390,11 +406,6 @@ void podlabels_stop(struct podlabels *p)
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->mu);
         pthread_join(p->thread, NULL);
-        pthread_mutex_destroy(&p->mu);
-        pthread_cond_destroy(&p->cond);
-        json_decref(p->pods);
-        free(p->resource_version);
-        free(p->kubeconfig);
-        free(p->node);
-        free(p);
+        podlabels_free(p);
 }
+

@@ -23,9 +23,10 @@ struct podlabels;
 
 /* Starts the worker: kubeconfig "" for the in-cluster account, node the
  * node's name, qps and burst its API client's rate (kapi_client_set_rate:
- * --kube-api-qps, --kube-api-burst).  Never fails: an unreachable API
- * server is logged (once per change of error) and retried with backoff,
- * and lookups find nothing. */
+ * --kube-api-qps, --kube-api-burst).  An unreachable API server is
+ * logged (once per change of error) and retried with backoff, and lookups
+ * find nothing.  NULL (logged) only when the thread cannot start; lookups
+ * and stop take NULL. */
 struct podlabels *podlabels_start(const char *kubeconfig, const char *node, double qps,
                                   unsigned burst);
 /* Stops and joins the worker (within about 100 ms) and frees; NULL is fine. */
