@@ -70,7 +70,11 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 .DEFAULT_GOAL := all
 .SECONDARY:
 
-all: $(BUILD)/devlet $(MOCK_NVML) $(TOOL_BIN)
+# LD_PRELOAD libraries the integration tests inject failures with
+PRELOAD_SRC := $(wildcard tests/preload/*.c)
+PRELOAD_LIB := $(patsubst tests/preload/%.c,$(BUILD)/preload/%.so,$(PRELOAD_SRC))
+
+all: $(BUILD)/devlet $(MOCK_NVML) $(TOOL_BIN) $(PRELOAD_LIB)
 
 # protoc-c sees the messages only: devlet dispatches gRPC methods by path, and
 # protoc-c's service stubs would name a struct member after the C keyword
@@ -111,6 +115,10 @@ $(BUILD)/mock-nvml/libnvidia-ml.so.1: $(MOCK_NVML_SRC) $(wildcard tests/mock-nvm
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) $(WARN) -fPIC -shared -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1 \
 		-o $@ $(MOCK_NVML_SRC) $(shell $(PKG_CONFIG) --libs yaml-0.1) -lpthread
+
+$(BUILD)/preload/%.so: tests/preload/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(WARN) -fPIC -shared -o $@ $< -ldl
 
 $(BUILD)/py/%_pb2.py: proto/%.proto
 	@mkdir -p $(@D)

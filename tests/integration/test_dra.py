@@ -127,12 +127,14 @@ def dra(dirs, api, certs, kubelet, devlet):
     ], domain="devlet.io")
     ns.clients = []
 
-    def start(extra=()):
-        ns.d = devlet(ns.config, args=[
+    def start(extra=(), env=None, served=True):
+        ns.d = devlet(ns.config, env=env, args=[
             "--backends", "hostdev", "--metrics-address", "", "--kubeconfig", ns.kubeconfig,
             "--node-name", NODE, "--kubelet-registrar-directory-path", ns.registry,
             "--kubelet-plugins-directory-path", ns.plugins, "--cdi-spec-dir", ns.cdi,
             "--dra-resources", A, *extra])
+        if not served:
+            return ns
         wait_until(lambda: os.path.exists(ns.dra_socket) and os.path.exists(ns.reg_socket),
                    10, "the DRA sockets")
         ns.k = DraKubelet(ns.reg_socket, ns.dra_socket)
@@ -350,6 +352,24 @@ def test_a_writer_undoing_our_slice_gets_a_paced_fight(dra):
             api.lock.notify_all()
         t.join()
     api.wait_for(ours, timeout=40, what="the slice devlet's again")
+
+
+def test_threads_that_cannot_start_leave_the_device_plugin_serving(dra, build_dir):
+    """pthread_create failing for every thread devlet's own code starts (an
+    injected failure: tests/preload/fail-threads.c; libuv's pool is spared)
+    is an error that says so: the DRA driver is not served, and the device
+    plugin still registers and answers."""
+    env = {"LD_PRELOAD": os.path.join(build_dir, "preload", "fail-threads.so"),
+           "DEVLET_TEST_FAIL_THREADS": "1"}
+    if ASAN:  # the preloaded library comes before ASan's runtime
+        env["ASAN_OPTIONS"] = "detect_leaks=1:exitcode=86:verify_asan_link_order=0"
+    s = dra.start(env=env, served=False)
+    wait_until(lambda: "cannot start the driver's threads" in s.d.log_text(), 10,
+               "the thread error")
+    s.kubelet.wait_for_registration(B)
+    assert s.kubelet.wait_for_snapshot(B).ids() == ["ttyB0"]
+    assert not os.path.exists(s.dra_socket)
+    assert s.d.proc.poll() is None
 
 
 def test_a_moved_watch_cache_costs_one_relist(dra):
