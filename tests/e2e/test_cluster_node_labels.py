@@ -32,7 +32,11 @@ def reconfigure(cluster, text):
 
 
 def with_node_labels(text):
-    return text.replace("  failOnInitError: false\n", "  failOnInitError: false\n  labelsOutput: node\n")
+    # devlet writes the Node only when its labels change, and reads it again
+    # at each re-sync (30 min and more by default): 5 s here, so a label
+    # someone removed comes back within the test's wait
+    return text.replace("  failOnInitError: false\n", "  failOnInitError: false\n"
+                        "  labelsOutput: node\n  labelsResyncInterval: 5s\n")
 
 
 def node_meta(cluster):
@@ -101,7 +105,7 @@ def test_labels_devlet_stops_producing_are_removed(node_labels):
 
 def test_a_removed_label_comes_back(node_labels):
     """Someone removes one of devlet's labels: devlet puts it back at its
-    next pass (the sleep interval, 60 s by default)."""
+    next re-sync (--labels-resync-interval, 5 s in this module's config)."""
     c = node_labels
     c.wait("devlet.io/fuse.count on the Node",
            lambda: (node_meta(c).get("labels") or {}).get("devlet.io/fuse.count") == "2")
