@@ -119,7 +119,10 @@ class JSONHandler(http.server.BaseHTTPRequestHandler):
         pass
 
     def send_json(self, code, obj, extra=()):
-        data = json.dumps(obj).encode()
+        self.send_body(code, json.dumps(obj).encode(), extra)
+
+    def send_body(self, code, data, extra=()):
+        """data (bytes, JSON or not) as an application/json answer."""
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -321,19 +324,11 @@ class ApiHandler(JSONHandler):
             n = params.get("mib", 16) * MiB // 3
             data = (b'{"kind": "List", "metadata": {"resourceVersion": "1"}, "items": ['
                     + b"[]," * (n - 1) + b"[]]}")
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.send_body(200, data)
             return False
         if mode == "malformed":
             data = b'{"kind": "ResourceSliceList", "items": [{"metadata": '
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.send_body(200, data)
             return False
         if mode == "silent":
             if route in ("watch", "podwatch"):

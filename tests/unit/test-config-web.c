@@ -210,7 +210,8 @@ static void test_basic_auth(void **state)
         web_auth_free(a);
 }
 
-static void test_basic_auth_jobs(void **state)
+/* An authenticator with one user, alice, whose password is HASH's. */
+static struct web_auth *alice_auth(void)
 {
         struct config_web *w = NULL;
         struct diag d = { 0 };
@@ -218,6 +219,12 @@ static void test_basic_auth_jobs(void **state)
         struct web_auth *a = NULL;
         assert_int_equal(web_auth_new(w, &a, &d), 0);
         config_web_free(w);
+        return a;
+}
+
+static void test_basic_auth_jobs(void **state)
+{
+        struct web_auth *a = alice_auth();
         static const char right[] = "Basic YWxpY2U6Y29ycmVjdCBob3JzZQ==", wrong[] = "Basic YWxpY2U6d3Jvbmc=";
         /* a job given up (its connection closed) remembers nothing */
         struct web_auth_job *j1 = NULL, *j2 = NULL, *j3 = NULL, *j4 = NULL;
@@ -255,12 +262,7 @@ static void test_basic_auth_jobs(void **state)
  * remembered. */
 static void test_basic_auth_failures_bounded(void **state)
 {
-        struct config_web *w = NULL;
-        struct diag d = { 0 };
-        assert_int_equal(parse("basic_auth_users:\n  alice: " HASH "\n", &w, &d, NULL), 0);
-        struct web_auth *a = NULL;
-        assert_int_equal(web_auth_new(w, &a, &d), 0);
-        config_web_free(w);
+        struct web_auth *a = alice_auth();
         bool ok = false;
         assert_int_equal(check(a, "Basic YWxpY2U6Y29ycmVjdCBob3JzZQ==", &ok), WEB_AUTH_SLOW);
         assert_true(ok);
