@@ -10,6 +10,7 @@
  * and, when asked, its slices deleted with one call bounded to a second. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,6 +38,18 @@ static int api_new(const struct devlet_config *cfg, struct kapi_client **out, st
         return 0;
 }
 
+/* DEVLET_KAPI_WATCH_TIMEOUT="MIN-MAX" (seconds) shortens the watches'
+ * timeout range: for tests, which cannot wait out 5 to 10 minutes. */
+static void dra_watch_timeouts(struct dra *d)
+{
+        const char *e = getenv("DEVLET_KAPI_WATCH_TIMEOUT");
+        unsigned lo, hi;
+        if (e && sscanf(e, "%u-%u", &lo, &hi) == 2 && lo > 0 && lo <= hi && hi <= 3600) {
+                d->watch_timeout_min_s = lo;
+                d->watch_timeout_max_s = hi;
+        }
+}
+
 int dra_start(uv_loop_t *loop, const struct devlet_config *cfg, const struct dra_cdi_ops *cdi,
               struct dra **out, struct diag *diag)
 {
@@ -55,6 +68,7 @@ int dra_start(uv_loop_t *loop, const struct devlet_config *cfg, const struct dra
         d->cdi = *cdi;
         d->api = api;
         d->node = config_node_name(cfg);
+        dra_watch_timeouts(d);
         log_info("dra", "started server=%s node=%s", kapi_client_server(api), d->node);
         *out = d;
         return 0;
@@ -67,10 +81,9 @@ static void refresh_table(struct dra_driver *drv)
         pthread_mutex_lock(&drv->mu);
         struct dra_table *old = drv->table;
         drv->table = t;
-        drv->pub_dirty = true;
-        pthread_cond_broadcast(&drv->cond);
         pthread_mutex_unlock(&drv->mu);
         dra_table_unref(old);
+        dra_pub_changed(drv);
 }
 
 static void on_resource_change(struct dev_resource *r, void *ud)
@@ -94,29 +107,18 @@ static void on_async_closed(uv_handle_t *h)
         free(drv);
 }
 
-/* Stops the threads (joined), the sockets, and frees drv once its async
- * handle is closed.  cleanup: the driver's slices go too. */
-/* Stops and joins one of drv's threads when its siblings could not start. */
-static void join_thread(struct dra_driver *drv, pthread_t t)
-{
-        atomic_store(&drv->stop, true);
-        pthread_mutex_lock(&drv->mu);
-        pthread_cond_broadcast(&drv->cond);
-        pthread_mutex_unlock(&drv->mu);
-        pthread_join(t, NULL);
-}
-
+/* Stops the claims thread (joined), the publisher, the sockets, and frees
+ * drv once its async handle is closed.  cleanup: the driver's slices go
+ * too. */
 static void driver_free(struct dra_driver *drv, bool cleanup)
 {
         atomic_store(&drv->stop, true);
         pthread_mutex_lock(&drv->mu);
         pthread_cond_broadcast(&drv->cond);
         pthread_mutex_unlock(&drv->mu);
-        if (drv->threads_started) {
-                pthread_join(drv->pub_thread, NULL);
-                pthread_join(drv->watch_thread, NULL);
+        if (drv->threads_started)
                 pthread_join(drv->claims_thread, NULL);
-        }
+        dra_pub_stop(drv);
         dra_plugin_stop(drv);
         unwatch_all(drv);
         if (cleanup) {
@@ -186,22 +188,16 @@ static struct dra_driver *driver_new(struct dra *d, const char *name, struct dia
                 return NULL;
         }
         int e = pthread_create(&drv->claims_thread, NULL, dra_claims_main, drv);
-        if (e == 0) {
-                e = pthread_create(&drv->pub_thread, NULL, dra_publisher_main, drv);
-                if (e == 0) {
-                        e = pthread_create(&drv->watch_thread, NULL, dra_watch_main, drv);
-                        if (e != 0)
-                                join_thread(drv, drv->pub_thread);
-                }
-                if (e != 0)
-                        join_thread(drv, drv->claims_thread);
-        }
         if (e != 0) {
-                diag_set(diag, -e, "cannot start the driver's threads: %s", strerror(e));
+                diag_set(diag, -e, "cannot start the driver's claims thread: %s", strerror(e));
                 driver_free(drv, false);
                 return NULL;
         }
         drv->threads_started = true;
+        if (dra_pub_start(drv, diag) < 0) {
+                driver_free(drv, false);
+                return NULL;
+        }
         log_info("dra", "serving driver=%s socket=%s registration=%s", name, drv->dra_socket,
                  drv->reg_socket);
         return drv;

@@ -41,8 +41,9 @@ const struct dra_dev *dra_table_find(const struct dra_table *t, const char *name
 
 /* The slices of one pool: the table's healthy devices, at most
  * DRA_SLICE_DEVICES_MAX per slice.  Returns a JSON array of ResourceSlice
- * objects named <prefix>-<k> (new reference) and the content's hash in
- * hash (hex). */
+ * objects named <prefix>-<k> (new reference), each with the hash of its
+ * own content in its devlet.io/content-hash annotation, and the whole
+ * pool's hash in hash (hex). */
 #define DRA_SLICE_DEVICES_MAX 128
 json_t *dra_slices_desired(const struct dra_table *t, const char *node, const char *prefix,
                            char hash[17]);
@@ -77,18 +78,17 @@ struct dra_driver {
         size_t n_res;
         bool registered;
 
-        pthread_mutex_t mu; /* guards what follows, shared with the threads */
+        struct dra_pub *pub; /* the slices' informer and publisher (slices.c; loop) */
+
+        pthread_mutex_t mu; /* guards what follows, shared with the claims thread */
         pthread_cond_t cond;
-        struct dra_table *table;
-        long long generation; /* the pool generation last written (publisher thread) */
-        char desired_hash[17];
-        bool pub_dirty;
+        struct dra_table *table; /* set on the loop (which reads it without the lock) */
         bool cleanup_on_stop;
         struct dra_job *jobs, **jobs_tail; /* for the claims thread */
         struct dra_job *done;              /* for the loop */
         atomic_bool stop;
 
-        pthread_t pub_thread, watch_thread, claims_thread;
+        pthread_t claims_thread;
         bool threads_started;
         uv_async_t done_async;
         bool async_open;
@@ -104,13 +104,22 @@ struct dra {
         struct dra_cdi_ops cdi;
         struct kapi_client *api;
         char *node;
+        /* the slice watch's timeout range (0: kapi's; --kube-watch-timeout
+         * style knobs for tests come from the environment) */
+        unsigned watch_timeout_min_s, watch_timeout_max_s;
         struct dra_driver **drivers;
         size_t n_drivers;
 };
 
-void *dra_publisher_main(void *ud);
-void *dra_watch_main(void *ud);
 void *dra_claims_main(void *ud);
+
+/* The slices' informer and publisher, on the loop (slices.c).  start:
+ * 0, or -EINVAL with diag; changed: the table changed; stop: no call or
+ * callback after it, memory freed once the loop closed its handles. */
+struct dra_pub;
+int dra_pub_start(struct dra_driver *drv, struct diag *diag);
+void dra_pub_changed(struct dra_driver *drv);
+void dra_pub_stop(struct dra_driver *drv);
 
 /* The reg and DRA gRPC servers of a driver (plugin.c). */
 int dra_plugin_serve(struct dra_driver *drv, struct diag *diag);

@@ -1,48 +1,44 @@
 /* The node's ResourceSlices, kept equal to the device table through the
- * API server: one publisher thread and one watch thread per driver.
+ * API server, on the loop: one informer of the driver's slices on this
+ * node (kapi/informer.h: a streaming list, then watches from its
+ * resourceVersion; no periodic LIST: the watch keeps the cache true) and
+ * a publisher that compares the cache with the desired slices and writes
+ * only what differs, one call at a time, through kapi's loop calls.
  *
- * The publisher reconciles when woken (the table changed, the watch saw a
- * slice that is not what we last wanted, a retry is due) and every
- * DRA_RESYNC_MS anyway: it lists the pool's slices, and when any differs
- * from the desired content (compared by the content hash devlet puts in
- * an annotation, since the API server adds defaults of its own) it writes
- * them all with the pool's generation bumped, then deletes the extra ones.
- * Reconciles start DRA_PUBLISH_SPACING_MS apart, so a burst of changes is
- * one write; one that writes, after DRA_PUBLISH_FIGHTS that each wrote in
- * a row, means someone keeps undoing our slices, and the spacing then
- * grows to DRA_BACKOFF_CAP_MS: a fight is paced, never a loop.
- * The watch exists so that a slice deleted by someone else (the kubelet
- * wipes a node's slices when it starts) comes back at once.  It starts
- * from a list's resourceVersion (from the watch cache; after a 410 a
- * consistent read), never from the slices' own versions, which can be
- * older than the cache holds; each watch goes on from the resourceVersion
- * of the last event (bookmarks asked for), so one that ends (the server's
- * timeout, a broken connection) misses nothing; after a 410 Gone it lists
- * again, and so does the publisher, since no event tells of what happened
- * before.
- * Every round but a clean end of a watch that lasted waits its
- * kapi_rewatch backoff first (a 410 too), so a server that ends each
- * watch at once or refuses each with 410 never gets a loop.  Backoffs and
- * the resync run to their time: the condition variable they wait on also
- * wakes the claims thread.  Both threads
- * block only in the API client, which checks drv->stop; both log what an
+ * What is written:
+ *   - each desired slice carries the hash of its own content (annotation
+ *     devlet.io/content-hash; the API server adds defaults of its own, so
+ *     contents are never compared field by field);
+ *   - nothing is written while the cache holds the desired slices, each
+ *     with its hash, all of one generation;
+ *   - else the pool's generation is bumped and every slice written with
+ *     it (the API's rule: a change of a pool is a new generation on all
+ *     its slices, and consumers use the highest), then the extra ones
+ *     deleted; a node's pool is one slice up to DRA_SLICE_DEVICES_MAX
+ *     devices, so a health change writes one slice;
+ *   - every slice is owned by its Node (an owner reference with the
+ *     Node's uid, read once), so the garbage collector removes the slices
+ *     of a node that is deleted.
+ * When: a table change or a cache event marks the pool dirty; a reconcile
+ * starts at the earliest DRA_PUBLISH_SPACING_MS after the last one began
+ * (a burst of changes is written once, about a second later at most); one
+ * that writes after DRA_PUBLISH_FIGHTS that each wrote in a row means
+ * someone keeps undoing our slices, and the spacing then grows to
+ * DRA_BACKOFF_CAP_MS: a fight is paced, never a loop.  A failed write is
+ * retried after kapi_backoff_ms.  Never blocks the loop; logs what an
  * operator must see, once per change of state. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/cleanup.h"
-#include "base/clock.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "dra/internal.h"
+#include "kapi/informer.h"
 
-#define DRA_RESYNC_MS (5 * 60 * 1000)
 #define DRA_CALL_MS 10000
 #define DRA_BACKOFF_CAP_MS 30000
-/* below the API client's default low-speed time (30 s) */
-#define DRA_WATCH_TIMEOUT_S 20
 /* Reconciles start at least this far apart, so a burst of changes (health
  * flapping, a run of watch events) is written once; a change after a quiet
  * spell goes out at once. */
@@ -54,43 +50,26 @@
 /* A reconcile that starts this long after the earliest it could have is
  * not part of a fight. */
 #define DRA_PUBLISH_QUIET_MS 5000
+/* The Node's uid is asked for again at most this often after it failed. */
+#define DRA_NODE_RETRY_MS (5 * 60 * 1000)
+/* How long a write's own event may take to come back. */
+#define DRA_ECHO_MS 10000
+/* A node's slices of one driver: more is someone else's doing. */
+#define DRA_SLICES_MAX 256
 
 static const char *const slices_path = "/apis/resource.k8s.io/v1/resourceslices";
-/* What is read of our slices, as listed and as watched: the rest (their
- * devices) is skipped unparsed. */
-#define SLICE_KEPT "{metadata{name,resourceVersion,annotations},spec{pool{generation}}}"
-static const struct kapi_keep list_keep = {
-        .spec = "{metadata{resourceVersion},items[" SLICE_KEPT "]}",
-};
-/* an ERROR event's object is a Status: its code says 410 */
-static const struct kapi_keep event_keep = {
-        .spec = "{metadata{name,resourceVersion,annotations},code}",
-};
 
-static bool past(const struct timespec *t)
+static const char *annotation(const json_t *obj, const char *key)
 {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+        const json_t *a = json_object_get(json_object_get(obj, "metadata"), "annotations");
+        const json_t *v = json_object_get(a, key);
+        return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* Waits until t or drv->stop (mu held); wake-ups do not end it. */
-static void wait_until_ts(struct dra_driver *drv, const struct timespec *t)
+static const char *meta_str(const json_t *obj, const char *key)
 {
-        while (!atomic_load(&drv->stop) &&
-               pthread_cond_timedwait(&drv->cond, &drv->mu, t) != ETIMEDOUT)
-                ;
-}
-
-/* Waits until ms passed or drv->stop (mu held).  drv->cond also wakes the
- * claims thread and carries every table change, so a wake-up alone never
- * ends a backoff early. */
-static void sleep_ms(struct dra_driver *drv, long ms)
-{
-        struct timespec until = clock_monotonic_in(ms);
-        while (!atomic_load(&drv->stop) &&
-               pthread_cond_timedwait(&drv->cond, &drv->mu, &until) != ETIMEDOUT)
-                ;
+        const json_t *v = json_object_get(json_object_get(obj, "metadata"), key);
+        return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
 static char *selector_query(const char *node, const char *driver)
@@ -114,333 +93,416 @@ int dra_slices_delete(struct kapi_client *api, const char *node, const char *dri
         return status >= 200 && status < 300 ? 0 : -EPROTO;
 }
 
-static const char *annotation(const json_t *obj, const char *key)
+/* ---- the publisher's state (loop thread) ---- */
+
+struct dra_pub {
+        struct dra_driver *drv;
+        struct kapi_informer *inf;
+        uv_timer_t timer;
+        bool timer_due;         /* the timer is set for the next reconcile */
+        bool dirty;
+        bool failing, warned_node;
+        bool watch_failing;     /* the informer failed since it last synced */
+        unsigned attempt, fights;
+        uint64_t next_ms;       /* the earliest the next reconcile may start */
+        long long generation;   /* the pool generation last written */
+        /* the writes of one reconcile, one call at a time */
+        json_t *ops;            /* [{"method","path","body","name"}] */
+        /* slices written whose event has not come back yet: {name: ms};
+         * the cache is behind for them, and a reconcile waits for it (at
+         * most DRA_ECHO_MS) rather than write again with a stale version */
+        json_t *written;
+        size_t op;
+        int writes;
+        struct kapi_call *call;
+        char *node_uid;         /* the Node's, for the owner reference */
+        uint64_t node_tried_ms;
+        bool node_asked;        /* the Node's GET is in flight */
+};
+
+static uint64_t now_ms(const struct dra_pub *p)
 {
-        const json_t *a = json_object_get(json_object_get(obj, "metadata"), "annotations");
-        const json_t *v = json_object_get(a, key);
-        return json_is_string(v) ? json_string_value(v) : NULL;
+        return uv_now(p->drv->dra->loop);
 }
 
-static const char *meta_str(const json_t *obj, const char *key)
+static void reconcile(struct dra_pub *p);
+
+static void on_timer(uv_timer_t *t)
 {
-        const json_t *v = json_object_get(json_object_get(obj, "metadata"), key);
-        return json_is_string(v) ? json_string_value(v) : NULL;
+        struct dra_pub *p = t->data;
+        p->timer_due = false;
+        reconcile(p);
 }
 
-/* A call that must answer 2xx: 0, or <0 with diag (status in *status).
- * keep: what is read of the answer (NULL: all, within kapi's budget; with
- * out NULL nothing is read but its kind). */
-static int call_keep(struct dra_driver *drv, const char *method, const char *path,
-                     const json_t *body, const struct kapi_keep *keep, json_t **out, long *status,
-                     struct diag *diag)
+/* A reconcile at the earliest allowed, unless one is set or running. */
+static void schedule(struct dra_pub *p)
 {
-        static const struct kapi_keep nothing = { .spec = "{kind}" };
-        struct kapi_response resp = { 0 };
-        int r = kapi_request_keep(drv->dra->api, method, path, body, out ? keep : &nothing,
-                                  DRA_CALL_MS, &drv->stop, &resp, diag);
-        *status = resp.status;
-        if (r >= 0 && (resp.status < 200 || resp.status >= 300)) {
-                if (!diag || !diag->message[0])
-                        diag_set(diag, -EPROTO, "%s %s: HTTP %ld", method, path, resp.status);
-                r = -EPROTO;
+        p->dirty = true;
+        if (p->timer_due || p->call || p->node_asked || !p->drv->table)
+                return;
+        uint64_t now = now_ms(p);
+        p->timer_due = true;
+        uv_timer_start(&p->timer, on_timer, p->next_ms > now ? p->next_ms - now : 0, 0);
+}
+
+static void retry_later(struct dra_pub *p, long ms)
+{
+        p->dirty = true;
+        p->timer_due = true;
+        uv_timer_start(&p->timer, on_timer, (uint64_t)(ms > 0 ? ms : 0), 0);
+}
+
+/* ---- the Node's uid ---- */
+
+static void on_node(void *ud, int r, struct kapi_response *resp, struct diag *why)
+{
+        struct dra_pub *p = ud;
+        p->call = NULL;
+        p->node_asked = false;
+        const char *uid = r == 0 && resp->status == 200 ? meta_str(resp->body, "uid") : NULL;
+        if (uid && uid[0] && strlen(uid) < 64) {
+                p->node_uid = xstrdup(uid);
+        } else if (!p->warned_node) {
+                p->warned_node = true;
+                log_warn("dra", "cannot read the Node's uid; slices are written without an owner "
+                                "reference node=%s error=\"%s\"",
+                         p->drv->dra->node,
+                         r < 0 || resp->status >= 400 ? why->message : "no uid");
         }
-        if (r >= 0 && out)
-                *out = json_incref(resp.body);
-        kapi_response_release(&resp);
-        return r;
+        reconcile(p);
 }
 
-static int call(struct dra_driver *drv, const char *method, const char *path, const json_t *body,
-                json_t **out, long *status, struct diag *diag)
+static bool ask_node(struct dra_pub *p)
 {
-        return call_keep(drv, method, path, body, NULL, out, status, diag);
+        if (p->node_uid || (p->node_tried_ms && now_ms(p) - p->node_tried_ms < DRA_NODE_RETRY_MS))
+                return false;
+        p->node_tried_ms = now_ms(p);
+        static const struct kapi_keep keep = { .spec = "{metadata{uid}}" };
+        _cleanup_free_ char *name = kapi_escape(p->drv->dra->node);
+        _cleanup_free_ char *path = xasprintf("/api/v1/nodes/%s", name);
+        struct diag why = { 0 };
+        if (kapi_request_start(p->drv->dra->api, p->drv->dra->loop, "GET", path, NULL, &keep,
+                               DRA_CALL_MS, on_node, p, &p->call, &why) < 0)
+                return false;
+        p->node_asked = true;
+        return true;
 }
 
-/* One reconcile of the pool with t.  0 when the slices are as desired. */
-static int reconcile(struct dra_driver *drv, const struct dra_table *t, int *writes,
-                     struct diag *diag)
-{
-        const char *node = drv->dra->node;
-        char hash[17];
-        json_t *desired = dra_slices_desired(t, node, drv->slice_prefix, hash);
-        pthread_mutex_lock(&drv->mu);
-        memcpy(drv->desired_hash, hash, sizeof(hash));
-        pthread_mutex_unlock(&drv->mu);
+/* ---- writes ---- */
 
-        _cleanup_free_ char *q = selector_query(node, drv->name);
-        _cleanup_free_ char *list_path = xasprintf("%s?%s", slices_path, q);
-        json_t *list = NULL;
-        long status;
-        int r = call_keep(drv, "GET", list_path, NULL, &list_keep, &list, &status, diag);
+static void next_op(struct dra_pub *p);
+
+/* The reconcile ended (r < 0: a write failed, why says which). */
+static void reconcile_end(struct dra_pub *p, int r, const char *why)
+{
+        json_decref(p->ops);
+        p->ops = NULL;
+        struct dra_driver *drv = p->drv;
         if (r < 0) {
-                json_decref(desired);
-                return r;
+                if (!p->failing)
+                        log_warn("dra", "cannot publish ResourceSlices, retrying driver=%s "
+                                        "error=\"%s\"",
+                                 drv->name, why && why[0] ? why : strerror(-r));
+                p->failing = true;
+                retry_later(p, kapi_backoff_ms(p->attempt++, DRA_BACKOFF_CAP_MS));
+                return;
         }
-        const json_t *items = json_object_get(list, "items");
-        json_int_t gen = 0;
-        bool same = json_is_array(items) && json_array_size(items) == json_array_size(desired);
-        size_t i;
-        const json_t *it;
-        json_array_foreach(items, i, it) {
-                const json_t *g = json_object_get(json_object_get(json_object_get(it, "spec"), "pool"),
-                                                  "generation");
-                if (json_is_integer(g) && json_integer_value(g) > gen)
-                        gen = json_integer_value(g);
-                const char *h = annotation(it, "devlet.io/content-hash");
-                if (!h || strcmp(h, hash) != 0)
-                        same = false;
+        if (p->failing || p->writes) {
+                size_t healthy = 0;
+                for (size_t i = 0; drv->table && i < drv->table->n; i++)
+                        healthy += drv->table->devs[i].healthy;
+                log_info("dra", "published ResourceSlices driver=%s node=%s devices=%zu writes=%d",
+                         drv->name, drv->dra->node, healthy, p->writes);
         }
+        p->failing = false;
+        p->attempt = 0;
+        p->fights = p->writes ? p->fights + 1 : 0;
+        p->next_ms = now_ms(p) + (uint64_t)(p->fights < DRA_PUBLISH_FIGHTS
+                                                    ? DRA_PUBLISH_SPACING_MS
+                                                    : kapi_backoff_ms(p->fights -
+                                                                              DRA_PUBLISH_FIGHTS + 3,
+                                                                      DRA_BACKOFF_CAP_MS));
+        if (p->dirty)
+                schedule(p);
+}
+
+static void on_write(void *ud, int r, struct kapi_response *resp, struct diag *why)
+{
+        struct dra_pub *p = ud;
+        p->call = NULL;
+        const json_t *op = json_array_get(p->ops, p->op);
+        const char *method = json_string_value(json_object_get(op, "method"));
+        long status = resp ? resp->status : 0;
+        bool ok = r == 0 && status >= 200 && status < 300;
+        /* a slice already gone is what a DELETE wanted */
+        if (r == 0 && status == 404 && method && strcmp(method, "DELETE") == 0)
+                ok = true;
+        if (!ok) {
+                if (r == 0 && !why->message[0])
+                        diag_set(why, -EPROTO, "%s: HTTP %ld", method, status);
+                /* a conflict: the cache is behind; the watch brings the
+                 * slice and the next reconcile starts from it */
+                reconcile_end(p, r < 0 ? r : -EPROTO, why->message);
+                return;
+        }
+        const char *name = json_string_value(json_object_get(op, "name"));
+        const char *rv = resp ? meta_str(resp->body, "resourceVersion") : NULL;
+        bool del = method && strcmp(method, "DELETE") == 0;
+        json_t *w = name ? json_object_get(p->written, name) : NULL;
+        if (w && json_is_true(json_object_get(w, "seen")))
+                json_object_del(p->written, name); /* its event came first */
+        else if (w)
+                json_object_update_new(w, json_pack("{s:I, s:s?, s:b}", "at", (json_int_t)now_ms(p),
+                                                "rv", rv, "del", del));
+        p->writes++;
+        p->op++;
+        next_op(p);
+}
+
+static const struct kapi_keep written_keep = { .spec = "{metadata{resourceVersion}}" };
+
+static void next_op(struct dra_pub *p)
+{
+        const json_t *op = json_array_get(p->ops, p->op);
+        if (!op) {
+                reconcile_end(p, 0, NULL);
+                return;
+        }
+        /* its event may come before its answer: on_slice marks it seen */
+        json_object_set_new(p->written, json_string_value(json_object_get(op, "name")),
+                            json_pack("{s:I, s:b}", "at", (json_int_t)now_ms(p), "seen", 0));
+        struct diag why = { 0 };
+        int r = kapi_request_start(p->drv->dra->api, p->drv->dra->loop,
+                                   json_string_value(json_object_get(op, "method")),
+                                   json_string_value(json_object_get(op, "path")),
+                                   json_object_get(op, "body"), &written_keep,
+                                   DRA_CALL_MS, on_write, p, &p->call, &why);
+        if (r < 0)
+                reconcile_end(p, r, why.message);
+}
+
+static void add_op(json_t *ops, const char *method, const char *path, const char *name,
+                   json_t *body)
+{
+        json_t *op = json_pack("{s:s, s:s, s:s}", "method", method, "path", path, "name", name);
+        if (body)
+                json_object_set(op, "body", body);
+        json_array_append_new(ops, op);
+}
+
+/* Whether a write of ours has not come back through the watch yet (the
+ * cache is behind for its slice); entries that came back, or are older
+ * than DRA_ECHO_MS, are dropped. */
+static bool echo_pending(struct dra_pub *p)
+{
+        json_t *cache = kapi_informer_cache(p->inf);
+        uint64_t now = now_ms(p);
+        const char *name;
+        json_t *w, *tmp;
+        bool pending = false;
+        json_object_foreach_safe(p->written, tmp, name, w) {
+                const json_t *have = json_object_get(cache, name);
+                const char *rv = json_string_value(json_object_get(w, "rv"));
+                const char *hrv = have ? meta_str(have, "resourceVersion") : NULL;
+                bool back = json_is_true(json_object_get(w, "seen")) ||
+                            (json_is_true(json_object_get(w, "del"))
+                                     ? !have
+                                     : rv && hrv && strcmp(rv, hrv) == 0);
+                uint64_t at = (uint64_t)json_integer_value(json_object_get(w, "at"));
+                if (back || now - at >= DRA_ECHO_MS)
+                        json_object_del(p->written, name);
+                else
+                        pending = true;
+        }
+        return pending;
+}
+
+/* One reconcile: the writes that make the cache the desired slices. */
+static void reconcile(struct dra_pub *p)
+{
+        struct dra_driver *drv = p->drv;
+        if (p->call || p->node_asked || !drv->table || !p->dirty)
+                return;
+        if (!kapi_informer_has_synced(p->inf))
+                return; /* the informer's synced schedules it */
+        if (ask_node(p))
+                return; /* on_node goes on */
+        if (echo_pending(p)) {
+                retry_later(p, DRA_PUBLISH_SPACING_MS); /* or its event, sooner */
+                return;
+        }
+        p->dirty = false;
+        p->writes = 0;
+        uint64_t quiet = p->next_ms + DRA_PUBLISH_QUIET_MS;
+        if (now_ms(p) >= quiet)
+                p->fights = 0;
+
+        char hash[17];
+        _cleanup_(json_decrefp) json_t *desired =
+                dra_slices_desired(drv->table, drv->dra->node, drv->slice_prefix, hash);
+        json_t *cache = kapi_informer_cache(p->inf);
+        json_int_t gen = 0, low = -1;
+        const char *key;
+        json_t *it;
+        json_object_foreach(cache, key, it) {
+                const json_t *g = json_object_get(
+                        json_object_get(json_object_get(it, "spec"), "pool"), "generation");
+                json_int_t v = json_is_integer(g) ? json_integer_value(g) : 0;
+                gen = v > gen ? v : gen;
+                low = low < 0 || v < low ? v : low;
+        }
+        /* up to date: the same slices, each with its hash, one generation */
+        bool same = json_object_size(cache) == json_array_size(desired) && low == gen;
         size_t k;
         json_t *want;
         json_array_foreach(desired, k, want) {
-                bool found = false;
-                json_array_foreach(items, i, it) {
-                        const char *n = meta_str(it, "name");
-                        found = found || (n && strcmp(n, meta_str(want, "name")) == 0);
-                }
-                same = same && found;
+                const json_t *have = json_object_get(cache, meta_str(want, "name"));
+                const char *hh = have ? annotation(have, "devlet.io/content-hash") : NULL;
+                const char *wh = annotation(want, "devlet.io/content-hash");
+                same = same && hh && wh && strcmp(hh, wh) == 0;
         }
         if (same) {
-                json_decref(list);
-                json_decref(desired);
-                return 0;
+                reconcile_end(p, 0, NULL);
+                return;
         }
+        /* a change of the pool is a new generation on all its slices (the
+         * API's rule: consumers use the slices of the highest one); never
+         * back: a pool whose slices were all deleted (the kubelet wipes
+         * them when it starts) continues after what we last wrote */
+        if (gen < p->generation)
+                gen = p->generation;
+        p->generation = ++gen;
 
-        /* never back: a pool whose slices were all deleted (the kubelet
-         * wipes them when it starts) continues after what we last wrote */
-        if (gen < drv->generation)
-                gen = drv->generation;
-        gen++;
-        drv->generation = gen;
+        json_t *ops = json_array();
         json_array_foreach(desired, k, want) {
+                const char *name = meta_str(want, "name");
+                const json_t *have = json_object_get(cache, name);
+                json_t *meta = json_object_get(want, "metadata");
                 json_object_set_new(json_object_get(json_object_get(want, "spec"), "pool"),
                                     "generation", json_integer(gen));
-                const char *name = meta_str(want, "name");
-                const char *rv = NULL;
-                json_array_foreach(items, i, it) {
-                        const char *n = meta_str(it, "name");
-                        if (n && strcmp(n, name) == 0)
-                                rv = meta_str(it, "resourceVersion");
-                }
+                if (p->node_uid)
+                        json_object_set_new(
+                                meta, "ownerReferences",
+                                json_pack("[{s:s, s:s, s:s, s:s, s:b}]", "apiVersion", "v1",
+                                          "kind", "Node", "name", drv->dra->node, "uid",
+                                          p->node_uid, "controller", 1));
+                const char *rv = have ? meta_str(have, "resourceVersion") : NULL;
                 if (rv) {
-                        json_object_set_new(json_object_get(want, "metadata"), "resourceVersion",
-                                            json_string(rv));
+                        json_object_set_new(meta, "resourceVersion", json_string(rv));
                         _cleanup_free_ char *path = xasprintf("%s/%s", slices_path, name);
-                        r = call(drv, "PUT", path, want, NULL, &status, diag);
+                        add_op(ops, "PUT", path, name, want);
                 } else {
-                        r = call(drv, "POST", slices_path, want, NULL, &status, diag);
+                        add_op(ops, "POST", slices_path, name, want);
                 }
-                if (r < 0)
-                        goto out;
-                (*writes)++;
         }
-        json_array_foreach(items, i, it) {
-                const char *n = meta_str(it, "name");
+        json_object_foreach(cache, key, it) {
                 bool wanted = false;
                 json_array_foreach(desired, k, want)
-                        wanted = wanted || (n && strcmp(n, meta_str(want, "name")) == 0);
-                if (wanted || !n)
+                        wanted = wanted || strcmp(key, meta_str(want, "name")) == 0;
+                if (wanted)
                         continue;
-                _cleanup_free_ char *path = xasprintf("%s/%s", slices_path, n);
-                r = call(drv, "DELETE", path, NULL, NULL, &status, diag);
-                if (r < 0 && status != 404)
-                        goto out;
-                r = 0;
-                (*writes)++;
+                _cleanup_free_ char *name = kapi_escape(key);
+                _cleanup_free_ char *path = xasprintf("%s/%s", slices_path, name);
+                add_op(ops, "DELETE", path, key, NULL);
         }
-out:
-        json_decref(list);
-        json_decref(desired);
-        return r;
+        p->ops = ops;
+        p->op = 0;
+        p->writes = 0;
+        next_op(p);
 }
 
-void *dra_publisher_main(void *ud)
+/* ---- the informer's news ---- */
+
+static void on_slice(void *ud, enum kapi_informer_event ev, const char *key, const json_t *obj)
 {
-        struct dra_driver *drv = ud;
-        unsigned attempt = 0, fights = 0;
-        bool failing = false;
-        struct timespec next = { 0 }; /* the earliest the next reconcile may start */
-        pthread_mutex_lock(&drv->mu);
-        for (;;) {
-                struct timespec resync = clock_monotonic_in(DRA_RESYNC_MS);
-                while (!drv->pub_dirty && !atomic_load(&drv->stop))
-                        if (pthread_cond_timedwait(&drv->cond, &drv->mu, &resync) == ETIMEDOUT)
-                                drv->pub_dirty = true;
-                struct timespec quiet = next;
-                quiet.tv_sec += DRA_PUBLISH_QUIET_MS / 1000;
-                if (past(&quiet))
-                        fights = 0;
-                wait_until_ts(drv, &next); /* what comes meanwhile is written with it */
-                if (atomic_load(&drv->stop))
-                        break;
-                drv->pub_dirty = false;
-                struct dra_table *t = dra_table_ref(drv->table);
-                pthread_mutex_unlock(&drv->mu);
-
-                struct diag why = { 0 };
-                int writes = 0;
-                int r = t ? reconcile(drv, t, &writes, &why) : 0;
-                size_t healthy = 0;
-                for (size_t i = 0; t && i < t->n; i++)
-                        healthy += t->devs[i].healthy;
-                dra_table_unref(t);
-
-                pthread_mutex_lock(&drv->mu);
-                if (atomic_load(&drv->stop))
-                        break;
-                if (r < 0) {
-                        if (!failing)
-                                log_warn("dra", "cannot publish ResourceSlices, retrying driver=%s "
-                                                "error=\"%s\"",
-                                         drv->name, why.message[0] ? why.message : strerror(-r));
-                        failing = true;
-                        sleep_ms(drv, kapi_backoff_ms(attempt++, DRA_BACKOFF_CAP_MS));
-                        drv->pub_dirty = true;
-                        continue;
-                }
-                if (failing || writes)
-                        log_info("dra", "published ResourceSlices driver=%s node=%s devices=%zu "
-                                        "writes=%d",
-                                 drv->name, drv->dra->node, healthy, writes);
-                failing = false;
-                attempt = 0;
-                fights = writes ? fights + 1 : 0;
-                next = clock_monotonic_in(
-                        fights < DRA_PUBLISH_FIGHTS
-                                ? DRA_PUBLISH_SPACING_MS
-                                : kapi_backoff_ms(fights - DRA_PUBLISH_FIGHTS + 3, DRA_BACKOFF_CAP_MS));
-        }
-        pthread_mutex_unlock(&drv->mu);
-        return NULL;
+        struct dra_pub *p = ud;
+        json_t *w = json_object_get(p->written, key);
+        if (w && p->call) /* a write in flight: its own event, most likely */
+                json_object_set_new(w, "seen", json_true());
+        else if (w)
+                json_object_del(p->written, key);
+        /* ours coming back as well as someone else's change: a reconcile
+         * compares, and writes only when the cache is not what we want */
+        schedule(ud);
 }
 
-/* The watch's place in the slices' history: the resourceVersion of the
- * last event (a bookmark's too), so a watch that ends (the server's
- * timeout, a broken connection) goes on from there and misses nothing;
- * empty after a 410 Gone, when the history is too old to go on from. */
-struct watch_state {
-        struct dra_driver *drv;
-        char rv[64];
-        bool gone;
-        struct kapi_rewatch pace;
-};
-
-static void keep_rv(struct watch_state *st, const json_t *object)
+static void on_synced(void *ud)
 {
-        const char *rv = meta_str(object, "resourceVersion");
-        size_t n = rv ? strlen(rv) : 0;
-        if (n == 0 || n >= sizeof(st->rv))
-                return;
-        for (size_t i = 0; i < n; i++)
-                if (!((rv[i] >= '0' && rv[i] <= '9') || (rv[i] >= 'a' && rv[i] <= 'z') ||
-                      (rv[i] >= 'A' && rv[i] <= 'Z') || rv[i] == '-' || rv[i] == '.'))
-                        return;
-        memcpy(st->rv, rv, n + 1);
+        struct dra_pub *p = ud;
+        if (p->watch_failing)
+                log_info("dra", "watching ResourceSlices again driver=%s", p->drv->name);
+        p->watch_failing = false;
+        schedule(p);
 }
 
-static int on_slice_event(const char *type, json_t *object, void *ud)
+static void on_failed(void *ud, int r, const struct diag *why)
 {
-        struct watch_state *st = ud;
-        struct dra_driver *drv = st->drv;
-        if (strcmp(type, "ERROR") == 0) {
-                const json_t *code = json_object_get(object, "code");
-                st->gone = json_is_integer(code) && json_integer_value(code) == 410;
-                return 1;
+        struct dra_pub *p = ud;
+        const char *msg = why && why->message[0] ? why->message : strerror(-r);
+        if (!p->watch_failing)
+                log_warn("dra", "cannot watch ResourceSlices, retrying driver=%s error=\"%s\"",
+                         p->drv->name, msg);
+        else
+                log_debug("dra", "slice watch failed again driver=%s error=\"%s\"",
+                          p->drv->name, msg);
+        p->watch_failing = true;
+}
+
+int dra_pub_start(struct dra_driver *drv, struct diag *diag)
+{
+        struct dra_pub *p = xcalloc(1, sizeof(*p));
+        p->drv = drv;
+        p->written = json_object();
+        _cleanup_free_ char *q = selector_query(drv->dra->node, drv->name);
+        const struct kapi_informer_config cfg = {
+                .path = slices_path,
+                .selector = q,
+                .annotations = "devlet.io/content-hash",
+                .rest = "spec{pool{generation}}",
+                .max_values = 64,
+                .max_objects = DRA_SLICES_MAX,
+                .timeout_min_s = drv->dra->watch_timeout_min_s,
+                .timeout_max_s = drv->dra->watch_timeout_max_s,
+        };
+        const struct kapi_informer_ops ops = {
+                .event = on_slice,
+                .synced = on_synced,
+                .failed = on_failed,
+        };
+        int r = kapi_informer_start(drv->dra->loop, drv->dra->api, &cfg, &ops, p, &p->inf, diag);
+        if (r < 0) {
+                free(p);
+                return r;
         }
-        keep_rv(st, object);
-        kapi_rewatch_progress(&st->pace);
-        if (strcmp(type, "BOOKMARK") == 0)
-                return 0;
-        const char *h = annotation(object, "devlet.io/content-hash");
-        pthread_mutex_lock(&drv->mu);
-        if (drv->desired_hash[0] &&
-            (strcmp(type, "DELETED") == 0 || !h || strcmp(h, drv->desired_hash) != 0)) {
-                drv->pub_dirty = true;
-                pthread_cond_broadcast(&drv->cond);
-        }
-        pthread_mutex_unlock(&drv->mu);
+        uv_timer_init(drv->dra->loop, &p->timer);
+        p->timer.data = p;
+        drv->pub = p;
         return 0;
 }
 
-/* The list's resourceVersion (its items skipped unparsed), where a watch
- * from nowhere starts: the objects' own versions, which a watch without
- * one would replay, can be older than the server's watch cache, and every
- * watch from them would be refused with 410.  consistent: a read from
- * etcd (after a 410, when the cache's version is what was too old), else
- * served from the watch cache (resourceVersion=0). */
-static int list_rv(struct watch_state *st, const char *q, bool consistent, struct diag *why)
+void dra_pub_changed(struct dra_driver *drv)
 {
-        static const struct kapi_keep rv_keep = { .spec = "{metadata{resourceVersion}}" };
-        struct dra_driver *drv = st->drv;
-        _cleanup_free_ char *path =
-                xasprintf("%s?%s%s", slices_path, q, consistent ? "" : "&resourceVersion=0");
-        struct kapi_response resp = { 0 };
-        int r = kapi_request_keep(drv->dra->api, "GET", path, NULL, &rv_keep, DRA_CALL_MS,
-                                  &drv->stop, &resp, why);
-        if (r == 0 && resp.status != 200)
-                r = -EPROTO;
-        if (r == 0) {
-                keep_rv(st, resp.body);
-                if (!st->rv[0])
-                        r = diag_set(why, -EBADMSG, "GET %s: a list without a resourceVersion",
-                                     slices_path);
-        }
-        kapi_response_release(&resp);
-        return r;
+        if (drv->pub)
+                schedule(drv->pub);
 }
 
-void *dra_watch_main(void *ud)
+static void on_pub_closed(uv_handle_t *h)
 {
-        struct watch_state st = { .drv = ud };
-        struct dra_driver *drv = st.drv;
-        _cleanup_free_ char *q = selector_query(drv->dra->node, drv->name);
-        bool missed = false, consistent = false;
-        while (!atomic_load(&drv->stop)) {
-                struct diag why = { 0 };
-                long status = 0;
-                kapi_rewatch_begin(&st.pace);
-                int r = 0;
-                if (!st.rv[0]) {
-                        /* what happened before the list is in no event: a
-                         * slice deleted meanwhile, so the publisher lists */
-                        if (missed) {
-                                pthread_mutex_lock(&drv->mu);
-                                drv->pub_dirty = true;
-                                pthread_cond_broadcast(&drv->cond);
-                                pthread_mutex_unlock(&drv->mu);
-                        }
-                        r = list_rv(&st, q, consistent, &why);
-                        consistent = consistent && r < 0;
-                }
-                if (r == 0) {
-                        _cleanup_free_ char *path = xasprintf(
-                                "%s?%s&watch=1&timeoutSeconds=%d&allowWatchBookmarks=true"
-                                "&resourceVersion=%s",
-                                slices_path, q, DRA_WATCH_TIMEOUT_S, st.rv);
-                        r = kapi_watch_keep(drv->dra->api, path, &event_keep, &drv->stop,
-                                            on_slice_event, &st, &status, &why);
-                }
-                if (atomic_load(&drv->stop))
-                        break;
-                bool gone = st.gone || status == 410;
-                consistent = consistent || gone;
-                if (gone) {
-                        /* too far behind: from nowhere again, after the backoff */
-                        st.rv[0] = '\0';
-                        st.gone = false;
-                }
-                long wait = kapi_rewatch_end(&st.pace, r == 0 && !gone, DRA_BACKOFF_CAP_MS);
-                if (wait == 0) {
-                        missed = false;
-                        continue;
-                }
-                log_debug("dra", "slice watch ended driver=%s r=%d status=%ld wait_ms=%ld "
-                                 "error=\"%s\"",
-                          drv->name, r, status, wait, gone ? "410 Gone" : why.message);
-                missed = true;
-                pthread_mutex_lock(&drv->mu);
-                sleep_ms(drv, wait);
-                pthread_mutex_unlock(&drv->mu);
-        }
-        return NULL;
+        struct dra_pub *p = h->data;
+        json_decref(p->ops);
+        json_decref(p->written);
+        free(p->node_uid);
+        free(p);
+}
+
+void dra_pub_stop(struct dra_driver *drv)
+{
+        struct dra_pub *p = drv->pub;
+        if (!p)
+                return;
+        drv->pub = NULL;
+        kapi_informer_free(p->inf);
+        kapi_call_cancel(p->call);
+        uv_timer_stop(&p->timer);
+        uv_close((uv_handle_t *)&p->timer, on_pub_closed);
 }

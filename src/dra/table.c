@@ -140,12 +140,17 @@ json_t *dra_slices_desired(const struct dra_table *t, const char *node, const ch
                      i < n && i < (k + 1) * DRA_SLICE_DEVICES_MAX; i++)
                         json_array_append(part, json_array_get(devices, i));
                 _cleanup_free_ char *name = xasprintf("%s-%zu", prefix, k);
+                /* each slice's own hash: a change rewrites only its slice */
+                _cleanup_free_ char *ptext = json_dumps(part, JSON_COMPACT | JSON_SORT_KEYS);
+                char shash[17];
+                snprintf(shash, sizeof(shash), "%016" PRIx64,
+                         hash_text(hash_text(h, name), ptext ? ptext : ""));
                 json_t *s = json_pack(
                         "{s:s, s:s, s:{s:s, s:{s:s, s:s}, s:{s:s}}, s:{s:s, s:s, s:{s:s, s:I, s:I}, s:o}}",
                         "apiVersion", "resource.k8s.io/v1", "kind", "ResourceSlice", "metadata",
                         "name", name, "labels", "app.kubernetes.io/managed-by", "devlet",
                         "devlet.io/driver", t->driver, "annotations", "devlet.io/content-hash",
-                        hash, "spec", "driver", t->driver, "nodeName", node, "pool", "name", node,
+                        shash, "spec", "driver", t->driver, "nodeName", node, "pool", "name", node,
                         "generation", (json_int_t)0, "resourceSliceCount", (json_int_t)count,
                         "devices", part);
                 json_array_append_new(slices, s);

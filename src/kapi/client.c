@@ -89,7 +89,6 @@ static void free_secret(char *s)
         }
 }
 
-static void free_secretp(char **s) { free_secret(*s); }
 
 /* ---- the client ---- */
 
@@ -296,6 +295,7 @@ struct xfer {
         kapi_event_fn fn;
         void *ud;
         bool refused;  /* its status is not 2xx-3xx: the body is a Status */
+        long low_speed_ms; /* a watch's own silence limit (0: the client's) */
         struct kapi_lines lines;
 };
 
@@ -449,6 +449,90 @@ static bool path_ok(const char *path)
         return true;
 }
 
+/* A call's request, checked and filled in (what it owns: its copies of
+ * the User-Agent and the token). */
+struct prepared {
+        struct kapi_http_request rq;
+        char *user_agent;
+        char *token;
+};
+
+static void prepared_release(struct prepared *p)
+{
+        free(p->user_agent);
+        free_secret(p->token);
+        p->user_agent = p->token = NULL;
+}
+
+/* Checks the call and fills in p (limits, User-Agent, token) for c's
+ * transport.  Returns 0, or -errno with diag. */
+static int prepare(struct kapi_client *c, struct xfer *x, const char *method, const char *path,
+                   const char *body, long timeout_ms, struct prepared *p, struct diag *diag)
+{
+        if (!path_ok(path))
+                return diag_set(diag, -EINVAL,
+                                "%s %.300s: the path must start with / and be escaped", method,
+                                path);
+        bool is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
+        bool is_patch = strcmp(method, "PATCH") == 0;
+        if (!is_get && !is_post && !is_patch && strcmp(method, "PUT") != 0 &&
+            strcmp(method, "DELETE") != 0)
+                return diag_set(diag, -EINVAL, "%.20s: not a method kapi sends", method);
+
+        pthread_mutex_lock(&c->mu);
+        struct kapi_limits lim = c->limits;
+        p->user_agent = xstrdup(c->user_agent);
+        pthread_mutex_unlock(&c->mu);
+        if (x->fn) {
+                x->lines.max = lim.max_watch_line;
+                if (x->low_speed_ms > 0)
+                        lim.low_speed_ms = x->low_speed_ms;
+        } else {
+                x->max = lim.max_body;
+        }
+
+        int r = call_token(c, &p->token, diag);
+        if (r < 0) {
+                prepared_release(p);
+                return diag_prefix(diag, r, "%s %.300s", method, path);
+        }
+
+        /* a POST always says its length, even of nothing */
+        if (!body && is_post)
+                body = "";
+        p->rq = (struct kapi_http_request){
+                .method = method,
+                .path = path,
+                .user_agent = p->user_agent,
+                .accept = "application/json",
+                .content_type = !body || !body[0] ? NULL
+                                : is_patch        ? "application/merge-patch+json"
+                                                  : "application/json",
+                .body = body,
+                .body_len = body ? strlen(body) : 0,
+                .token = p->token,
+                .timeout_ms = timeout_ms,
+                .connect_timeout_ms = lim.connect_timeout_ms,
+                .low_speed_ms = lim.low_speed_ms,
+        };
+        return 0;
+}
+
+/* What a transfer's end means for the client (a Retry-After obeyed) and
+ * for its diag.  Returns r as the call returns it. */
+static int performed(struct kapi_client *c, struct xfer *x, const char *method, const char *path,
+                     int r, long status, long *retry_after_ms, struct diag *diag)
+{
+        if (status)
+                *retry_after_ms = obey_retry_after(c, status, x->retry_after_s);
+        if (r == 0)
+                return 0;
+        if (r == 1)
+                return diag_set(diag, x->err, "%s %.300s: %s", method, path, x->msg);
+        log_debug("kapi", "transfer failed method=%s path=%.300s error=%d", method, path, r);
+        return diag_prefix(diag, r, "%s %s%.300s", method, c->cfg->server, path);
+}
+
 /* One transfer: checks the call, waits for its turn (the client's rate),
  * then runs it on c's transport.  Returns 0 when an HTTP answer came
  * (*status, as soon as it came; *retry_after_ms, the pause it asked for),
@@ -459,68 +543,76 @@ static int perform(struct kapi_client *c, struct xfer *x, const char *method, co
 {
         *status = 0;
         *retry_after_ms = 0;
-        if (!path_ok(path))
-                return diag_set(diag, -EINVAL,
-                                "%s %.300s: the path must start with / and be escaped", method,
-                                path);
-        bool is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
-        bool is_patch = strcmp(method, "PATCH") == 0;
-        if (!is_get && !is_post && !is_patch && strcmp(method, "PUT") != 0 &&
-            strcmp(method, "DELETE") != 0)
-                return diag_set(diag, -EINVAL, "%.20s: not a method kapi sends", method);
         if (stop && atomic_load(stop))
                 return diag_set(diag, -ECANCELED, "%s %.300s: stopped", method, path);
-
-        int r = rate_wait(c, &timeout_ms, stop);
-        if (r == -ECANCELED)
-                return diag_set(diag, r, "%s %.300s: stopped", method, path);
+        struct prepared p = { 0 };
+        int r = prepare(c, x, method, path, body, timeout_ms, &p, diag);
         if (r < 0)
+                return r;
+        r = rate_wait(c, &p.rq.timeout_ms, stop);
+        if (r == -ECANCELED) {
+                prepared_release(&p);
+                return diag_set(diag, r, "%s %.300s: stopped", method, path);
+        }
+        if (r < 0) {
+                prepared_release(&p);
                 return diag_set(diag, r, "%s %.300s: the client's rate limit or the server's "
                                 "Retry-After outlasts the call's deadline", method, path);
-
-        pthread_mutex_lock(&c->mu);
-        struct kapi_limits lim = c->limits;
-        _cleanup_free_ char *user_agent = xstrdup(c->user_agent);
-        pthread_mutex_unlock(&c->mu);
-        if (x->fn)
-                x->lines.max = lim.max_watch_line;
-        else
-                x->max = lim.max_body;
-
-        _cleanup_(free_secretp) char *token = NULL;
-        r = call_token(c, &token, diag);
-        if (r < 0)
-                return diag_prefix(diag, r, "%s %.300s", method, path);
-
-        /* a POST always says its length, even of nothing */
-        if (!body && is_post)
-                body = "";
-        struct kapi_http_request rq = {
-                .method = method,
-                .path = path,
-                .user_agent = user_agent,
-                .accept = "application/json",
-                .content_type = !body || !body[0] ? NULL
-                                : is_patch        ? "application/merge-patch+json"
-                                                  : "application/json",
-                .body = body,
-                .body_len = body ? strlen(body) : 0,
-                .token = token,
-                .timeout_ms = timeout_ms,
-                .connect_timeout_ms = lim.connect_timeout_ms,
-                .low_speed_ms = lim.low_speed_ms,
-                .stop = stop,
-        };
+        }
+        p.rq.stop = stop;
         struct kapi_http_sink sink = { .head = on_head, .body = on_body, .ud = x };
-        r = kapi_http_call(c->http, &rq, &sink, status, diag);
-        if (*status)
-                *retry_after_ms = obey_retry_after(c, *status, x->retry_after_s);
-        if (r == 0)
-                return 0;
-        if (r == 1)
-                return diag_set(diag, x->err, "%s %.300s: %s", method, path, x->msg);
-        log_debug("kapi", "transfer failed method=%s path=%.300s error=%d", method, path, r);
-        return diag_prefix(diag, r, "%s %s%.300s", method, c->cfg->server, path);
+        r = kapi_http_call(c->http, &p.rq, &sink, status, diag);
+        prepared_release(&p);
+        return performed(c, x, method, path, r, *status, retry_after_ms, diag);
+}
+
+/* A request's answer from what its transfer kept: the body parsed (a
+ * refusal's Status whole), the diag of a status >= 400. */
+static int request_result(struct xfer *x, const char *method, const char *path, long status,
+                          struct kapi_response *resp, struct diag *diag)
+{
+        json_t *json = NULL;
+        if (x->refused) {
+                if (x->len) /* a Status, or nothing worth reading */
+                        (void)kapi_json_load(x->buf, x->len, NULL, NULL, 0, &json, NULL);
+        } else if (x->filter) {
+                const char *kept = NULL;
+                size_t kept_len = 0;
+                json_error_t je;
+                int r = kapi_json_filter_finish(x->filter, &kept, &kept_len);
+                if (r == 0 && kept) {
+                        json = json_loadb(kept, kept_len, 0, &je);
+                        if (!json)
+                                return diag_set(diag, -EBADMSG,
+                                                "%s %.300s: %ld: the body is not JSON: %s",
+                                                method, path, status, je.text);
+                }
+                if (r < 0)
+                        return diag_set(diag, r, "%s %.300s: %ld: the body is not JSON: %s",
+                                        method, path, status, kapi_json_filter_why(x->filter));
+        }
+        if (status >= 400)
+                status_diag(diag, method, path, status, json);
+        resp->body = json;
+        return 0;
+}
+
+/* A watch's end from what its transfer kept: a refusal as -EPROTO with
+ * its Status in diag, a last line without its newline as an event. */
+static int watch_result(struct xfer *x, const char *path, long status, struct diag *diag)
+{
+        if (status >= 400 || status < 200) {
+                _cleanup_(json_decrefp) json_t *json = NULL;
+                if (x->len)
+                        (void)kapi_json_load(x->buf, x->len, NULL, NULL, 0, &json, NULL);
+                status_diag(diag, "GET", path, status, json);
+                return -EPROTO;
+        }
+        /* The stream ended inside a line: what came is the last event, or not one. */
+        int r = kapi_lines_finish(&x->lines, watch_line, x);
+        if (r != 0)
+                return diag_set(diag, r, "GET %.300s: %s", path, x->msg);
+        return 0;
 }
 
 /* Compiles keep's spec for x (*spec owns it) and its budget; a watch's
@@ -575,31 +667,7 @@ int kapi_request_keep(struct kapi_client *c, const char *method, const char *pat
         resp->retry_after_ms = retry_after_ms;
         if (r < 0)
                 return r;
-
-        json_t *json = NULL;
-        if (x.refused) {
-                if (x.len) /* a Status, or nothing worth reading */
-                        (void)kapi_json_load(x.buf, x.len, NULL, NULL, 0, &json, NULL);
-        } else if (x.filter) {
-                const char *kept = NULL;
-                size_t kept_len = 0;
-                json_error_t je;
-                r = kapi_json_filter_finish(x.filter, &kept, &kept_len);
-                if (r == 0 && kept) {
-                        json = json_loadb(kept, kept_len, 0, &je);
-                        if (!json)
-                                return diag_set(diag, -EBADMSG,
-                                                "%s %.300s: %ld: the body is not JSON: %s",
-                                                method, path, status, je.text);
-                }
-                if (r < 0)
-                        return diag_set(diag, r, "%s %.300s: %ld: the body is not JSON: %s",
-                                        method, path, status, kapi_json_filter_why(x.filter));
-        }
-        if (status >= 400)
-                status_diag(diag, method, path, status, json);
-        resp->body = json;
-        return 0;
+        return request_result(&x, method, path, status, resp, diag);
 }
 
 int kapi_watch(struct kapi_client *c, const char *path, const atomic_bool *stop, kapi_event_fn fn,
@@ -628,16 +696,166 @@ int kapi_watch_keep(struct kapi_client *c, const char *path, const struct kapi_k
                 *status_out = status;
         if (r != 0)
                 return r;
-        if (status >= 400 || status < 200) {
-                _cleanup_(json_decrefp) json_t *json = NULL;
-                if (x.len)
-                        (void)kapi_json_load(x.buf, x.len, NULL, NULL, 0, &json, NULL);
-                status_diag(diag, "GET", path, status, json);
-                return -EPROTO;
+        return watch_result(&x, path, status, diag);
+}
+
+/* ---- calls on a loop ---- */
+
+struct kapi_call {
+        struct kapi_client *c;
+        uv_loop_t *loop;
+        struct xfer x;
+        struct kapi_json_spec *spec;
+        char *method, *path, *body;
+        long timeout_ms;
+        kapi_done_fn done;
+        void *ud;
+        uv_timer_t timer; /* the turn under the client's rate; an early end */
+        int early;        /* an error the first turn ends with */
+        struct kapi_http_loop_call *http;
+        bool ended;
+};
+
+static void call_closed(uv_handle_t *h)
+{
+        struct kapi_call *k = h->data;
+        xfer_release(&k->x);
+        kapi_json_spec_free(k->spec);
+        free(k->method);
+        free(k->path);
+        free(k->body);
+        free(k);
+}
+
+/* Calls done once (never after a cancel) and lets the call go. */
+static void call_end(struct kapi_call *k, int r, struct kapi_response *resp, struct diag *diag)
+{
+        if (k->ended)
+                return;
+        k->ended = true;
+        uv_timer_stop(&k->timer);
+        if (k->done)
+                k->done(k->ud, r, resp, diag);
+        uv_close((uv_handle_t *)&k->timer, call_closed);
+}
+
+static void on_http_done(void *ud, int r, long status, struct diag *hdiag)
+{
+        struct kapi_call *k = ud;
+        k->http = NULL;
+        struct diag diag = *hdiag;
+        struct kapi_response resp = { .status = status };
+        r = performed(k->c, &k->x, k->method, k->path, r, status, &resp.retry_after_ms, &diag);
+        if (r == 0)
+                r = k->x.fn ? watch_result(&k->x, k->path, status, &diag)
+                            : request_result(&k->x, k->method, k->path, status, &resp, &diag);
+        call_end(k, r, &resp, &diag);
+        kapi_response_release(&resp);
+}
+
+static void on_turn(uv_timer_t *t)
+{
+        struct kapi_call *k = t->data;
+        struct diag diag = { 0 };
+        struct kapi_response resp = { 0 };
+        int r = k->early;
+        struct prepared p = { 0 };
+        if (r == 0)
+                r = prepare(k->c, &k->x, k->method, k->path, k->body, k->timeout_ms, &p, &diag);
+        else
+                diag_set(&diag, r, "%s %.300s: the client's rate limit or the server's "
+                         "Retry-After outlasts the call's deadline", k->method, k->path);
+        if (r == 0) {
+                struct kapi_http_sink sink = { .head = on_head, .body = on_body, .ud = &k->x };
+                r = kapi_http_loop_start(k->c->http, k->loop, &p.rq, &sink, on_http_done, k,
+                                         &k->http, &diag);
+                if (r < 0)
+                        diag_prefix(&diag, r, "%s %.300s", k->method, k->path);
         }
-        /* The stream ended inside a line: what came is the last event, or not one. */
-        r = kapi_lines_finish(&x.lines, watch_line, &x);
-        if (r != 0)
-                return diag_set(diag, r, "GET %.300s: %s", path, x.msg);
+        prepared_release(&p);
+        if (r < 0)
+                call_end(k, r, &resp, &diag);
+}
+
+static int call_start(struct kapi_client *c, uv_loop_t *loop, const char *method,
+                      const char *path, const json_t *body, const struct kapi_keep *keep,
+                      long timeout_ms, bool watch, long low_speed_ms, kapi_event_fn fn,
+                      kapi_done_fn done, void *ud, struct kapi_call **out, struct diag *diag)
+{
+        struct kapi_call *k = xcalloc(1, sizeof(*k));
+        k->x.fn = fn;
+        k->x.ud = ud;
+        k->x.low_speed_ms = low_speed_ms;
+        if (keep_setup(&k->x, keep, watch, &k->spec) < 0) {
+                kapi_json_spec_free(k->spec);
+                free(k);
+                return diag_set(diag, -EINVAL, "%s %.300s: a spec that is not the grammar's: %s",
+                                method, path, keep->spec);
+        }
+        if (body) {
+                k->body = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+                if (!k->body) {
+                        kapi_json_spec_free(k->spec);
+                        free(k);
+                        return diag_set(diag, -EINVAL, "%s %.300s: the body cannot be encoded",
+                                        method, path);
+                }
+        }
+        k->c = c;
+        k->loop = loop;
+        k->method = xstrdup(method);
+        k->path = xstrdup(path);
+        k->done = done;
+        k->ud = ud;
+        uv_timer_init(loop, &k->timer);
+        k->timer.data = k;
+
+        /* the turn under the client's rate; the call starts on the loop's
+         * next turn at the soonest, so done never runs inside start */
+        pthread_mutex_lock(&c->mu);
+        long wait = kapi_rate_take(&c->rate, now_ms());
+        pthread_mutex_unlock(&c->mu);
+        if (wait < 0)
+                wait = 0;
+        if (timeout_ms > 0 && wait >= timeout_ms) {
+                k->early = -ETIMEDOUT;
+                wait = timeout_ms;
+        } else if (timeout_ms > 0) {
+                timeout_ms -= wait;
+        }
+        k->timeout_ms = timeout_ms;
+        uv_timer_start(&k->timer, on_turn, (uint64_t)wait, 0);
+        *out = k;
         return 0;
+}
+
+int kapi_request_start(struct kapi_client *c, uv_loop_t *loop, const char *method,
+                       const char *path, const json_t *body, const struct kapi_keep *keep,
+                       long timeout_ms, kapi_done_fn done, void *ud, struct kapi_call **out,
+                       struct diag *diag)
+{
+        return call_start(c, loop, method, path, body, keep, timeout_ms, false, 0, NULL, done, ud,
+                          out, diag);
+}
+
+int kapi_watch_start(struct kapi_client *c, uv_loop_t *loop, const char *path,
+                     const struct kapi_keep *keep, long low_speed_ms, kapi_event_fn fn,
+                     kapi_done_fn done, void *ud, struct kapi_call **out, struct diag *diag)
+{
+        const char *q = strchr(path, '?');
+        if (!q || (!strstr(q, "?watch=") && !strstr(q, "&watch=")))
+                return diag_set(diag, -EINVAL, "GET %.300s: a watch's path carries watch=1", path);
+        return call_start(c, loop, "GET", path, NULL, keep, 0, true, low_speed_ms, fn, done, ud,
+                          out, diag);
+}
+
+void kapi_call_cancel(struct kapi_call *k)
+{
+        if (!k || k->ended)
+                return;
+        k->done = NULL;
+        if (k->http)
+                kapi_http_loop_cancel(k->http);
+        k->http = NULL;
+        call_end(k, -ECANCELED, NULL, NULL);
 }

@@ -39,28 +39,6 @@
 #define READ_BUF (16u << 10)
 #define KEEPALIVE_S 60
 
-struct conn {
-        int fd;
-        struct kapi_tls *tls;   /* NULL: plain http */
-        uint64_t wire;          /* kapi_tls_wire_bytes when last looked at */
-        uint64_t idle_since;
-        bool reusable;
-};
-
-struct kapi_http {
-        const struct kapi_config *cfg; /* borrowed: the TLS settings */
-        bool https;
-        bool numeric;                  /* host is an IP address */
-        char *host;                    /* without brackets */
-        char *port;
-        char *authority;               /* the Host field: as the URL has it */
-        char *prefix;                  /* "" or "/a/b", no trailing '/' */
-
-        pthread_mutex_t mu;            /* tls and the pool */
-        struct kapi_tls_ctx *tls;
-        struct conn *idle[KAPI_HTTP_POOL_MAX];
-        size_t n_idle;
-};
 
 static uint64_t now_ms(void)
 {
@@ -170,7 +148,7 @@ int kapi_http_new(const struct kapi_config *cfg, struct kapi_http **out, struct 
         return 0;
 }
 
-static void conn_close(struct conn *c)
+void kapi_conn_close(struct kapi_conn *c)
 {
         if (!c)
                 return;
@@ -185,7 +163,7 @@ void kapi_http_free(struct kapi_http *h)
         if (!h)
                 return;
         for (size_t i = 0; i < h->n_idle; i++)
-                conn_close(h->idle[i]);
+                kapi_conn_close(h->idle[i]);
         kapi_tls_ctx_free(h->tls);
         pthread_mutex_destroy(&h->mu);
         free(h->host);
@@ -247,7 +225,7 @@ static int wait_fd(int fd, short events, const struct clock *k, struct diag *dia
 /* ---- a connection's bytes ---- */
 
 /* Counts the TLS records' bytes as movement, not only the decrypted ones. */
-static void note_wire(struct conn *c, struct clock *k)
+static void note_wire(struct kapi_conn *c, struct clock *k)
 {
         uint64_t w = kapi_tls_wire_bytes(c->tls);
         if (w != c->wire) {
@@ -258,7 +236,7 @@ static void note_wire(struct conn *c, struct clock *k)
 
 /* Reads what came: > 0 bytes, 0 at the end of the stream, or -errno with
  * diag (-ECONNRESET, or wait_fd's). */
-static ssize_t conn_read(struct conn *c, char *buf, size_t len, struct clock *k,
+static ssize_t conn_read(struct kapi_conn *c, char *buf, size_t len, struct clock *k,
                          struct diag *diag)
 {
         for (;;) {
@@ -288,7 +266,7 @@ static ssize_t conn_read(struct conn *c, char *buf, size_t len, struct clock *k,
 
 /* Writes all of buf.  Returns 0, or -errno with diag (-ECONNRESET, or
  * wait_fd's). */
-static int conn_write_all(struct conn *c, const char *buf, size_t len, struct clock *k,
+static int conn_write_all(struct kapi_conn *c, const char *buf, size_t len, struct clock *k,
                           struct diag *diag)
 {
         while (len > 0) {
@@ -322,7 +300,7 @@ static int conn_write_all(struct conn *c, const char *buf, size_t len, struct cl
 
 /* ---- connecting ---- */
 
-static void set_socket_options(int fd)
+void kapi_http_socket_options(int fd)
 {
         int on = 1, idle = KEEPALIVE_S;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
@@ -353,7 +331,7 @@ static int connect_tcp(struct kapi_http *h, struct clock *k, int *out, struct di
                         r = diag_set(diag, -errno, "socket: %s", strerror(errno));
                         continue;
                 }
-                set_socket_options(fd);
+                kapi_http_socket_options(fd);
                 if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
                         if (errno != EINPROGRESS) {
                                 r = diag_set(diag, -errno, "connect to %s port %s: %s", h->host,
@@ -383,7 +361,7 @@ static int connect_tcp(struct kapi_http *h, struct clock *k, int *out, struct di
 
 /* Under h->mu: the TLS context, built on first use and again when one of
  * its files changed, and a connection's TLS state from it. */
-static int tls_for(struct kapi_http *h, int fd, struct kapi_tls **out, struct diag *diag)
+int kapi_http_tls_for(struct kapi_http *h, int fd, struct kapi_tls **out, struct diag *diag)
 {
         pthread_mutex_lock(&h->mu);
         int r = 0;
@@ -400,15 +378,15 @@ static int tls_for(struct kapi_http *h, int fd, struct kapi_tls **out, struct di
         return r;
 }
 
-static int conn_open(struct kapi_http *h, struct clock *k, struct conn **out, struct diag *diag)
+static int conn_open(struct kapi_http *h, struct clock *k, struct kapi_conn **out, struct diag *diag)
 {
         k->connected = false;
         k->connect_end = now_ms() + (uint64_t)k->connect_timeout_ms;
-        struct conn *c = xcalloc(1, sizeof(*c));
+        struct kapi_conn *c = xcalloc(1, sizeof(*c));
         c->fd = -1;
         int r = connect_tcp(h, k, &c->fd, diag);
         if (r == 0 && h->https)
-                r = tls_for(h, c->fd, &c->tls, diag);
+                r = kapi_http_tls_for(h, c->fd, &c->tls, diag);
         while (r == 0 && c->tls) {
                 short want = 0;
                 r = kapi_tls_handshake(c->tls, &want, diag);
@@ -418,7 +396,7 @@ static int conn_open(struct kapi_http *h, struct clock *k, struct conn **out, st
                         r = wait_fd(c->fd, want, k, diag);
         }
         if (r < 0) {
-                conn_close(c);
+                kapi_conn_close(c);
                 return r;
         }
         if (c->tls)
@@ -429,7 +407,7 @@ static int conn_open(struct kapi_http *h, struct clock *k, struct conn **out, st
 
 /* ---- the pool ---- */
 
-static bool conn_idle_ok(struct conn *c)
+static bool conn_idle_ok(struct kapi_conn *c)
 {
         if (c->tls)
                 return kapi_tls_idle_ok(c->tls);
@@ -438,21 +416,21 @@ static bool conn_idle_ok(struct conn *c)
                (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-static struct conn *pool_take(struct kapi_http *h)
+struct kapi_conn *kapi_http_pool_take(struct kapi_http *h)
 {
         for (;;) {
                 pthread_mutex_lock(&h->mu);
-                struct conn *c = h->n_idle ? h->idle[--h->n_idle] : NULL;
+                struct kapi_conn *c = h->n_idle ? h->idle[--h->n_idle] : NULL;
                 pthread_mutex_unlock(&h->mu);
                 if (!c)
                         return NULL;
                 if (now_ms() - c->idle_since < KAPI_HTTP_IDLE_MS && conn_idle_ok(c))
                         return c;
-                conn_close(c);
+                kapi_conn_close(c);
         }
 }
 
-static void pool_put(struct kapi_http *h, struct conn *c)
+void kapi_http_pool_put(struct kapi_http *h, struct kapi_conn *c)
 {
         c->idle_since = now_ms();
         pthread_mutex_lock(&h->mu);
@@ -461,7 +439,7 @@ static void pool_put(struct kapi_http *h, struct conn *c)
                 c = NULL;
         }
         pthread_mutex_unlock(&h->mu);
-        conn_close(c);
+        kapi_conn_close(c);
 }
 
 /* ---- one exchange ---- */
@@ -474,7 +452,7 @@ struct exchange {
 /* Writes the request on c and reads its response into the sink.  Returns
  * as kapi_http_call; *nothing_came says the connection failed before any
  * byte of a response (the server may have closed it while it was idle). */
-static int exchange(struct conn *c, const char *head, size_t head_len,
+static int exchange(struct kapi_conn *c, const char *head, size_t head_len,
                     const struct kapi_http_request *rq, const struct kapi_http_sink *sink,
                     struct clock *k, long *status, bool *nothing_came, struct diag *diag)
 {
@@ -559,13 +537,14 @@ static void sigpipe_restore(const sigset_t *old, bool blocked)
         pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-int kapi_http_call(struct kapi_http *h, const struct kapi_http_request *rq,
-                   const struct kapi_http_sink *sink, long *status, struct diag *diag)
+char *kapi_http_head(const struct kapi_http *h, const struct kapi_http_request *rq,
+                     size_t *len, struct diag *diag)
 {
-        *status = 0;
         if (has_crlf(rq->method) || has_crlf(rq->path) || has_crlf(rq->token) ||
-            has_crlf(rq->content_type) || has_crlf(rq->user_agent) || has_crlf(rq->accept))
-                return diag_set(diag, -EINVAL, "a line break inside the request's head");
+            has_crlf(rq->content_type) || has_crlf(rq->user_agent) || has_crlf(rq->accept)) {
+                diag_set(diag, -EINVAL, "a line break inside the request's head");
+                return NULL;
+        }
         char length[32] = "";
         if (rq->body)
                 snprintf(length, sizeof(length), "Content-Length: %zu\r\n", rq->body_len);
@@ -576,7 +555,18 @@ int kapi_http_call(struct kapi_http *h, const struct kapi_http_request *rq,
                                rq->accept, ct ? "Content-Type: " : "", ct ? ct : "",
                                ct ? "\r\n" : "", length, tok ? "Authorization: Bearer " : "",
                                tok ? tok : "", tok ? "\r\n" : "");
-        size_t head_len = strlen(head);
+        *len = strlen(head);
+        return head;
+}
+
+int kapi_http_call(struct kapi_http *h, const struct kapi_http_request *rq,
+                   const struct kapi_http_sink *sink, long *status, struct diag *diag)
+{
+        *status = 0;
+        size_t head_len;
+        char *head = kapi_http_head(h, rq, &head_len, diag);
+        if (!head)
+                return -EINVAL;
 
         struct clock k = {
                 .stop = rq->stop,
@@ -593,7 +583,7 @@ int kapi_http_call(struct kapi_http *h, const struct kapi_http_request *rq,
                         r = diag_set(diag, -ECANCELED, "stopped");
                         break;
                 }
-                struct conn *c = pool_take(h);
+                struct kapi_conn *c = kapi_http_pool_take(h);
                 bool reused = c != NULL, nothing_came = false;
                 if (!c) {
                         r = conn_open(h, &k, &c, diag);
@@ -602,9 +592,9 @@ int kapi_http_call(struct kapi_http *h, const struct kapi_http_request *rq,
                 }
                 r = exchange(c, head, head_len, rq, sink, &k, status, &nothing_came, diag);
                 if (r == 0 && c->reusable)
-                        pool_put(h, c);
+                        kapi_http_pool_put(h, c);
                 else
-                        conn_close(c);
+                        kapi_conn_close(c);
                 if (r < 0 && reused && nothing_came && attempt == 0) {
                         log_debug("kapi", "idle connection gone; once more on a new one error=%d",
                                   r);

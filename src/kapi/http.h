@@ -24,10 +24,15 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#include <uv.h>
 
 #include "base/diag.h"
 #include "kapi/http-parser.h"
 #include "kapi/kapi.h"
+#include "kapi/tls.h"
 
 #define KAPI_HTTP_POOL_MAX 4u
 #define KAPI_HTTP_IDLE_MS 60000u
@@ -87,5 +92,69 @@ struct kapi_http_request {
  *   -ENOMEM     OpenSSL could not allocate */
 int kapi_http_call(struct kapi_http *h, const struct kapi_http_request *rq,
                    const struct kapi_http_sink *sink, long *status, struct diag *diag);
+
+/* ---- the same transport on a libuv loop (http-loop.c) ----
+ * One call driven by the loop: the name resolved (an IP address at once,
+ * a name through uv_getaddrinfo), a non-blocking connect and TLS
+ * handshake, the request written and the response read, each step waiting
+ * on a uv_poll of the socket and the deadlines on one uv_timer.  The pool
+ * of idle connections is the blocking calls' own (taken and put back
+ * under its mutex, never waited on).  rq's stop flag is not looked at:
+ * kapi_http_loop_cancel stops a call.  A stream that keeps the socket
+ * readable is read KAPI_HTTP_LOOP_READS buffers at a time, then the loop
+ * runs its other handles before the next turn. */
+#define KAPI_HTTP_LOOP_READS 16
+
+struct kapi_http_loop_call;
+
+/* Called once as the call ends (never after kapi_http_loop_cancel): r and
+ * status as kapi_http_call's; diag is the call's (borrowed). */
+typedef void (*kapi_http_loop_done_fn)(void *ud, int r, long status, struct diag *diag);
+
+/* Starts rq on loop (rq and its strings are copied; the sink is called on
+ * the loop).  Returns 0 and *out (valid until done is called or the call
+ * is cancelled), or -EINVAL with diag (a line break in the head). */
+int kapi_http_loop_start(struct kapi_http *h, uv_loop_t *loop, const struct kapi_http_request *rq,
+                         const struct kapi_http_sink *sink, kapi_http_loop_done_fn done,
+                         void *ud, struct kapi_http_loop_call **out, struct diag *diag);
+/* Ends the call without calling done; its memory goes once the loop has
+ * closed its handles.  Safe from the sink's callbacks. */
+void kapi_http_loop_cancel(struct kapi_http_loop_call *call);
+
+/* ---- shared by http.c and http-loop.c ---- */
+struct kapi_conn {
+        int fd;
+        struct kapi_tls *tls;   /* NULL: plain http */
+        uint64_t wire;          /* kapi_tls_wire_bytes when last looked at */
+        uint64_t idle_since;
+        bool reusable;
+};
+
+struct kapi_http {
+        const struct kapi_config *cfg; /* borrowed: the TLS settings */
+        bool https;
+        bool numeric;                  /* host is an IP address */
+        char *host;                    /* without brackets */
+        char *port;
+        char *authority;               /* the Host field: as the URL has it */
+        char *prefix;                  /* "" or "/a/b", no trailing '/' */
+
+        pthread_mutex_t mu;            /* tls and the pool */
+        struct kapi_tls_ctx *tls;
+        struct kapi_conn *idle[KAPI_HTTP_POOL_MAX];
+        size_t n_idle;
+};
+
+void kapi_conn_close(struct kapi_conn *c);
+/* An idle pooled connection still usable, or NULL. */
+struct kapi_conn *kapi_http_pool_take(struct kapi_http *h);
+/* Back to the pool (or closed when it is full). */
+void kapi_http_pool_put(struct kapi_http *h, struct kapi_conn *c);
+/* A connection's TLS state (the context built or rebuilt under h->mu). */
+int kapi_http_tls_for(struct kapi_http *h, int fd, struct kapi_tls **out, struct diag *diag);
+void kapi_http_socket_options(int fd);
+/* The request's head (heap, *len bytes), or NULL with -EINVAL in diag. */
+char *kapi_http_head(const struct kapi_http *h, const struct kapi_http_request *rq,
+                     size_t *len, struct diag *diag);
 
 #endif

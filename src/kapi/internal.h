@@ -59,4 +59,7 @@ int kapi_lines_feed(struct kapi_lines *l, const char *data, size_t len, kapi_lin
 int kapi_lines_finish(struct kapi_lines *l, kapi_line_fn fn, void *ud);
 void kapi_lines_release(struct kapi_lines *l);
 
+/* A number drawn evenly from [lo, hi] (util.c's jitter source). */
+long kapi_random_between(long lo, long hi);
+
 #endif

@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include <jansson.h>
+#include <uv.h>
 
 #include "base/diag.h"
 
@@ -214,5 +215,37 @@ long kapi_rewatch_end(struct kapi_rewatch *w, bool clean, long cap_ms);
  * -ECANCELED/-EMSGSIZE/-EBADMSG/-EPROTO, or status 429, 500, 502, 503, 504
  * (a watch's -EPROTO is judged by its status, like an answer). */
 bool kapi_retryable(int r, long status);
+
+/* ---- calls on a libuv loop ----
+ * The same calls, for code that runs on a loop and must never block it:
+ * they start at once and end in a callback on the loop (the loop's
+ * thread only).  The client's rate, Retry-After pause, limits, token
+ * and idle connections are shared with the blocking calls (a call whose
+ * turn has not come waits on a timer).  A call that could not start
+ * (a bad path, its rate turn later than its timeout_ms) ends through done
+ * too, on a later turn of the loop: done never runs inside *_start. */
+struct kapi_call;
+/* The call ended: r and resp as kapi_request_keep's (for a watch, as
+ * kapi_watch_keep's, with resp->status the status that came); resp and
+ * diag are borrowed for the callback (take resp->body with json_incref).
+ * The call is gone once done returns. */
+typedef void (*kapi_done_fn)(void *ud, int r, struct kapi_response *resp, struct diag *diag);
+/* kapi_request_keep on loop.  Returns 0 and *out (valid until done), or
+ * -EINVAL with diag (a spec that is not the grammar's, a body that cannot
+ * be encoded). */
+int kapi_request_start(struct kapi_client *c, uv_loop_t *loop, const char *method,
+                       const char *path, const json_t *body, const struct kapi_keep *keep,
+                       long timeout_ms, kapi_done_fn done, void *ud, struct kapi_call **out,
+                       struct diag *diag);
+/* kapi_watch_keep on loop: fn is called on the loop for each event (its
+ * nonzero value ends the watch with it), done as the watch ends.
+ * low_speed_ms: the stream's silence limit (> its timeoutSeconds; <= 0:
+ * the client's). */
+int kapi_watch_start(struct kapi_client *c, uv_loop_t *loop, const char *path,
+                     const struct kapi_keep *keep, long low_speed_ms, kapi_event_fn fn,
+                     kapi_done_fn done, void *ud, struct kapi_call **out, struct diag *diag);
+/* Ends a call without calling its done (safe from its own fn; NULL and a
+ * call already ended are no-ops: the caller drops its pointer in done). */
+void kapi_call_cancel(struct kapi_call *call);
 
 #endif

@@ -204,3 +204,10 @@ void kapi_lines_release(struct kapi_lines *l)
         l->buf = NULL;
         l->len = l->cap = 0;
 }
+
+long kapi_random_between(long lo, long hi)
+{
+        if (hi <= lo)
+                return lo;
+        return lo + (long)(jitter_random() % (uint64_t)(hi - lo + 1));
+}

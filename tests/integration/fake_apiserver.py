@@ -452,14 +452,35 @@ class ApiHandler(JSONHandler):
         api = self.server.api
         sel = field_selector(query)
         deadline = time.monotonic() + int((query.get("timeoutSeconds") or ["1800"])[0])
-        self.start_chunked()
         events = api.pod_events if pods else api.events
         rv = (query.get("resourceVersion") or [""])[0]
+        # a streaming list (WatchList): the objects as ADDED events, then a
+        # bookmark marked as the end of the initial events
+        stream = (query.get("sendInitialEvents") or [""])[0] == "true"
+        if stream:
+            with api.lock:
+                api.streams += 1
+            match = (query.get("resourceVersionMatch") or [""])[0]
+            marks = (query.get("allowWatchBookmarks") or [""])[0] == "true"
+            if not api.watch_list:
+                self.send_status(422, "Invalid", "sendInitialEvents is forbidden for watch "
+                                 "unless the WatchList feature gate is enabled")
+                return
+            if match != "NotOlderThan" or not marks:
+                self.send_status(422, "Invalid", "sendInitialEvents needs "
+                                 "resourceVersionMatch=NotOlderThan and allowWatchBookmarks")
+                return
+        self.start_chunked()
         with api.lock:
             pos, epoch = len(events), api.watch_epoch
             objs = api.pods if pods else api.slices
             first = [("ADDED", copy.deepcopy(s)) for s in objs.values() if matches(s, sel)]
-            if api.cache_window is not None and not pods and rv not in ("", "0"):
+            if stream:
+                first.append(("BOOKMARK", {
+                    "kind": "PodList" if pods else "ResourceSlice",
+                    "metadata": {"resourceVersion": str(api.rv),
+                                 "annotations": {"k8s.io/initial-events-end": "true"}}}))
+            elif api.cache_window is not None and not pods and rv not in ("", "0"):
                 # the watch cache: from a version it still holds, what came
                 # after it; from an older one, 410 Gone
                 if int(rv) < api.cache_window:
@@ -509,6 +530,9 @@ class ApiServer:
         # the slices' watch cache (None: not modelled, every watch starts
         # with what exists): versions below it are gone (compact_watch_cache)
         self.cache_window, self.gone_answers = None, 0
+        # streaming lists served (sendInitialEvents; False: 422, as with the
+        # WatchList gate off), and how many were asked for
+        self.watch_list, self.streams = True, 0
         self.rv = 100
         self.httpd = None
         self.port = 0

@@ -215,8 +215,8 @@ def test_slices_published(dra):
     if os.geteuid() == 0:
         assert (attrs(a0)["major"], attrs(a0)["minor"]) == (("int", 4), ("int", 64))
         assert attrs(a1)["minor"] == ("int", 65)
-    # the publisher lists only this node's slices of its driver
-    lists = [p for m, p in s.api.requests_since(0, "GET") if "watch=" not in p and "resourceslices" in p]
+    # the informer reads only this node's slices of its driver
+    lists = [p for m, p in s.api.requests_since(0, "GET") if "resourceslices" in p]
     assert lists and all("fieldSelector=spec.nodeName%3Dnode-a%2Cspec.driver%3Dhostdev.devlet.io" in p
                          for p in lists), lists
     # devlet.io/a is DRA's alone; devlet.io/b the device plugin's alone
@@ -364,7 +364,7 @@ def test_threads_that_cannot_start_leave_the_device_plugin_serving(dra, build_di
     if ASAN:  # the preloaded library comes before ASan's runtime
         env["ASAN_OPTIONS"] = "detect_leaks=1:exitcode=86:verify_asan_link_order=0"
     s = dra.start(env=env, served=False)
-    wait_until(lambda: "cannot start the driver's threads" in s.d.log_text(), 10,
+    wait_until(lambda: "cannot start the driver's claims thread" in s.d.log_text(), 10,
                "the thread error")
     s.kubelet.wait_for_registration(B)
     assert s.kubelet.wait_for_snapshot(B).ids() == ["ttyB0"]
@@ -398,7 +398,8 @@ def test_refused_watches_are_paced(dra, mode):
     """A server that answers every slice watch with 410 (a status, or an
     ERROR event in a 200 stream) or ends it at once gets a backoff, never a
     loop: at most 10 watches and 10 lists in 5 s (a loop made 26 a second
-    and more); each 410 is followed by a list, after the backoff; once the
+    and more); after a 410 the informer resyncs with a streaming list (a
+    watch with sendInitialEvents), after the backoff, never a LIST; once the
     server behaves, the watch comes back."""
     s = dra.start()
     api = s.api
@@ -408,13 +409,15 @@ def test_refused_watches_are_paced(dra, mode):
     api.end_watches()
     api.wait_for(lambda: api.watchers == 0, what="the watch to end")
     watches, lists = api.hit_count("watch"), api.hit_count("slices")
+    n = len(api.requests)
     with pytest.raises(TimeoutError):
         api.wait_for(lambda: api.hits.get("watch", 0) > watches + 10 or
                      api.hits.get("slices", 0) > lists + 10, timeout=5,
                      what="more than 10 watches or lists")
     assert api.hit_count("watch") > watches, "the watch was not tried again"
-    if mode != "ends":
-        assert api.hit_count("slices") > lists, "no list after a 410"
+    assert api.hit_count("slices") == lists, "a LIST where a streaming list does"
+    assert any("sendInitialEvents=true" in p for _, p in api.requests_since(n, "GET")), \
+        "no streaming list after the watch ended badly"
     api.set_mode(None, ("watch",))
     api.wait_for(lambda: api.watchers == 1, timeout=40, what="the watch back")
 
@@ -726,8 +729,8 @@ HOSTILE = {
     "down": ((), {}, "connect"),
     "hangup": (("slices", "watch", "claims"), {}, "the connection closed before a response came"),
     "slow": (("slices", "watch", "claims"), {"delay": 1.5}, None),
-    "huge": (("slices", "claims"), {}, "over the limit (16777216 bytes)"),
-    "malformed": (("slices", "claims"), {}, "not JSON"),
+    "huge": (("watch", "claims"), {}, "over the limit (16777216 bytes)"),
+    "malformed": (("watch", "claims"), {}, "not JSON"),
     "gone": (("slices", "watch", "claims"), {}, "410"),
     "error": (("slices", "watch", "claims"), {}, "500 Internal Server Error: etcdserver: request timed out"),
     "silent": (("slices", "watch", "claims"), {}, "DEADLINE"),
@@ -749,7 +752,7 @@ def test_hostile_api_server(dra, mode):
     s.kubelet.wait_for_registration(B)
     s.kubelet.wait_for_snapshot(B)
     if mode != "down":
-        api.wait_for(lambda: api.hits.get("slices", 0) >= 1, what="the publisher's first call")
+        api.wait_for(lambda: api.hits.get("watch", 0) >= 1, what="the informer's first call")
 
     # the kubelet's prepare, with its own deadline (the real one's is 45 s)
     start = time.monotonic()
@@ -770,8 +773,9 @@ def test_hostile_api_server(dra, mode):
             assert took < 15, f"prepare failed after {took:.1f}s"
     device_plugin_prompt(s.kubelet)
     # nothing the server sent is kept: the 64 MiB bodies were cut at 16 MiB
+    # (a claim) and 4 MiB (a watch's line)
     if mode == "huge":
-        api.wait_for(lambda: api.hits.get("slices", 0) >= 2, what="a second list")
+        api.wait_for(lambda: api.hits.get("watch", 0) >= 2, what="a second watch")
     hwm, rss = s.d.vm_hwm_kib(), vm_rss_kib(s.d.pid)
     assert hwm < HWM_MAX_KIB, f"devlet peaked at {hwm} KiB"
     assert rss < RSS_MAX_KIB, f"devlet holds {rss} KiB"
@@ -872,7 +876,7 @@ def test_fifo_as_a_tls_file_of_the_kubeconfig(dra, certs, field):
     s.start()
     s.kubelet.wait_for_registration(B)
     what = "CA file" if field == "certificate-authority" else "client key"
-    s.d.wait_log(r"cannot publish ResourceSlices, retrying driver=\S+ error=\"[^\"]*"
+    s.d.wait_log(r"cannot watch ResourceSlices, retrying driver=\S+ error=\"[^\"]*"
                  + re.escape(f"{what} {fifo}: not a regular file"))
     got = s.k.prepare([ref], timeout=10)[ref[1]]
     assert got.error.startswith("claim default/c1: "), got.error
