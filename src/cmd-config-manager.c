@@ -14,11 +14,11 @@
  * the plugin runs on its flags).  A label naming no file is an error:
  * logged, nothing changed, as NVIDIA's.
  *
- * Without --oneshot, a watch on the one Node (fieldSelector) follows the
- * label; the watch continues from the last resourceVersion, and every round
- * but a clean end of a watch that lasted (an error, a 410, a watch the
- * server ends at once) waits kapi_rewatch's backoff before the next.
- * SIGTERM/SIGINT end it within 100 ms.  Flags come as urfave/cli takes them
+ * Without --oneshot, an informer of the one Node (fieldSelector; the
+ * API client's informer on a libuv loop: a streaming list, then watches of
+ * 5 to 10 minutes from the last resourceVersion, resyncs after a lost
+ * connection without 410 + GET, its backoff after a failure) follows the
+ * label.  SIGTERM/SIGINT end it at once.  Flags come as urfave/cli takes them
  * (-flag or --flag, =VALUE or the next argument; bools only with =), and
  * the tool's env vars; a bad flag exits 1, as the tool's does. */
 #include <ctype.h>
@@ -41,12 +41,12 @@
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "cmd.h"
+#include "kapi/informer.h"
 #include "kapi/kapi.h"
 
 #define DEFAULT_LABEL "nvidia.com/device-plugin.config"
 #define DEFAULT_PROCESS "nvidia-device-plugin"
 #define CALL_TIMEOUT_MS 15000
-#define WATCH_SECONDS 25 /* below kapi's 30 s low-speed limit */
 #define CMDLINE_MAX 4096
 
 struct cm {
@@ -57,8 +57,6 @@ struct cm {
         struct kapi_client *client;
         char *applied;       /* the label value last applied (NULL: none yet) */
         char *resource_version;
-        struct kapi_rewatch pace;
-        bool gone; /* the watch got a 410 ERROR event */
 };
 
 static atomic_bool stop_flag;
@@ -399,7 +397,7 @@ static int apply_value(struct cm *cm, const char *value)
 
 /* ---- the API server ---- */
 
-static const char *node_label(json_t *node, const char *key)
+static const char *node_label(const json_t *node, const char *key)
 {
         json_t *v = json_object_get(json_object_get(json_object_get(node, "metadata"), "labels"),
                                     key);
@@ -417,8 +415,6 @@ static void keep_version(struct cm *cm, json_t *obj)
 
 /* What is read of the Node: its labels and version, the rest skipped unparsed. */
 static const struct kapi_keep node_keep = { .spec = "{metadata{resourceVersion,labels}}" };
-/* as watched: an ERROR event's object is a Status, whose code says 410 */
-static const struct kapi_keep event_keep = { .spec = "{metadata{resourceVersion,labels},code}" };
 
 static int get_node(struct cm *cm, char **value)
 {
@@ -442,27 +438,6 @@ static int get_node(struct cm *cm, char **value)
         return r;
 }
 
-static int on_event(const char *type, json_t *object, void *ud)
-{
-        struct cm *cm = ud;
-        if (strcmp(type, "ERROR") == 0) {
-                json_t *code = json_object_get(object, "code");
-                cm->gone = json_is_integer(code) && json_integer_value(code) == 410;
-                return -EPROTO;
-        }
-        keep_version(cm, object);
-        kapi_rewatch_progress(&cm->pace);
-        if (strcmp(type, "ADDED") != 0 && strcmp(type, "MODIFIED") != 0 &&
-            strcmp(type, "DELETED") != 0)
-                return 0;
-        const char *v = strcmp(type, "DELETED") == 0 ? "" : node_label(object, cm->node_label);
-        if (cm->applied && strcmp(cm->applied, v) == 0)
-                return 0;
-        log_info("config-manager", "label changed label=%s value=%s", cm->node_label, v);
-        (void)apply_value(cm, v);
-        return 0;
-}
-
 /* Sleeps ms, or less once a stop signal came. */
 static void pause_ms(long ms)
 {
@@ -470,46 +445,103 @@ static void pause_ms(long ms)
                 nanosleep(&(struct timespec){ 0, 100 * 1000000L }, NULL);
 }
 
+/* ---- following the label: an informer of the one Node, on a loop ---- */
+
+struct follower {
+        struct cm *cm;
+        uv_loop_t loop;
+        uv_signal_t sigterm, sigint;
+        struct kapi_informer *inf;
+        bool failing, missing_warned;
+};
+
+static void on_node(void *ud, enum kapi_informer_event ev, const char *key, const json_t *obj)
+{
+        struct follower *f = ud;
+        struct cm *cm = f->cm;
+        const char *v = ev == KAPI_INFORMER_DELETED ? "" : node_label(obj, cm->node_label);
+        f->missing_warned = false;
+        if (cm->applied && strcmp(cm->applied, v) == 0)
+                return;
+        if (cm->applied)
+                log_info("config-manager", "label changed label=%s value=%s", cm->node_label, v);
+        (void)apply_value(cm, v);
+}
+
+static void on_synced(void *ud)
+{
+        struct follower *f = ud;
+        if (f->failing)
+                log_info("config-manager", "watching the node again node=%s", f->cm->node_name);
+        f->failing = false;
+        if (json_object_size(kapi_informer_cache(f->inf)) == 0 && !f->missing_warned) {
+                log_warn("config-manager", "cannot read the node node=%s error=\"no such Node\"",
+                         f->cm->node_name);
+                f->missing_warned = true;
+        }
+}
+
+static void on_failed(void *ud, int r, const struct diag *why)
+{
+        struct follower *f = ud;
+        char buf[DIAG_FORMAT_MAX];
+        if (!f->failing)
+                log_warn("config-manager", "watch ended error=\"%s\"",
+                         why && why->message[0] ? diag_format(why, buf, sizeof(buf))
+                                                : strerror(-r));
+        f->failing = true;
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+        struct follower *f = s->data;
+        log_info("config-manager", "stopping signal=%d", signum);
+        kapi_informer_free(TAKE_PTR(f->inf));
+        uv_close((uv_handle_t *)&f->sigterm, NULL);
+        uv_close((uv_handle_t *)&f->sigint, NULL);
+}
+
+/* Follows the Node's label until SIGTERM or SIGINT: one informer
+ * (kapi/informer.h: a streaming list of the one Node, then watches of 5 to
+ * 10 minutes from its last resourceVersion; its backoff after a failure). */
 static int follow(struct cm *cm)
 {
-        while (!atomic_load(&stop_flag)) {
-                bool clean = false;
-                kapi_rewatch_begin(&cm->pace);
-                int r = 0;
-                if (!cm->resource_version) {
-                        _cleanup_free_ char *v = NULL;
-                        r = get_node(cm, &v);
-                        if (r == 0 && (!cm->applied || strcmp(cm->applied, v) != 0))
-                                (void)apply_value(cm, v);
-                }
-                if (r == 0) {
-                        _cleanup_free_ char *sel = xasprintf("metadata.name=%s", cm->node_name);
-                        _cleanup_free_ char *esel = kapi_escape(sel);
-                        _cleanup_free_ char *erv = kapi_escape(cm->resource_version);
-                        _cleanup_free_ char *path = xasprintf(
-                                "/api/v1/nodes?fieldSelector=%s&watch=1&resourceVersion=%s"
-                                "&allowWatchBookmarks=true&timeoutSeconds=%d",
-                                esel, erv, WATCH_SECONDS);
-                        long status = 0;
-                        struct diag diag = { 0 };
-                        cm->gone = false;
-                        r = kapi_watch_keep(cm->client, path, &event_keep, &stop_flag, on_event,
-                                            cm, &status, &diag);
-                        if (r == -EPROTO && (status == 410 || cm->gone)) {
-                                /* too old: read the node again, after the backoff */
-                                free(TAKE_PTR(cm->resource_version));
-                        } else if (r < 0 && r != -ECANCELED) {
-                                char buf[DIAG_FORMAT_MAX];
-                                log_warn("config-manager", "watch ended error=\"%s\"",
-                                         diag.message[0] ? diag_format(&diag, buf, sizeof(buf))
-                                                         : "an ERROR event");
-                                free(TAKE_PTR(cm->resource_version));
-                        }
-                        clean = r == 0;
-                }
-                pause_ms(kapi_rewatch_end(&cm->pace, clean, 30000));
+        struct follower f = { .cm = cm };
+        if (uv_loop_init(&f.loop) < 0)
+                return 1;
+        uv_signal_init(&f.loop, &f.sigterm);
+        uv_signal_init(&f.loop, &f.sigint);
+        f.sigterm.data = f.sigint.data = &f;
+        uv_signal_start(&f.sigterm, on_signal, SIGTERM);
+        uv_signal_start(&f.sigint, on_signal, SIGINT);
+        _cleanup_free_ char *sel = xasprintf("metadata.name=%s", cm->node_name);
+        _cleanup_free_ char *esel = kapi_escape(sel);
+        _cleanup_free_ char *q = xasprintf("fieldSelector=%s", esel);
+        const struct kapi_informer_config cfg = {
+                .path = "/api/v1/nodes",
+                .selector = q,
+                .meta = "labels",
+                .max_objects = 1,
+        };
+        const struct kapi_informer_ops ops = {
+                .event = on_node,
+                .synced = on_synced,
+                .failed = on_failed,
+        };
+        struct diag diag = { 0 };
+        int r = kapi_informer_start(&f.loop, cm->client, &cfg, &ops, &f, &f.inf, &diag);
+        if (r < 0) {
+                char buf[DIAG_FORMAT_MAX];
+                log_error("config-manager", "cannot watch the node error=\"%s\"",
+                          diag_format(&diag, buf, sizeof(buf)));
+                on_signal(&f.sigterm, 0);
         }
-        return 0;
+        /* a stop that came before the loop's handlers did */
+        if (atomic_load(&stop_flag) && f.inf)
+                on_signal(&f.sigterm, SIGTERM);
+        uv_run(&f.loop, UV_RUN_DEFAULT);
+        uv_loop_close(&f.loop);
+        return r < 0 ? 1 : 0;
 }
 
 int cmd_config_manager(int argc, char **argv)

@@ -38,18 +38,6 @@ static int api_new(const struct devlet_config *cfg, struct kapi_client **out, st
         return 0;
 }
 
-/* DEVLET_KAPI_WATCH_TIMEOUT="MIN-MAX" (seconds) shortens the watches'
- * timeout range: for tests, which cannot wait out 5 to 10 minutes. */
-static void dra_watch_timeouts(struct dra *d)
-{
-        const char *e = getenv("DEVLET_KAPI_WATCH_TIMEOUT");
-        unsigned lo, hi;
-        if (e && sscanf(e, "%u-%u", &lo, &hi) == 2 && lo > 0 && lo <= hi && hi <= 3600) {
-                d->watch_timeout_min_s = lo;
-                d->watch_timeout_max_s = hi;
-        }
-}
-
 int dra_start(uv_loop_t *loop, const struct devlet_config *cfg, const struct dra_cdi_ops *cdi,
               struct dra **out, struct diag *diag)
 {
@@ -68,7 +56,6 @@ int dra_start(uv_loop_t *loop, const struct devlet_config *cfg, const struct dra
         d->cdi = *cdi;
         d->api = api;
         d->node = config_node_name(cfg);
-        dra_watch_timeouts(d);
         log_info("dra", "started server=%s node=%s", kapi_client_server(api), d->node);
         *out = d;
         return 0;

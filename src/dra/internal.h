@@ -104,9 +104,6 @@ struct dra {
         struct dra_cdi_ops cdi;
         struct kapi_client *api;
         char *node;
-        /* the slice watch's timeout range (0: kapi's; --kube-watch-timeout
-         * style knobs for tests come from the environment) */
-        unsigned watch_timeout_min_s, watch_timeout_max_s;
         struct dra_driver **drivers;
         size_t n_drivers;
 };

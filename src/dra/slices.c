@@ -461,8 +461,6 @@ int dra_pub_start(struct dra_driver *drv, struct diag *diag)
                 .rest = "spec{pool{generation}}",
                 .max_values = 64,
                 .max_objects = DRA_SLICES_MAX,
-                .timeout_min_s = drv->dra->watch_timeout_min_s,
-                .timeout_max_s = drv->dra->watch_timeout_max_s,
         };
         const struct kapi_informer_ops ops = {
                 .event = on_slice,

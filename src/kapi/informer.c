@@ -52,6 +52,7 @@ struct kapi_informer {
         bool complete;      /* the cache is a whole list's (or stream's) */
         bool synced_once;
         bool consistent;    /* LIST mode, after a 410: a read from etcd */
+        bool list_next;     /* a stream failed where the server answered: LIST once */
         json_t *seen;       /* the keys a resync saw; NULL outside one */
         char *cont;         /* a LIST's continue token */
         unsigned pages;
@@ -283,9 +284,13 @@ static void on_watch_done(void *ud, int r, struct kapi_response *resp, struct di
         }
         bool clean = r == 0 && !gone && !inf->event_err;
         if (kind == ROUND_STREAM && inf->seen) {
-                /* cut short before its initial events ended */
+                /* cut short before its initial events ended: where the
+                 * server answered (a stream it ended, a 410), the next
+                 * resync is a LIST, as client-go falls back ("progress is
+                 * better than a deadlock"); streams are tried again after */
                 inf->seen = (json_decref(inf->seen), NULL);
                 clean = false;
+                inf->list_next = gone || (status >= 200 && status < 300);
         }
         if (!clean) {
                 if (!gone && r != 0)
@@ -378,6 +383,7 @@ static void on_list_done(void *ud, int r, struct kapi_response *resp, struct dia
         }
         keep_rv(inf, json_string_value(json_object_get(meta, "resourceVersion")));
         inf->consistent = false;
+        inf->list_next = false;
         resync_end(inf);
         if (inf->freed)
                 return;
@@ -418,7 +424,7 @@ static void round_start(struct kapi_informer *inf)
         /* attempt 0: the last round ended cleanly (or none ran yet) */
         if (inf->complete && inf->rv[0] && inf->pace.attempt == 0)
                 start_watch(inf, false);
-        else if (inf->stream_ok)
+        else if (inf->stream_ok && !inf->list_next)
                 start_watch(inf, true);
         else if (inf->complete && inf->rv[0])
                 start_watch(inf, false);
@@ -461,6 +467,13 @@ int kapi_informer_start(uv_loop_t *loop, struct kapi_client *c,
         inf->max_objects = cfg->max_objects;
         inf->timeout_min_s = cfg->timeout_min_s ? cfg->timeout_min_s : KAPI_INFORMER_TIMEOUT_MIN_S;
         inf->timeout_max_s = cfg->timeout_max_s ? cfg->timeout_max_s : KAPI_INFORMER_TIMEOUT_MAX_S;
+        const char *e = getenv(KAPI_INFORMER_TIMEOUT_ENV);
+        unsigned lo, hi;
+        if (!cfg->timeout_min_s && e && sscanf(e, "%u-%u", &lo, &hi) == 2 && lo > 0 && lo <= hi &&
+            hi <= 3600) {
+                inf->timeout_min_s = lo;
+                inf->timeout_max_s = hi;
+        }
         if (inf->timeout_max_s < inf->timeout_min_s)
                 inf->timeout_max_s = inf->timeout_min_s;
         inf->cache = json_object();

@@ -43,6 +43,9 @@
 
 #define KAPI_INFORMER_TIMEOUT_MIN_S 300
 #define KAPI_INFORMER_TIMEOUT_MAX_S 600
+/* "MIN-MAX" seconds in the environment: the range where the config says 0
+ * (tests, which cannot wait out 5 to 10 minutes). */
+#define KAPI_INFORMER_TIMEOUT_ENV "DEVLET_KAPI_WATCH_TIMEOUT"
 /* The silence limit of a watch: its timeoutSeconds plus this. */
 #define KAPI_INFORMER_SILENCE_MARGIN_MS 30000L
 #define KAPI_INFORMER_BACKOFF_CAP_MS 30000L
@@ -63,8 +66,8 @@ struct kapi_informer_config {
         size_t max_values;    /* kept per object; 0: KAPI_INFORMER_VALUES_DEFAULT */
         size_t max_objects;   /* the cache's bound: more is an error of the round */
         unsigned page;        /* a LIST's page (limit=); 0: KAPI_INFORMER_PAGE_DEFAULT */
-        /* the watch's timeout range in seconds (0: the defaults above; tests
-         * shorten it) */
+        /* the watch's timeout range in seconds (0: KAPI_INFORMER_TIMEOUT_ENV,
+         * else the defaults above) */
         unsigned timeout_min_s, timeout_max_s;
 };
 

@@ -1,19 +1,20 @@
-/* The pod-label source (see podlabels.h): one worker thread, which owns
- * the API client, and the map it fills.
+/* The pod-label source (see podlabels.h): one worker thread running a
+ * libuv loop of its own, which owns the API client and one informer of
+ * the node's pods (kapi/informer.h: a streaming list, then watches of 5 to
+ * 10 minutes from the last resourceVersion, resyncs without relisting),
+ * and the map it fills.  Its own loop because the collector, which may
+ * start a source lazily, runs on a thread of its own, not on the daemon's
+ * loop.
  *
- * The worker lists the node's pods in pages of PODLABELS_PAGE (the map is
- * replaced by the list), then watches from the list's resourceVersion:
- * ADDED/MODIFIED replace a pod's labels, DELETED drops it.  When the watch ends
- * (its timeoutSeconds, a 410, a broken stream) the worker lists again.  Every
- * answer is bounded by kapi (body, watch line, and the JSON kept: only each
- * pod's names, uid, resourceVersion and first 64 labels are parsed, within a
- * budget of values per page and per event) and here (pods, labels per pod, key
- * and value sizes); a body that is not what it should be is an error like no
- * answer.  A failure is logged once per change of error; every round but a
- * clean end of a watch that lasted (a failure, a 410, a watch the server ends
- * at once) waits kapi_rewatch's backoff before the next; the map keeps what it
- * knew, so series keep the labels they had.  Stopping sets an atomic flag the
- * API client looks at every 100 ms, wakes the backoff wait and joins.
+ * The informer's events keep the map: ADDED/MODIFIED replace a pod's
+ * labels, DELETED drops it.  Every answer is bounded by kapi (body, watch
+ * line, and the JSON kept: only each pod's names, uid, resourceVersion and
+ * first 64 labels are parsed, within a budget of values per event and per
+ * page) and here (pods, labels per pod, key and value sizes).  A failure is
+ * logged once per change of error; the informer retries with its backoff;
+ * the map keeps what it knew, so series keep the labels they had.
+ * Stopping wakes the loop (uv_async), which frees the informer and closes
+ * its handles, and joins.
  *
  * Never runs on the loop, never blocks a lookup on the server: lookups
  * take the mutex only to copy one pod's labels. */
@@ -33,29 +34,20 @@
 #include "base/diag.h"
 #include "base/log.h"
 #include "base/xalloc.h"
+#include "kapi/informer.h"
 #include "kapi/kapi.h"
 
-#define PODLABELS_CALL_MS 30000
 #define PODLABELS_BACKOFF_CAP_MS 30000
-/* The server ends a quiet watch at timeoutSeconds; the client's low-speed
- * limit is set above it (api_new). */
-#define PODLABELS_WATCH_SECONDS 240
 #define PODLABELS_MAX_BODY (32u << 20)
-/* Pods per page of the list; a page's answer keeps at most the budget. */
+/* Pods per page of a LIST (where the server serves no streaming list). */
 #define PODLABELS_PAGE 100
-#define PODLABELS_PAGES_MAX (PODLABELS_MAX_PODS / PODLABELS_PAGE + 16)
-#define PODLABELS_CONTINUE_MAX 4096
-
-/* What is read of a pod: all the rest (its spec, status...) is skipped
- * as it arrives, never parsed. */
-#define POD_KEPT "{metadata{name,namespace,uid,resourceVersion,labels*64}}"
-_Static_assert(PODLABELS_MAX_LABELS == 64, "POD_KEPT keeps PODLABELS_MAX_LABELS labels");
-static const struct kapi_keep list_keep = {
-        .spec = "{metadata{resourceVersion,continue},items[" POD_KEPT "]}",
-        .max_values = 65536,
-        .max_bytes = 8u << 20,
-};
-static const struct kapi_keep event_keep = { .spec = POD_KEPT };
+/* The informer's cache: the pods of a node (their names and first labels
+ * only); the map lookups read holds PODLABELS_MAX_PODS of them. */
+#define PODLABELS_CACHE_MAX (4 * PODLABELS_MAX_PODS)
+/* What is read of a pod beside its names: its first labels; all the rest
+ * (its spec, status...) is skipped as it arrives, never parsed. */
+#define PODLABELS_LABELS_SPEC "64"
+_Static_assert(PODLABELS_MAX_LABELS == 64, "the informer keeps PODLABELS_MAX_LABELS labels");
 
 struct podlabels {
         char *kubeconfig, *node;
@@ -63,12 +55,18 @@ struct podlabels {
         unsigned burst;
         pthread_t thread;
         pthread_mutex_t mu;
-        pthread_cond_t cond; /* CLOCK_MONOTONIC; the backoff wait */
         atomic_bool stop;
         json_t *pods; /* {"ns/name": {labels}}, under mu */
-        char *resource_version; /* the worker's own */
-        struct kapi_rewatch pace; /* the worker's own */
-        bool full_warned;       /* the worker's own */
+        /* the worker's own: */
+        uv_loop_t loop;
+        bool loop_open;
+        uv_async_t wake;   /* stop */
+        uv_timer_t retry;  /* until the client and the informer start */
+        struct kapi_client *api;
+        struct kapi_informer *inf;
+        struct kapi_rewatch pace;
+        bool full_warned;
+        char last_error[DIAG_FORMAT_MAX];
 };
 
 void podlabels_sanitize(const char *name, char *out, size_t size)
@@ -95,7 +93,7 @@ static bool printable(const char *s)
         return true;
 }
 
-json_t *podlabels_from_pod(json_t *pod)
+json_t *podlabels_from_pod(const json_t *pod)
 {
         json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
         if (labels && !json_is_object(labels))
@@ -139,22 +137,6 @@ json_t *podlabels_get(struct podlabels *p, const char *ns, const char *name)
         return v;
 }
 
-/* Puts one pod's labels (mu not held); false when the map is full. */
-static bool put_pod(struct podlabels *p, json_t *map, json_t *pod)
-{
-        _cleanup_free_ char *key = pod_key(pod);
-        json_t *labels = key ? podlabels_from_pod(pod) : NULL;
-        if (!labels)
-                return true;
-        if (!json_object_get(map, key) && json_object_size(map) >= PODLABELS_MAX_PODS) {
-                json_decref(labels);
-                return false;
-        }
-        (void)p;
-        json_object_set_new(map, key, labels);
-        return true;
-}
-
 static void warn_full(struct podlabels *p)
 {
         if (!p->full_warned)
@@ -164,147 +146,55 @@ static void warn_full(struct podlabels *p)
         p->full_warned = true;
 }
 
-static void keep_version(struct podlabels *p, const json_t *obj)
-{
-        const json_t *rv = json_object_get(json_object_get(obj, "metadata"), "resourceVersion");
-        if (json_is_string(rv) && json_string_length(rv) > 0 && json_string_length(rv) <= 64) {
-                free(p->resource_version);
-                p->resource_version = xstrdup(json_string_value(rv));
-        }
-}
+/* ---- the worker: its own loop, one informer ---- */
 
-/* One page of the list: its pods into map.  Returns 0 (its continue
- * token in *cont, NULL after the last page) or -errno with diag. */
-static int list_page(struct podlabels *p, struct kapi_client *api, json_t *map, char **cont,
-                     bool *full, struct diag *diag)
-{
-        _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s", p->node);
-        _cleanup_free_ char *esel = kapi_escape(sel);
-        _cleanup_free_ char *econt = *cont ? kapi_escape(*cont) : NULL;
-        _cleanup_free_ char *path = xasprintf("/api/v1/pods?fieldSelector=%s&limit=%d%s%s", esel,
-                                              PODLABELS_PAGE, econt ? "&continue=" : "",
-                                              econt ? econt : "");
-        free(*cont);
-        *cont = NULL;
-        struct kapi_response resp = { 0 };
-        int r = kapi_request_keep(api, "GET", path, NULL, &list_keep, PODLABELS_CALL_MS, &p->stop,
-                                  &resp, diag);
-        if (r == 0 && resp.status != 200)
-                r = -EPROTO;
-        json_t *items = json_object_get(resp.body, "items");
-        if (r == 0 && !json_is_array(items))
-                r = diag_set(diag, -EBADMSG, "GET /api/v1/pods: not a PodList");
-        if (r == 0) {
-                size_t i;
-                json_t *pod;
-                json_array_foreach(items, i, pod)
-                        *full |= !put_pod(p, map, pod);
-                keep_version(p, resp.body);
-                const json_t *c = json_object_get(json_object_get(resp.body, "metadata"),
-                                                  "continue");
-                if (json_is_string(c) && json_string_length(c) > PODLABELS_CONTINUE_MAX)
-                        r = diag_set(diag, -EBADMSG,
-                                     "GET /api/v1/pods: a continue token over %d bytes",
-                                     PODLABELS_CONTINUE_MAX);
-                else if (json_is_string(c) && json_string_length(c) > 0)
-                        *cont = xstrdup(json_string_value(c));
-        }
-        kapi_response_release(&resp);
-        return r;
-}
-
-static int list_pods(struct podlabels *p, struct kapi_client *api, struct diag *diag)
-{
-        json_t *map = json_object();
-        _cleanup_free_ char *cont = NULL;
-        bool full = false;
-        free(p->resource_version);
-        p->resource_version = NULL;
-        int r = 0;
-        for (unsigned page = 0; r == 0; page++) {
-                if (page == PODLABELS_PAGES_MAX) {
-                        r = diag_set(diag, -EBADMSG, "GET /api/v1/pods: more than %d pages",
-                                     PODLABELS_PAGES_MAX);
-                        break;
-                }
-                r = list_page(p, api, map, &cont, &full, diag);
-                if (!cont)
-                        break;
-        }
-        if (r == 0 && !p->resource_version)
-                r = diag_set(diag, -EBADMSG, "GET /api/v1/pods: no resourceVersion");
-        if (r < 0) {
-                free(p->resource_version);
-                p->resource_version = NULL;
-                json_decref(map);
-                return r;
-        }
-        if (full)
-                warn_full(p);
-        pthread_mutex_lock(&p->mu);
-        json_t *old = p->pods;
-        p->pods = map;
-        pthread_mutex_unlock(&p->mu);
-        json_decref(old);
-        return 0;
-}
-
-static int on_event(const char *type, json_t *object, void *ud)
+static void on_pod(void *ud, enum kapi_informer_event ev, const char *key, const json_t *obj)
 {
         struct podlabels *p = ud;
-        if (strcmp(type, "ERROR") == 0)
-                return -EPROTO;
-        keep_version(p, object);
-        kapi_rewatch_progress(&p->pace);
-        bool del = strcmp(type, "DELETED") == 0;
-        if (!del && strcmp(type, "ADDED") != 0 && strcmp(type, "MODIFIED") != 0)
-                return 0; /* BOOKMARK */
-        _cleanup_free_ char *key = pod_key(object);
-        if (!key)
-                return 0;
-        json_t *labels = del ? NULL : podlabels_from_pod(object);
-        pthread_mutex_lock(&p->mu);
+        _cleanup_free_ char *k = pod_key(obj);
+        if (!k)
+                return;
+        json_t *labels = ev == KAPI_INFORMER_DELETED ? NULL : podlabels_from_pod(obj);
         bool full = false;
-        if (del)
-                json_object_del(p->pods, key);
-        else if (labels && (json_object_get(p->pods, key) ||
+        pthread_mutex_lock(&p->mu);
+        if (ev == KAPI_INFORMER_DELETED)
+                json_object_del(p->pods, k);
+        else if (labels && (json_object_get(p->pods, k) ||
                             json_object_size(p->pods) < PODLABELS_MAX_PODS))
-                json_object_set(p->pods, key, labels);
+                json_object_set(p->pods, k, labels);
         else
                 full = labels != NULL;
         pthread_mutex_unlock(&p->mu);
         json_decref(labels);
         if (full)
                 warn_full(p);
-        return 0;
 }
 
-static int watch_pods(struct podlabels *p, struct kapi_client *api, struct diag *diag)
+static void on_synced(void *ud)
 {
-        _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s", p->node);
-        _cleanup_free_ char *esel = kapi_escape(sel);
-        _cleanup_free_ char *erv = kapi_escape(p->resource_version);
-        _cleanup_free_ char *path = xasprintf("/api/v1/pods?fieldSelector=%s&watch=1"
-                                              "&resourceVersion=%s&allowWatchBookmarks=true"
-                                              "&timeoutSeconds=%d",
-                                              esel, erv, PODLABELS_WATCH_SECONDS);
-        long status = 0;
-        int r = kapi_watch_keep(api, path, &event_keep, &p->stop, on_event, p, &status, diag);
-        if (r == -EPROTO && status == 410)
-                r = 1; /* too old: relist, after the backoff */
-        free(p->resource_version);
-        p->resource_version = NULL; /* relist after every watch: simple, and bounded by
-                                     * the watch's timeoutSeconds */
-        return r;
+        struct podlabels *p = ud;
+        if (p->last_error[0])
+                log_info("metrics", "pod labels: reading the pods again node=%s", p->node);
+        p->last_error[0] = '\0';
 }
 
-static void backoff(struct podlabels *p, long ms)
+static void on_failed(void *ud, int r, const struct diag *why)
 {
-        struct timespec until = clock_monotonic_in(ms);
-        pthread_mutex_lock(&p->mu);
-        while (!atomic_load(&p->stop) && pthread_cond_timedwait(&p->cond, &p->mu, &until) != ETIMEDOUT)
-                ;
-        pthread_mutex_unlock(&p->mu);
+        struct podlabels *p = ud;
+        char buf[DIAG_FORMAT_MAX];
+        if (why && why->message[0])
+                diag_format(why, buf, sizeof(buf));
+        else
+                snprintf(buf, sizeof(buf), "%s", strerror(-r));
+        /* once until the pods are read again: the paths of the retries
+         * differ (each watch draws its own timeout) */
+        if (!p->last_error[0])
+                log_warn("metrics", "pod labels: cannot read the pods, retrying node=%s "
+                                    "error=\"%s\"",
+                         p->node, buf);
+        else
+                log_debug("metrics", "pod labels: still cannot read the pods error=\"%s\"", buf);
+        snprintf(p->last_error, sizeof(p->last_error), "%s", buf);
 }
 
 static int api_new(const struct podlabels *p, struct kapi_client **out, struct diag *diag)
@@ -317,60 +207,69 @@ static int api_new(const struct podlabels *p, struct kapi_client **out, struct d
         if (r == 0) {
                 kapi_client_set_user_agent(*out, "podlabels");
                 kapi_client_set_rate(*out, p->qps, p->burst);
+                kapi_client_set_limits(*out, &(struct kapi_limits){ .max_body = PODLABELS_MAX_BODY });
+        }
+        return r;
+}
+
+/* Until there is a client and an informer: the kubeconfig may come later. */
+static void on_retry(uv_timer_t *t)
+{
+        struct podlabels *p = t->data;
+        struct diag why = { 0 };
+        int r = p->api ? 0 : api_new(p, &p->api, &why);
+        if (r == 0) {
+                _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s", p->node);
+                _cleanup_free_ char *esel = kapi_escape(sel);
+                _cleanup_free_ char *q = xasprintf("fieldSelector=%s", esel);
+                const struct kapi_informer_config cfg = {
+                        .path = "/api/v1/pods",
+                        .selector = q,
+                        .meta = "labels*" PODLABELS_LABELS_SPEC,
+                        .max_values = 2 * PODLABELS_MAX_LABELS + 32,
+                        .max_objects = PODLABELS_CACHE_MAX,
+                        .page = PODLABELS_PAGE,
+                };
+                const struct kapi_informer_ops ops = {
+                        .event = on_pod,
+                        .synced = on_synced,
+                        .failed = on_failed,
+                };
+                r = kapi_informer_start(&p->loop, p->api, &cfg, &ops, p, &p->inf, &why);
         }
         if (r == 0)
-                kapi_client_set_limits(*out, &(struct kapi_limits){
-                                                     .max_body = PODLABELS_MAX_BODY,
-                                                     .low_speed_ms = (PODLABELS_WATCH_SECONDS + 30) * 1000L,
-                                             });
-        return r;
+                return;
+        on_failed(p, r, &why);
+        uv_timer_start(&p->retry, on_retry,
+                       (uint64_t)kapi_rewatch_end(&p->pace, false, PODLABELS_BACKOFF_CAP_MS), 0);
+}
+
+static void on_wake(uv_async_t *a)
+{
+        struct podlabels *p = a->data;
+        if (!atomic_load(&p->stop))
+                return;
+        kapi_informer_free(TAKE_PTR(p->inf));
+        uv_close((uv_handle_t *)&p->retry, NULL);
+        uv_close((uv_handle_t *)&p->wake, NULL);
 }
 
 static void *worker_main(void *ud)
 {
         struct podlabels *p = ud;
-        struct kapi_client *api = NULL;
-        char last_error[DIAG_FORMAT_MAX] = "";
-        while (!atomic_load(&p->stop)) {
-                struct diag why = { 0 };
-                kapi_rewatch_begin(&p->pace);
-                int r = api ? 0 : api_new(p, &api, &why);
-                if (r == 0 && !p->resource_version)
-                        r = list_pods(p, api, &why);
-                if (r == 0)
-                        r = watch_pods(p, api, &why);
-                if (atomic_load(&p->stop))
-                        break;
-                if (r >= 0) {
-                        if (last_error[0])
-                                log_info("metrics", "pod labels: reading the pods again node=%s",
-                                         p->node);
-                        last_error[0] = '\0';
-                        backoff(p, kapi_rewatch_end(&p->pace, r == 0, PODLABELS_BACKOFF_CAP_MS));
-                        continue;
-                }
-                char buf[DIAG_FORMAT_MAX];
-                if (why.message[0])
-                        diag_format(&why, buf, sizeof(buf));
-                else
-                        snprintf(buf, sizeof(buf), "%s", strerror(-r));
-                if (strcmp(buf, last_error) != 0)
-                        log_warn("metrics", "pod labels: cannot read the pods, retrying node=%s "
-                                            "error=\"%s\"",
-                                 p->node, buf);
-                snprintf(last_error, sizeof(last_error), "%s", buf);
-                backoff(p, kapi_rewatch_end(&p->pace, false, PODLABELS_BACKOFF_CAP_MS));
-        }
-        kapi_client_free(api);
+        uv_run(&p->loop, UV_RUN_DEFAULT);
+        kapi_client_free(p->api);
+        p->api = NULL;
         return NULL;
 }
 
 static void podlabels_free(struct podlabels *p)
 {
+        if (p->loop_open)
+                uv_loop_close(&p->loop);
+        kapi_client_free(p->api);
         pthread_mutex_destroy(&p->mu);
-        pthread_cond_destroy(&p->cond);
         json_decref(p->pods);
-        free(p->resource_version);
         free(p->kubeconfig);
         free(p->node);
         free(p);
@@ -386,10 +285,24 @@ struct podlabels *podlabels_start(const char *kubeconfig, const char *node, doub
         p->node = xstrdup(node);
         p->pods = json_object();
         pthread_mutex_init(&p->mu, NULL);
-        clock_cond_init(&p->cond);
-        int e = pthread_create(&p->thread, NULL, worker_main, p);
+        int e = uv_loop_init(&p->loop);
+        if (e < 0) {
+                log_error("metrics", "pod labels: cannot start a loop error=\"%s\"", uv_strerror(e));
+                podlabels_free(p);
+                return NULL;
+        }
+        p->loop_open = true;
+        uv_async_init(&p->loop, &p->wake, on_wake);
+        p->wake.data = p;
+        uv_timer_init(&p->loop, &p->retry);
+        p->retry.data = p;
+        uv_timer_start(&p->retry, on_retry, 0, 0);
+        e = pthread_create(&p->thread, NULL, worker_main, p);
         if (e != 0) {
                 log_error("metrics", "pod labels: cannot start the thread error=\"%s\"", strerror(e));
+                atomic_store(&p->stop, true);
+                on_wake(&p->wake);
+                uv_run(&p->loop, UV_RUN_DEFAULT);
                 podlabels_free(p);
                 return NULL;
         }
@@ -402,9 +315,7 @@ void podlabels_stop(struct podlabels *p)
         if (!p)
                 return;
         atomic_store(&p->stop, true);
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->cond);
-        pthread_mutex_unlock(&p->mu);
+        uv_async_send(&p->wake);
         pthread_join(p->thread, NULL);
         podlabels_free(p);
 }

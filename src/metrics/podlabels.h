@@ -39,7 +39,7 @@ json_t *podlabels_get(struct podlabels *p, const char *ns, const char *name);
 /* Validates a pod object's metadata.labels into a new {key: value} object
  * (bounded by the limits above; labels over them are dropped).  Returns
  * NULL when labels is not an object.  Pure, for tests. */
-json_t *podlabels_from_pod(json_t *pod);
+json_t *podlabels_from_pod(const json_t *pod);
 
 /* Writes name with every byte outside [a-zA-Z0-9_] replaced by '_' into
  * out (size > 0; truncated), as dcgm-exporter sanitises label names; a

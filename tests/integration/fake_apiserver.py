@@ -319,6 +319,14 @@ class ApiHandler(JSONHandler):
                 self.wfile.write(piece)
             self.wfile.write(b'"}')
             return False
+        if mode == "values" and route in ("watch", "podwatch"):
+            # an event whose Status message is nothing but values, `[],`
+            # over and over: 3 MiB of them, inside the line limit
+            n = 3 * MiB // 3
+            self.start_chunked()
+            self.chunk(b'{"type": "ADDED", "object": {"message": [' + b"[]," * (n - 1) + b"[]]}}\n")
+            self.end_chunked()
+            return False
         if mode == "values":
             # nothing but values: `[],` over and over, 16 MiB of them
             n = params.get("mib", 16) * MiB // 3

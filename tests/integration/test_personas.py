@@ -344,6 +344,15 @@ class NodeApi:
                         obj = api.node()
                         api.cond.notify_all()
                     return self.send_json(200, obj)
+                if u.path == "/api/v1/nodes" and q.get("watch") != ["1"]:
+                    assert q["fieldSelector"] == [f"metadata.name={api.name}"]
+                    with api.cond:
+                        api.gets += 1
+                        obj = {"kind": "NodeList", "apiVersion": "v1",
+                               "metadata": {"resourceVersion": str(api.rv)},
+                               "items": [api.node()]}
+                        api.cond.notify_all()
+                    return self.send_json(200, obj)
                 if u.path == "/api/v1/nodes" and q.get("watch") == ["1"]:
                     assert q["fieldSelector"] == [f"metadata.name={api.name}"]
                     with api.cond:
@@ -362,6 +371,17 @@ class NodeApi:
                     if mode:
                         return self.end_chunked()
                     seen = int(q.get("resourceVersion", ["0"])[0] or 0)
+                    if q.get("sendInitialEvents") == ["true"]:
+                        # a streaming list: the node, then the bookmark
+                        # that ends the initial events
+                        with api.cond:
+                            node, seen = api.node(), api.rv
+                        mark = {"kind": "Node", "apiVersion": "v1", "metadata": {
+                            "resourceVersion": str(seen),
+                            "annotations": {"k8s.io/initial-events-end": "true"}}}
+                        self.chunk((json.dumps({"type": "ADDED", "object": node}) + "\n"
+                                    + json.dumps({"type": "BOOKMARK", "object": mark}) + "\n"
+                                    ).encode())
                     with api.cond:
                         while True:
                             if api.rv > seen:

@@ -116,7 +116,7 @@ def test_hostile_api_server_leaves_metrics_serving(devlet, nvml, dirs, podres, a
     hold_gpu(nvml, podres)
     d, port = start(devlet, nvml, dirs, kubeconfig, extra=["--kubernetes-enable-pod-labels"])
     d.wait_log(r"pod labels: cannot read the pods", timeout=WAIT)
-    wait_until(lambda: api.hit_count("pods") >= 3, WAIT, "retries")
+    wait_until(lambda: api.hit_count("pods") + api.hit_count("podwatch") >= 3, WAIT, "retries")
     samples = wait_samples(port, labelled(2, "pod", "trainer"), WAIT, "GPU 2 attributed")
     (lab, _), = samples
     assert "tier" not in lab
