@@ -103,8 +103,7 @@ static void driver_free(struct dra_driver *drv, bool cleanup)
         pthread_mutex_lock(&drv->mu);
         pthread_cond_broadcast(&drv->cond);
         pthread_mutex_unlock(&drv->mu);
-        if (drv->threads_started)
-                pthread_join(drv->claims_thread, NULL);
+        dra_claims_stop(drv);
         dra_pub_stop(drv);
         dra_plugin_stop(drv);
         unwatch_all(drv);
@@ -174,17 +173,11 @@ static struct dra_driver *driver_new(struct dra *d, const char *name, struct dia
                 driver_free(drv, false);
                 return NULL;
         }
-        int e = pthread_create(&drv->claims_thread, NULL, dra_claims_main, drv);
-        if (e != 0) {
-                diag_set(diag, -e, "cannot start the driver's claims thread: %s", strerror(e));
-                driver_free(drv, false);
-                return NULL;
-        }
-        drv->threads_started = true;
         if (dra_pub_start(drv, diag) < 0) {
                 driver_free(drv, false);
                 return NULL;
         }
+        dra_claims_kick(drv); /* reads the checkpoint */
         log_info("dra", "serving driver=%s socket=%s registration=%s", name, drv->dra_socket,
                  drv->reg_socket);
         return drv;

@@ -48,7 +48,7 @@ const struct dra_dev *dra_table_find(const struct dra_table *t, const char *name
 json_t *dra_slices_desired(const struct dra_table *t, const char *node, const char *prefix,
                            char hash[17]);
 
-/* A job for a driver's claims thread, answered on the loop. */
+/* A job for a driver's claims work, answered on the loop. */
 enum dra_job_kind { DRA_JOB_PREPARE, DRA_JOB_UNPREPARE };
 
 struct dra_job_claim {
@@ -80,16 +80,19 @@ struct dra_driver {
 
         struct dra_pub *pub; /* the slices' informer and publisher (slices.c; loop) */
 
-        pthread_mutex_t mu; /* guards what follows, shared with the claims thread */
+        pthread_mutex_t mu; /* guards what follows, shared with the claims' work */
         pthread_cond_t cond;
         struct dra_table *table; /* set on the loop (which reads it without the lock) */
         bool cleanup_on_stop;
-        struct dra_job *jobs, **jobs_tail; /* for the claims thread */
+        struct dra_job *jobs, **jobs_tail; /* for the claims' work */
         struct dra_job *done;              /* for the loop */
         atomic_bool stop;
 
-        pthread_t claims_thread;
-        bool threads_started;
+        /* the claims' work in libuv's pool (prepare.c): one at a time */
+        struct dra_claims_work *claims_work; /* loop thread's */
+        bool claims_running;                 /* under mu: it is running */
+        bool claims_kicked;                  /* under mu: the first turn was queued */
+        struct claims_state *claims;         /* the work's own (its checkpoint) */
         uv_async_t done_async;
         bool async_open;
 };
@@ -108,7 +111,14 @@ struct dra {
         size_t n_drivers;
 };
 
-void *dra_claims_main(void *ud);
+/* The claims' work (prepare.c), on the loop thread: kick runs the queued
+ * jobs in libuv's pool, one work item per driver at a time; stop (drv->stop
+ * set) waits for a running one to leave (within its job) and frees the
+ * claims' state. */
+struct dra_claims_work;
+struct claims_state;
+void dra_claims_kick(struct dra_driver *drv);
+void dra_claims_stop(struct dra_driver *drv);
 
 /* The slices' informer and publisher, on the loop (slices.c).  start:
  * 0, or -EINVAL with diag; changed: the table changed; stop: no call or

@@ -148,8 +148,8 @@ static void queue_job(struct dra_driver *drv, struct grpc_call *call, enum dra_j
         pthread_mutex_lock(&drv->mu);
         *drv->jobs_tail = j;
         drv->jobs_tail = &j->next;
-        pthread_cond_broadcast(&drv->cond);
         pthread_mutex_unlock(&drv->mu);
+        dra_claims_kick(drv);
 }
 
 static void on_prepare(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
@@ -184,7 +184,7 @@ static const struct grpc_method dra_methods[] = {
           on_unprepare },
 };
 
-/* The claims thread's answers, sent on the loop. */
+/* The claims' work's answers, sent on the loop. */
 static void on_jobs_done(uv_async_t *a)
 {
         struct dra_driver *drv = a->data;

@@ -427,28 +427,39 @@ static void pack_unprepare(struct claims_state *s, struct dra_job *j)
         free(rs);
 }
 
-void *dra_claims_main(void *ud)
+/* ---- the claims' work, in libuv's pool ----
+ * One work item per driver at a time, so the claims are prepared in the
+ * order they came and the checkpoint has one writer: it takes the queued
+ * jobs until none is left, answers each through done_async, and asks
+ * for another turn when jobs came meanwhile (claims_after). */
+
+struct dra_claims_work {
+        uv_work_t req;
+        struct dra_driver *drv; /* NULL: the driver stopped while it ran */
+};
+
+static void claims_work(uv_work_t *req)
 {
-        struct claims_state s = { .drv = ud };
-        s.ckpt_path = xasprintf("%s/checkpoint.json", s.drv->dir);
-        ckpt_load(&s);
-        struct dra_driver *drv = s.drv;
+        struct dra_driver *drv = ((struct dra_claims_work *)req->data)->drv;
+        struct claims_state *s = drv->claims;
+        if (!s) {
+                s = drv->claims = xcalloc(1, sizeof(*s));
+                s->drv = drv;
+                s->ckpt_path = xasprintf("%s/checkpoint.json", drv->dir);
+                ckpt_load(s);
+        }
         pthread_mutex_lock(&drv->mu);
-        while (!atomic_load(&drv->stop)) {
+        while (!atomic_load(&drv->stop) && drv->jobs) {
                 struct dra_job *j = drv->jobs;
-                if (!j) {
-                        pthread_cond_wait(&drv->cond, &drv->mu);
-                        continue;
-                }
                 drv->jobs = j->next;
                 if (!drv->jobs)
                         drv->jobs_tail = &drv->jobs;
                 j->next = NULL;
                 pthread_mutex_unlock(&drv->mu);
                 if (j->kind == DRA_JOB_PREPARE)
-                        pack_prepare(&s, j);
+                        pack_prepare(s, j);
                 else
-                        pack_unprepare(&s, j);
+                        pack_unprepare(s, j);
                 log_info("dra", "answered method=%s driver=%s claims=%zu ms=%.2f",
                          j->kind == DRA_JOB_PREPARE ? "NodePrepareResources"
                                                     : "NodeUnprepareResources",
@@ -458,8 +469,73 @@ void *dra_claims_main(void *ud)
                 drv->done = j;
                 uv_async_send(&drv->done_async);
         }
+        drv->claims_running = false;
+        pthread_cond_broadcast(&drv->cond);
         pthread_mutex_unlock(&drv->mu);
-        json_decref(s.ckpt);
-        free(s.ckpt_path);
-        return NULL;
+}
+
+static void claims_after(uv_work_t *req, int status)
+{
+        struct dra_claims_work *w = req->data;
+        struct dra_driver *drv = w->drv;
+        free(w);
+        if (!drv)
+                return; /* the driver is gone */
+        drv->claims_work = NULL;
+        dra_claims_kick(drv);
+}
+
+void dra_claims_kick(struct dra_driver *drv)
+{
+        if (drv->claims_work || atomic_load(&drv->stop))
+                return;
+        pthread_mutex_lock(&drv->mu);
+        /* the first turn runs at once: it reads the checkpoint (and says
+         * what is wrong with it) before a claim comes */
+        bool any = drv->jobs != NULL || !drv->claims_kicked;
+        drv->claims_kicked = true;
+        if (any)
+                drv->claims_running = true;
+        pthread_mutex_unlock(&drv->mu);
+        if (!any)
+                return;
+        struct dra_claims_work *w = xcalloc(1, sizeof(*w));
+        w->drv = drv;
+        w->req.data = w;
+        int r = uv_queue_work(drv->dra->loop, &w->req, claims_work, claims_after);
+        if (r < 0) {
+                /* cannot happen with a live loop; the jobs wait for the next kick */
+                log_error("dra", "cannot queue the claims' work driver=%s error=\"%s\"",
+                          drv->name, uv_strerror(r));
+                pthread_mutex_lock(&drv->mu);
+                drv->claims_running = false;
+                pthread_mutex_unlock(&drv->mu);
+                free(w);
+                return;
+        }
+        drv->claims_work = w;
+}
+
+void dra_claims_stop(struct dra_driver *drv)
+{
+        /* drv->stop is set: the work leaves after the job it is on (its API
+         * calls look at the flag every 100 ms) */
+        if (drv->claims_work && uv_cancel((uv_req_t *)&drv->claims_work->req) == 0) {
+                pthread_mutex_lock(&drv->mu); /* it never ran */
+                drv->claims_running = false;
+                pthread_mutex_unlock(&drv->mu);
+        }
+        pthread_mutex_lock(&drv->mu);
+        while (drv->claims_running)
+                pthread_cond_wait(&drv->cond, &drv->mu);
+        pthread_mutex_unlock(&drv->mu);
+        if (drv->claims_work)
+                drv->claims_work->drv = NULL; /* its after-callback frees it alone */
+        drv->claims_work = NULL;
+        if (drv->claims) {
+                json_decref(drv->claims->ckpt);
+                free(drv->claims->ckpt_path);
+                free(drv->claims);
+                drv->claims = NULL;
+        }
 }

@@ -309,3 +309,54 @@ def test_extended_resource_served_through_dra(dra, pods):
         dra.wait("the claim's CDI spec removed", lambda: not os.path.exists(claim_spec(uid, "hostdev.devlet.io")))
     finally:
         dra.kubectl("delete", "deviceclass", "zero.devlet.io", check=False)
+
+
+def test_slices_of_a_deleted_node_are_collected(cluster, tmp_path):
+    """devlet's ResourceSlices are owned by their Node: a node that is
+    deleted (scaled away, replaced) takes its slices with it, through the
+    real garbage collector, even when devlet is gone too.  A second devlet
+    runs here on the host for a Node object of its own (its host devices
+    published through DRA), so the cluster's real node is left alone."""
+    import signal
+    import stat
+    import subprocess
+
+    node = unique("ghost")
+    cluster.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    uid = json.loads(cluster.kubectl("get", "node", node, "-o", "json").stdout)["metadata"]["uid"]
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    os.mknod(dev / "ttyG0", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"version": "v1", "hostDevices": {
+        "domain": "devlet.io", "devices": [
+            {"name": "ghost", "groups": [{"paths": [{"path": f"{dev}/ttyG*"}]}]}]}}))
+    binary = os.path.join(os.environ.get("DEVLET_BUILD", os.path.join(REPO, "build")), "devlet")
+    log = open(tmp_path / "devlet.log", "w")
+    proc = subprocess.Popen(
+        [binary, "--config-file", str(config), "--backends", "hostdev", "--metrics-address", "",
+         "--kubeconfig", cl.path("admin.kubeconfig"), "--node-name", node,
+         "--plugin-directory", str(tmp_path / "plugins"),
+         "--kubelet-socket", str(tmp_path / "plugins" / "kubelet.sock"),
+         "--kubelet-registrar-directory-path", str(tmp_path / "reg"),
+         "--kubelet-plugins-directory-path", str(tmp_path / "draplug"),
+         "--cdi-spec-dir", str(tmp_path / "cdi"), "--output-file", str(tmp_path / "gfd"),
+         "--dra-resources", "devlet.io/ghost"],
+        stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def ours():
+            out = cluster.kubectl("get", "resourceslices", "-o", "json").stdout
+            return [s for s in json.loads(out)["items"] if s["spec"].get("nodeName") == node]
+        got = cluster.wait("the ghost node's slice", lambda: ours() or None)
+        assert [(o["kind"], o["name"], o["uid"]) for o in got[0]["metadata"]["ownerReferences"]] \
+            == [("Node", node, uid)], got[0]["metadata"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        cluster.kubectl("delete", "node", node)
+        cluster.wait("the garbage collector to remove the slice", lambda: not ours(), timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+        cluster.kubectl("delete", "node", node, "--ignore-not-found", check=False)

@@ -182,7 +182,8 @@ def test_dra_overlay_rbac_is_exactly_what_the_driver_calls():
     rules = {(g, r): set(x["verbs"]) for x in role["rules"] for g in x["apiGroups"] for r in x["resources"]}
     assert rules == {("resource.k8s.io", "resourceslices"):
                      {"list", "watch", "create", "update", "delete", "deletecollection"},
-                     ("resource.k8s.io", "resourceclaims"): {"get"}}
+                     ("resource.k8s.io", "resourceclaims"): {"get"},
+                     ("", "nodes"): {"get"}}
     (binding,) = [o for o in objs if o["kind"] == "ClusterRoleBinding"]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "devlet", "namespace": "devlet"}]

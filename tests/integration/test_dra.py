@@ -354,22 +354,49 @@ def test_a_writer_undoing_our_slice_gets_a_paced_fight(dra):
     api.wait_for(ours, timeout=40, what="the slice devlet's again")
 
 
-def test_threads_that_cannot_start_leave_the_device_plugin_serving(dra, build_dir):
+def test_threads_that_cannot_start_leave_the_device_plugin_and_dra_serving(dra, build_dir):
     """pthread_create failing for every thread devlet's own code starts (an
-    injected failure: tests/preload/fail-threads.c; libuv's pool is spared)
-    is an error that says so: the DRA driver is not served, and the device
-    plugin still registers and answers."""
+    injected failure: tests/preload/fail-threads.c; libuv's pool is spared):
+    the DRA driver has no thread of its own any more (its informer and
+    publisher run on the loop, its claims in libuv's pool), so it is served
+    and prepares, and the device plugin still registers and answers."""
     env = {"LD_PRELOAD": os.path.join(build_dir, "preload", "fail-threads.so"),
            "DEVLET_TEST_FAIL_THREADS": "1"}
     if ASAN:  # the preloaded library comes before ASan's runtime
         env["ASAN_OPTIONS"] = "detect_leaks=1:exitcode=86:verify_asan_link_order=0"
-    s = dra.start(env=env, served=False)
-    wait_until(lambda: "cannot start the driver's claims thread" in s.d.log_text(), 10,
-               "the thread error")
+    s = dra.start(env=env)
+    wait_slices(s.api, ["a-0", "a-1"])
+    ref = claim_ref("t1")
+    s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")])
+    assert s.k.prepare([ref])[ref[1]].error == ""
     s.kubelet.wait_for_registration(B)
     assert s.kubelet.wait_for_snapshot(B).ids() == ["ttyB0"]
-    assert not os.path.exists(s.dra_socket)
     assert s.d.proc.poll() is None
+
+
+def threads(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+
+
+def test_dra_adds_no_thread(dra, devlet):
+    """DRA on costs at most one thread over DRA off (it costs none: the
+    informer and the publisher run on the loop, the claims in libuv's
+    pool); before, three per driver."""
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    ref = claim_ref("th")
+    s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")])
+    assert s.k.prepare([ref])[ref[1]].error == ""
+    on = threads(s.d.pid)
+    assert s.d.terminate() == 0
+    d = devlet(s.config, args=[
+        "--backends", "hostdev", "--metrics-address", "", "--kubeconfig", s.kubeconfig,
+        "--node-name", NODE, "--cdi-spec-dir", s.cdi])
+    s.kubelet.wait_for_registration(A)
+    s.kubelet.wait_for_registration(B)
+    off = threads(d.pid)
+    assert on <= off + 1, (on, off)
 
 
 def test_a_moved_watch_cache_costs_one_relist(dra):

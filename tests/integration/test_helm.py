@@ -516,7 +516,8 @@ def test_device_classes_and_rbac_only_with_dra(helm):
     rules = {(g, r): set(x["verbs"]) for x in role["rules"] for g in x["apiGroups"] for r in x["resources"]}
     assert rules == {("resource.k8s.io", "resourceslices"):
                      {"list", "watch", "create", "update", "delete", "deletecollection"},
-                     ("resource.k8s.io", "resourceclaims"): {"get"}}
+                     ("resource.k8s.io", "resourceclaims"): {"get"},
+                     ("", "nodes"): {"get"}}
     assert binding["roleRef"]["name"] == role["metadata"]["name"] == "dl-devlet-dra"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "dl-devlet", "namespace": "gpus"}]
     ds = one(objs, "DaemonSet")
