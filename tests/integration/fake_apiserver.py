@@ -207,7 +207,7 @@ POD_ROUTES = ("pods", "podwatch")
 # event (a 410 Status) and ended; error: 500; ends: an empty answer (a watch
 # that ends at once); values: a 16 MiB body of `[],[],...`
 MODES = ("hangup", "slow", "huge", "values", "malformed", "silent", "gone", "gone-event", "error",
-         "ends")
+         "ends", "busy")
 
 
 def field_selector(query):
@@ -362,6 +362,12 @@ class ApiHandler(JSONHandler):
             return False
         if mode == "error":
             self.send_status(500, "InternalError", "etcdserver: request timed out")
+            return False
+        if mode == "busy":
+            # API Priority and Fairness turning requests away
+            self.send_json(429, status_object(429, "TooManyRequests",
+                                              "too many requests, please try again later"),
+                           extra=[("Retry-After", str(params.get("after", 1)))])
             return False
         if mode == "ends":
             self.close_connection = False

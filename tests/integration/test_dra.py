@@ -420,6 +420,53 @@ def test_a_moved_watch_cache_costs_one_relist(dra):
     assert any("allowWatchBookmarks=true" in p for m, p in api.requests if "watch=1" in p)
 
 
+def test_an_api_server_restart_costs_one_request(dra):
+    """An API server that goes away, comes back with its watch cache moved
+    on (a restart) and turns requests away with 429 for a while: the
+    informer resyncs with one streaming list not older than what it had
+    (never 410 + LIST + WATCH: no LIST, no 410), waits out Retry-After, and
+    writes nothing, since nothing changed."""
+    s = dra.start()
+    api = s.api
+    wait_slices(api, ["a-0", "a-1"])
+    api.wait_for(lambda: api.watchers == 1, what="devlet's watch")
+    n = len(api.requests)
+    api.set_mode("busy", ("slices", "watch"), after=2)
+    api.down()
+    api.compact_watch_cache()
+    api.up()
+    api.wait_for(lambda: api.hits.get("watch", 0) >= 1 and len(api.requests) > n,
+                 timeout=40, what="a request after the restart")
+    api.set_mode(None, ("slices", "watch"))
+    api.wait_for(lambda: api.watchers == 1, timeout=40, what="the watch back")
+    # a while more: nothing else comes
+    with pytest.raises(TimeoutError):
+        api.wait_for(lambda: len([p for _, p in api.requests_since(n) if "resourceslices" in p])
+                     > 4, timeout=3, what="more requests")
+    after = [(m, p) for m, p in api.requests_since(n) if "resourceslices" in p]
+    assert all(m == "GET" for m, _ in after), after  # no write
+    assert not [p for _, p in after if "watch=" not in p], after  # no LIST
+    assert all("sendInitialEvents=true" in p for _, p in after), after
+    with api.lock:
+        assert api.gone_answers == 0
+
+
+def test_a_quiet_watch_lives_its_timeout(dra):
+    """A watch the server keeps open without an event for longer than the
+    client's low-speed limit (30 s) is not cut: its silence limit is its
+    timeoutSeconds plus a margin (here 40 s, through
+    DEVLET_KAPI_WATCH_TIMEOUT; 5 to 10 minutes in production)."""
+    s = dra.start(env={"DEVLET_KAPI_WATCH_TIMEOUT": "40-40"})
+    api = s.api
+    wait_slices(api, ["a-0", "a-1"])
+    api.wait_for(lambda: api.watchers == 1, what="devlet's watch")
+    n = api.hit_count("watch")
+    assert any("timeoutSeconds=40" in p for _, p in api.requests if "watch=1" in p)
+    with pytest.raises(TimeoutError):
+        api.wait_for(lambda: api.hits.get("watch", 0) > n or api.watchers != 1, timeout=34,
+                     what="the quiet watch cut")
+
+
 @pytest.mark.parametrize("mode", ["gone", "gone-event", "ends"])
 def test_refused_watches_are_paced(dra, mode):
     """A server that answers every slice watch with 410 (a status, or an
