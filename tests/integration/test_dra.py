@@ -451,6 +451,19 @@ def test_an_api_server_restart_costs_one_request(dra):
         assert api.gone_answers == 0
 
 
+def test_a_server_by_name(dra, certs):
+    """A kubeconfig that names the server (localhost) rather than giving its
+    address: the loop's calls resolve it in libuv's pool, never on the
+    loop, and the slices are published and watched as by address."""
+    s = dra
+    s.kubeconfig = str(write_kubeconfig(
+        pathlib.Path(s.dirs.work, "kubeconfig-name"), s.api.url.replace("127.0.0.1", "localhost"),
+        f"    certificate-authority-data: {b64(certs / 'ca.crt')}", "    token: dra-token"))
+    s.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    s.api.wait_for(lambda: s.api.watchers == 1, what="devlet's watch")
+
+
 def test_a_quiet_watch_lives_its_timeout(dra):
     """A watch the server keeps open without an event for longer than the
     client's low-speed limit (30 s) is not cut: its silence limit is its
