@@ -514,9 +514,7 @@ static int follow(struct cm *cm)
         f.sigterm.data = f.sigint.data = &f;
         uv_signal_start(&f.sigterm, on_signal, SIGTERM);
         uv_signal_start(&f.sigint, on_signal, SIGINT);
-        _cleanup_free_ char *sel = xasprintf("metadata.name=%s", cm->node_name);
-        _cleanup_free_ char *esel = kapi_escape(sel);
-        _cleanup_free_ char *q = xasprintf("fieldSelector=%s", esel);
+        _cleanup_free_ char *q = kapi_field_selector("metadata.name=%s", cm->node_name);
         const struct kapi_informer_config cfg = {
                 .path = "/api/v1/nodes",
                 .selector = q,

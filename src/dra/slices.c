@@ -74,9 +74,7 @@ static const char *meta_str(const json_t *obj, const char *key)
 
 static char *selector_query(const char *node, const char *driver)
 {
-        _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s,spec.driver=%s", node, driver);
-        _cleanup_free_ char *esc = kapi_escape(sel);
-        return xasprintf("fieldSelector=%s", esc);
+        return kapi_field_selector("spec.nodeName=%s,spec.driver=%s", node, driver);
 }
 
 int dra_slices_delete(struct kapi_client *api, const char *node, const char *driver,

@@ -159,6 +159,17 @@ static void finish(struct kapi_http_loop_call *a, int r)
 static void on_timer(uv_timer_t *t);
 static void on_poll(uv_poll_t *h, int status, int events);
 
+/* finish from a callback of the loop's (not inside a step): the call's
+ * memory goes at once when no handle is left to close. */
+static void finish_now(struct kapi_http_loop_call *a, int r)
+{
+        a->in_step = true;
+        finish(a, r);
+        a->in_step = false;
+        if (a->pending == 0)
+                call_free(a);
+}
+
 static void arm_deadline(struct kapi_http_loop_call *a)
 {
         uint64_t end = a->call_end ? a->call_end : UINT64_MAX;
@@ -209,39 +220,6 @@ static void poll_on(struct kapi_http_loop_call *a, int fd)
 }
 
 /* ---- steps ---- */
-
-static bool sigpipe_block(sigset_t *old)
-{
-        sigset_t s;
-        sigemptyset(&s);
-        sigaddset(&s, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &s, old);
-        return !sigismember(old, SIGPIPE);
-}
-
-static void sigpipe_restore(const sigset_t *old, bool blocked)
-{
-        if (!blocked)
-                return;
-        sigset_t pending, s;
-        sigemptyset(&s);
-        sigaddset(&s, SIGPIPE);
-        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
-                const struct timespec zero = { 0, 0 };
-                while (sigtimedwait(&s, NULL, &zero) == SIGPIPE)
-                        ;
-        }
-        pthread_sigmask(SIG_SETMASK, old, NULL);
-}
-
-static void note_wire(struct kapi_http_loop_call *a)
-{
-        uint64_t w = kapi_tls_wire_bytes(a->c->tls);
-        if (w != a->c->wire) {
-                a->c->wire = w;
-                a->last_move = now_ms();
-        }
-}
 
 /* The next address: 0 when a connect is under way (or done), or the last
  * connect error when none is left. */
@@ -304,9 +282,9 @@ static int step_handshake(struct kapi_http_loop_call *a)
 {
         short want = 0;
         sigset_t old;
-        bool blocked = sigpipe_block(&old);
+        bool blocked = kapi_sigpipe_block(&old);
         int r = kapi_tls_handshake(a->c->tls, &want, &a->diag);
-        sigpipe_restore(&old, blocked);
+        kapi_sigpipe_restore(&old, blocked);
         if (r == -EAGAIN) {
                 wait_for(a, want & POLLOUT ? UV_WRITABLE : UV_READABLE);
                 return -EAGAIN;
@@ -322,27 +300,12 @@ static int step_handshake(struct kapi_http_loop_call *a)
 static int step_write(struct kapi_http_loop_call *a)
 {
         while (a->wrote < a->out_len) {
-                ssize_t n;
-                short want = POLLOUT;
-                const char *p = a->out + a->wrote;
-                size_t len = a->out_len - a->wrote;
-                if (a->c->tls) {
-                        sigset_t old;
-                        bool blocked = sigpipe_block(&old);
-                        n = kapi_tls_write(a->c->tls, p, len, &want, &a->diag);
-                        sigpipe_restore(&old, blocked);
-                        note_wire(a);
-                } else {
-                        n = send(a->c->fd, p, len, MSG_NOSIGNAL);
-                        if (n > 0)
-                                a->last_move = now_ms();
-                        else if (n < 0 && errno == EINTR)
-                                continue;
-                        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                                n = -EAGAIN;
-                        else if (n < 0)
-                                n = diag_set(&a->diag, -ECONNRESET, "write: %s", strerror(errno));
-                }
+                short want;
+                bool moved;
+                ssize_t n = kapi_conn_write_step(a->c, a->out + a->wrote, a->out_len - a->wrote,
+                                                 &want, &moved, &a->diag);
+                if (moved)
+                        a->last_move = now_ms();
                 if (n == -EAGAIN) {
                         wait_for(a, want & POLLIN ? UV_READABLE : UV_WRITABLE);
                         return -EAGAIN;
@@ -403,22 +366,11 @@ static int step_read(struct kapi_http_loop_call *a, bool *nothing_came)
                         uv_timer_start(&a->timer, on_timer, 0, 0);
                         return -EAGAIN;
                 }
-                ssize_t n;
-                short want = POLLIN;
-                if (a->c->tls) {
-                        n = kapi_tls_read(a->c->tls, a->buf, READ_BUF, &want, &a->diag);
-                        note_wire(a);
-                } else {
-                        n = recv(a->c->fd, a->buf, READ_BUF, 0);
-                        if (n > 0)
-                                a->last_move = now_ms();
-                        else if (n < 0 && errno == EINTR)
-                                continue;
-                        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                                n = -EAGAIN;
-                        else if (n < 0)
-                                n = diag_set(&a->diag, -ECONNRESET, "read: %s", strerror(errno));
-                }
+                short want;
+                bool moved;
+                ssize_t n = kapi_conn_read_step(a->c, a->buf, READ_BUF, &want, &moved, &a->diag);
+                if (moved)
+                        a->last_move = now_ms();
                 if (n == -EAGAIN) {
                         wait_for(a, want & POLLOUT ? UV_WRITABLE : UV_READABLE);
                         return -EAGAIN;
@@ -503,11 +455,7 @@ static void on_timer(uv_timer_t *t)
         if (a->ended)
                 return;
         if (a->early) {
-                a->in_step = true;
-                finish(a, a->early);
-                a->in_step = false;
-                if (a->pending == 0)
-                        call_free(a);
+                finish_now(a, a->early);
                 return;
         }
         if (a->yielding) {
@@ -527,11 +475,7 @@ static void on_timer(uv_timer_t *t)
                  now >= a->last_move + (uint64_t)a->low_speed_ms)
                 r = diag_set(&a->diag, -ETIMEDOUT, "no byte moved for %ld ms", a->low_speed_ms);
         if (r < 0) {
-                a->in_step = true;
-                finish(a, r);
-                a->in_step = false;
-                if (a->pending == 0)
-                        call_free(a);
+                finish_now(a, r);
                 return;
         }
         arm_deadline(a);
@@ -549,23 +493,15 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         }
         a->pending--; /* the request is back; the call goes on */
         if (status < 0) {
-                a->in_step = true;
-                finish(a, diag_set(&a->diag, -EHOSTUNREACH, "cannot resolve %s: %s", a->h->host,
+                finish_now(a, diag_set(&a->diag, -EHOSTUNREACH, "cannot resolve %s: %s", a->h->host,
                                    uv_strerror(status)));
-                a->in_step = false;
-                if (a->pending == 0)
-                        call_free(a);
                 return;
         }
         a->res = res;
         a->ai = res;
         int r = connect_next(a);
         if (r < 0) {
-                a->in_step = true;
-                finish(a, r);
-                a->in_step = false;
-                if (a->pending == 0)
-                        call_free(a);
+                finish_now(a, r);
                 return;
         }
         run(a);

@@ -224,14 +224,85 @@ static int wait_fd(int fd, short events, const struct clock *k, struct diag *dia
 
 /* ---- a connection's bytes ---- */
 
-/* Counts the TLS records' bytes as movement, not only the decrypted ones. */
-static void note_wire(struct kapi_conn *c, struct clock *k)
+/* SIGPIPE blocked in this thread for a call; see the opening comment. */
+bool kapi_sigpipe_block(sigset_t *old)
 {
-        uint64_t w = kapi_tls_wire_bytes(c->tls);
-        if (w != c->wire) {
-                c->wire = w;
-                k->last_move = now_ms();
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &s, old);
+        return !sigismember(old, SIGPIPE);
+}
+
+void kapi_sigpipe_restore(const sigset_t *old, bool blocked)
+{
+        if (!blocked)
+                return;
+        sigset_t pending, s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGPIPE);
+        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+                const struct timespec zero = { 0, 0 };
+                while (sigtimedwait(&s, NULL, &zero) == SIGPIPE)
+                        ;
         }
+        pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* Whether bytes moved on the socket: the TLS records' bytes count, not
+ * only the decrypted ones. */
+static bool wire_moved(struct kapi_conn *c, ssize_t n)
+{
+        if (!c->tls)
+                return n > 0;
+        uint64_t w = kapi_tls_wire_bytes(c->tls);
+        if (w == c->wire)
+                return false;
+        c->wire = w;
+        return true;
+}
+
+ssize_t kapi_conn_read_step(struct kapi_conn *c, char *buf, size_t len, short *want, bool *moved,
+                            struct diag *diag)
+{
+        ssize_t n;
+        *want = POLLIN;
+        if (c->tls) {
+                n = kapi_tls_read(c->tls, buf, len, want, diag);
+        } else {
+                do
+                        n = recv(c->fd, buf, len, 0);
+                while (n < 0 && errno == EINTR);
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        n = -EAGAIN;
+                else if (n < 0)
+                        n = diag_set(diag, -ECONNRESET, "read: %s", strerror(errno));
+        }
+        *moved = wire_moved(c, n);
+        return n;
+}
+
+ssize_t kapi_conn_write_step(struct kapi_conn *c, const char *buf, size_t len, short *want,
+                             bool *moved, struct diag *diag)
+{
+        ssize_t n;
+        *want = POLLOUT;
+        if (c->tls) {
+                sigset_t old;
+                bool blocked = kapi_sigpipe_block(&old);
+                n = kapi_tls_write(c->tls, buf, len, want, diag);
+                kapi_sigpipe_restore(&old, blocked);
+        } else {
+                do
+                        n = send(c->fd, buf, len, MSG_NOSIGNAL);
+                while (n < 0 && errno == EINTR);
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        n = -EAGAIN;
+                else if (n < 0)
+                        n = diag_set(diag, -ECONNRESET, "write: %s", strerror(errno));
+        }
+        *moved = wire_moved(c, n);
+        return n;
 }
 
 /* Reads what came: > 0 bytes, 0 at the end of the stream, or -errno with
@@ -240,22 +311,11 @@ static ssize_t conn_read(struct kapi_conn *c, char *buf, size_t len, struct cloc
                          struct diag *diag)
 {
         for (;;) {
-                ssize_t n;
-                short want = POLLIN;
-                if (c->tls) {
-                        n = kapi_tls_read(c->tls, buf, len, &want, diag);
-                        note_wire(c, k);
-                } else {
-                        n = recv(c->fd, buf, len, 0);
-                        if (n > 0)
-                                k->last_move = now_ms();
-                        else if (n < 0 && errno == EINTR)
-                                continue;
-                        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                                n = -EAGAIN;
-                        else if (n < 0)
-                                n = diag_set(diag, -ECONNRESET, "read: %s", strerror(errno));
-                }
+                short want;
+                bool moved;
+                ssize_t n = kapi_conn_read_step(c, buf, len, &want, &moved, diag);
+                if (moved)
+                        k->last_move = now_ms();
                 if (n != -EAGAIN)
                         return n;
                 int r = wait_fd(c->fd, want, k, diag);
@@ -270,22 +330,11 @@ static int conn_write_all(struct kapi_conn *c, const char *buf, size_t len, stru
                           struct diag *diag)
 {
         while (len > 0) {
-                ssize_t n;
-                short want = POLLOUT;
-                if (c->tls) {
-                        n = kapi_tls_write(c->tls, buf, len, &want, diag);
-                        note_wire(c, k);
-                } else {
-                        n = send(c->fd, buf, len, MSG_NOSIGNAL);
-                        if (n > 0)
-                                k->last_move = now_ms();
-                        else if (n < 0 && errno == EINTR)
-                                continue;
-                        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                                n = -EAGAIN;
-                        else if (n < 0)
-                                n = diag_set(diag, -ECONNRESET, "write: %s", strerror(errno));
-                }
+                short want;
+                bool moved;
+                ssize_t n = kapi_conn_write_step(c, buf, len, &want, &moved, diag);
+                if (moved)
+                        k->last_move = now_ms();
                 if (n > 0) {
                         buf += n;
                         len -= (size_t)n;
@@ -512,31 +561,6 @@ static bool has_crlf(const char *s)
         return s && strpbrk(s, "\r\n");
 }
 
-/* SIGPIPE blocked in this thread for a call; see the opening comment. */
-static bool sigpipe_block(sigset_t *old)
-{
-        sigset_t s;
-        sigemptyset(&s);
-        sigaddset(&s, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &s, old);
-        return !sigismember(old, SIGPIPE);
-}
-
-static void sigpipe_restore(const sigset_t *old, bool blocked)
-{
-        if (!blocked)
-                return;
-        sigset_t pending, s;
-        sigemptyset(&s);
-        sigaddset(&s, SIGPIPE);
-        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
-                const struct timespec zero = { 0, 0 };
-                while (sigtimedwait(&s, NULL, &zero) == SIGPIPE)
-                        ;
-        }
-        pthread_sigmask(SIG_SETMASK, old, NULL);
-}
-
 char *kapi_http_head(const struct kapi_http *h, const struct kapi_http_request *rq,
                      size_t *len, struct diag *diag)
 {
@@ -576,7 +600,7 @@ int kapi_http_call(struct kapi_http *h, const struct kapi_http_request *rq,
                 .call_end = rq->timeout_ms > 0 ? now_ms() + (uint64_t)rq->timeout_ms : 0,
         };
         sigset_t old;
-        bool blocked = sigpipe_block(&old);
+        bool blocked = kapi_sigpipe_block(&old);
         int r;
         for (int attempt = 0;; attempt++) {
                 if (rq->stop && atomic_load(rq->stop)) {
@@ -602,7 +626,7 @@ int kapi_http_call(struct kapi_http *h, const struct kapi_http_request *rq,
                 }
                 break;
         }
-        sigpipe_restore(&old, blocked);
+        kapi_sigpipe_restore(&old, blocked);
         explicit_bzero(head, head_len);
         free(head);
         return r;

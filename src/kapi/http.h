@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/types.h>
 
 #include <uv.h>
 
@@ -153,6 +155,19 @@ void kapi_http_pool_put(struct kapi_http *h, struct kapi_conn *c);
 /* A connection's TLS state (the context built or rebuilt under h->mu). */
 int kapi_http_tls_for(struct kapi_http *h, int fd, struct kapi_tls **out, struct diag *diag);
 void kapi_http_socket_options(int fd);
+/* One non-blocking read (write) on c, EINTR retried, SIGPIPE blocked
+ * around a TLS write: > 0 bytes moved, 0 at the end of the stream (a
+ * read), -EAGAIN with *want (POLLIN or POLLOUT) to wait for, or
+ * -ECONNRESET (or TLS's error) with diag; *moved says whether bytes moved
+ * on the socket (TLS records count: the low-speed limit). */
+ssize_t kapi_conn_read_step(struct kapi_conn *c, char *buf, size_t len, short *want, bool *moved,
+                            struct diag *diag);
+ssize_t kapi_conn_write_step(struct kapi_conn *c, const char *buf, size_t len, short *want,
+                             bool *moved, struct diag *diag);
+/* SIGPIPE blocked in the calling thread (OpenSSL writes without
+ * MSG_NOSIGNAL), and restored with any SIGPIPE raised meanwhile taken. */
+bool kapi_sigpipe_block(sigset_t *old);
+void kapi_sigpipe_restore(const sigset_t *old, bool blocked);
 /* The request's head (heap, *len bytes), or NULL with -EINVAL in diag. */
 char *kapi_http_head(const struct kapi_http *h, const struct kapi_http_request *rq,
                      size_t *len, struct diag *diag);

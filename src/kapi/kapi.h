@@ -178,6 +178,9 @@ int kapi_watch_keep(struct kapi_client *c, const char *path, const struct kapi_k
 
 /* Percent-encodes s for a query value (fieldSelector=...).  Heap string. */
 char *kapi_escape(const char *s);
+/* "fieldSelector=<the selector, escaped>", the selector printed from fmt
+ * ("spec.nodeName=%s").  Heap string. */
+char *kapi_field_selector(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Bounded retry: the delay before attempt n (0-based) of a call that
  * failed for a reason that may pass (no answer, 429, 5xx): 200 ms doubling

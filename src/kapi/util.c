@@ -3,6 +3,7 @@
  * reader and the watch's line splitter.  No network. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
@@ -210,4 +211,19 @@ long kapi_random_between(long lo, long hi)
         if (hi <= lo)
                 return lo;
         return lo + (long)(jitter_random() % (uint64_t)(hi - lo + 1));
+}
+
+char *kapi_field_selector(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *sel = NULL;
+        if (vasprintf(&sel, fmt, ap) < 0)
+                abort();
+        va_end(ap);
+        char *esc = kapi_escape(sel);
+        free(sel);
+        char *out = xasprintf("fieldSelector=%s", esc);
+        free(esc);
+        return out;
 }

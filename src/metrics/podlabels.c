@@ -219,9 +219,7 @@ static void on_retry(uv_timer_t *t)
         struct diag why = { 0 };
         int r = p->api ? 0 : api_new(p, &p->api, &why);
         if (r == 0) {
-                _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s", p->node);
-                _cleanup_free_ char *esel = kapi_escape(sel);
-                _cleanup_free_ char *q = xasprintf("fieldSelector=%s", esel);
+                _cleanup_free_ char *q = kapi_field_selector("spec.nodeName=%s", p->node);
                 const struct kapi_informer_config cfg = {
                         .path = "/api/v1/pods",
                         .selector = q,
