@@ -176,7 +176,7 @@ class WatchCacheHandler(ApiHandler):
                 self.event(k, o)
             if initial and bookmarks and epoch is not None:
                 self.bookmark(now_rv, kind, initial_end=True)
-            next_mark = time.monotonic() + BOOKMARK_S
+            next_mark, last_sent = time.monotonic() + BOOKMARK_S, False
             while epoch is not None and not api.stopping.is_set() and epoch == api.watch_epoch:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -189,9 +189,10 @@ class WatchCacheHandler(ApiHandler):
                     if matches(o, sel):
                         self.event(k, o)
                 now = time.monotonic()
-                if bookmarks and (now >= next_mark or deadline - now < 1.0):
+                closing = deadline - now < 1.0
+                if bookmarks and (now >= next_mark or (closing and not last_sent)):
                     self.bookmark(now_rv, kind)
-                    next_mark = now + BOOKMARK_S if deadline - now >= 1.0 else deadline + 1
+                    next_mark, last_sent = now + BOOKMARK_S, last_sent or closing
             self.end_chunked()
         finally:
             with api.lock:
