@@ -316,20 +316,21 @@ def report(res):
           + ")")
     kf, ks = by_key(first), by_key(steady)
     ka = by_key(after) if after is not None else collections.Counter()
+    kg = by_key([r for r in after if r.gone]) if after is not None else collections.Counter()
     keys = sorted(set(kf) | set(ks) | set(ka))
     rows = []
     for k in keys:
         row = [k[0], k[1], k[2], f2(kf[k] / n), f2(ks[k] / n / steady_min)]
         if after is not None:
-            row.append(f2(ka[k] / n))
+            row += [f2(ka[k] / n), f2(kg[k] / n)]
         rows.append(row)
     total = ["all", "", "", f2(len(first) / n), f2(len(steady) / n / steady_min)]
     if after is not None:
-        total.append(f2(len(after) / n))
+        total += [f2(len(after) / n), f2(sum(kg.values()) / n)]
     rows.append(total)
     headers = ["component", "verb", "resource", "first min", "steady /min"]
     if after is not None:
-        headers.append("restart")
+        headers += ["restart", "of them 410"]
     table(headers, rows, ["<", "<", "<"] + [">"] * (len(headers) - 3))
 
     # the summary beside issue 27's targets
