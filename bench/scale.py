@@ -221,7 +221,7 @@ def measure(h, server_kind, args):
     # the threads reference: DRA off, on a server of its own (not counted)
     ref_certs = certs or make_certs(_mkdir(os.path.join(h.root, "ref-certs")))
     ref_api = WatchCacheApi(ref_certs)
-    ref_api.add_node("scale-ref-nodra")
+    ref_api.add_node(f"ref-{server_kind}")
     ref_kc = str(write_kubeconfig(
         pathlib.Path(h.root, f"ref-{server_kind}.kubeconfig"), ref_api.url,
         f"    certificate-authority-data: {b64(ref_certs / 'ca.crt')}", "    token: ref"))
