@@ -457,8 +457,9 @@ def main():
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
         h.close()
-    print(f"bench-scale: devlet {subprocess.run([DEVLET_BIN, 'version'], capture_output=True, text=True).stdout.strip()}, "
-          f"{args.nodes} nodes, mock NVML {PROFILE}; figures are reported, never asserted")
+    version = subprocess.run([DEVLET_BIN, "version"], capture_output=True, text=True).stdout.strip()
+    print(f"bench-scale: {version}, {args.nodes} nodes, mock NVML {PROFILE}; figures are "
+          f"reported, never asserted")
     for r in results:
         report(r)
     if "real" not in servers:
