@@ -7,18 +7,20 @@ the Node, pod labels on the metrics) and a `devlet config-manager`
 following its Node, are started against:
   fake  the tests' fake API server made a watch cache (bench/
         scale_servers.py: 410 as an ERROR event, bookmarks, streaming
-        lists, 429 on demand) over TLS; it alone plays the restart;
+        lists, 429 on demand) over TLS, for the restart and its 410s;
   real  etcd + kube-apiserver from the pinned peers, started here on free
         ports, requests counted from its audit log (level Metadata).
 Requests are counted by User-Agent (those starting "devlet/"), whatever
 the client inside devlet does, and divided by N.
 
 Timeline per server: the first minute from start; then --warmup seconds;
-then the steady window (--window); then, on the fake server with
---restart: down --down seconds (every connection cut, connections
+then the steady window (--window); then, unless --no-restart, the
+restart: down --down seconds (every connection cut, connections
 refused), back with its watch cache window moved past every version
 devlet holds, answering 429 with Retry-After for --throttle seconds; the
---after seconds from its return are the restart figures.  Threads and
+--after seconds from its return are the restart figures.  The real
+server is restarted too (SIGTERM, etcd kept, started again: its new
+watch cache begins at etcd's revision), without the 429s.  Threads and
 memory (/proc/PID/status: Threads, VmRSS, VmHWM) are read at the end of
 the steady window, VmHWM again at the end; one more `devlet run` with DRA
 off (on its own fake server, not counted) is the threads reference.
@@ -240,16 +242,21 @@ def measure(h, server_kind, args):
         res["status"] = [(n.name, n.status()) for n in nodes]
         res["ref"] = ref.status()
         res["died"] = [p.name for n in nodes for p in n.procs() if p.poll() is not None]
-        if server_kind == "fake" and args.restart:
-            say(f"fake: API server down for {args.down} s")
+        if args.restart:
+            say(f"{server_kind}: API server down for {args.down} s")
             api.down()
             time.sleep(args.down)
-            api.compact_watch_cache()
-            api.throttle(args.throttle, args.retry_after)
-            api.up()
-            tb = time.time()
-            say(f"fake: back, 429 (Retry-After: {args.retry_after}) for {args.throttle} s")
-            wait_until_time(tb + args.after, f"fake: after the restart ({args.after} s)")
+            if server_kind == "fake":
+                api.compact_watch_cache()
+                api.throttle(args.throttle, args.retry_after)
+                api.up()
+                tb = time.time()
+                say(f"fake: back, 429 (Retry-After: {args.retry_after}) for {args.throttle} s")
+            else:
+                tb = time.time()  # counted from its start: what it answers is audited
+                api.up()
+                say(f"real: back after {time.time() - tb:.1f} s of start-up (no 429)")
+            wait_until_time(tb + args.after, f"{server_kind}: after the restart ({args.after} s)")
             res["after"] = devlet_only(api.requests_between(tb, tb + args.after))
             res["after_s"] = args.after
             res["died"] += [p.name for n in nodes for p in n.procs()
@@ -307,6 +314,9 @@ def report(res):
     print()
     print(f"== {res['server']} API server ({res['url']}): {n} nodes, every API feature on "
           f"(DRA, labels to the Node, pod labels, config-manager) ==")
+    if after is not None and res["server"] == "real":
+        print("(real: restarted with SIGTERM, etcd kept; no 429; a watch's 410 ERROR event is a 200 "
+              "to the audit log, so only 410 statuses count as answered 410)")
     if res["died"]:
         print(f"!! processes that exited on their own: {', '.join(res['died'])}")
     print()
@@ -352,7 +362,8 @@ def report(res):
         rows += [
             [f"restart: requests in {res['after_s']} s", f2(len(after) / n), f"<= {TARGET_RESTART}",
              met(len(after) / n <= TARGET_RESTART)],
-            ["restart: answered 410", f2(gone), f"<= {TARGET_GONE}", met(gone <= TARGET_GONE)],
+            ["restart: answered 410", f2(gone), f"<= {TARGET_GONE}",
+             met(gone <= TARGET_GONE) if res["server"] == "fake" else "n/a (ERROR events unseen)"],
             ["restart: slice LISTs", f2(slist), f"<= {TARGET_SLICE_LISTS}",
              met(slist <= TARGET_SLICE_LISTS)],
             ["restart: answered 429", f2(throttled), "-", "-"],

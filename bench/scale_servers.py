@@ -30,8 +30,9 @@ configures them (its own CA, service-account keys) but on free ephemeral
 ports and in the harness's own directory, with an audit policy at level
 Metadata (every request's verb, resource, user agent and code; the API
 server's own loopback requests left out).  records() reads the audit log.
-A watch answered 410 in an ERROR event is a 200 to the audit log: for the
-real server "answered 410" counts only 410 statuses.
+Its restart is down() (SIGTERM) and up() (etcd keeps running); it has no
+429.  A watch answered 410 in an ERROR event is a 200 to the audit log: for
+the real server "answered 410" counts only 410 statuses.
 """
 
 import copy
@@ -366,7 +367,7 @@ current-context: scale
         self.wait("etcd", lambda: b'"true"' in urllib.request.urlopen(
             f"http://127.0.0.1:{client}/health", timeout=2).read(), etcd, timeout)
         pki = self.pki
-        self.proc = self.spawn("kube-apiserver", [
+        self.args = [
             peer_bin("kubernetes", "kube-apiserver"), "--etcd-servers", f"http://127.0.0.1:{client}",
             "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
             "--secure-port", str(self.port),
@@ -379,9 +380,18 @@ current-context: scale
             "--endpoint-reconciler-type", "none", "--profiling=false",
             "--audit-policy-file", os.path.join(self.dir, "audit-policy.yaml"),
             "--audit-log-path", self.audit, "--audit-log-format", "json",
-            "--audit-log-mode", "blocking", "--audit-log-maxsize", "0", "--v", "1"])
+            "--audit-log-mode", "blocking", "--audit-log-maxsize", "0", "--v", "1"]
+        self.up(timeout)
+
+    def up(self, timeout=120.0):
+        """kube-apiserver (again: a restart's watch cache starts at etcd's
+        current revision, so older resourceVersions get 410)."""
+        self.proc = self.spawn("kube-apiserver", self.args)
         self.wait("kube-apiserver", lambda: self.call("GET", "/readyz", raw=True) == b"ok",
                   self.proc, timeout)
+
+    def down(self):
+        stop_process(self.proc)
 
     @staticmethod
     def wait(what, check, proc, timeout):
