@@ -457,10 +457,14 @@ def main():
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
     h = Harness(args.keep)
-    results = []
+    results, failed = [], []
     try:
         for s in servers:
-            results.append(measure(h, s, args))
+            try:
+                results.append(measure(h, s, args))
+            except (OSError, RuntimeError, subprocess.SubprocessError, ValueError) as e:
+                say(f"{s}: the harness could not run: {e}")
+                failed.append(f"{s}: {e}")
     except Interrupted as e:
         say(f"interrupted ({e}): stopping everything")
         return 130
@@ -475,7 +479,9 @@ def main():
         report(r)
     if "real" not in servers:
         print(f"\n(no real API server run: {why_not_real or 'not asked for'})")
-    return 0
+    for f in failed:
+        print(f"\n!! not measured: {f}")
+    return 2 if failed and not results else 0
 
 
 if __name__ == "__main__":
