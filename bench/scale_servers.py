@@ -13,8 +13,9 @@ for config-manager, the Node), not only slices:
     what exists; from a version the cache still holds, with what came
     after it; from one older than the cache window (compact_watch_cache,
     as after an API server restart), with one ERROR event (410 Expired);
-  - sendInitialEvents=true streams what exists as ADDED, then a BOOKMARK
-    annotated k8s.io/initial-events-end (the streaming list of 1.27+);
+  - sendInitialEvents=true (with resourceVersionMatch=NotOlderThan and
+    allowWatchBookmarks=true, else 422) streams what exists as ADDED, then
+    a BOOKMARK annotated k8s.io/initial-events-end (the streaming list);
   - allowWatchBookmarks=true gets a BOOKMARK every BOOKMARK_S seconds and
     one just before the watch's timeoutSeconds ends it;
   - Node writes (the labels' PATCH) are events for the Node watch; Node
@@ -156,7 +157,11 @@ class WatchCacheHandler(ApiHandler):
         bookmarks = q.get("allowWatchBookmarks") in ("1", "true")
         initial = q.get("sendInitialEvents") in ("1", "true")
         rv = q.get("resourceVersion", "")
-        events, objs, kind = api.streams(what)
+        events, objs, kind = api.watched(what)
+        if initial and (q.get("resourceVersionMatch") != "NotOlderThan" or not bookmarks):
+            self.send_status(422, "Invalid", "sendInitialEvents needs "
+                             "resourceVersionMatch=NotOlderThan and allowWatchBookmarks")
+            return
         self.start_chunked()
         with api.lock:
             pos, epoch, now_rv = len(events), api.watch_epoch, api.rv
@@ -235,7 +240,7 @@ class WatchCacheApi(ApiServer):
         with self.lock:
             return self.retry_after if time.monotonic() < self.throttle_until else 0
 
-    def streams(self, what):
+    def watched(self, what):
         """(the events, the objects by key, the kind) of a watched resource."""
         return {"slices": (self.events, self.slices, "ResourceSlice"),
                 "pods": (self.pod_events, self.pods, "Pod"),
