@@ -3,6 +3,9 @@
 #   make check    every test: unit (plain and ASan+UBSan), integration, fuzz smoke
 #   make demo     run the main job on the embedded demo setup, as a transcript
 #   make bench    print the benchmark table
+#   make bench-scale  N devlet nodes against a fake watch-cache API server and
+#                 a real kube-apiserver: requests per node, restart, threads,
+#                 memory (N=, WINDOW=, SERVERS=fake,real, QUICK=1; minutes)
 #   make fuzz     build the libFuzzer targets (clang); fuzz-long runs each for
 #                 FUZZ_LONG_TIME seconds
 #   make cluster  a one-node Kubernetes cluster on loopback (real kubelet, API
@@ -65,7 +68,7 @@ BENCH_SRC := $(wildcard bench/bench-*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: cluster cluster-down peers e2e
-.PHONY: all check unit integration asan fuzz fuzz-smoke fuzz-long fuzz-merge soak demo bench clean deps \
+.PHONY: all check unit integration asan fuzz fuzz-smoke fuzz-long fuzz-merge soak demo bench bench-scale clean deps \
 	deps-build py
 .DEFAULT_GOAL := all
 .SECONDARY:
@@ -220,6 +223,15 @@ bench: deps $(BENCH_BIN)
 	$(MAKE) all py
 	$(if $(wildcard bench/bench.py),DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/bench.py)
 	@set -e; for b in $(wildcard bench/bench-*.py); do DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) $$b; done
+
+# not part of `make bench` (it takes minutes) nor of `make check`; figures
+# reported, never asserted (bench/scale.py)
+BENCH_SCALE_ARGS = $(if $(N),--nodes $(N)) $(if $(WINDOW),--window $(WINDOW)) \
+	$(if $(SERVERS),--servers $(SERVERS)) $(if $(QUICK),--quick) $(if $(AFTER),--after $(AFTER)) \
+	$(if $(filter 0,$(RESTART)),--no-restart) $(if $(KEEP),--keep)
+bench-scale: deps
+	$(MAKE) all py
+	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/scale.py $(BENCH_SCALE_ARGS)
 
 clean:
 	rm -rf build build-asan build-fuzz
