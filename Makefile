@@ -13,12 +13,42 @@
 #                 (or finds in the cache) the pinned peers.
 #   make soak     long-running proofs (kubelet restarts, a million Allocates, a
 #                 reload storm, the attacks), bounded in time, one line each
-# Variables: BUILD (output dir), CC, SAN=1 (ASan+UBSan build).
+#   make ARCH=arm64        cross-build for linux/arm64 into build-arm64 (Debian's
+#                          aarch64-linux-gnu-gcc and arm64 -dev packages:
+#                          `scripts/deps.sh arm64`); `make check-arm64` runs its
+#                          unit tests and integration subset under qemu-user
+# Variables: BUILD (output dir), CC, SAN=1 (ASan+UBSan build), ARCH (amd64 or
+# arm64; default: the build host's).
 
+PYTHON ?= /usr/bin/python3
+HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || uname -m)
+ARCH ?= $(HOST_ARCH)
+ifneq ($(ARCH),$(HOST_ARCH))
+# a cross build: Debian's triplet toolchain, pkg-config reading the multiarch
+# .pc files, and the results run through qemu-user (no binfmt registration
+# assumed; -L names the cross libc for the loader, multiarch libs are found in
+# their host paths)
+ifeq ($(ARCH),arm64)
+TRIPLET := aarch64-linux-gnu
+QEMU ?= qemu-aarch64-static
+else
+$(error ARCH=$(ARCH): devlet cross-builds for arm64 only)
+endif
+BUILD ?= build-$(ARCH)
+ifeq ($(origin CC),default)
+CC := $(TRIPLET)-gcc
+endif
+ifeq ($(origin AR),default)
+AR := $(TRIPLET)-ar
+endif
+PKG_CONFIG ?= $(TRIPLET)-pkg-config
+# prefix for running a target binary on this host
+EXEC_PREFIX ?= $(QEMU) -L /usr/$(TRIPLET)
+endif
 BUILD ?= build
 CC ?= gcc
-PYTHON ?= /usr/bin/python3
 PKG_CONFIG ?= pkg-config
+EXEC_PREFIX ?=
 PKGS := libuv libnghttp2 libprotobuf-c yaml-0.1 jansson
 
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0)
@@ -94,7 +124,7 @@ $(BUILD)/obj/%.o: src/%.c $(GEN_H)
 
 $(LIB): $(LIB_OBJ) $(GEN_O)
 	@rm -f $@
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 $(BUILD)/devlet: $(BUILD)/obj/main.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -133,7 +163,7 @@ deps-build:
 	@scripts/deps.sh build
 
 unit: $(UNIT_BIN) $(MOCK_NVML)
-	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $(EXEC_PREFIX) $$t; done
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 unit all
@@ -222,7 +252,7 @@ bench: deps $(BENCH_BIN)
 	@set -e; for b in $(wildcard bench/bench-*.py); do DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) $$b; done
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-arm64 build-arm64-asan
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/main.d $(UNIT_BIN:=.d) $(TOOL_BIN:=.d) $(BENCH_BIN:=.d)
 
