@@ -42,8 +42,13 @@ ifeq ($(origin AR),default)
 AR := $(TRIPLET)-ar
 endif
 PKG_CONFIG ?= $(TRIPLET)-pkg-config
-# prefix for running a target binary on this host
-EXEC_PREFIX ?= $(QEMU) -L /usr/$(TRIPLET)
+# prefix for running a target binary on this host.  The loader must come
+# from the same glibc as the libc it loads: with the multiarch libc6:arm64
+# (which the arm64 -dev packages bring) that is /lib/ld-linux-aarch64.so.1,
+# so -L / (the cross toolchain's older loader in /usr/$(TRIPLET)/lib with
+# multiarch's newer libc spins forever in the first pthread_create)
+QEMU_LD_PREFIX ?= $(if $(wildcard /lib/ld-linux-aarch64.so.1),/,/usr/$(TRIPLET))
+EXEC_PREFIX ?= $(QEMU) -L $(QEMU_LD_PREFIX)
 endif
 BUILD ?= build
 CC ?= gcc
