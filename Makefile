@@ -100,6 +100,7 @@ BENCH_SRC := $(wildcard bench/bench-*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: cluster cluster-down peers e2e
+.PHONY: check-arm64 integration-emulated
 .PHONY: all check unit integration asan fuzz fuzz-smoke fuzz-long fuzz-merge soak demo bench clean deps \
 	deps-build py
 .DEFAULT_GOAL := all
@@ -234,10 +235,30 @@ fuzz-merge: fuzz
 	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \
 		$$f -merge=1 fuzz/corpus/$$n build-fuzz/corpus-$$n 2>&1 | tail -n 1; done
 
+# linux/arm64 under qemu-user, on any build host (docs/INSTALL.md, "arm64"):
+# the unit tests plain and with ASan+UBSan (LeakSanitizer cannot run under
+# qemu-user), then the integration suite's device-plugin and metrics files
+# against build-arm64/devlet, the arm64 mock NVML and the fake AMD trees
+EMULATED_INTEGRATION ?= test_plugin.py test_nvidia.py test_nvidia_health.py test_nvidia_strategies.py \
+	test_amd.py test_metrics.py test_amd_metrics.py test_dcgm_fields.py
+check-arm64:
+	@scripts/deps.sh arm64
+	$(MAKE) ARCH=arm64 all unit
+	@echo "check-arm64: LeakSanitizer skipped under qemu-user (it stops the world with ptrace, which qemu-user does not emulate); ASan and UBSan run"
+	ASAN_OPTIONS=detect_leaks=0 $(MAKE) ARCH=arm64 BUILD=build-arm64-asan SAN=1 OPT=-O1 unit
+	$(MAKE) ARCH=arm64 integration-emulated
+
+# the integration files above against $(BUILD), each binary run through
+# $(EXEC_PREFIX) (tests/integration/devlet_harness.py: DEVLET_EXEC_PREFIX)
+integration-emulated: all py
+	DEVLET_BUILD=$(abspath $(BUILD)) DEVLET_EXEC_PREFIX="$(EXEC_PREFIX)" $(PYTHON) -m pytest -q -p no:cacheprovider \
+		$(addprefix tests/integration/,$(EMULATED_INTEGRATION))
+
 # integration runs last, so the run closes with pytest's summary line
 check: deps
 	$(MAKE) all unit
 	$(MAKE) asan
+	$(MAKE) check-arm64
 	$(MAKE) fuzz-smoke
 	$(MAKE) integration
 

@@ -17,7 +17,7 @@ containernetworking-plugins openssl"
 # the linux/arm64 build (cross, multiarch) and its tests under qemu-user;
 # protoc-c runs on the build host, so protobuf-c-compiler stays amd64
 arm64_pkgs="gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
-libasan8-arm64-cross libubsan1-arm64-cross qemu-user-static
+libasan8-arm64-cross libubsan1-arm64-cross libasan8:arm64 libubsan1:arm64 qemu-user-static
 libuv1-dev:arm64 libnghttp2-dev:arm64 libprotobuf-c-dev:arm64 libyaml-dev:arm64
 libjansson-dev:arm64 libssl-dev:arm64 libcrypt-dev:arm64 libcmocka-dev:arm64"
 # kubectl (kustomize) and node/npm (manifest schema checks) may come from
