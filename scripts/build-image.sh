@@ -114,6 +114,17 @@ arch_ldd() {
         fi
 }
 
+# The path of library $1 in $libc_dir or its /usr twin, which Debian's
+# package $2 installs; fails (and with set -e the build, as it is called
+# in an assignment) without it.
+beside_libc() {
+        for dir in "$libc_dir" "/usr$libc_dir"; do
+                if [ -e "$dir/$1" ]; then echo "$dir/$1"; return 0; fi
+        done
+        echo "build-image: $1 not found beside $libc_dir/libc (scripts/deps.sh installs $2)" >&2
+        exit 1
+}
+
 # Builds ARCH's devlet and lays the image's files out in $stage.
 stage_arch() {
         if [ "$arch" = "$host_arch" ]; then
@@ -152,22 +163,14 @@ stage_arch() {
         done
         # OpenSSL, with what it links (libcrypto), where the loader's default path
         # finds it (the image has no ld.so.cache)
-        ssl=""
-        for dir in "$libc_dir" "/usr$libc_dir"; do
-                if [ -e "$dir/libssl.so.3" ]; then ssl="$dir/libssl.so.3"; break; fi
-        done
-        [ -n "$ssl" ] || { echo "build-image: libssl.so.3 not found beside $libc_dir/libc (scripts/deps.sh installs libssl-dev)" >&2; exit 1; }
+        ssl=$(beside_libc libssl.so.3 libssl-dev)
         stage_lib "$ssl"
         for lib in $(arch_ldd "$ssl" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
                 stage_lib "$lib"
         done
         # libcrypt (libxcrypt), which basic authentication on the metrics port
         # dlopens when the web configuration has users (src/metrics/web-auth.c)
-        crypt=""
-        for dir in "$libc_dir" "/usr$libc_dir"; do
-                if [ -e "$dir/libcrypt.so.1" ]; then crypt="$dir/libcrypt.so.1"; break; fi
-        done
-        [ -n "$crypt" ] || { echo "build-image: libcrypt.so.1 not found beside $libc_dir/libc (scripts/deps.sh installs libcrypt-dev)" >&2; exit 1; }
+        crypt=$(beside_libc libcrypt.so.1 libcrypt-dev)
         stage_lib "$crypt"
         mkdir -p "$stage/usr/bin"
         "$strip" --strip-unneeded -o "$stage/usr/bin/devlet" "$bin"

@@ -324,17 +324,24 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned 
                                                    NVML_AFFINITY_SCOPE_NODE);
 }
 
+/* The GPU a handle names and a non-NULL output, or the error NVML gives. */
+static nvmlReturn_t gpu_and_out(nvmlDevice_t device, const void *out, struct nvmlDevice_st **d)
+{
+        nvmlReturn_t r = mock_device_gpu(device, d);
+        if (r != NVML_SUCCESS)
+                return r;
+        return out ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
 /* Grace: ATS over NVLink-C2C.  The addressing mode is a versioned struct
  * (version v1 or VERSION_MISMATCH); the C2C info has no version word. */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode)
 {
         MOCK_LOCKED();
         struct nvmlDevice_st *d;
-        nvmlReturn_t r = mock_device_gpu(device, &d);
+        nvmlReturn_t r = gpu_and_out(device, mode, &d);
         if (r != NVML_SUCCESS)
                 return r;
-        if (!mode)
-                return NVML_ERROR_INVALID_ARGUMENT;
         if (mode->version != nvmlDeviceAddressingMode_v1)
                 return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
         if (d->gpu->addressing_mode < 0)
@@ -347,11 +354,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cM
 {
         MOCK_LOCKED();
         struct nvmlDevice_st *d;
-        nvmlReturn_t r = mock_device_gpu(device, &d);
+        nvmlReturn_t r = gpu_and_out(device, info, &d);
         if (r != NVML_SUCCESS)
                 return r;
-        if (!info)
-                return NVML_ERROR_INVALID_ARGUMENT;
         if (d->gpu->c2c < 0)
                 return NVML_ERROR_NOT_SUPPORTED;
         info->isC2cEnabled = (unsigned)d->gpu->c2c;
@@ -362,11 +367,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpu
 {
         MOCK_LOCKED();
         struct nvmlDevice_st *d;
-        nvmlReturn_t r = mock_device_gpu(device, &d);
+        nvmlReturn_t r = gpu_and_out(device, info, &d);
         if (r != NVML_SUCCESS)
                 return r;
-        if (!info)
-                return NVML_ERROR_INVALID_ARGUMENT;
         if (!d->gpu->has_fabric)
                 return NVML_ERROR_NOT_SUPPORTED;
         *info = d->gpu->fabric;
