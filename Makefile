@@ -16,12 +16,47 @@
 #                 (or finds in the cache) the pinned peers.
 #   make soak     long-running proofs (kubelet restarts, a million Allocates, a
 #                 reload storm, the attacks), bounded in time, one line each
-# Variables: BUILD (output dir), CC, SAN=1 (ASan+UBSan build).
+#   make ARCH=arm64        cross-build for linux/arm64 into build-arm64 (Debian's
+#                          aarch64-linux-gnu-gcc and arm64 -dev packages:
+#                          `scripts/deps.sh arm64`); `make check-arm64` runs its
+#                          unit tests and integration subset under qemu-user
+# Variables: BUILD (output dir), CC, SAN=1 (ASan+UBSan build), ARCH (amd64 or
+# arm64; default: the build host's).
 
+PYTHON ?= /usr/bin/python3
+HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || uname -m)
+ARCH ?= $(HOST_ARCH)
+ifneq ($(ARCH),$(HOST_ARCH))
+# a cross build: Debian's triplet toolchain, pkg-config reading the multiarch
+# .pc files, and the results run through qemu-user (no binfmt registration
+# assumed; -L names the cross libc for the loader, multiarch libs are found in
+# their host paths)
+ifeq ($(ARCH),arm64)
+TRIPLET := aarch64-linux-gnu
+QEMU ?= qemu-aarch64-static
+else
+$(error ARCH=$(ARCH): devlet cross-builds for arm64 only)
+endif
+BUILD ?= build-$(ARCH)
+ifeq ($(origin CC),default)
+CC := $(TRIPLET)-gcc
+endif
+ifeq ($(origin AR),default)
+AR := $(TRIPLET)-ar
+endif
+PKG_CONFIG ?= $(TRIPLET)-pkg-config
+# prefix for running a target binary on this host.  The loader must come
+# from the same glibc as the libc it loads: with the multiarch libc6:arm64
+# (which the arm64 -dev packages bring) that is /lib/ld-linux-aarch64.so.1,
+# so -L / (the cross toolchain's older loader in /usr/$(TRIPLET)/lib with
+# multiarch's newer libc spins forever in the first pthread_create)
+QEMU_LD_PREFIX ?= $(if $(wildcard /lib/ld-linux-aarch64.so.1),/,/usr/$(TRIPLET))
+EXEC_PREFIX ?= $(QEMU) -L $(QEMU_LD_PREFIX)
+endif
 BUILD ?= build
 CC ?= gcc
-PYTHON ?= /usr/bin/python3
 PKG_CONFIG ?= pkg-config
+EXEC_PREFIX ?=
 PKGS := libuv libnghttp2 libprotobuf-c yaml-0.1 jansson
 
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0)
@@ -68,6 +103,7 @@ BENCH_SRC := $(wildcard bench/bench-*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: cluster cluster-down peers e2e
+.PHONY: check-arm64 integration-emulated
 .PHONY: all check unit integration asan fuzz fuzz-smoke fuzz-long fuzz-merge soak demo bench bench-scale clean deps \
 	deps-build py
 .DEFAULT_GOAL := all
@@ -97,7 +133,7 @@ $(BUILD)/obj/%.o: src/%.c $(GEN_H)
 
 $(LIB): $(LIB_OBJ) $(GEN_O)
 	@rm -f $@
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 $(BUILD)/devlet: $(BUILD)/obj/main.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -136,7 +172,7 @@ deps-build:
 	@scripts/deps.sh build
 
 unit: $(UNIT_BIN) $(MOCK_NVML)
-	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $(EXEC_PREFIX) $$t; done
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 unit all
@@ -202,10 +238,30 @@ fuzz-merge: fuzz
 	@set -e; for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \
 		$$f -merge=1 fuzz/corpus/$$n build-fuzz/corpus-$$n 2>&1 | tail -n 1; done
 
+# linux/arm64 under qemu-user, on any build host (docs/INSTALL.md, "arm64"):
+# the unit tests plain and with ASan+UBSan (LeakSanitizer cannot run under
+# qemu-user), then the integration suite's device-plugin and metrics files
+# against build-arm64/devlet, the arm64 mock NVML and the fake AMD trees
+EMULATED_INTEGRATION ?= test_plugin.py test_nvidia.py test_nvidia_health.py test_nvidia_strategies.py \
+	test_amd.py test_metrics.py test_amd_metrics.py test_dcgm_fields.py
+check-arm64:
+	@scripts/deps.sh arm64
+	$(MAKE) ARCH=arm64 all unit
+	@echo "check-arm64: LeakSanitizer skipped under qemu-user (it stops the world with ptrace, which qemu-user does not emulate); ASan and UBSan run"
+	ASAN_OPTIONS=detect_leaks=0 $(MAKE) ARCH=arm64 BUILD=build-arm64-asan SAN=1 OPT=-O1 unit
+	$(MAKE) ARCH=arm64 integration-emulated
+
+# the integration files above against $(BUILD), each binary run through
+# $(EXEC_PREFIX) (tests/integration/devlet_harness.py: DEVLET_EXEC_PREFIX)
+integration-emulated: all py
+	DEVLET_BUILD=$(abspath $(BUILD)) DEVLET_EXEC_PREFIX="$(EXEC_PREFIX)" $(PYTHON) -m pytest -q -p no:cacheprovider \
+		$(addprefix tests/integration/,$(EMULATED_INTEGRATION))
+
 # integration runs last, so the run closes with pytest's summary line
 check: deps
 	$(MAKE) all unit
 	$(MAKE) asan
+	$(MAKE) check-arm64
 	$(MAKE) fuzz-smoke
 	$(MAKE) integration
 
@@ -234,7 +290,7 @@ bench-scale: deps
 	DEVLET_BUILD=$(abspath $(BUILD)) $(PYTHON) bench/scale.py $(BENCH_SCALE_ARGS)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-arm64 build-arm64-asan
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/main.d $(UNIT_BIN:=.d) $(TOOL_BIN:=.d) $(BENCH_BIN:=.d)
 

@@ -14,6 +14,7 @@ import glob
 import os
 import pathlib
 import re
+import shlex
 import signal
 import socket
 import struct
@@ -31,6 +32,12 @@ BUILD = pathlib.Path(BUILD_DIR)
 DEVLET_BIN = os.path.join(BUILD_DIR, "devlet")
 MOCK_NVML_LIB = os.path.join(BUILD_DIR, "mock-nvml", "libnvidia-ml.so.1")
 STOP_TIMEOUT = 10.0
+# What runs devlet's binaries when they are not the host's own: `make
+# check-arm64` sets DEVLET_EXEC_PREFIX="qemu-aarch64-static -L /" so an arm64
+# build runs under qemu-user without binfmt (signals reach the guest; the
+# pid and /proc/PID are the emulator's).  Empty: the binary runs itself.
+EXEC_PREFIX: List[str] = shlex.split(os.environ.get("DEVLET_EXEC_PREFIX", ""))
+EMULATED = bool(EXEC_PREFIX)
 SANITIZER_ERRORS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 
@@ -145,7 +152,7 @@ class Devlet:
         log = open(self.log_path, "ab")
         try:
             self.start_time = time.monotonic()
-            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
+            self.proc = subprocess.Popen(EXEC_PREFIX + self.command(), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env=self.environment(),
                                          close_fds=True, start_new_session=self.new_session)
         finally:
@@ -257,7 +264,7 @@ def devlet_cli(*args, env: Optional[Dict[str, str]] = None,
 def run_devlet(args: List[str], timeout: float = 30.0, env: Optional[Dict[str, str]] = None,
                binary: str = DEVLET_BIN) -> subprocess.CompletedProcess:
     """Runs a one-shot subcommand (list, probe, version...) and captures it."""
-    return subprocess.run([binary] + list(args), stdin=subprocess.DEVNULL, capture_output=True,
+    return subprocess.run(EXEC_PREFIX + [binary] + list(args), stdin=subprocess.DEVNULL, capture_output=True,
                           text=True, timeout=timeout, env=devlet_env(env))
 
 # ------------------------------------------------ raw HTTP/2 (hostile peers)

@@ -139,6 +139,23 @@ def test_devlet_metrics_prints_one_collection(nvml, dirs):
     assert_promtool_parses(res.stdout)
 
 
+# Grace nodes (tests/mock-nvml/profiles): a GH200 and a GB200 NVL72 tray,
+# one series per GPU with the GPU's own model name, UUID and memory
+@pytest.mark.parametrize("profile,model,count", [("gh200.yaml", "NVIDIA GH200 480GB", 1),
+                                                 ("gb200-nvl-tray.yaml", "NVIDIA GB200", 4)])
+def test_grace_nodes_one_collection(dirs, profile, model, count):
+    grace = MockNvml(dirs.work, profile)
+    res = run_devlet(["metrics", "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
+                      "--container-state-dirs", dirs.run], env={**grace.env(), "NODE_NAME": NODE})
+    assert res.returncode == 0, res.stderr
+    series = select(parse(res.stdout), "DCGM_FI_DEV_FB_FREE", Hostname=NODE)
+    assert len(series) == count
+    assert sorted((labels["UUID"], value) for labels, value in series) == \
+        sorted((d["uuid"], d["memoryMiB"]) for d in grace.devices)
+    assert {labels["modelName"] for labels, _ in series} == {model}
+    assert_promtool_parses(res.stdout)
+
+
 def test_hostname_label_and_disabled_endpoint(devlet, nvml, dirs):
     d, port = start(devlet, nvml, dirs, extra=["--hostname-label", "hostname"])
     samples = wait_samples(port, lambda s: s if select(s, "DCGM_FI_DEV_GPU_TEMP") else None, WAIT,

@@ -16,7 +16,7 @@ import subprocess
 import grpc
 import pytest
 
-from devlet_harness import DEVLET_BIN, devlet_env, hostdev_config, make_node, run_devlet
+from devlet_harness import DEVLET_BIN, EXEC_PREFIX, devlet_env, hostdev_config, make_node, run_devlet
 from mock_gpus import GPU, V100, MockNode, envs, start
 
 CDI_KEY = "cdi.k8s.io/nvidia-device-plugin_"
@@ -151,7 +151,7 @@ def test_reload_restarts_the_backend(kubelet, devlet, node):
 
 def test_nvml_missing_fail_on_init_error(dirs):
     env = {"DEVLET_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"}
-    r = subprocess.run([DEVLET_BIN, "run", "--plugin-directory", dirs.plugins, "--backends", "nvidia"],
+    r = subprocess.run(EXEC_PREFIX + [DEVLET_BIN, "run", "--plugin-directory", dirs.plugins, "--backends", "nvidia"],
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
                        env=devlet_env(env))
     assert r.returncode == 1, r.stderr

@@ -76,6 +76,13 @@ static const struct name_value fabric_state_names[] = {
     {NULL, 0},
 };
 
+static const struct name_value addressing_mode_names[] = {
+    {"none", NVML_DEVICE_ADDRESSING_MODE_NONE},
+    {"hmm", NVML_DEVICE_ADDRESSING_MODE_HMM},
+    {"ats", NVML_DEVICE_ADDRESSING_MODE_ATS},
+    {NULL, 0},
+};
+
 static const struct name_value compute_mode_names[] = {
     {"default", NVML_COMPUTEMODE_DEFAULT},
     {"exclusive_thread", NVML_COMPUTEMODE_EXCLUSIVE_THREAD},
@@ -408,6 +415,8 @@ static int parse_gpu(struct parser *p, yaml_node_t *m, size_t idx, size_t n_gpus
             "nvlinkLinks",
             "nvlinkCounters",
             "fabric",
+            "addressingMode",
+            "c2c",
             "lost",
             "migCapable",
             "migMaxDevices",
@@ -544,6 +553,20 @@ static int parse_gpu(struct parser *p, yaml_node_t *m, size_t idx, size_t n_gpus
         }
         if ((n = yw_get(p, m, "fabric")) && parse_fabric(p, n, ctx, g) < 0)
                 goto out;
+        /* Grace (GH200, GB200): addressingMode ats|hmm|none and c2c (the
+         * NVLink-C2C link to the CPU) true|false; absent: NOT_SUPPORTED */
+        g->addressing_mode = g->c2c = -1;
+        if ((n = yw_get(p, m, "addressingMode"))) {
+                if (yw_named(p, n, "addressingMode", addressing_mode_names, 2, &v) < 0)
+                        goto out;
+                g->addressing_mode = (int)v;
+        }
+        if (yw_get(p, m, "c2c")) {
+                bool c2c;
+                if (yw_opt_bool(p, m, ctx, "c2c", false, &c2c) < 0)
+                        goto out;
+                g->c2c = c2c;
+        }
         if (parse_submap(p, m, ctx, "nvlinkCounters", nvl_keys, &n) < 0 ||
             (n && (yw_opt_u64(p, n, ctx, "dataTxKiB", ~0ULL, &g->nvl_data_tx) < 0 ||
                    yw_opt_u64(p, n, ctx, "dataRxKiB", ~0ULL, &g->nvl_data_rx) < 0 ||

@@ -116,6 +116,10 @@ struct mock_gpu {
         struct mock_link links[NVML_NVLINK_MAX_LINKS];
         bool has_fabric; /* nvmlDeviceGetGpuFabricInfo answers (else NOT_SUPPORTED) */
         nvmlGpuFabricInfo_t fabric;
+        /* Grace: nvmlDeviceGetAddressingMode's value (-1: NOT_SUPPORTED) and
+         * nvmlDeviceGetC2cModeInfoV's (-1: NOT_SUPPORTED, else 0 or 1) */
+        int addressing_mode;
+        int c2c;
         struct mock_opt nvl_data_tx, nvl_data_rx, nvl_raw_tx, nvl_raw_rx; /* KiB */
 
         struct mock_opt util_gpu, util_mem, util_enc, util_dec;

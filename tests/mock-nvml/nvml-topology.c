@@ -7,8 +7,10 @@
  * the `nvlink` map (config.c lays them out): a link to a GPU reports that
  * GPU's PCI address as its remote end, a link to the NVSwitch fabric the
  * switch's.  The multi-node fabric (`fabric`: cluster UUID, clique) is
- * told by nvmlDeviceGetGpuFabricInfo, NOT_SUPPORTED without the key.  MIG
- * device handles answer for their parent GPU, except for the fabric. */
+ * told by nvmlDeviceGetGpuFabricInfo, NOT_SUPPORTED without the key; a
+ * Grace GPU's link to its CPU (`addressingMode`, `c2c`) by
+ * nvmlDeviceGetAddressingMode and nvmlDeviceGetC2cModeInfoV.  MIG device
+ * handles answer for their parent GPU, except for the fabric. */
 #include <string.h>
 
 #include "mock.h"
@@ -322,15 +324,52 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned 
                                                    NVML_AFFINITY_SCOPE_NODE);
 }
 
+/* The GPU a handle names and a non-NULL output, or the error NVML gives. */
+static nvmlReturn_t gpu_and_out(nvmlDevice_t device, const void *out, struct nvmlDevice_st **d)
+{
+        nvmlReturn_t r = mock_device_gpu(device, d);
+        if (r != NVML_SUCCESS)
+                return r;
+        return out ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* Grace: ATS over NVLink-C2C.  The addressing mode is a versioned struct
+ * (version v1 or VERSION_MISMATCH); the C2C info has no version word. */
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode)
+{
+        MOCK_LOCKED();
+        struct nvmlDevice_st *d;
+        nvmlReturn_t r = gpu_and_out(device, mode, &d);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (mode->version != nvmlDeviceAddressingMode_v1)
+                return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        if (d->gpu->addressing_mode < 0)
+                return NVML_ERROR_NOT_SUPPORTED;
+        mode->value = (unsigned)d->gpu->addressing_mode;
+        return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t *info)
+{
+        MOCK_LOCKED();
+        struct nvmlDevice_st *d;
+        nvmlReturn_t r = gpu_and_out(device, info, &d);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (d->gpu->c2c < 0)
+                return NVML_ERROR_NOT_SUPPORTED;
+        info->isC2cEnabled = (unsigned)d->gpu->c2c;
+        return NVML_SUCCESS;
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info)
 {
         MOCK_LOCKED();
         struct nvmlDevice_st *d;
-        nvmlReturn_t r = mock_device_gpu(device, &d);
+        nvmlReturn_t r = gpu_and_out(device, info, &d);
         if (r != NVML_SUCCESS)
                 return r;
-        if (!info)
-                return NVML_ERROR_INVALID_ARGUMENT;
         if (!d->gpu->has_fabric)
                 return NVML_ERROR_NOT_SUPPORTED;
         *info = d->gpu->fabric;

@@ -25,6 +25,8 @@
         X(nvmlDeviceGetHandleByPciBusId) X(nvmlDeviceGetHandleByPciBusId_v2) \
         X(nvmlDeviceGetUUID) X(nvmlDeviceGetName) X(nvmlDeviceGetBrand) X(nvmlDeviceGetIndex) \
         X(nvmlDeviceGetGpuFabricInfo) \
+        X(nvmlDeviceGetAddressingMode) \
+        X(nvmlDeviceGetC2cModeInfoV) \
         X(nvmlDeviceGetMinorNumber) X(nvmlDeviceGetSerial) X(nvmlDeviceGetBoardPartNumber) \
         X(nvmlDeviceGetVbiosVersion) X(nvmlDeviceGetPciInfo) X(nvmlDeviceGetPciInfo_v2) \
         X(nvmlDeviceGetPciInfo_v3) X(nvmlDeviceGetCudaComputeCapability) \

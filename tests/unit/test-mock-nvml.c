@@ -146,6 +146,33 @@ static void test_fabric(void **state)
         assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
 }
 
+/* Grace: nvmlDeviceGetAddressingMode (versioned struct, v1 only) and
+ * nvmlDeviceGetC2cModeInfoV (no version word) from `addressingMode` and
+ * `c2c`; NOT_SUPPORTED without the keys. */
+static void test_grace_c2c(void **state)
+{
+        (void)state;
+        write_cfg("devices:\n"
+                  "  - {uuid: GPU-1, name: a, memoryMiB: 1, pciBusId: \"9:1:0.0\", computeCapability: "
+                  "\"9.0\", addressingMode: ats, c2c: true}\n"
+                  "  - {uuid: GPU-2, name: b, memoryMiB: 1, pciBusId: \"0:2:0.0\", computeCapability: "
+                  "\"9.0\"}\n");
+        assert_int_equal(N(nvmlInit_v2)(), NVML_SUCCESS);
+        nvmlDeviceAddressingMode_t mode = { .version = nvmlDeviceAddressingMode_v1 };
+        assert_int_equal(N(nvmlDeviceGetAddressingMode)(dev(0), &mode), NVML_SUCCESS);
+        assert_int_equal(mode.value, NVML_DEVICE_ADDRESSING_MODE_ATS);
+        mode.version = 0x02000008;
+        assert_int_equal(N(nvmlDeviceGetAddressingMode)(dev(0), &mode),
+                         NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        mode.version = nvmlDeviceAddressingMode_v1;
+        assert_int_equal(N(nvmlDeviceGetAddressingMode)(dev(1), &mode), NVML_ERROR_NOT_SUPPORTED);
+        nvmlC2cModeInfo_v1_t c2c = { 0 };
+        assert_int_equal(N(nvmlDeviceGetC2cModeInfoV)(dev(0), &c2c), NVML_SUCCESS);
+        assert_int_equal(c2c.isC2cEnabled, 1);
+        assert_int_equal(N(nvmlDeviceGetC2cModeInfoV)(dev(1), &c2c), NVML_ERROR_NOT_SUPPORTED);
+        assert_int_equal(N(nvmlShutdown)(), NVML_SUCCESS);
+}
+
 static void test_enumeration(void **state)
 {
         (void)state;
@@ -747,6 +774,7 @@ int main(void)
             cmocka_unit_test(test_mig),
             cmocka_unit_test(test_topology),
             cmocka_unit_test(test_fabric),
+            cmocka_unit_test(test_grace_c2c),
             cmocka_unit_test(test_processes),
         };
         return cmocka_run_group_tests(tests, setup, teardown);

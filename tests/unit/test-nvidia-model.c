@@ -13,6 +13,8 @@
 
 #include "nvidia-test.h"
 
+#include "labels/labels.h"
+
 #define H100_0 "GPU-6513270e-269e-0d37-f2a7-4de452e6b438"
 #define A100_0 "GPU-15c1d2df-a996-4aef-012d-0ea67ff12229"
 #define MIG_2G "MIG-db5b5fab-8f4d-3e27-dda1-494c73cf256d"
@@ -294,6 +296,60 @@ static void test_clique_and_lost(void **state)
         config_free(cfg);
 }
 
+/* Grace (tests/mock-nvml/profiles): a GH200 reaches system memory through
+ * ATS and sits on no multi-node fabric; a GB200 NVL72 tray's four GPUs name
+ * one clique, which is GFD's nvidia.com/gpu.clique label and each GPU's
+ * cliqueID. */
+static void test_grace(void **state)
+{
+        (void)state;
+        nvml_profile("gh200");
+        struct devlet_config *cfg = cfg_yaml(NULL);
+        cfg->labels_no_timestamp = true;
+        struct dev_backend *b = backend_new(NULL, cfg);
+        struct dev_resource *r = res_find(b, "nvidia.com/gpu");
+        assert_int_equal(r->n_devices, 1);
+        const struct dev_model *m = r->devices[0].model;
+        assert_string_equal(attr_s(m, "productName"), "NVIDIA GH200 480GB");
+        assert_string_equal(attr_s(m, "architecture"), "Hopper");
+        assert_string_equal(attr_s(m, "addressingMode"), "ATS");
+        assert_string_equal(attr_s(m, "resource.kubernetes.io/pciBusID"), "0009:01:00.0");
+        assert_null(dev_model_attr(m, "cliqueID"));
+        struct labels_backend lb = { &nvidia_backend_ops, b };
+        struct dev_labels set = { 0 };
+        char **warnings = NULL;
+        labels_collect(cfg, &lb, 1, &set, &warnings);
+        assert_string_equal(dev_labels_get(&set, "nvidia.com/gpu.product"), "NVIDIA-GH200-480GB");
+        assert_string_equal(dev_labels_get(&set, "nvidia.com/gpu.family"), "hopper");
+        assert_null(dev_labels_get(&set, "nvidia.com/gpu.clique"));
+        strv_free(warnings);
+        dev_labels_release(&set);
+        nvidia_backend_ops.destroy(b);
+
+        nvml_profile("gb200-nvl-tray");
+        b = backend_new(NULL, cfg);
+        r = res_find(b, "nvidia.com/gpu");
+        assert_int_equal(r->n_devices, 4);
+        for (size_t i = 0; i < 4; i++) {
+                m = r->devices[i].model;
+                assert_string_equal(attr_s(m, "architecture"), "Blackwell");
+                assert_string_equal(attr_s(m, "addressingMode"), "ATS");
+                assert_string_equal(attr_s(m, "cliqueID"),
+                                    "4a6f1c2e-8d3b-4f7a-9c15-2e8b7d6a5f01.32766");
+        }
+        lb.backend = b;
+        warnings = NULL;
+        labels_collect(cfg, &lb, 1, &set, &warnings);
+        assert_string_equal(dev_labels_get(&set, "nvidia.com/gpu.clique"),
+                            "4a6f1c2e-8d3b-4f7a-9c15-2e8b7d6a5f01.32766");
+        assert_string_equal(dev_labels_get(&set, "nvidia.com/gpu.count"), "4");
+        assert_string_equal(dev_labels_get(&set, "nvidia.com/gpu.product"), "NVIDIA-GB200");
+        strv_free(warnings); /* the fake root has no DMI machine type */
+        dev_labels_release(&set);
+        nvidia_backend_ops.destroy(b);
+        config_free(cfg);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -302,6 +358,7 @@ int main(void)
                 cmocka_unit_test(test_mig),
                 cmocka_unit_test(test_replicas),
                 cmocka_unit_test(test_clique_and_lost),
+                cmocka_unit_test(test_grace),
         };
         return cmocka_run_group_tests(tests, nvidia_group_setup, nvidia_group_teardown);
 }

@@ -357,6 +357,21 @@ static void clique_load(const struct nvml_lib *lib, struct nvml_gpu *g)
                  u[14], u[15], fi.cliqueId);
 }
 
+/* NVIDIA's DRA driver's addressingMode: "" when NVML cannot tell. */
+static void addressing_mode_load(const struct nvml_lib *lib, struct nvml_gpu *g)
+{
+        static const char *const names[] = {
+                [NVML_DEVICE_ADDRESSING_MODE_NONE] = "None",
+                [NVML_DEVICE_ADDRESSING_MODE_HMM] = "HMM",
+                [NVML_DEVICE_ADDRESSING_MODE_ATS] = "ATS",
+        };
+        nvmlDeviceAddressingMode_t mode = { .version = nvmlDeviceAddressingMode_v1 };
+        if (!lib->addressing_mode || lib->addressing_mode(g->handle, &mode) != NVML_SUCCESS ||
+            mode.value >= sizeof(names) / sizeof(names[0]))
+                return;
+        snprintf(g->addressing_mode, sizeof(g->addressing_mode), "%s", names[mode.value]);
+}
+
 static void gpu_load(const struct nvml_lib *lib, const struct nvml_inventory_env *env,
                      const char *minors, unsigned index, struct nvml_gpu *g)
 {
@@ -401,6 +416,7 @@ static void gpu_load(const struct nvml_lib *lib, const struct nvml_inventory_env
         if (lib->brand && lib->brand(g->handle, &brand) == NVML_SUCCESS)
                 g->brand = (int)brand;
         clique_load(lib, g);
+        addressing_mode_load(lib, g);
         bool found = false;
         if (g->bus_id[0]) {
                 g->numa_node = numa_from_sysfs(env->sysfs_root, g->bus_id, &found);

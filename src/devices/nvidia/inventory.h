@@ -48,6 +48,10 @@ struct nvml_gpu {
         /* on a multi-node NVLink fabric: "<cluster UUID>.<clique ID>" (GFD's
          * nvidia.com/gpu.clique); "" when NVML tells none */
         char clique[64];
+        /* how it reaches malloc'd system memory, as NVIDIA's DRA driver
+         * names it: "ATS" (Grace: GH200, GB200), "HMM", "None"; "" when
+         * NVML tells none (older drivers, no support) */
+        char addressing_mode[8];
         int numa_node;                                  /* -1 unknown */
         bool mig_capable, mig_enabled;
         bool gpm; /* NVML's GPU Performance Monitoring works: the DCGM_FI_PROF_* families */

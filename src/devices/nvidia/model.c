@@ -11,7 +11,9 @@
  *        ("580.65.06" -> "580.65.6", CUDA 12080 -> "12.8" -> "12.8.0"),
  *        the standard resource.kubernetes.io/pciBusID, pcieRoot and
  *        numaNode, and pcieBusID (the driver's name for the bus ID before
- *        the standard one); capacity memory (bytes).
+ *        the standard one), addressingMode ("ATS" on Grace: GH200, GB200;
+ *        "HMM"; "None"; left out when NVML cannot tell, where the driver
+ *        publishes ""); capacity memory (bytes).
  *   MIG  "gpu-<minor>-mig-<profile without dots>-<GI profile ID>-<placement
  *        start>"; type "mig", uuid, parentUUID, profile and the GPU's
  *        attributes; capacity multiprocessors, copyEngines, decoders,
@@ -106,6 +108,7 @@ static void common_attrs(struct dev_model *m, const struct nvml_inventory *inv,
         if (g->numa_node >= 0)
                 dev_model_int(m, DEV_ATTR_NUMA_NODE, g->numa_node);
         dev_model_string(m, "cliqueID", g->clique);
+        dev_model_string(m, "addressingMode", g->addressing_mode);
 }
 
 static struct dev_model *gpu_model(const struct nvml_inventory *inv, const struct nvml_gpu *g)

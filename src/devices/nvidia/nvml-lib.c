@@ -62,6 +62,7 @@ static const struct sym_row syms[] = {
         ROW(architecture, false, "nvmlDeviceGetArchitecture"),
         ROW(brand, false, "nvmlDeviceGetBrand"),
         ROW(fabric_info, false, "nvmlDeviceGetGpuFabricInfo"),
+        ROW(addressing_mode, false, "nvmlDeviceGetAddressingMode"),
         ROW(memory_affinity, false, "nvmlDeviceGetMemoryAffinity"),
         ROW(common_ancestor, false, "nvmlDeviceGetTopologyCommonAncestor"),
         ROW(nvlink_state, false, "nvmlDeviceGetNvLinkState"),

@@ -47,6 +47,7 @@ struct nvml_lib {
         NVML_FN(nvmlDeviceGetArchitecture) architecture;
         NVML_FN(nvmlDeviceGetBrand) brand;
         NVML_FN(nvmlDeviceGetGpuFabricInfo) fabric_info;
+        NVML_FN(nvmlDeviceGetAddressingMode) addressing_mode;
         NVML_FN(nvmlDeviceGetMemoryAffinity) memory_affinity;
         NVML_FN(nvmlDeviceGetTopologyCommonAncestor) common_ancestor;
         NVML_FN(nvmlDeviceGetNvLinkState) nvlink_state;

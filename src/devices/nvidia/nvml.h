@@ -547,8 +547,32 @@ typedef struct nvmlGpuFabricInfo_st {
         nvmlGpuFabricState_t state;
 } nvmlGpuFabricInfo_t;
 
+/* nvmlDeviceGetAddressingMode (R570 on): how the GPU reaches system memory
+ * allocated by malloc/mmap: ATS on Grace (GH200, GB200: one set of page
+ * tables over NVLink-C2C), HMM (the driver mirrors the CPU's page tables) or
+ * none.  A versioned struct: the caller sets version. */
+#define NVML_DEVICE_ADDRESSING_MODE_NONE 0
+#define NVML_DEVICE_ADDRESSING_MODE_HMM 1
+#define NVML_DEVICE_ADDRESSING_MODE_ATS 2
+typedef struct nvmlDeviceAddressingMode_v1_st {
+        unsigned int version;
+        unsigned int value;
+} nvmlDeviceAddressingMode_v1_t;
+typedef nvmlDeviceAddressingMode_v1_t nvmlDeviceAddressingMode_t;
+#define nvmlDeviceAddressingMode_v1 NVML_STRUCT_VERSION(DeviceAddressingMode, 1)
+
+/* nvmlDeviceGetC2cModeInfoV (R550 on): whether the GPU's chip-to-chip link
+ * to its Grace CPU (NVLink-C2C) is on.  One field and, despite the V, no
+ * version word. */
+typedef struct nvmlC2cModeInfo_v1_st {
+        unsigned int isC2cEnabled;
+} nvmlC2cModeInfo_v1_t;
+
 #if defined(__x86_64__) || defined(__aarch64__)
 _Static_assert(sizeof(nvmlGpuFabricInfo_t) == 28, "nvmlGpuFabricInfo_t layout");
+_Static_assert(sizeof(nvmlDeviceAddressingMode_v1_t) == 8, "nvmlDeviceAddressingMode_v1_t layout");
+_Static_assert(nvmlDeviceAddressingMode_v1 == 0x01000008, "nvmlDeviceAddressingMode_v1 version word");
+_Static_assert(sizeof(nvmlC2cModeInfo_v1_t) == 4, "nvmlC2cModeInfo_v1_t layout");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
 _Static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t layout");
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
@@ -600,6 +624,8 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int len
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length);
 nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type);
 nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info);
+nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode);
+nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t *c2cModeInfo);
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index);
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber);
 nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length);
