@@ -488,8 +488,12 @@ def build_images(version):
         os.symlink("busybox", os.path.join(rootfs, "bin", applet))
     simple_image("busybox", BUSYBOX_IMAGE, rootfs, '["/bin/sh"]')
     shutil.rmtree(rootfs)
+    # the node's own architecture only: the cluster runs no other, and a
+    # cross-build (and qemu) would only slow every `up`
+    arch = subprocess.run(["dpkg", "--print-architecture"], stdout=subprocess.PIPE,
+                          text=True).stdout.strip()
     out = run([os.path.join(REPO, "scripts", "build-image.sh")], env=dict(os.environ, VERSION=version,
-              BUILD=BUILD), stdout=subprocess.PIPE, text=True).stdout.split()
+              BUILD=BUILD, ARCHES=arch), stdout=subprocess.PIPE, text=True).stdout.split()
     push(out[0], path("images", "devlet.tar"), [out[0], DEVLET_IMAGE])
 
 
