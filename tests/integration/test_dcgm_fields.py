@@ -306,10 +306,13 @@ def test_xids_reach_metrics_with_health_checks_disabled(devlet, nvml, dirs):
     wait_samples(port, lambda s: select(s, "DCGM_FI_DEV_XID_ERRORS", gpu="3"), WAIT, "XID series")
     nvml.config["events"] = [{"device": 3, "type": "xid", "xid": 48}]
     nvml.write()
+    # the collector's families and devlet's own (rendered on the loop's
+    # tick) are published apart: wait for both (slow under emulation)
     samples = wait_samples(port, lambda s: [v for _, v in select(s, "DCGM_FI_DEV_XID_ERRORS", gpu="3")] == [48]
+                           and [v for _, v in select(s, "devlet_xid_events_total", UUID=nvml.uuid(3),
+                                                     xid="48")] == [1]
                            and s, WAIT, "GPU 3's XID 48")
     assert [v for _, v in select(samples, "DCGM_EXP_XID_ERRORS_COUNT", gpu="3", xid="48")] == [1]
-    assert [v for _, v in select(samples, "devlet_xid_events_total", UUID=nvml.uuid(3), xid="48")] == [1]
     # a critical XID, yet no health decision: every device stays healthy
     assert not [v for _, v in select(samples, "devlet_devices", health="unhealthy") if v]
     assert "GPU unhealthy" not in d.log_text()
