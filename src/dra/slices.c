@@ -96,8 +96,7 @@ int dra_slices_delete(struct kapi_client *api, const char *node, const char *dri
 struct dra_pub {
         struct dra_driver *drv;
         struct kapi_informer *inf;
-        uv_timer_t timer;
-        bool timer_due;         /* the timer is set for the next reconcile */
+        uv_timer_t timer;       /* the next reconcile, while it is active */
         bool dirty;
         bool failing, warned_node;
         bool watch_failing;     /* the informer failed since it last synced */
@@ -127,26 +126,22 @@ static void reconcile(struct dra_pub *p);
 
 static void on_timer(uv_timer_t *t)
 {
-        struct dra_pub *p = t->data;
-        p->timer_due = false;
-        reconcile(p);
+        reconcile(t->data);
 }
 
 /* A reconcile at the earliest allowed, unless one is set or running. */
 static void schedule(struct dra_pub *p)
 {
         p->dirty = true;
-        if (p->timer_due || p->call || p->node_asked || !p->drv->table)
+        if (uv_is_active((uv_handle_t *)&p->timer) || p->call || p->node_asked || !p->drv->table)
                 return;
         uint64_t now = now_ms(p);
-        p->timer_due = true;
         uv_timer_start(&p->timer, on_timer, p->next_ms > now ? p->next_ms - now : 0, 0);
 }
 
 static void retry_later(struct dra_pub *p, long ms)
 {
         p->dirty = true;
-        p->timer_due = true;
         uv_timer_start(&p->timer, on_timer, (uint64_t)(ms > 0 ? ms : 0), 0);
 }
 

@@ -215,7 +215,6 @@ static void round_end(struct kapi_informer *inf, bool clean)
 static int on_event(const char *type, json_t *object, void *ud)
 {
         struct kapi_informer *inf = ud;
-        log_debug("kapi", "informer event path=%s type=%s", inf->path, type);
         if (strcmp(type, "ERROR") == 0) {
                 const json_t *code = json_object_get(object, "code");
                 long status = json_is_integer(code) ? (long)json_integer_value(code) : 0;

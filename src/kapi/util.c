@@ -217,9 +217,7 @@ char *kapi_field_selector(const char *fmt, ...)
 {
         va_list ap;
         va_start(ap, fmt);
-        char *sel = NULL;
-        if (vasprintf(&sel, fmt, ap) < 0)
-                abort();
+        char *sel = xvasprintf(fmt, ap);
         va_end(ap);
         char *esc = kapi_escape(sel);
         free(sel);

@@ -256,9 +256,7 @@ static void *worker_main(void *ud)
 {
         struct podlabels *p = ud;
         uv_run(&p->loop, UV_RUN_DEFAULT);
-        kapi_client_free(p->api);
-        p->api = NULL;
-        return NULL;
+        return NULL; /* the client goes with the rest, in podlabels_free */
 }
 
 static void podlabels_free(struct podlabels *p)
