@@ -370,7 +370,9 @@ static void on_list_done(void *ud, int r, struct kapi_response *resp, struct dia
                 round_end(inf, false);
                 return;
         }
-        kapi_rewatch_progress(&inf->pace);
+        /* a list is no progress of the round: only the watch after it can
+         * show the server serves (else a server that lists and refuses
+         * every watch would reset the backoff each round) */
         const json_t *meta = json_object_get(resp->body, "metadata");
         const char *cont = json_string_value(json_object_get(meta, "continue"));
         free(inf->cont);
