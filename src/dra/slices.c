@@ -318,6 +318,14 @@ static void reconcile(struct dra_pub *p)
                 return;
         if (!kapi_informer_has_synced(p->inf))
                 return; /* the informer's synced schedules it */
+        if (p->generation > 0 && p->node_uid && json_object_size(kapi_informer_cache(p->inf)) == 0) {
+                /* a wiped pool (the kubelet's start, or the garbage
+                 * collector after the Node was replaced): its uid may be
+                 * another now */
+                free(p->node_uid);
+                p->node_uid = NULL;
+                p->node_tried_ms = 0;
+        }
         if (ask_node(p))
                 return; /* on_node goes on */
         if (echo_pending(p)) {
