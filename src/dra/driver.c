@@ -86,9 +86,10 @@ static void unwatch_all(struct dra_driver *drv)
         drv->n_res = 0;
 }
 
-static void on_async_closed(uv_handle_t *h)
+static void on_done_closed(struct handoff *h)
 {
-        struct dra_driver *drv = h->data;
+        struct dra_driver *drv = handoff_data(h);
+        sleeper_destroy(&drv->pause);
         pthread_mutex_destroy(&drv->mu);
         pthread_cond_destroy(&drv->cond);
         free(drv);
@@ -100,9 +101,7 @@ static void on_async_closed(uv_handle_t *h)
 static void driver_free(struct dra_driver *drv, bool cleanup)
 {
         atomic_store(&drv->stop, true);
-        pthread_mutex_lock(&drv->mu);
-        pthread_cond_broadcast(&drv->cond);
-        pthread_mutex_unlock(&drv->mu);
+        sleeper_stop(&drv->pause);
         dra_claims_stop(drv);
         dra_pub_stop(drv);
         dra_plugin_stop(drv);
@@ -123,22 +122,16 @@ static void driver_free(struct dra_driver *drv, bool cleanup)
                 n = j->next;
                 dra_job_free(j);
         }
-        for (struct dra_job *j = drv->done, *n; j; j = n) {
-                n = j->next;
-                dra_job_free(j);
-        }
         dra_table_unref(drv->table);
         free(drv->name);
         free(drv->dir);
         free(drv->dra_socket);
         free(drv->reg_socket);
         free(drv->slice_prefix);
-        if (drv->async_open) {
-                drv->done_async.data = drv;
-                uv_close((uv_handle_t *)&drv->done_async, on_async_closed);
-        } else {
-                on_async_closed((uv_handle_t *)&(uv_async_t){ .data = drv });
-        }
+        /* answers never sent are dropped (their calls went with the server) */
+        drv->closing = true;
+        drv->done.async.data = drv;
+        handoff_close(&drv->done, on_done_closed);
 }
 
 static struct dra_driver *driver_new(struct dra *d, const char *name, struct diag *diag)
@@ -153,6 +146,7 @@ static struct dra_driver *driver_new(struct dra *d, const char *name, struct dia
         _cleanup_free_ char *node = dev_model_label(d->node);
         drv->slice_prefix = xasprintf("%.100s-%.60s", node, label);
         drv->jobs_tail = &drv->jobs;
+        sleeper_init(&drv->pause);
         pthread_mutex_init(&drv->mu, NULL);
         clock_cond_init(&drv->cond);
 
@@ -243,9 +237,7 @@ void dra_stop(struct dra *d)
         for (size_t i = 0; i < d->n_drivers; i++) {
                 struct dra_driver *drv = d->drivers[i];
                 atomic_store(&drv->stop, true);
-                pthread_mutex_lock(&drv->mu);
-                pthread_cond_broadcast(&drv->cond);
-                pthread_mutex_unlock(&drv->mu);
+                sleeper_stop(&drv->pause);
         }
         for (size_t i = 0; i < d->n_drivers; i++)
                 driver_free(d->drivers[i], d->cleanup);

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "base/thread.h"
 #include "dra/dra.h"
 #include "kapi/kapi.h"
 
@@ -56,6 +57,7 @@ struct dra_job_claim {
 };
 
 struct dra_job {
+        struct handoff_item done; /* first: on its way back to the loop */
         struct dra_job *next;
         enum dra_job_kind kind;
         struct grpc_call *call; /* loop thread only; NULL once the peer is gone */
@@ -80,12 +82,12 @@ struct dra_driver {
 
         struct dra_pub *pub; /* the slices' informer and publisher (slices.c; loop) */
 
-        pthread_mutex_t mu; /* guards what follows, shared with the claims' work */
-        pthread_cond_t cond;
+        struct sleeper pause; /* the claims' work's pauses, stopped with the driver */
+        pthread_mutex_t mu;   /* guards what follows, shared with the claims' work */
+        pthread_cond_t cond;  /* claims_running went false */
         struct dra_table *table; /* set on the loop (which reads it without the lock) */
         bool cleanup_on_stop;
         struct dra_job *jobs, **jobs_tail; /* for the claims' work */
-        struct dra_job *done;              /* for the loop */
         atomic_bool stop;
 
         /* the claims' work in libuv's pool (prepare.c): one at a time */
@@ -93,8 +95,8 @@ struct dra_driver {
         bool claims_running;                 /* under mu: it is running */
         bool claims_kicked;                  /* under mu: the first turn was queued */
         struct claims_state *claims;         /* the work's own (its checkpoint) */
-        uv_async_t done_async;
-        bool async_open;
+        struct handoff done; /* the answered jobs, to the loop (plugin.c) */
+        bool closing;        /* the driver is freed: answers are dropped */
 };
 
 /* The global state: dra.c. */

@@ -8,7 +8,7 @@
  * (grpc_call_unpack), so one over DRA_CLAIMS_MAX costs nothing to refuse.
  * Handlers run on the loop and never block it: a request becomes a job
  * queued for the claims thread, whose packed answer comes back through
- * drv->done_async and is sent here.  A call the kubelet gives up on
+ * the driver's done handoff and is sent here.  A call the kubelet gives up on
  * (cancel, connection gone) is forgotten; its job still runs to the end,
  * so the checkpoint stays true. */
 #include <errno.h>
@@ -185,24 +185,13 @@ static const struct grpc_method dra_methods[] = {
 };
 
 /* The claims' work's answers, sent on the loop. */
-static void on_jobs_done(uv_async_t *a)
+static void on_jobs_done(struct handoff *h, struct handoff_item *done)
 {
-        struct dra_driver *drv = a->data;
-        pthread_mutex_lock(&drv->mu);
-        struct dra_job *done = TAKE_PTR(drv->done);
-        pthread_mutex_unlock(&drv->mu);
-        /* answered in the order they came */
-        struct dra_job *rev = NULL;
-        while (done) {
-                struct dra_job *n = done->next;
-                done->next = rev;
-                rev = done;
-                done = n;
-        }
-        while (rev) {
-                struct dra_job *j = rev;
-                rev = j->next;
-                if (j->call) {
+        struct dra_driver *drv = handoff_data(h);
+        while (done) { /* in the order they were answered, which is the order they came */
+                struct dra_job *j = (struct dra_job *)done;
+                done = done->next;
+                if (j->call && !drv->closing) {
                         grpc_call_on_cancel(j->call, NULL, NULL);
                         if (j->reply)
                                 grpc_call_reply(j->call, j->reply, j->reply_len);
@@ -216,12 +205,10 @@ static void on_jobs_done(uv_async_t *a)
 int dra_plugin_serve(struct dra_driver *drv, struct diag *diag)
 {
         uv_loop_t *loop = drv->dra->loop;
-        if (!drv->async_open) {
-                int r = uv_async_init(loop, &drv->done_async, on_jobs_done);
+        if (!drv->done.open) {
+                int r = handoff_init(&drv->done, loop, on_jobs_done, drv);
                 if (r < 0)
                         return diag_set(diag, r, "uv_async_init: %s", uv_strerror(r));
-                drv->done_async.data = drv;
-                drv->async_open = true;
         }
         int r = grpc_server_new(loop, drv->dra_socket, dra_methods, ARRAY_SIZE(dra_methods), drv,
                                 &drv->dra_srv);

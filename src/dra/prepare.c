@@ -226,7 +226,8 @@ static int claim_get(struct claims_state *s, const struct dra_job_claim *jc, str
         int r = 0;
         for (unsigned attempt = 0; attempt < CLAIM_GET_TRIES; attempt++) {
                 if (attempt)
-                        usleep((useconds_t)kapi_backoff_ms(attempt - 1, 2000) * 1000);
+                        if (!sleeper_pause(&drv->pause, (long)kapi_backoff_ms(attempt - 1, 2000)))
+                                break; /* the driver stops */
                 struct kapi_response resp = { 0 };
                 memset(diag, 0, sizeof(*diag));
                 r = kapi_request_keep(drv->dra->api, "GET", path, NULL, &claim_keep, CLAIM_GET_MS,
@@ -430,7 +431,7 @@ static void pack_unprepare(struct claims_state *s, struct dra_job *j)
 /* ---- the claims' work, in libuv's pool ----
  * One work item per driver at a time, so the claims are prepared in the
  * order they came and the checkpoint has one writer: it takes the queued
- * jobs until none is left, answers each through done_async, and asks
+ * jobs until none is left, answers each through the done handoff, and asks
  * for another turn when jobs came meanwhile (claims_after). */
 
 struct dra_claims_work {
@@ -464,10 +465,8 @@ static void claims_work(uv_work_t *req)
                          j->kind == DRA_JOB_PREPARE ? "NodePrepareResources"
                                                     : "NodeUnprepareResources",
                          drv->name, j->n_claims, (double)(uv_hrtime() - j->queued_ns) / 1e6);
+                handoff_post(&drv->done, &j->done);
                 pthread_mutex_lock(&drv->mu);
-                j->next = drv->done;
-                drv->done = j;
-                uv_async_send(&drv->done_async);
         }
         drv->claims_running = false;
         pthread_cond_broadcast(&drv->cond);

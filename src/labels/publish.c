@@ -46,7 +46,7 @@
 #include <time.h>
 
 #include "base/cleanup.h"
-#include "base/clock.h"
+#include "base/thread.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "kapi/kapi.h"
@@ -68,9 +68,8 @@ struct labels_publisher {
         unsigned burst;
 
         pthread_t thread;
-        pthread_mutex_t mu;
-        pthread_cond_t cond; /* CLOCK_MONOTONIC */
-        atomic_bool stop;
+        struct sleeper sl; /* its mutex guards desired and dirty */
+        atomic_bool stop;  /* for the API calls: set before the sleeper's stop */
         json_t *desired; /* {key: value}; NULL until the first set; never changed once set */
         bool dirty;
         int64_t resync_ms; /* -1: never */
@@ -468,12 +467,12 @@ int labels_publish_once(const struct devlet_config *cfg, const struct dev_labels
 
 /* ---- the thread ---- */
 
-/* Waits ms or until stopped (mu held); a new set does not cut a backoff. */
+/* Waits ms or until stopped (the mutex held); a new set does not cut a
+ * backoff. */
 static void sleep_ms(struct labels_publisher *p, long ms)
 {
-        struct timespec until = clock_monotonic_in(ms);
-        while (!atomic_load(&p->stop) &&
-               pthread_cond_timedwait(&p->cond, &p->mu, &until) != ETIMEDOUT)
+        struct timespec until = sleeper_deadline(ms);
+        while (sleeper_wait_locked(&p->sl, &until))
                 ;
 }
 
@@ -489,7 +488,7 @@ static struct timespec resync_deadline(int64_t every_ms)
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 u = (uint64_t)now.tv_nsec * 2654435761u;
         }
-        return clock_monotonic_in((long)(every_ms + (int64_t)(u % (uint64_t)every_ms)));
+        return sleeper_deadline((long)(every_ms + (int64_t)(u % (uint64_t)every_ms)));
 }
 
 static void *publisher_main(void *ud)
@@ -502,24 +501,21 @@ static void *publisher_main(void *ud)
         bool published = false;
         bool resync_armed = false;
         struct timespec resync = { 0 };
-        pthread_mutex_lock(&p->mu);
+        sleeper_lock(&p->sl);
         for (;;) {
-                while ((!p->dirty || !p->desired) && !atomic_load(&p->stop)) {
-                        if (!resync_armed) {
-                                pthread_cond_wait(&p->cond, &p->mu);
-                                continue;
-                        }
-                        if (pthread_cond_timedwait(&p->cond, &p->mu, &resync) == ETIMEDOUT) {
+                while ((!p->dirty || !p->desired) && !sleeper_stopped_locked(&p->sl)) {
+                        if (!sleeper_wait_locked(&p->sl, resync_armed ? &resync : NULL) &&
+                            !sleeper_stopped_locked(&p->sl)) {
                                 published_forget(&st); /* read again: what was removed comes back */
                                 resync_armed = false;
                                 p->dirty = true;
                         }
                 }
-                if (atomic_load(&p->stop))
+                if (sleeper_stopped_locked(&p->sl))
                         break;
                 p->dirty = false;
                 json_t *desired = json_incref(p->desired);
-                pthread_mutex_unlock(&p->mu);
+                sleeper_unlock(&p->sl);
 
                 struct diag why = { 0 };
                 int writes = 0;
@@ -531,8 +527,8 @@ static void *publisher_main(void *ud)
                 size_t n = json_object_size(desired);
                 json_decref(desired);
 
-                pthread_mutex_lock(&p->mu);
-                if (r < 0 && atomic_load(&p->stop))
+                sleeper_lock(&p->sl);
+                if (r < 0 && sleeper_stopped_locked(&p->sl))
                         break; /* the stop cut the call short */
                 if (r < 0) {
                         char buf[DIAG_FORMAT_MAX];
@@ -567,7 +563,7 @@ static void *publisher_main(void *ud)
                 published = true;
                 attempt = 0;
         }
-        pthread_mutex_unlock(&p->mu);
+        sleeper_unlock(&p->sl);
         published_forget(&st);
         kapi_client_free(api);
         return NULL;
@@ -575,8 +571,7 @@ static void *publisher_main(void *ud)
 
 static void publisher_free(struct labels_publisher *p)
 {
-        pthread_mutex_destroy(&p->mu);
-        pthread_cond_destroy(&p->cond);
+        sleeper_destroy(&p->sl);
         json_decref(p->desired);
         free(p->kubeconfig);
         free(p->node);
@@ -595,11 +590,11 @@ struct labels_publisher *labels_publisher_start(const struct devlet_config *cfg)
         p->ns = xstrdup(cfg->labels_namespace && cfg->labels_namespace[0] ? cfg->labels_namespace
                                                                            : "default");
         p->resync_ms = cfg->labels_resync_interval_ms;
-        pthread_mutex_init(&p->mu, NULL);
-        clock_cond_init(&p->cond);
-        int e = pthread_create(&p->thread, NULL, publisher_main, p);
-        if (e != 0) {
-                log_error("labels", "cannot start the publisher thread error=\"%s\"", strerror(e));
+        sleeper_init(&p->sl);
+        int e = thread_start(&p->thread, "devlet-labels", NULL, publisher_main, p);
+        if (e < 0) {
+                log_error("labels", "cannot start the publisher thread, labels are not "
+                                    "published error=\"%s\"", strerror(-e));
                 publisher_free(p);
                 return NULL;
         }
@@ -613,12 +608,12 @@ struct labels_publisher *labels_publisher_start(const struct devlet_config *cfg)
 void labels_publisher_set(struct labels_publisher *p, const struct dev_labels *set)
 {
         json_t *desired = labels_to_json(set);
-        pthread_mutex_lock(&p->mu);
+        sleeper_lock(&p->sl);
         json_t *old = p->desired;
         p->desired = desired;
         p->dirty = true;
-        pthread_cond_broadcast(&p->cond);
-        pthread_mutex_unlock(&p->mu);
+        sleeper_wake_locked(&p->sl);
+        sleeper_unlock(&p->sl);
         json_decref(old);
 }
 
@@ -627,9 +622,7 @@ void labels_publisher_stop(struct labels_publisher *p)
         if (!p)
                 return;
         atomic_store(&p->stop, true);
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->cond);
-        pthread_mutex_unlock(&p->mu);
+        sleeper_stop(&p->sl);
         pthread_join(p->thread, NULL);
         publisher_free(p);
 }

@@ -34,7 +34,7 @@
 #include <time.h>
 
 #include "base/cleanup.h"
-#include "base/clock.h"
+#include "base/thread.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "metrics/expo.h"
@@ -78,9 +78,7 @@ struct collector {
         struct attr_specs *specs;
         struct attr_podres *podres; /* the collector's current table */
 
-        pthread_mutex_t mu; /* guards everything below */
-        pthread_cond_t cond;
-        bool stop;
+        struct sleeper sl; /* its mutex guards everything below */
         bool podres_new;
         struct attr_podres *podres_pending;
         bool samplers_new;
@@ -135,8 +133,7 @@ struct collector *collector_new(const struct collector_opts *o, struct metrics_s
                 n_selected++;
         c->selected_checked = xcalloc(n_selected + 1, sizeof(*c->selected_checked));
         c->specs = attr_specs_new(o->state_dirs, o->cdi_prefix, o->hints, o->n_hints);
-        pthread_mutex_init(&c->mu, NULL);
-        clock_cond_init(&c->cond);
+        sleeper_init(&c->sl);
         return c;
 }
 
@@ -673,7 +670,7 @@ static void take_mailbox(struct collector *c)
 {
         struct dev_sampler **old = NULL;
         size_t n_old = 0;
-        pthread_mutex_lock(&c->mu);
+        sleeper_lock(&c->sl);
         if (c->podres_new) {
                 attr_podres_free(c->podres);
                 c->podres = TAKE_PTR(c->podres_pending);
@@ -687,7 +684,7 @@ static void take_mailbox(struct collector *c)
                 c->n_samplers_pending = 0;
                 c->samplers_new = false;
         }
-        pthread_mutex_unlock(&c->mu);
+        sleeper_unlock(&c->sl);
         samplers_release(old, n_old); /* may free a sampler (a library call): outside the lock */
 }
 
@@ -813,28 +810,21 @@ void collector_run_once(struct collector *c)
 static void *thread_main(void *arg)
 {
         struct collector *c = arg;
-        pthread_mutex_lock(&c->mu);
-        while (!c->stop) {
-                pthread_mutex_unlock(&c->mu);
+        while (!sleeper_stopped(&c->sl)) {
                 uint64_t start = now_us();
                 collector_run_once(c);
-                uint64_t deadline = start + c->o.interval_ms * 1000;
-                struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000),
-                                       .tv_nsec = (long)(deadline % 1000000) * 1000 };
-                pthread_mutex_lock(&c->mu);
-                while (!c->stop && now_us() < deadline)
-                        pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+                uint64_t took_ms = (now_us() - start) / 1000;
+                if (took_ms < c->o.interval_ms)
+                        sleeper_pause(&c->sl, (long)(c->o.interval_ms - took_ms));
         }
-        pthread_mutex_unlock(&c->mu);
         return NULL;
 }
 
 int collector_start(struct collector *c)
 {
-        int r = pthread_create(&c->thread, NULL, thread_main, c);
-        if (r != 0)
-                return -r;
-        pthread_setname_np(c->thread, "devlet-metrics"); /* seen in top -H, /proc/<pid>/task */
+        int r = thread_start(&c->thread, "devlet-metrics", NULL, thread_main, c);
+        if (r < 0)
+                return r;
         c->thread_running = true;
         return 0;
 }
@@ -844,10 +834,7 @@ void collector_free(struct collector *c)
         if (!c)
                 return;
         if (c->thread_running) {
-                pthread_mutex_lock(&c->mu);
-                c->stop = true;
-                pthread_cond_signal(&c->cond);
-                pthread_mutex_unlock(&c->mu);
+                sleeper_stop(&c->sl);
                 pthread_join(c->thread, NULL);
         }
         podlabels_stop(c->own_pod_labels); /* after the thread, its reader */
@@ -864,18 +851,17 @@ void collector_free(struct collector *c)
         free(c->hostname_label);
         free(c->hostname);
         free(c->proc_root);
-        pthread_cond_destroy(&c->cond);
-        pthread_mutex_destroy(&c->mu);
+        sleeper_destroy(&c->sl);
         free(c);
 }
 
 void collector_put_podres(struct collector *c, struct attr_podres *p)
 {
-        pthread_mutex_lock(&c->mu);
+        sleeper_lock(&c->sl);
         attr_podres_free(c->podres_pending);
         c->podres_pending = p;
         c->podres_new = true;
-        pthread_mutex_unlock(&c->mu);
+        sleeper_unlock(&c->sl);
 }
 
 void collector_put_samplers(struct collector *c, struct dev_sampler *const *s, size_t n)
@@ -883,13 +869,13 @@ void collector_put_samplers(struct collector *c, struct dev_sampler *const *s, s
         struct dev_sampler **copy = xcalloc(n + 1, sizeof(*copy));
         for (size_t i = 0; i < n; i++)
                 copy[i] = dev_sampler_ref(s[i]);
-        pthread_mutex_lock(&c->mu);
+        sleeper_lock(&c->sl);
         struct dev_sampler **old = c->samplers_pending;
         size_t n_old = c->n_samplers_pending;
         c->samplers_pending = copy;
         c->n_samplers_pending = n;
         c->samplers_new = true;
-        pthread_mutex_unlock(&c->mu);
+        sleeper_unlock(&c->sl);
         samplers_release(old, n_old);
 }
 

@@ -79,6 +79,7 @@
 #include "base/cleanup.h"
 #include "base/list.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "base/xalloc.h"
 
 #define HTTP_MAX_CONNS 1024
@@ -152,7 +153,7 @@ struct http_write {
 struct metrics_http {
         uv_loop_t loop;
         uv_tcp_t listener;
-        uv_async_t stop;
+        struct handoff stop; /* poked by metrics_http_stop */
         pthread_t thread;
         struct metrics_store *store;
         uint64_t health_max_age_ms;
@@ -960,13 +961,14 @@ static size_t conns_limit(void)
 
 /* ---- the thread ---- */
 
-static void on_stop(uv_async_t *a)
+static void on_stop(struct handoff *stop, struct handoff_item *items)
 {
-        struct metrics_http *h = a->data;
+        (void)items; /* only a poke */
+        struct metrics_http *h = handoff_data(stop);
         while (h->conns)
                 conn_close(h->conns);
         uv_close((uv_handle_t *)&h->listener, NULL);
-        uv_close((uv_handle_t *)&h->stop, NULL);
+        handoff_close(&h->stop, NULL);
 }
 
 static void *http_thread(void *arg)
@@ -1057,8 +1059,15 @@ int metrics_http_start(const char *address, const struct config_web *web,
         }
         uv_tcp_init(&h->loop, &h->listener);
         h->listener.data = h;
-        uv_async_init(&h->loop, &h->stop, on_stop);
-        h->stop.data = h;
+        r = handoff_init(&h->stop, &h->loop, on_stop, h);
+        if (r < 0) {
+                uv_close((uv_handle_t *)&h->listener, NULL);
+                uv_run(&h->loop, UV_RUN_DEFAULT);
+                uv_loop_close(&h->loop);
+                http_free(h);
+                return diag_set(diag, r, "cannot create the HTTP loop: %s", uv_strerror(r));
+        }
+        bool thread_failed = false;
         r = bind_listener(h, host, port);
         if (r == 0)
                 r = uv_listen((uv_stream_t *)&h->listener, HTTP_BACKLOG, on_connection);
@@ -1069,17 +1078,19 @@ int metrics_http_start(const char *address, const struct config_web *web,
                         h->port = ntohs(ss.ss_family == AF_INET6
                                                 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                 : ((struct sockaddr_in *)&ss)->sin_port);
-                r = -pthread_create(&h->thread, NULL, http_thread, h);
-                if (r == 0)
-                        pthread_setname_np(h->thread, "devlet-http"); /* top -H, /proc/<pid>/task */
+                r = thread_start(&h->thread, "devlet-http", NULL, http_thread, h);
+                if (r < 0)
+                        thread_failed = true;
         }
         if (r < 0) {
-                if (r == UV_EADDRNOTAVAIL && *host)
+                if (thread_failed)
+                        diag_set(diag, r, "cannot start the HTTP thread: %s", strerror(-r));
+                else if (r == UV_EADDRNOTAVAIL && *host)
                         diag_set(diag, r, "cannot resolve metrics address \"%s\"", address);
                 else
                         diag_set(diag, r, "cannot listen on %s: %s", address, uv_strerror(r));
                 uv_close((uv_handle_t *)&h->listener, NULL);
-                uv_close((uv_handle_t *)&h->stop, NULL);
+                handoff_close(&h->stop, NULL);
                 uv_run(&h->loop, UV_RUN_DEFAULT);
                 uv_loop_close(&h->loop);
                 http_free(h);
@@ -1098,7 +1109,7 @@ void metrics_http_stop(struct metrics_http *h)
 {
         if (!h)
                 return;
-        uv_async_send(&h->stop);
+        handoff_poke(&h->stop);
         pthread_join(h->thread, NULL);
         uv_loop_close(&h->loop);
         http_free(h);

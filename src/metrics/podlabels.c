@@ -13,8 +13,8 @@
  * page) and here (pods, labels per pod, key and value sizes).  A failure is
  * logged once per change of error; the informer retries with its backoff;
  * the map keeps what it knew, so series keep the labels they had.
- * Stopping wakes the loop (uv_async), which frees the informer and closes
- * its handles, and joins.
+ * Stopping pokes the worker's loop (a handoff, base/thread.h), which frees
+ * the informer and closes its handles, and joins.
  *
  * Never runs on the loop, never blocks a lookup on the server: lookups
  * take the mutex only to copy one pod's labels. */
@@ -30,7 +30,7 @@
 #include <time.h>
 
 #include "base/cleanup.h"
-#include "base/clock.h"
+#include "base/thread.h"
 #include "base/diag.h"
 #include "base/log.h"
 #include "base/xalloc.h"
@@ -60,7 +60,7 @@ struct podlabels {
         /* the worker's own: */
         uv_loop_t loop;
         bool loop_open;
-        uv_async_t wake;   /* stop */
+        struct handoff wake; /* poked at stop */
         uv_timer_t retry;  /* until the client and the informer start */
         struct kapi_client *api;
         struct kapi_informer *inf;
@@ -242,14 +242,15 @@ static void on_retry(uv_timer_t *t)
                        (uint64_t)kapi_rewatch_end(&p->pace, false, PODLABELS_BACKOFF_CAP_MS), 0);
 }
 
-static void on_wake(uv_async_t *a)
+static void on_wake(struct handoff *h, struct handoff_item *items)
 {
-        struct podlabels *p = a->data;
+        (void)items; /* only pokes */
+        struct podlabels *p = handoff_data(h);
         if (!atomic_load(&p->stop))
                 return;
         kapi_informer_free(TAKE_PTR(p->inf));
         uv_close((uv_handle_t *)&p->retry, NULL);
-        uv_close((uv_handle_t *)&p->wake, NULL);
+        handoff_close(&p->wake, NULL);
 }
 
 static void *worker_main(void *ud)
@@ -288,16 +289,23 @@ struct podlabels *podlabels_start(const char *kubeconfig, const char *node, doub
                 return NULL;
         }
         p->loop_open = true;
-        uv_async_init(&p->loop, &p->wake, on_wake);
-        p->wake.data = p;
+        e = handoff_init(&p->wake, &p->loop, on_wake, p);
+        if (e < 0) {
+                log_error("metrics", "pod labels: cannot start a loop error=\"%s\"", uv_strerror(e));
+                uv_loop_close(&p->loop);
+                p->loop_open = false;
+                podlabels_free(p);
+                return NULL;
+        }
         uv_timer_init(&p->loop, &p->retry);
         p->retry.data = p;
         uv_timer_start(&p->retry, on_retry, 0, 0);
-        e = pthread_create(&p->thread, NULL, worker_main, p);
-        if (e != 0) {
-                log_error("metrics", "pod labels: cannot start the thread error=\"%s\"", strerror(e));
+        e = thread_start(&p->thread, "devlet-podlabel", NULL, worker_main, p);
+        if (e < 0) {
+                log_error("metrics", "pod labels: cannot start the thread, series carry no pod "
+                                     "labels error=\"%s\"", strerror(-e));
                 atomic_store(&p->stop, true);
-                on_wake(&p->wake);
+                on_wake(&p->wake, NULL);
                 uv_run(&p->loop, UV_RUN_DEFAULT);
                 podlabels_free(p);
                 return NULL;
@@ -311,7 +319,7 @@ void podlabels_stop(struct podlabels *p)
         if (!p)
                 return;
         atomic_store(&p->stop, true);
-        uv_async_send(&p->wake);
+        handoff_poke(&p->wake);
         pthread_join(p->thread, NULL);
         podlabels_free(p);
 }

@@ -356,21 +356,28 @@ def test_a_writer_undoing_our_slice_gets_a_paced_fight(dra):
 
 def test_threads_that_cannot_start_leave_the_device_plugin_and_dra_serving(dra, build_dir):
     """pthread_create failing for every thread devlet's own code starts (an
-    injected failure: tests/preload/fail-threads.c; libuv's pool is spared):
-    the DRA driver has no thread of its own any more (its informer and
+    injected failure: tests/preload/fail-threads.c; libuv's pool is spared),
+    with every feature that has a thread on (labels to the Node, metrics,
+    pod labels): the labels publisher and the metrics endpoint each say what
+    is lost; the DRA driver has no thread of its own (its informer and
     publisher run on the loop, its claims in libuv's pool), so it is served
-    and prepares, and the device plugin still registers and answers."""
+    and prepares; the device plugin still registers and allocates; and a
+    SIGTERM ends it cleanly (the fixture's check)."""
     env = {"LD_PRELOAD": os.path.join(build_dir, "preload", "fail-threads.so"),
            "DEVLET_TEST_FAIL_THREADS": "1"}
     if ASAN:  # the preloaded library comes before ASan's runtime
         env["ASAN_OPTIONS"] = "detect_leaks=1:exitcode=86:verify_asan_link_order=0"
-    s = dra.start(env=env)
+    s = dra.start(env=env, extra=["--metrics-address", "127.0.0.1:0", "--labels-output", "node",
+                                  "--kubernetes-enable-pod-labels"])
     wait_slices(s.api, ["a-0", "a-1"])
     ref = claim_ref("t1")
     s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")])
     assert s.k.prepare([ref])[ref[1]].error == ""
     s.kubelet.wait_for_registration(B)
     assert s.kubelet.wait_for_snapshot(B).ids() == ["ttyB0"]
+    device_plugin_prompt(s.kubelet)
+    s.d.wait_log(r"cannot start the publisher thread, labels are not published")
+    s.d.wait_log(r"cannot serve metrics error=\"cannot start the HTTP thread")
     assert s.d.proc.poll() is None
 
 

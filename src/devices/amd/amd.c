@@ -311,6 +311,10 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                 }
                 health_sync(b, false);
         } else {
+                if (loop && b->poll_ms > 0)
+                        dev_report(DEV_REPORT_HOST_WARN, "amd", "cannot start the health "
+                                          "threads: health is read on the loop, which a GPU "
+                                          "in reset can stall");
                 amd_health_baseline(b->inv, b->watch);
                 poll_once(b, false);
         }

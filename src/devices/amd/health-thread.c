@@ -4,9 +4,9 @@
  *
  * The loop's poll timer kicks every GPU whose previous read has finished
  * (amd_health_threads_kick); each thread then runs amd_health_observe on
- * its GPU and leaves the result in its slot.  The queue to the loop is the
- * project's usual one: per-GPU slots under one mutex plus uv_async_send;
- * on_async drains every finished slot and hands each result to the owner's
+ * its GPU and leaves the result in its slot.  The way to the loop: per-GPU
+ * slots under the sleeper's mutex and a poke of a handoff (base/thread.h);
+ * on_poke drains every finished slot and hands each result to the owner's
  * callback, which judges it (health.c) and touches the device model.  A
  * read still running AMD_HEALTH_STALL_MS after its kick is reported as
  * stalled at the next kick, and that GPU is not kicked again until the
@@ -15,21 +15,21 @@
  *
  * The threads share one reference-counted block with the loop side: the
  * loop's reference goes at stop, each thread's when it leaves, the last
- * frees it (and drops the inventory).  Stopping never waits: it marks the
- * block stopped and forgets the async handle under the mutex (a thread
- * sends only while it is there) and closes the handle; a thread stuck in
+ * frees it (and drops the inventory).  Stopping never waits: it stops the
+ * sleeper and forgets the handoff under its mutex (a thread pokes only
+ * while it is there) and closes the handoff; a thread stuck in
  * a read leaves once the read returns, or is ended by the process's exit.
  * The threads are detached, block every signal (they may outlive the
  * loop's handlers) and never log or touch the device model. */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/thread.h"
 #include "base/xalloc.h"
 #include "devices/amd/internal.h"
 
@@ -45,10 +45,8 @@ struct gpu_slot {
 
 struct shared {
         atomic_uint refs;
-        pthread_mutex_t lock;
-        pthread_cond_t wake;
-        bool stopped;
-        uv_async_t *async; /* NULL once stopped */
+        struct sleeper sl;    /* its mutex guards the slots and out */
+        struct handoff *out; /* NULL once stopped */
         struct amd_inventory *inv;
         unsigned ignore;
         size_t n;
@@ -56,7 +54,7 @@ struct shared {
 };
 
 struct amd_health_threads {
-        uv_async_t async; /* first: the close callback frees the whole */
+        struct handoff out; /* first: the close callback frees the whole */
         struct shared *sh;
         amd_health_result_fn on_result;
         void *ud;
@@ -75,8 +73,7 @@ static void shared_unref(struct shared *sh)
                 free(sh->slots[i].obs.why);
         free(sh->slots);
         amd_inventory_free(sh->inv);
-        pthread_cond_destroy(&sh->wake);
-        pthread_mutex_destroy(&sh->lock);
+        sleeper_destroy(&sh->sl);
         free(sh);
 }
 
@@ -86,36 +83,39 @@ static void *gpu_thread(void *arg)
         free(arg);
         struct shared *sh = a.sh;
         struct gpu_slot *s = &sh->slots[a.gpu];
-        pthread_mutex_lock(&sh->lock);
+        sleeper_lock(&sh->sl);
         for (;;) {
-                while (!sh->stopped && s->taken == s->kicks)
-                        pthread_cond_wait(&sh->wake, &sh->lock);
-                if (sh->stopped)
+                while (s->taken == s->kicks && sleeper_wait_locked(&sh->sl, NULL))
+                        ;
+                if (sleeper_stopped_locked(&sh->sl))
                         break;
                 s->taken = s->kicks;
-                pthread_mutex_unlock(&sh->lock);
+                sleeper_unlock(&sh->sl);
                 struct amd_health_obs obs;
                 amd_health_observe(sh->inv, a.gpu, sh->ignore, &obs);
-                pthread_mutex_lock(&sh->lock);
+                sleeper_lock(&sh->sl);
                 free(s->obs.why);
                 s->obs = obs;
                 s->done = true;
                 s->busy = false;
-                if (sh->async)
-                        uv_async_send(sh->async);
+                if (sh->out)
+                        handoff_poke(sh->out);
         }
-        pthread_mutex_unlock(&sh->lock);
+        sleeper_unlock(&sh->sl);
         shared_unref(sh);
         return NULL;
 }
 
-static void on_async(uv_async_t *async)
+static void on_poke(struct handoff *out, struct handoff_item *items)
 {
-        struct amd_health_threads *t = (struct amd_health_threads *)async;
+        (void)items; /* only pokes */
+        struct amd_health_threads *t = (struct amd_health_threads *)out;
         struct shared *sh = t->sh;
+        if (!sh)
+                return; /* stopped */
         _cleanup_free_ struct amd_health_obs *got = xcalloc(sh->n + 1, sizeof(*got));
         _cleanup_free_ bool *has = xcalloc(sh->n + 1, sizeof(*has));
-        pthread_mutex_lock(&sh->lock);
+        sleeper_lock(&sh->sl);
         for (size_t i = 0; i < sh->n; i++) {
                 if (!sh->slots[i].done)
                         continue;
@@ -124,7 +124,7 @@ static void on_async(uv_async_t *async)
                 sh->slots[i].done = false;
                 has[i] = true;
         }
-        pthread_mutex_unlock(&sh->lock);
+        sleeper_unlock(&sh->sl);
         for (size_t i = 0; i < sh->n; i++) {
                 if (!has[i])
                         continue;
@@ -133,9 +133,9 @@ static void on_async(uv_async_t *async)
         }
 }
 
-static void on_closed(uv_handle_t *h)
+static void on_closed(struct handoff *out)
 {
-        free(h); /* the async handle is the first member */
+        free(out); /* the first member */
 }
 
 struct amd_health_threads *amd_health_threads_start(uv_loop_t *loop, struct amd_inventory *inv,
@@ -144,8 +144,7 @@ struct amd_health_threads *amd_health_threads_start(uv_loop_t *loop, struct amd_
 {
         struct shared *sh = xcalloc(1, sizeof(*sh));
         atomic_init(&sh->refs, 1);
-        pthread_mutex_init(&sh->lock, NULL);
-        pthread_cond_init(&sh->wake, NULL);
+        sleeper_init(&sh->sl);
         sh->inv = amd_inventory_ref(inv);
         sh->ignore = ignore;
         sh->n = inv->n_gpus;
@@ -154,39 +153,29 @@ struct amd_health_threads *amd_health_threads_start(uv_loop_t *loop, struct amd_
         t->sh = sh;
         t->on_result = on_result;
         t->ud = ud;
-        if (uv_async_init(loop, &t->async, on_async) < 0) {
+        if (handoff_init(&t->out, loop, on_poke, t) < 0) {
                 free(t);
                 shared_unref(sh);
                 return NULL;
         }
-        sh->async = &t->async;
+        sh->out = &t->out;
 
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, THREAD_STACK);
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        bool ok = true;
-        for (size_t i = 0; i < sh->n && ok; i++) {
+        const struct thread_opts o = { .stack = THREAD_STACK, .detached = true };
+        int r = 0;
+        for (size_t i = 0; i < sh->n && r == 0; i++) {
                 struct thread_arg *a = xcalloc(1, sizeof(*a));
                 *a = (struct thread_arg){ .sh = sh, .gpu = i };
                 atomic_fetch_add(&sh->refs, 1);
-                pthread_t th;
-                if (pthread_create(&th, &attr, gpu_thread, a) != 0) {
-                        atomic_fetch_sub(&sh->refs, 1);
-                        free(a);
-                        ok = false;
-                        continue;
-                }
                 char name[16];
                 snprintf(name, sizeof(name), "devlet-amd-%u", (unsigned)(i % 1000));
-                pthread_setname_np(th, name);
+                pthread_t th;
+                r = thread_start(&th, name, &o, gpu_thread, a);
+                if (r < 0) {
+                        atomic_fetch_sub(&sh->refs, 1);
+                        free(a);
+                }
         }
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-        if (!ok) {
+        if (r < 0) {
                 amd_health_threads_stop(t);
                 return NULL;
         }
@@ -196,7 +185,7 @@ struct amd_health_threads *amd_health_threads_start(uv_loop_t *loop, struct amd_
 void amd_health_threads_kick(struct amd_health_threads *t, int64_t now_ms, bool *stalled)
 {
         struct shared *sh = t->sh;
-        pthread_mutex_lock(&sh->lock);
+        sleeper_lock(&sh->sl);
         for (size_t i = 0; i < sh->n; i++) {
                 struct gpu_slot *s = &sh->slots[i];
                 stalled[i] = s->busy && now_ms - s->kicked_at >= AMD_HEALTH_STALL_MS;
@@ -206,8 +195,8 @@ void amd_health_threads_kick(struct amd_health_threads *t, int64_t now_ms, bool 
                 s->kicked_at = now_ms;
                 s->kicks++;
         }
-        pthread_cond_broadcast(&sh->wake);
-        pthread_mutex_unlock(&sh->lock);
+        sleeper_wake_locked(&sh->sl);
+        sleeper_unlock(&sh->sl);
 }
 
 void amd_health_threads_stop(struct amd_health_threads *t)
@@ -215,11 +204,11 @@ void amd_health_threads_stop(struct amd_health_threads *t)
         if (!t)
                 return;
         struct shared *sh = t->sh;
-        pthread_mutex_lock(&sh->lock);
-        sh->stopped = true;
-        sh->async = NULL;
-        pthread_cond_broadcast(&sh->wake);
-        pthread_mutex_unlock(&sh->lock);
+        sleeper_lock(&sh->sl);
+        sh->out = NULL;
+        sleeper_unlock(&sh->sl);
+        sleeper_stop(&sh->sl);
+        t->sh = NULL; /* what the close hands over is dropped */
         shared_unref(sh);
-        uv_close((uv_handle_t *)&t->async, on_closed);
+        handoff_close(&t->out, on_closed);
 }

@@ -21,16 +21,16 @@
  * own XID (48).  A failed wait marks every GPU unhealthy (NVIDIA's rule:
  * it cannot tell which one is at fault).
  *
- * The queue to the loop: the thread appends struct nvidia_health_msg to a
- * mutex-protected list and calls uv_async_send; the loop drains the whole
- * list in on_async and hands it to the callback as one batch.  The inbox
- * the other way, under the same mutex: seeds (GPUs an earlier monitor saw
- * fail, after a reload), taken by the thread whenever a wait ends.
+ * The queue to the loop is a handoff (base/thread.h): the thread posts
+ * its messages; the loop takes what came in one turn and hands it to the
+ * callback as one batch.  The inbox the other way, under the sleeper's
+ * mutex: seeds (GPUs an earlier monitor saw fail, after a reload), taken by
+ * the thread whenever a wait ends.
  *
- * Stopping never blocks the loop: stop sets a flag and returns; the thread
- * notices when its wait ends, marks itself exited and sends the async
- * handle once more; on_async then joins it (it is past its last NVML call),
- * frees the event set and closes the handle, and the close callback tells
+ * Stopping never blocks the loop: stop stops the sleeper and returns; the
+ * thread notices when its wait ends and posts its last message, "exited";
+ * the loop then joins it (it is past its last NVML call), frees the event
+ * set and closes the handoff, and the close callback tells
  * the owner, who may then shut NVML down.  The loop never calls NVML here
  * apart from registration before the thread starts and that last free; the
  * thread never touches devlet's device model.  Logs at debug only: the
@@ -49,6 +49,7 @@
 
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "base/xalloc.h"
 
 const unsigned long long nvidia_default_ignored_xids[6] = { 13, 31, 43, 45, 68, 109 };
@@ -218,18 +219,13 @@ struct nvidia_health {
         struct nvidia_health_cfg cfg;
         nvmlEventSet_t set;
         pthread_t thread;
-        atomic_bool stop;
         struct gpu_view *view; /* the thread's, after start */
 
-        /* the queue, the inbox and the thread's exit, under lock */
-        pthread_mutex_t lock;
-        pthread_cond_t wake; /* for the thread's pauses, so stop is prompt */
-        struct nvidia_health_msg *head, *tail;
+        struct sleeper sl; /* the thread's pauses; its mutex guards the seeds */
         struct nvidia_health_seed *seeds;
         size_t n_seeds;
         atomic_bool seeded; /* seeds waiting: the thread's cheap check */
-        bool exited;        /* the thread made its last NVML call */
-        uv_async_t async;
+        struct handoff out; /* the messages to the loop */
         nvidia_health_cb cb;
         void *ud;
 
@@ -246,9 +242,19 @@ int64_t nvidia_health_now_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A message on its way to the loop. */
+struct posted {
+        struct handoff_item item; /* first */
+        bool exited;              /* the thread's last post: it made its last NVML call */
+        struct nvidia_health_msg m;
+};
+
+#define POSTED_OF(msg) ((struct posted *)((char *)(msg) - offsetof(struct posted, m)))
+
 static struct nvidia_health_msg *msg_new(size_t gpu, enum nvidia_health_kind kind, bool healthy)
 {
-        struct nvidia_health_msg *m = xcalloc(1, sizeof(*m));
+        struct posted *p = xcalloc(1, sizeof(*p));
+        struct nvidia_health_msg *m = &p->m;
         m->gpu = gpu;
         m->kind = kind;
         m->healthy = healthy;
@@ -259,26 +265,15 @@ static struct nvidia_health_msg *msg_new(size_t gpu, enum nvidia_health_kind kin
 
 static void post(struct nvidia_health *h, struct nvidia_health_msg *m)
 {
-        pthread_mutex_lock(&h->lock);
-        if (h->tail)
-                h->tail->next = m;
-        else
-                h->head = m;
-        h->tail = m;
-        pthread_mutex_unlock(&h->lock);
-        uv_async_send(&h->async);
+        handoff_post(&h->out, &POSTED_OF(m)->item);
 }
 
-static void free_msgs(struct nvidia_health_msg *m)
+static void msg_free(struct nvidia_health_msg *m)
 {
-        while (m) {
-                struct nvidia_health_msg *next = m->next;
-                free(m);
-                m = next;
-        }
+        free(POSTED_OF(m));
 }
 
-static void on_closed(uv_handle_t *handle);
+static void on_closed(struct handoff *out);
 
 /* The thread is gone or about to return: nothing of NVML is in use any
  * more but the event set. */
@@ -288,37 +283,38 @@ static void finish(struct nvidia_health *h)
         h->cfg.lib->event_set_free(h->set);
         h->set = NULL;
         log_debug("nvidia", "health monitor stopped");
-        uv_close((uv_handle_t *)&h->async, on_closed);
+        handoff_close(&h->out, on_closed);
 }
 
-static void on_async(uv_async_t *a)
+static void on_posted(struct handoff *out, struct handoff_item *items)
 {
-        struct nvidia_health *h = a->data;
-        pthread_mutex_lock(&h->lock);
-        struct nvidia_health_msg *list = h->head;
-        h->head = h->tail = NULL;
-        bool exited = h->exited;
-        pthread_mutex_unlock(&h->lock);
-        if (h->stopping) {
-                free_msgs(list);
-                if (exited)
-                        finish(h);
-                return;
-        }
+        struct nvidia_health *h = handoff_data(out);
         size_t n = 0;
-        for (struct nvidia_health_msg *m = list; m; m = m->next)
+        bool exited = false;
+        for (struct handoff_item *it = items; it; it = it->next) {
+                exited |= ((struct posted *)it)->exited;
                 n++;
-        if (n) {
+        }
+        if (!h->stopping && n) {
                 _cleanup_free_ struct nvidia_health_msg *batch = xcalloc(n, sizeof(*batch));
                 size_t i = 0;
-                for (struct nvidia_health_msg *m = list; m; m = m->next)
-                        batch[i++] = *m;
-                for (i = 0; i + 1 < n; i++)
-                        batch[i].next = &batch[i + 1];
-                batch[n - 1].next = NULL;
-                h->cb(h->ud, batch, n);
+                for (struct handoff_item *it = items; it; it = it->next)
+                        if (!((struct posted *)it)->exited)
+                                batch[i++] = ((struct posted *)it)->m;
+                for (size_t k = 0; k + 1 < i; k++)
+                        batch[k].next = &batch[k + 1];
+                if (i) {
+                        batch[i - 1].next = NULL;
+                        h->cb(h->ud, batch, i);
+                }
         }
-        free_msgs(list);
+        while (items) {
+                struct handoff_item *next = items->next;
+                free(items);
+                items = next;
+        }
+        if (h->stopping && exited)
+                finish(h);
 }
 
 /* Marks gpu unhealthy in the thread's view; posts m when the state changed,
@@ -334,7 +330,7 @@ static void mark_bad(struct nvidia_health *h, size_t gpu, struct nvidia_health_m
         if (changed || tell || m->kind == NVIDIA_HEALTH_XID)
                 post(h, m);
         else
-                free(m);
+                msg_free(m);
 }
 
 static ssize_t gpu_of_handle(const struct nvidia_health *h, nvmlDevice_t d)
@@ -453,23 +449,6 @@ static void probe(struct nvidia_health *h)
         }
 }
 
-/* Sleeps up to ms unless stop is requested. */
-static void pause_ms(struct nvidia_health *h, unsigned ms)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-        }
-        pthread_mutex_lock(&h->lock);
-        if (!atomic_load(&h->stop))
-                pthread_cond_timedwait(&h->wake, &h->lock, &ts);
-        pthread_mutex_unlock(&h->lock);
-}
-
 /* Applies the seeds the loop handed in, as if this thread had seen those
  * failures: unhealthy, last failed at the later of the seed's time and its
  * own. */
@@ -477,7 +456,7 @@ static void take_seeds(struct nvidia_health *h)
 {
         if (!atomic_load(&h->seeded))
                 return;
-        pthread_mutex_lock(&h->lock);
+        sleeper_lock(&h->sl);
         for (size_t i = 0; i < h->n_seeds; i++) {
                 const struct nvidia_health_seed *s = &h->seeds[i];
                 if (s->gpu >= h->cfg.inv->n_gpus)
@@ -493,7 +472,7 @@ static void take_seeds(struct nvidia_health *h)
         h->seeds = NULL;
         h->n_seeds = 0;
         atomic_store(&h->seeded, false);
-        pthread_mutex_unlock(&h->lock);
+        sleeper_unlock(&h->sl);
 }
 
 static void *health_main(void *arg)
@@ -501,10 +480,10 @@ static void *health_main(void *arg)
         struct nvidia_health *h = arg;
         int64_t last_probe = 0;
         take_seeds(h);
-        while (!atomic_load(&h->stop)) {
+        while (!sleeper_stopped(&h->sl)) {
                 nvmlEventData_t e;
                 nvmlReturn_t r = nvml_lib_event_wait(h->cfg.lib, h->set, &e, h->cfg.wait_ms);
-                if (atomic_load(&h->stop))
+                if (sleeper_stopped(&h->sl))
                         break;
                 take_seeds(h);
                 if (r == NVML_SUCCESS)
@@ -513,7 +492,7 @@ static void *health_main(void *arg)
                         log_debug("nvidia", "event wait failed error=\"%s\"",
                                   nvml_lib_strerror(h->cfg.lib, r));
                         on_wait_failed(h, r);
-                        pause_ms(h, h->cfg.wait_ms);
+                        sleeper_pause(&h->sl, (long)h->cfg.wait_ms);
                 }
                 int64_t now = nvidia_health_now_ms();
                 if (!h->cfg.xids_only && now - last_probe >= (int64_t)h->cfg.wait_ms) {
@@ -521,11 +500,10 @@ static void *health_main(void *arg)
                         last_probe = now;
                 }
         }
-        /* the last touch of h: the loop may join and free once it sees exited */
-        pthread_mutex_lock(&h->lock);
-        h->exited = true;
-        pthread_mutex_unlock(&h->lock);
-        uv_async_send(&h->async);
+        /* the last touch of h: the loop may join and free once it takes this */
+        struct posted *last = xcalloc(1, sizeof(*last));
+        last->exited = true;
+        handoff_post(&h->out, &last->item);
         return NULL;
 }
 
@@ -593,15 +571,13 @@ static void register_gpus(struct nvidia_health *h)
         }
 }
 
-static void on_closed(uv_handle_t *handle)
+static void on_closed(struct handoff *out)
 {
-        struct nvidia_health *h = handle->data;
+        struct nvidia_health *h = handoff_data(out);
         if (h->done)
                 h->done(h->done_ud);
-        free_msgs(h->head);
         free(h->seeds);
-        pthread_mutex_destroy(&h->lock);
-        pthread_cond_destroy(&h->wake);
+        sleeper_destroy(&h->sl);
         free(h->view);
         free(h);
 }
@@ -627,19 +603,24 @@ int nvidia_health_start(uv_loop_t *loop, const struct nvidia_health_cfg *cfg,
         h->cb = cb;
         h->ud = ud;
         h->view = xcalloc(cfg->inv->n_gpus + 1, sizeof(*h->view));
-        atomic_init(&h->stop, false);
-        pthread_mutex_init(&h->lock, NULL);
-        pthread_cond_init(&h->wake, NULL);
-        uv_async_init(loop, &h->async, on_async);
-        h->async.data = h;
+        sleeper_init(&h->sl);
+        int rc = handoff_init(&h->out, loop, on_posted, h);
+        if (rc < 0) {
+                lib->event_set_free(h->set);
+                sleeper_destroy(&h->sl);
+                free(h->view);
+                free(h);
+                return diag_set(diag, -EIO, "uv_async_init: %s", uv_strerror(rc));
+        }
         register_gpus(h);
-        int rc = pthread_create(&h->thread, NULL, health_main, h);
-        if (rc != 0) {
-                diag_set(diag, -rc, "cannot start the health thread: %s", strerror(rc));
+        rc = thread_start(&h->thread, "devlet-health", NULL, health_main, h);
+        if (rc < 0) {
+                diag_set(diag, rc, "cannot start the health thread: %s", strerror(-rc));
                 lib->event_set_free(h->set);
                 h->set = NULL;
-                uv_close((uv_handle_t *)&h->async, on_closed);
-                return -rc;
+                h->stopping = true; /* what registration posted is dropped */
+                handoff_close(&h->out, on_closed);
+                return rc;
         }
         *out = h;
         return 0;
@@ -650,12 +631,12 @@ void nvidia_health_seed(struct nvidia_health *h, const struct nvidia_health_seed
 {
         if (!h || !n)
                 return;
-        pthread_mutex_lock(&h->lock);
+        sleeper_lock(&h->sl);
         h->seeds = xrealloc(h->seeds, (h->n_seeds + n) * sizeof(*h->seeds));
         memcpy(h->seeds + h->n_seeds, seeds, n * sizeof(*seeds));
         h->n_seeds += n;
         atomic_store(&h->seeded, true);
-        pthread_mutex_unlock(&h->lock);
+        sleeper_unlock(&h->sl);
 }
 
 void nvidia_health_stop(struct nvidia_health *h, void (*done)(void *ud), void *ud)
@@ -668,9 +649,6 @@ void nvidia_health_stop(struct nvidia_health *h, void (*done)(void *ud), void *u
         h->stopping = true;
         h->done = done;
         h->done_ud = ud;
-        pthread_mutex_lock(&h->lock);
-        atomic_store(&h->stop, true);
-        pthread_cond_broadcast(&h->wake);
-        pthread_mutex_unlock(&h->lock);
-        /* the thread sends the async handle when it is out; on_async finishes */
+        sleeper_stop(&h->sl);
+        /* the thread posts "exited" when it is out; on_posted finishes */
 }
