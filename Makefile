@@ -12,8 +12,11 @@
 #                 server, scheduler, containerd) with devlet installed from its
 #                 image on mock hardware; prints KUBECONFIG=... last.
 #                 `make cluster DRA=1`: the GPUs served through DRA instead.
-#                 `make cluster-down` removes it.  `make peers` only builds
-#                 (or finds in the cache) the pinned peers.
+#                 Kubernetes is the newest release pinned in
+#                 tests/cluster/versions.env; K8S=1.35 (here, or with
+#                 `make check`/`make e2e`) runs the oldest minor still
+#                 supported.  `make cluster-down` removes it.  `make peers`
+#                 only builds (or finds in the cache) the pinned peers.
 #   make soak     long-running proofs (kubelet restarts, a million Allocates, a
 #                 reload storm, the attacks), bounded in time, one line each
 #   make ARCH=arm64        cross-build for linux/arm64 into build-arm64 (Debian's
@@ -107,6 +110,11 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 .PHONY: all check unit integration asan fuzz fuzz-smoke fuzz-long fuzz-merge soak demo bench bench-scale clean deps \
 	deps-build py
 .DEFAULT_GOAL := all
+# the Kubernetes release of `make cluster`, `make e2e` and `make check`
+# (scripts/peers.sh, scripts/cluster.py): empty for the newest
+ifdef K8S
+export K8S
+endif
 .SECONDARY:
 
 # LD_PRELOAD libraries the integration tests inject failures with

@@ -72,10 +72,15 @@ PORTS = {
     "kube-scheduler": [10259],
     "kubelet": [10250, 10248],
 }
-# alpha in v1.35: a DeviceClass's extendedResourceName, which lets pods that
-# ask for an extended resource ("devlet.io/zero: 1") be served through DRA
-# (devlet's --dra-resources mode "both")
-FEATURE_GATES = "DRAExtendedResource=true"
+# The feature gates the tests need that are off by default, by Kubernetes
+# minor.  1.35: DRAExtendedResource (alpha), a DeviceClass's
+# extendedResourceName, which lets pods that ask for an extended resource
+# ("devlet.io/zero: 1") be served through DRA (devlet's --dra-resources
+# mode "both").  1.37: none; what the tests use is GA or beta and on by
+# default (DRAExtendedResource and DRADeviceTaints GA, DRAAdminAccess GA
+# since 1.36, ResourceHealthStatus, DRAConsumableCapacity and
+# DRAPartitionableDevices beta).
+FEATURE_GATES = {"1.35": "DRAExtendedResource=true", "1.37": ""}
 # host paths the kubelet, containerd and devlet's DaemonSet create: removed
 # by `down` when `up` found them absent, emptied of what appeared in them
 # since when it found them
@@ -113,14 +118,39 @@ def peers():
     return {name: os.path.join(d, "bin") for name, d in dirs.items()}
 
 
-def peer_version(name):
-    """The version tests/cluster/versions.env pins for a peer."""
-    key = f"{name.upper().replace('-', '_')}_VERSION="
+def _pinned(key):
     with open(os.path.join(REPO, "tests", "cluster", "versions.env")) as f:
         for line in f:
-            if line.startswith(key):
-                return line[len(key):].strip()
+            if line.startswith(key + "="):
+                return line[len(key) + 1:].strip()
     return "unknown"
+
+
+def minor(version):
+    """'v1.37.2' -> '1.37'."""
+    return ".".join(version.lstrip("v").split(".")[:2])
+
+
+def peer_version(name):
+    """The version tests/cluster/versions.env pins for a peer; for
+    kubernetes, the newest release unless K8S names the oldest supported
+    minor (K8S=1.35), as scripts/peers.sh picks it."""
+    if name == "kubernetes":
+        want = os.environ.get("K8S", "").lstrip("v")
+        oldest = _pinned("KUBERNETES_OLDEST_VERSION")
+        if want and want == minor(oldest):
+            return oldest
+    return _pinned(f"{name.upper().replace('-', '_')}_VERSION")
+
+
+def feature_gates():
+    """The --feature-gates value for the pinned Kubernetes ('' for none)."""
+    return FEATURE_GATES.get(minor(peer_version("kubernetes")), "")
+
+
+def gate_args():
+    gates = feature_gates()
+    return ["--feature-gates", gates] if gates else []
 
 
 def peers_dir(name):
@@ -364,7 +394,7 @@ def start_control_plane(bins):
         "--service-account-key-file", f"{pki}/sa.pub", "--service-account-signing-key-file", f"{pki}/sa.key",
         "--service-cluster-ip-range", SERVICE_CIDR, "--authorization-mode", "Node,RBAC",
         "--allow-privileged=true", "--endpoint-reconciler-type", "none", "--profiling=false",
-        "--feature-gates", FEATURE_GATES, "--v", "1"])
+        *gate_args(), "--v", "1"])
     wait_for("kube-apiserver", lambda: https_ok("https://127.0.0.1:6443/readyz"), p)
     start("kube-controller-manager", [
         os.path.join(k, "kube-controller-manager"), "--kubeconfig", path("controller-manager.kubeconfig"),
@@ -373,12 +403,12 @@ def start_control_plane(bins):
         "--bind-address", "127.0.0.1", "--leader-elect=false", "--use-service-account-credentials",
         "--service-account-private-key-file", f"{pki}/sa.key", "--root-ca-file", f"{pki}/ca.crt",
         "--cluster-signing-cert-file", f"{pki}/ca.crt", "--cluster-signing-key-file", f"{pki}/ca.key",
-        "--service-cluster-ip-range", SERVICE_CIDR, "--feature-gates", FEATURE_GATES, "--v", "1"])
+        "--service-cluster-ip-range", SERVICE_CIDR, *gate_args(), "--v", "1"])
     start("kube-scheduler", [
         os.path.join(k, "kube-scheduler"), "--kubeconfig", path("scheduler.kubeconfig"),
         "--authentication-kubeconfig", path("scheduler.kubeconfig"),
         "--authorization-kubeconfig", path("scheduler.kubeconfig"),
-        "--bind-address", "127.0.0.1", "--leader-elect=false", "--feature-gates", FEATURE_GATES, "--v", "1"])
+        "--bind-address", "127.0.0.1", "--leader-elect=false", *gate_args(), "--v", "1"])
 
 
 def start_containerd(bins):
@@ -456,7 +486,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {{memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}}
 serializeImagePulls: false
-featureGates: {{{FEATURE_GATES.replace("=", ": ")}}}
+featureGates: {{{feature_gates().replace("=", ": ")}}}
 """)
     p = start("kubelet", [os.path.join(bins["kubernetes"], "kubelet"), "--config", path("kubelet.yaml"),
                           "--kubeconfig", path("kubelet.kubeconfig"), "--hostname-override", NODE,

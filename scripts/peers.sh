@@ -14,6 +14,10 @@
 #                               kubelet-old)
 #   scripts/peers.sh --dir NAME print NAME's directory (built or not)
 #
+# K8S=1.X in the environment picks the Kubernetes release: the newest
+# (KUBERNETES_VERSION, the default) or the oldest minor still supported
+# (KUBERNETES_OLDEST_VERSION); any other is refused.
+#
 # Kubernetes cannot be `go install`ed (its go.mod replaces every staging
 # module with a path in its own tree), so each peer is built from a small
 # wrapper module made here: it requires the peer's module and, for
@@ -25,6 +29,15 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 # shellcheck disable=SC1091
 . "$root/tests/cluster/versions.env"
+minor_of() { echo "$1" | sed -n 's/^v\([0-9]*\.[0-9]*\)\..*/\1/p'; }
+if [ -n "${K8S:-}" ]; then
+        case "${K8S#v}" in
+        "$(minor_of "$KUBERNETES_VERSION")") ;;
+        "$(minor_of "$KUBERNETES_OLDEST_VERSION")") KUBERNETES_VERSION=$KUBERNETES_OLDEST_VERSION ;;
+        *) echo "peers: K8S=$K8S: the pinned releases are $(minor_of "$KUBERNETES_VERSION") (newest, the default) and $(minor_of "$KUBERNETES_OLDEST_VERSION") (oldest supported)" >&2
+           exit 2 ;;
+        esac
+fi
 cache=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/devlet/peers
 command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null 2>&1 || { echo "peers: go not found (Go 1.25 or newer is needed to build the peers)" >&2; exit 1; }

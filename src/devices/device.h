@@ -134,9 +134,20 @@ char *dev_model_label(const char *s);
  * value}}, "capacity": {"<name>": {"value": "<quantity>"}}}. */
 struct json_t *dev_model_json(const struct dev_model *m);
 
+/* Why an unhealthy device is unhealthy, as DRA publishes it (a device
+ * taint): the key and value its family chooses (label name and value;
+ * key "": DRA's generic "<driver>/unhealthy"), and when it was first
+ * seen unhealthy (Unix seconds; 0: now).  Meaningless while healthy. */
+struct dev_taint {
+        char key[64];
+        char value[64];
+        int64_t since;
+};
+
 struct dev_device {
         char *id;
         enum dev_health health;
+        struct dev_taint taint;
         int numa_node; /* -1: the host does not tell */
         /* what a container holding this ID gets (generic allocate) */
         struct dev_node *nodes;

@@ -71,6 +71,7 @@ static void refresh_table(struct dra_driver *drv)
         pthread_mutex_unlock(&drv->mu);
         dra_table_unref(old);
         dra_pub_changed(drv);
+        dra_health_notify(drv);
 }
 
 static void on_resource_change(struct dev_resource *r, void *ud)
@@ -84,6 +85,16 @@ static void unwatch_all(struct dra_driver *drv)
                 dev_resource_unwatch(drv->res[i], on_resource_change, drv);
         free(TAKE_PTR(drv->res));
         drv->n_res = 0;
+}
+
+static void on_done_closed(struct handoff *h);
+
+/* The health timer closed: the handoff next, whose close frees drv. */
+static void on_health_closed(uv_handle_t *t)
+{
+        struct dra_driver *drv = t->data;
+        drv->done.async.data = drv;
+        handoff_close(&drv->done, on_done_closed);
 }
 
 static void on_done_closed(struct handoff *h)
@@ -130,8 +141,7 @@ static void driver_free(struct dra_driver *drv, bool cleanup)
         free(drv->slice_prefix);
         /* answers never sent are dropped (their calls went with the server) */
         drv->closing = true;
-        drv->done.async.data = drv;
-        handoff_close(&drv->done, on_done_closed);
+        dra_health_stop(drv, on_health_closed);
 }
 
 static struct dra_driver *driver_new(struct dra *d, const char *name, struct diag *diag)

@@ -21,7 +21,8 @@ struct dra_dev {
         char *resource;  /* the device plugin resource it belongs to */
         char *id;        /* its device ID there */
         bool healthy;
-        json_t *slice_device; /* {"name", "attributes", "capacity"} */
+        struct dev_taint taint; /* !healthy: its family's reason, published as a taint */
+        json_t *slice_device;   /* {"name", "attributes", "capacity"} */
         struct dev_alloc alloc;
 };
 
@@ -34,20 +35,38 @@ struct dra_table {
 
 /* Builds the table of driver's devices from res (loop thread: calls the
  * families' Allocate).  Unhealthy devices stay in the table (a claim
- * prepared before may name them) but leave the slices. */
+ * prepared before may name them) and in the slices, tainted. */
 struct dra_table *dra_table_build(const char *driver, struct dev_resource *const *res, size_t n);
 struct dra_table *dra_table_ref(struct dra_table *t);
 void dra_table_unref(struct dra_table *t);
 const struct dra_dev *dra_table_find(const struct dra_table *t, const char *name);
 
-/* The slices of one pool: the table's healthy devices, at most
- * DRA_SLICE_DEVICES_MAX per slice.  Returns a JSON array of ResourceSlice
+/* The slices of one pool: the table's devices, an unhealthy one with a
+ * NoSchedule taint (its family's key and value, else "<driver>/unhealthy";
+ * timeAdded when the family knows since when) -- or, !taints (an API
+ * server that drops them: DRADeviceTaints off), left out -- at most
+ * DRA_SLICE_DEVICES_MAX per slice (the API's limit for slices whose
+ * devices may carry taints).  Returns a JSON array of ResourceSlice
  * objects named <prefix>-<k> (new reference), each with the hash of its
  * own content in its devlet.io/content-hash annotation, and the whole
  * pool's hash in hash (hex). */
-#define DRA_SLICE_DEVICES_MAX 128
+#define DRA_SLICE_DEVICES_MAX 64
+#define DRA_TAINT_EFFECT "NoSchedule"
 json_t *dra_slices_desired(const struct dra_table *t, const char *node, const char *prefix,
-                           char hash[17]);
+                           bool taints, char hash[17]);
+
+/* The DRA resource health service (health.c, on the loop): the handler of
+ * NodeWatchResources (v1 and v1alpha1), the full list sent again on every
+ * table change (notify) and every DRA_HEALTH_RESEND_MS while streams are
+ * open (start arms it with the server); stop closes the resend timer and
+ * calls closed with it (data: the driver), at once when never started. */
+#define DRA_HEALTH_RESEND_MS 30000
+struct dra_driver;
+struct grpc_call;
+void dra_health_on_watch(struct grpc_call *call, const uint8_t *req, size_t len, void *ud);
+void dra_health_notify(struct dra_driver *drv);
+void dra_health_start(struct dra_driver *drv);
+void dra_health_stop(struct dra_driver *drv, uv_close_cb closed);
 
 /* A job for a driver's claims work, answered on the loop. */
 enum dra_job_kind { DRA_JOB_PREPARE, DRA_JOB_UNPREPARE };
@@ -96,6 +115,10 @@ struct dra_driver {
         bool claims_kicked;                  /* under mu: the first turn was queued */
         struct claims_state *claims;         /* the work's own (its checkpoint) */
         struct handoff done; /* the answered jobs, to the loop (plugin.c) */
+        /* the kubelet's health streams and their resend (health.c; loop) */
+        struct dra_health_stream *health_streams;
+        uv_timer_t health_timer;
+        bool health_timer_open;
         bool closing;        /* the driver is freed: answers are dropped */
 };
 

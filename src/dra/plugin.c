@@ -56,7 +56,10 @@ static void on_get_info(struct grpc_call *call, const uint8_t *req, size_t len, 
 {
         struct dra_driver *drv = ud;
         static char v1[] = "v1.DRAPlugin", v1beta1[] = "v1beta1.DRAPlugin", type[] = "DRAPlugin";
-        char *versions[] = { v1, v1beta1 };
+        /* the health service too (KEP-4680): 1.37's kubelet picks the first
+         * it knows of its own list, v1 before v1alpha1 */
+        static char h1[] = "v1.DRAResourceHealth", h1a1[] = "v1alpha1.DRAResourceHealth";
+        char *versions[] = { v1, v1beta1, h1, h1a1 };
         Pluginregistration__PluginInfo info;
         pluginregistration__plugin_info__init(&info);
         info.type = type;
@@ -182,6 +185,8 @@ static const struct grpc_method dra_methods[] = {
           on_prepare },
         { "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources", false,
           on_unprepare },
+        { "/v1.DRAResourceHealth/NodeWatchResources", true, dra_health_on_watch },
+        { "/v1alpha1.DRAResourceHealth/NodeWatchResources", true, dra_health_on_watch },
 };
 
 /* The claims' work's answers, sent on the loop. */
@@ -210,6 +215,7 @@ int dra_plugin_serve(struct dra_driver *drv, struct diag *diag)
                 if (r < 0)
                         return diag_set(diag, r, "uv_async_init: %s", uv_strerror(r));
         }
+        dra_health_start(drv);
         int r = grpc_server_new(loop, drv->dra_socket, dra_methods, ARRAY_SIZE(dra_methods), drv,
                                 &drv->dra_srv);
         if (r < 0)

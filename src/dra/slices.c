@@ -115,6 +115,7 @@ struct dra_pub {
         char *node_uid;         /* the Node's, for the owner reference */
         uint64_t node_tried_ms;
         bool node_asked;        /* the Node's GET is in flight */
+        bool taints_dropped;    /* the server dropped our device taints: unhealthy devices left out */
 };
 
 static uint64_t now_ms(const struct dra_pub *p)
@@ -219,6 +220,22 @@ static void reconcile_end(struct dra_pub *p, int r, const char *why)
                 schedule(p);
 }
 
+/* From a write's answer: its resourceVersion, and whether the devices
+ * kept their taints. */
+static const struct kapi_keep written_keep = {
+        .spec = "{metadata{resourceVersion},spec{devices[{taints[{key}]}]}}",
+};
+
+static bool any_taint(const json_t *slice)
+{
+        size_t i;
+        const json_t *d;
+        json_array_foreach(json_object_get(json_object_get(slice, "spec"), "devices"), i, d)
+                if (json_array_size(json_object_get(d, "taints")))
+                        return true;
+        return false;
+}
+
 static void on_write(void *ud, int r, struct kapi_response *resp, struct diag *why)
 {
         struct dra_pub *p = ud;
@@ -247,12 +264,22 @@ static void on_write(void *ud, int r, struct kapi_response *resp, struct diag *w
         else if (w)
                 json_object_update_new(w, json_pack("{s:I, s:s?, s:b}", "at", (json_int_t)now_ms(p),
                                                 "rv", rv, "del", del));
+        if (!del && !p->taints_dropped && any_taint(json_object_get(op, "body")) &&
+            !(resp && any_taint(resp->body))) {
+                /* DRADeviceTaints off (alpha before 1.36): a device sent
+                 * tainted is published schedulable.  Leave the unhealthy
+                 * ones out instead, as before taints. */
+                log_warn("dra", "the API server drops device taints (DRADeviceTaints off): "
+                                "unhealthy devices leave the ResourceSlices instead driver=%s",
+                         p->drv->name);
+                p->taints_dropped = true;
+                p->dirty = true;
+        }
         p->writes++;
         p->op++;
         next_op(p);
 }
 
-static const struct kapi_keep written_keep = { .spec = "{metadata{resourceVersion}}" };
 
 static void next_op(struct dra_pub *p)
 {
@@ -340,7 +367,8 @@ static void reconcile(struct dra_pub *p)
 
         char hash[17];
         _cleanup_(json_decrefp) json_t *desired =
-                dra_slices_desired(drv->table, drv->dra->node, drv->slice_prefix, hash);
+                dra_slices_desired(drv->table, drv->dra->node, drv->slice_prefix,
+                                   !p->taints_dropped, hash);
         json_t *cache = kapi_informer_cache(p->inf);
         json_int_t gen = 0, low = -1;
         const char *key;

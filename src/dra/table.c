@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
@@ -75,6 +76,8 @@ struct dra_table *dra_table_build(const char *driver, struct dev_resource *const
                         x->resource = xstrdup(r->name);
                         x->id = xstrdup(d->id);
                         x->healthy = d->health == DEV_HEALTHY;
+                        if (!x->healthy)
+                                x->taint = d->taint;
                         x->slice_device = dev_model_json(m);
                         t->n++;
                 }
@@ -118,13 +121,39 @@ static uint64_t hash_text(uint64_t h, const char *s)
         return h;
 }
 
+/* A copy of d's slice device with its taint. */
+static json_t *tainted(const struct dra_table *t, const struct dra_dev *d)
+{
+        json_t *dev = json_copy(d->slice_device);
+        json_t *taint = json_object();
+        if (d->taint.key[0])
+                json_object_set_new(taint, "key", json_string(d->taint.key));
+        else
+                json_object_set_new(taint, "key", json_sprintf("%s/unhealthy", t->driver));
+        if (d->taint.value[0])
+                json_object_set_new(taint, "value", json_string(d->taint.value));
+        json_object_set_new(taint, "effect", json_string(DRA_TAINT_EFFECT));
+        if (d->taint.since > 0) {
+                time_t since = (time_t)d->taint.since;
+                struct tm tm;
+                char when[32];
+                if (gmtime_r(&since, &tm) && strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+                        json_object_set_new(taint, "timeAdded", json_string(when));
+        }
+        json_object_set_new(dev, "taints", json_pack("[o]", taint));
+        return dev;
+}
+
 json_t *dra_slices_desired(const struct dra_table *t, const char *node, const char *prefix,
-                           char hash[17])
+                           bool taints, char hash[17])
 {
         json_t *devices = json_array();
-        for (size_t i = 0; i < t->n; i++)
+        for (size_t i = 0; i < t->n; i++) {
                 if (t->devs[i].healthy)
                         json_array_append(devices, t->devs[i].slice_device);
+                else if (taints)
+                        json_array_append_new(devices, tainted(t, &t->devs[i]));
+        }
         size_t n = json_array_size(devices);
         size_t count = n ? (n + DRA_SLICE_DEVICES_MAX - 1) / DRA_SLICE_DEVICES_MAX : 1;
 

@@ -48,6 +48,17 @@ int plugin_server_ensure_socket(struct plugin_server *p);
  * never blocks and retries with backoff until it succeeds. */
 void plugin_server_register(struct plugin_server *p, const char *kubelet_socket);
 
+/* After a rebind (a reload): whether the kubelet must hear from p again.
+ * Not while p is registered with the options it registered with: a
+ * kubelet since 1.37 refuses a registration from a socket it is still
+ * connected to ("device plugin already connected"), and the snapshot went
+ * down the open ListAndWatch already.  When the options changed, the
+ * socket is opened anew first (its connections closed, so the kubelet lets
+ * the old endpoint go; the registration's retries wait for that).
+ * Returns 1 when p must register, 0 when not, -errno when the socket
+ * cannot be opened again. */
+int plugin_server_refresh(struct plugin_server *p);
+
 const struct plugin_stats *plugin_server_stats(const struct plugin_server *p);
 struct dev_resource *plugin_server_resource(const struct plugin_server *p);
 int plugin_server_registered(const struct plugin_server *p);

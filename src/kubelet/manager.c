@@ -239,6 +239,7 @@ int kubelet_manager_update(struct kubelet_manager *m, struct dev_resource *const
                            size_t n)
 {
         struct plugin_server **next = xcalloc(n, sizeof(*next));
+        _cleanup_free_ bool *again = xcalloc(n + 1, sizeof(*again));
         size_t n_next = 0;
         int ret = 0;
         for (size_t i = 0; i < n; i++) {
@@ -253,8 +254,13 @@ int kubelet_manager_update(struct kubelet_manager *m, struct dev_resource *const
                 if (keep) {
                         plugin_server_rebind(keep, resources[i]);
                         /* after a kubelet restart its socket file is gone */
-                        if (plugin_server_ensure_socket(keep) < 0 && !ret)
+                        int e = plugin_server_ensure_socket(keep);
+                        if (e < 0 && !ret)
                                 ret = -EIO;
+                        int f = e > 0 ? 1 : plugin_server_refresh(keep);
+                        if (f < 0 && !ret)
+                                ret = f;
+                        again[n_next] = f > 0;
                 } else {
                         int r = plugin_server_new(m->loop, m->plugin_dir, resources[i], &keep);
                         if (r < 0) {
@@ -264,6 +270,7 @@ int kubelet_manager_update(struct kubelet_manager *m, struct dev_resource *const
                                         ret = r;
                                 continue;
                         }
+                        again[n_next] = true;
                 }
                 next[n_next++] = keep;
         }
@@ -278,12 +285,14 @@ int kubelet_manager_update(struct kubelet_manager *m, struct dev_resource *const
         m->servers = next;
         m->n_servers = n_next;
 
-        /* Register everything again: options may have changed, and the
-         * kubelet must learn of new resources. */
+        /* Register what the kubelet must learn of: new resources, changed
+         * options, re-created sockets; not the rest (a kubelet since 1.37
+         * refuses a second registration while connected). */
         struct stat st;
         if (m->kubelet_socket[0] && stat(m->kubelet_socket, &st) == 0 && S_ISSOCK(st.st_mode))
                 for (size_t i = 0; i < m->n_servers; i++)
-                        plugin_server_register(m->servers[i], m->kubelet_socket);
+                        if (again[i])
+                                plugin_server_register(m->servers[i], m->kubelet_socket);
         return ret;
 }
 

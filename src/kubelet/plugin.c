@@ -65,6 +65,7 @@ struct plugin_server {
         unsigned backoff_ms;
         unsigned quick_retries; /* left since the last plugin_server_register() */
         int registered;
+        bool reg_preferred; /* the options it last registered with */
 
         struct plugin_stats stats;
 };
@@ -541,6 +542,7 @@ static void register_send(struct plugin_server *p)
 
         V1beta1__DevicePluginOptions opts;
         fill_options(p, &opts);
+        p->reg_preferred = opts.get_preferred_allocation_available;
         V1beta1__RegisterRequest req;
         v1beta1__register_request__init(&req);
         req.version = api_version;
@@ -577,6 +579,31 @@ void plugin_server_register(struct plugin_server *p, const char *kubelet_socket)
         p->backoff_ms = 0;
         p->quick_retries = QUICK_RETRIES;
         register_send(p);
+}
+
+int plugin_server_refresh(struct plugin_server *p)
+{
+        V1beta1__DevicePluginOptions opts;
+        fill_options(p, &opts);
+        bool same = (bool)opts.get_preferred_allocation_available == p->reg_preferred;
+        if (p->registered && same)
+                return 0;
+        if (!p->registered && !p->reg)
+                return 1; /* never registered, or given up on: nothing to replace */
+        if (!same) {
+                /* the kubelet keeps an endpoint while its connection lives */
+                register_cancel(p);
+                grpc_server_free(TAKE_PTR(p->grpc));
+                p->registered = 0;
+                int r = socket_open(p);
+                if (r < 0)
+                        return log_error_errno(r, "kubelet", "cannot serve socket=%s",
+                                               p->socket_path);
+                log_info("kubelet", "socket re-opened, options changed resource=%s "
+                                    "preferred_allocation=%s",
+                         p->res->name, opts.get_preferred_allocation_available ? "yes" : "no");
+        }
+        return 1;
 }
 
 /* ---- life cycle ---- */

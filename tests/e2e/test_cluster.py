@@ -256,6 +256,45 @@ def test_gpu_unhealthy_then_recovers(cluster):
         reconfigure(cluster, cl.CONFIG)
 
 
+def allocated_health(cluster, pod, resource):
+    """{resourceID: health} the kubelet reports for resource in the pod's
+    first container (allocatedResourcesStatus, KEP-4680)."""
+    p = cluster.get("pod", pod)
+    for cs in p.get("status", {}).get("containerStatuses", []):
+        for st in cs.get("allocatedResourcesStatus") or []:
+            if st["name"] == resource:
+                return {r["resourceID"]: r.get("health") for r in st.get("resources") or []}
+    return {}
+
+
+def test_pod_sees_its_gpu_unhealthy(cluster, pods):
+    """KEP-4680 with the device plugin: the real kubelet turns
+    ListAndWatch health into the status of the pod holding the GPU
+    (allocatedResourcesStatus Unhealthy after an XID on it, Healthy after
+    recovery)."""
+    with open(os.path.join(REPO, "tests", "mock-nvml", "profiles", f"{cl.NVML_PROFILE}.yaml")) as f:
+        uuids = [d["uuid"] for d in yaml.safe_load(f)["devices"]]
+    reconfigure(cluster, RECOVERY_CONFIG)
+    name = unique("health")
+    pods.append(name)
+    try:
+        cluster.pod(name, {"nvidia.com/gpu": 1}, "echo $NVIDIA_VISIBLE_DEVICES; sleep 3600")
+        cluster.wait_phase(name, ("Running",))
+        uuid = cluster.wait("the pod's GPU", lambda: cluster.logs(name).strip())
+        cluster.wait("the GPU Healthy in the pod's status",
+                     lambda: allocated_health(cluster, name, "nvidia.com/gpu") == {uuid: "Healthy"})
+        append_event({"device": uuids.index(uuid), "type": "xid", "xid": 79})
+        cluster.wait("the GPU Unhealthy in the pod's status",
+                     lambda: allocated_health(cluster, name, "nvidia.com/gpu") == {uuid: "Unhealthy"})
+        cluster.wait("the GPU Healthy again after the quiet period",
+                     lambda: allocated_health(cluster, name, "nvidia.com/gpu") == {uuid: "Healthy"},
+                     timeout=90)
+    finally:
+        cluster.delete_pods(name)
+        use_gpus(f"{cl.NVML_PROFILE}.yaml")
+        reconfigure(cluster, cl.CONFIG)
+
+
 def test_cdi_strategy_through_containerd(cluster, pods):
     """With a CDI device-list strategy the kubelet hands containerd CDI names,
     and containerd injects the device nodes from devlet's spec."""

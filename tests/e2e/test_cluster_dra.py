@@ -262,17 +262,54 @@ def test_mig_profile_by_cel(dra, pods):
         dra.wait("the H100s back", lambda: slices(dra).get("gpu.nvidia.com") == 8)
 
 
+def gpu_taints(cluster):
+    """{uuid: [(key, value, effect)]} of the node's tainted NVIDIA GPUs."""
+    out = {}
+    for s in cluster.get("resourceslices")["items"]:
+        if s["spec"]["driver"] != "gpu.nvidia.com" or s["spec"].get("nodeName") != cluster.node:
+            continue
+        for d in s["spec"].get("devices", []):
+            if d.get("taints"):
+                out[d["attributes"]["uuid"]["string"]] = [
+                    (t["key"], t.get("value", ""), t["effect"]) for t in d["taints"]]
+    return out
+
+
+def claim_health(cluster, pod):
+    """The healths the kubelet reports for the pod's claim "dev"."""
+    p = cluster.get("pod", pod)
+    out = []
+    for cs in p.get("status", {}).get("containerStatuses", []):
+        for st in cs.get("allocatedResourcesStatus") or []:
+            if st["name"].startswith("claim:"):
+                out += [r.get("health") for r in st.get("resources") or []]
+    return out
+
+
 def test_unhealthy_gpu_gets_no_new_allocation(dra, pods):
-    """An XID takes a GPU out of the slice: a claim for all 8 waits
-    (the scheduler cannot allocate it) until the GPU recovers."""
+    """An XID taints its GPU in the slice (gpu.nvidia.com/xid=79,
+    NoSchedule, as NVIDIA's DRA driver names it): a claim for all 8 waits
+    (the scheduler does not allocate a tainted device) until the GPU
+    recovers and the taint goes."""
     from test_cluster import append_event, use_gpus
     reconfigure(dra, cl.config_text(True) + "health:\n  recovery:\n    enabled: true\n    quietPeriod: 20s\n")
+    # a pod holding GPU 3 sees its health (KEP-4680: devlet's health
+    # service, the kubelet's allocatedResourcesStatus)
+    holder = unique("dra-holder")
+    template(dra, holder, "gpu.nvidia.com",
+             cel=f'device.attributes["gpu.nvidia.com"].uuid == "{gpu_uuids()[3]}"')
+    pods.append(claim_pod(dra, holder, "sleep 3600", template_name=holder))
     try:
+        dra.wait_phase(holder, ("Running",))
+        dra.wait("the GPU Healthy in the holder's status",
+                 lambda: claim_health(dra, holder) == ["Healthy"])
         append_event({"device": 3, "type": "xid", "xid": 79})
-        dra.wait("the GPU out of the slice", lambda: slices(dra).get("gpu.nvidia.com") == 7, interval=0.05)
-        nv = [s for s in dra.get("resourceslices")["items"]
-              if s["spec"]["driver"] == "gpu.nvidia.com" and s["spec"]["nodeName"] == dra.node][0]
-        assert gpu_uuids()[3] not in {d["attributes"]["uuid"]["string"] for d in nv["spec"]["devices"]}
+        dra.wait("the GPU tainted in its slice", lambda: gpu_taints(dra), interval=0.05)
+        assert gpu_taints(dra) == {gpu_uuids()[3]: [("gpu.nvidia.com/xid", "79", "NoSchedule")]}
+        assert slices(dra).get("gpu.nvidia.com") == 8
+        dra.wait("the GPU Unhealthy in the holder's status",
+                 lambda: claim_health(dra, holder) == ["Unhealthy"])
+        dra.delete_pods(holder)
         name = unique("dra-all8")
         template(dra, name, "gpu.nvidia.com", count=8)
         pods.append(claim_pod(dra, name, "echo $NVIDIA_VISIBLE_DEVICES", template_name=name))
@@ -281,6 +318,7 @@ def test_unhealthy_gpu_gets_no_new_allocation(dra, pods):
         assert dra.phase(name) == "Pending"
         dra.wait_phase(name, ("Succeeded",), timeout=120)
         assert len(dra.logs(name).strip().split(",")) == 8, dra.logs(name)
+        assert gpu_taints(dra) == {}
     finally:
         use_gpus(f"{cl.NVML_PROFILE}.yaml")
         reconfigure(dra, cl.config_text(True))
@@ -360,3 +398,56 @@ def test_slices_of_a_deleted_node_are_collected(cluster, tmp_path):
             proc.wait()
         log.close()
         cluster.kubectl("delete", "node", node, "--ignore-not-found", check=False)
+
+
+def test_a_node_writes_only_its_own_slices(dra):
+    """The ValidatingAdmissionPolicy of deploy/overlays/dra (policy.yaml):
+    devlet's service account, with the token of devlet's pod on this node
+    (what devlet itself holds: it names the node), may create and delete a
+    ResourceSlice of this node, and is refused one of another node."""
+    cluster = dra
+    pod = cluster.devlet_pod()["metadata"]
+    token = cluster.kubectl("create", "token", "devlet", "-n", "devlet", "--duration", "10m",
+                            "--bound-object-kind", "Pod", "--bound-object-name", pod["name"],
+                            "--bound-object-uid", pod["uid"]).stdout.strip()
+
+    def as_devlet(*args, input=None):
+        import subprocess
+        return subprocess.run([cl.kubectl_bin(), "--kubeconfig", "/dev/null",
+                               "--server", "https://127.0.0.1:6443",
+                               "--certificate-authority", cl.path("pki", "ca.crt"),
+                               "--token", token, *args],
+                              input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=60)
+
+    def slice_of(node):
+        name = unique("policy")
+        return name, json.dumps({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": name},
+            "spec": {"driver": "policy.devlet.io", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "d0"}]}})
+
+    # its own node: allowed, both ways
+    name, obj = slice_of(cluster.node)
+    r = as_devlet("create", "-f", "-", input=obj)
+    assert r.returncode == 0, r.stderr
+    r = as_devlet("delete", "resourceslice", name)
+    assert r.returncode == 0, r.stderr
+    # another node: refused, with the policy's words
+    other = unique("elsewhere")
+    name, obj = slice_of(other)
+    r = as_devlet("create", "-f", "-", input=obj)
+    assert r.returncode != 0
+    assert "devlet-dra-own-node-slices" in r.stderr and \
+        f'devlet on node "{cluster.node}" may not write a ResourceSlice of node "{other}"' in r.stderr, \
+        r.stderr
+    assert cluster.kubectl("get", "resourceslice", name, check=False).returncode != 0
+    # nor may it delete another node's slice (made here by the admin)
+    cluster.kubectl("create", "-f", "-", input=obj)
+    try:
+        r = as_devlet("delete", "resourceslice", name)
+        assert r.returncode != 0 and "may not write a ResourceSlice" in r.stderr, r.stderr
+    finally:
+        cluster.kubectl("delete", "resourceslice", name, "--ignore-not-found")

@@ -101,8 +101,9 @@ def kubelet_factory(request, dirs):
     """Makes simulators (not started); each is stopped on teardown."""
     sims = []
 
-    def make(plugin_dir=None, kubelet_socket=None, old_authority=False):
-        sim = KubeletSim(plugin_dir or dirs.plugins, kubelet_socket, old_authority=old_authority)
+    def make(plugin_dir=None, kubelet_socket=None, old_authority=False, allow_reconnect=False):
+        sim = KubeletSim(plugin_dir or dirs.plugins, kubelet_socket, old_authority=old_authority,
+                         allow_reconnect=allow_reconnect)
         sims.append(sim)
         _track(request, "_sims", sim)
         return sim

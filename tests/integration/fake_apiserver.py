@@ -535,6 +535,7 @@ class ApiServer:
         self.stopping = threading.Event()
         self.ctx = server_context(certs)
         self.slices, self.claims, self.events = {}, {}, []
+        self.drop_taints = False  # DRADeviceTaints off: taints dropped on write
         self.nodes, self.nodefeatures, self.writes = {}, {}, []
         self.pods, self.pod_events = {}, []
         self.requests, self.hits, self.modes = [], {}, {}
@@ -650,7 +651,15 @@ class ApiServer:
             return 404, status_object(404, "NotFound", f'resourceslices.resource.k8s.io "{name}" not found')
         return 200, copy.deepcopy(s)
 
+    def _gate_taints(self, s):
+        """With drop_taints (DRADeviceTaints off, as on 1.35), the server
+        drops the devices' taints on write, as the real one does."""
+        if self.drop_taints:
+            for d in s.get("spec", {}).get("devices") or []:
+                d.pop("taints", None)
+
     def create_slice(self, s):
+        self._gate_taints(s)
         problems = slice_problems(s)
         if problems:
             return 422, status_object(422, "Invalid", f"ResourceSlice is invalid: {problems}")
@@ -668,6 +677,7 @@ class ApiServer:
         return 201, copy.deepcopy(s)
 
     def update_slice(self, name, s):
+        self._gate_taints(s)
         old = self.slices.get(name)
         if old is None:
             return self.get_slice(name)

@@ -198,6 +198,7 @@ class Endpoint:
     def __init__(self, sim: "KubeletSim", resource: str, socket_path: str, generation: int):
         self.sim = sim
         self.resource = resource
+        self.socket_path = socket_path
         self.generation = generation
         self.client = PluginClient(socket_path, socket_path if sim.old_authority else None)
         self.options = None
@@ -269,9 +270,12 @@ class KubeletSim:
     socket's path as :authority (grpc-go's default for a bare path target)."""
 
     def __init__(self, plugin_dir: str, kubelet_socket: Optional[str] = None, workers: int = 16,
-                 old_authority: bool = False):
+                 old_authority: bool = False, allow_reconnect: bool = False):
         self.plugin_dir = os.path.abspath(plugin_dir)
         self.old_authority = old_authority
+        # kubelets before 1.37 took a second registration from a connected
+        # socket (and dropped the old endpoint); 1.37 refuses it
+        self.allow_reconnect = allow_reconnect
         self.socket_path = os.path.abspath(kubelet_socket or os.path.join(plugin_dir, KUBELET_SOCKET))
         self.workers = workers
         self.cond = threading.Condition()
@@ -395,6 +399,15 @@ class KubeletSim:
             fail(grpc.StatusCode.UNKNOWN, f"invalid name of device plugin socket: {req.resource_name!r}")
         if not req.endpoint or "/" in req.endpoint:
             fail(grpc.StatusCode.UNKNOWN, f"invalid endpoint {req.endpoint!r}")
+
+        # Since 1.37 a kubelet refuses a registration from a socket it is
+        # still connected to (its ListAndWatch open): the plugin must let the
+        # old connection go first.
+        with self.cond:
+            old = self.endpoints.get(req.resource_name)
+            connected = old is not None and not old.stream_done and old.socket_path == sock
+        if connected and not self.allow_reconnect:
+            fail(grpc.StatusCode.UNKNOWN, f"device plugin already connected: {sock}")
 
         # The kubelet dials back (blocking, 10 s) and asks for the options
         # before it answers Register.

@@ -26,6 +26,7 @@ import grpc
 import pytest
 
 import dra_pb2
+import drahealth_pb2
 import pluginregistration_pb2 as regpb
 from devlet_harness import (closed_by_peer, devlet_cli, hostdev_config, make_node, raw_connect,
                             send_quietly, wait_until)
@@ -74,6 +75,14 @@ class DraKubelet:
         return self.dra.unary_unary(DRA_SERVICE[version] + name,
                                     request_serializer=lambda m: m.SerializeToString(),
                                     response_deserializer=resp.FromString)
+
+    def watch_health(self, version="v1", timeout=30):
+        """NodeWatchResources of the health service (KEP-4680): an iterator
+        of NodeWatchResourcesResponse."""
+        call = self.dra.unary_stream(f"/{version}.DRAResourceHealth/NodeWatchResources",
+                                     request_serializer=lambda m: m.SerializeToString(),
+                                     response_deserializer=drahealth_pb2.NodeWatchResourcesResponse.FromString)
+        return call(drahealth_pb2.NodeWatchResourcesRequest(), timeout=timeout)
 
     def prepare_future(self, claims, version="v1", timeout=10):
         """claims: [(namespace, uid, name)]; the future's result maps uid to
@@ -261,18 +270,77 @@ def test_kube_api_qps_paces_prepare(dra):
     assert sum(1 for t in times if t < t0 + 2.0) <= 6, [round(t - t0, 2) for t in times]
 
 
-def test_hot_unplug_bumps_generation(dra):
+def taints(sl):
+    return {d["name"]: d.get("taints") for d in sl["spec"]["devices"] if d.get("taints")}
+
+
+def test_hot_unplug_taints_the_device(dra):
+    """A device that goes (unplugged: unhealthy) stays in its slice with a
+    NoSchedule taint, so the scheduler allocates it no more and everyone
+    sees why; its return removes the taint.  Each change is a new
+    generation of the pool."""
     s = dra.start()
-    wait_slices(s.api, ["a-0", "a-1"], generation=1)
+    sl = wait_slices(s.api, ["a-0", "a-1"], generation=1)
+    assert taints(sl) == {}
     os.unlink(f"{s.dirs.dev}/ttyA1")
-    sl = wait_slices(s.api, ["a-0"], generation=2)
+    sl = wait_slices(s.api, ["a-0", "a-1"], generation=2)
     assert sl["spec"]["pool"]["resourceSliceCount"] == 1
+    assert taints(sl) == {"a-1": [{"key": f"{DRIVER}/unhealthy", "effect": "NoSchedule"}]}
     # a claim the scheduler made before it saw the change fails, saying why
     ref = claim_ref("late")
     s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-1")])
     assert s.k.prepare([ref])[ref[1]].error == "claim default/late: device a-1 is unhealthy"
     make_node(f"{s.dirs.dev}/ttyA1", major=4, minor=65)
-    wait_slices(s.api, ["a-0", "a-1"], generation=3)
+    sl = wait_slices(s.api, ["a-0", "a-1"], generation=3)
+    assert taints(sl) == {}
+
+
+def health_of(resp):
+    return {d.device.device_name: (drahealth_pb2.HealthStatus.Name(d.health), d.message)
+            for d in resp.devices}
+
+
+@pytest.mark.parametrize("version", ["v1", "v1alpha1"])
+def test_health_reaches_the_kubelet(dra, version):
+    """The DRA health service (KEP-4680), as the kubelet uses it to fill
+    each pod's allocatedResourcesStatus: a stream's first message lists
+    every device of the driver with its health; an unplugged device comes
+    as UNHEALTHY with its taint as the message, its return as HEALTHY
+    again, each as a new full list."""
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    stream = s.k.watch_health(version)
+    first = next(stream)
+    assert health_of(first) == {"a-0": ("HEALTHY", ""), "a-1": ("HEALTHY", "")}
+    d = first.devices[0]
+    assert d.device.pool_name == NODE and abs(d.last_updated_time - time.time()) < 60
+    assert d.health_check_timeout_seconds == 90
+    os.unlink(f"{s.dirs.dev}/ttyA1")
+    msg = next(stream)
+    while health_of(msg)["a-1"][0] == "HEALTHY":
+        msg = next(stream)
+    assert health_of(msg) == {"a-0": ("HEALTHY", ""), "a-1": ("UNHEALTHY", f"{DRIVER}/unhealthy")}
+    make_node(f"{s.dirs.dev}/ttyA1", major=4, minor=65)
+    msg = next(stream)
+    while health_of(msg)["a-1"][0] != "HEALTHY":
+        msg = next(stream)
+    stream.cancel()
+
+
+def test_a_server_that_drops_taints_gets_no_unhealthy_device(dra):
+    """An API server without device taints (DRADeviceTaints off: alpha
+    before 1.36) drops them on write, which would publish an unhealthy
+    device as schedulable: devlet sees its taint gone from the answer,
+    says so once, and leaves unhealthy devices out of the slice instead."""
+    s = dra.start()
+    s.api.drop_taints = True
+    wait_slices(s.api, ["a-0", "a-1"], generation=1)
+    os.unlink(f"{s.dirs.dev}/ttyA1")
+    sl = wait_slices(s.api, ["a-0"])
+    assert taints(sl) == {}
+    s.d.wait_log(r"the API server drops device taints \(DRADeviceTaints off\)")
+    make_node(f"{s.dirs.dev}/ttyA1", major=4, minor=65)
+    wait_slices(s.api, ["a-0", "a-1"])
 
 
 def test_deleted_slice_comes_back(dra):
@@ -525,7 +593,8 @@ def test_get_info(dra):
     assert info.type == "DRAPlugin"
     assert info.name == DRIVER
     assert info.endpoint == s.dra_socket
-    assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth",
+                                             "v1alpha1.DRAResourceHealth"]
     assert stat.S_ISSOCK(os.stat(s.reg_socket).st_mode)
     s.k.notify(True)
     s.k.notify(False, "a test refused it")

@@ -37,7 +37,28 @@ def test_register_dials_back_before_answering(kubelet, plugin_dir):
         kubelet.prestart("example.com/thing", ["b"])
 
 
-def test_reregistration_replaces_endpoint_and_rejection(kubelet, plugin_dir):
+def test_a_connected_plugin_registering_again_is_refused(kubelet, plugin_dir):
+    """As a kubelet since 1.37: a second registration from a socket whose
+    ListAndWatch is still open is refused ("device plugin already
+    connected"); once that stream ends it is accepted."""
+    with PyPlugin(os.path.join(plugin_dir, "py.sock"), [Device("a", "Healthy", None)]) as plug:
+        plug.register(kubelet.socket_path, "example.com/thing")
+        first = kubelet.wait_for_registration("example.com/thing").endpoint_obj
+        kubelet.wait_for_snapshot("example.com/thing")
+        with pytest.raises(grpc.RpcError) as e:
+            plug.register(kubelet.socket_path, "example.com/thing")
+        assert e.value.code() == grpc.StatusCode.UNKNOWN
+        assert "device plugin already connected" in e.value.details()
+        first.stop()
+        plug.register(kubelet.socket_path, "example.com/thing")
+        kubelet.wait_for_registration("example.com/thing", count=2)
+
+
+def test_reregistration_replaces_endpoint_and_rejection(kubelet_factory, plugin_dir):
+    """As a kubelet before 1.37: a second registration replaces the
+    endpoint (its stream ended by the kubelet)."""
+    kubelet = kubelet_factory(allow_reconnect=True)
+    kubelet.start()
     with PyPlugin(os.path.join(plugin_dir, "py.sock"), [Device("a", "Healthy", None)]) as plug:
         kubelet.reject_next(1)
         with pytest.raises(grpc.RpcError) as e:

@@ -271,7 +271,8 @@ def test_renders_and_validates_against_api_schemas(helm, name, node_modules, tmp
     objs = render(helm, VALUE_SETS[name])
     assert of_kind(objs, "DaemonSet")
     for o in objs:
-        if o["kind"] not in {"ClusterRole", "ClusterRoleBinding", "DeviceClass"}:
+        if o["kind"] not in {"ClusterRole", "ClusterRoleBinding", "DeviceClass", "ValidatingAdmissionPolicy",
+                             "ValidatingAdmissionPolicyBinding"}:
             assert o["metadata"]["namespace"] == "devlet", (o["kind"], o["metadata"]["name"])
     f = tmp_path / f"{name}.yaml"
     f.write_text(text)
@@ -305,6 +306,10 @@ def test_renders_what_the_overlay_renders(helm, overlay, tmp_path):
         assert one(chart, "ClusterRole")["rules"] == one(kust, "ClusterRole")["rules"]
         assert {o["metadata"]["name"]: o["spec"] for o in of_kind(chart, "DeviceClass")} == \
                {o["metadata"]["name"]: o["spec"] for o in of_kind(kust, "DeviceClass")}
+        # the own-node policy: the same rules (the chart's names its release)
+        assert one(chart, "ValidatingAdmissionPolicy")["spec"] == \
+               one(kust, "ValidatingAdmissionPolicy")["spec"]
+        assert one(chart, "ValidatingAdmissionPolicyBinding")["spec"]["validationActions"] == ["Deny"]
     if overlay == "metrics":
         sm_c, sm_k = one(chart, "ServiceMonitor"), one(kust, "ServiceMonitor")
         assert sm_c["spec"]["endpoints"] == sm_k["spec"]["endpoints"]
@@ -527,9 +532,16 @@ def test_device_classes_and_rbac_only_with_dra(helm):
     assert env_of(c)["DEVLET_DRA_RESOURCES"] == "nvidia.com/gpu,amd.com/gpu"
     paths = {m["mountPath"] for m in c["volumeMounts"]}
     assert {"/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry"} <= paths
+    # the policy binds to the release's own account and names its policy
+    policy = one(objs, "ValidatingAdmissionPolicy")
+    assert policy["metadata"]["name"] == "dl-devlet-dra-own-node-slices"
+    assert policy["spec"]["matchConditions"][0]["expression"] == \
+        'request.userInfo.username == "system:serviceaccount:gpus:dl-devlet"'
+    assert one(objs, "ValidatingAdmissionPolicyBinding")["spec"]["policyName"] == policy["metadata"]["name"]
     # DeviceClasses are cluster-wide: another install may own them
-    objs = render(helm, {"dra": {"enabled": True, "deviceClasses": False}})
+    objs = render(helm, {"dra": {"enabled": True, "deviceClasses": False, "ownNodePolicy": False}})
     assert not of_kind(objs, "DeviceClass") and of_kind(objs, "ClusterRole")
+    assert not of_kind(objs, "ValidatingAdmissionPolicy")
 
 
 def test_pod_labels_get_their_rbac_and_token(helm):

@@ -248,10 +248,14 @@ def test_sharing_and_resources_are_live(devlet, nvml, dirs, kubelet):
     node = Node(devlet, nvml, dirs)
     kubelet.wait_for_snapshot("nvidia.com/gpu", lambda s: len(s.ids()) == 8, timeout=WAIT)
 
-    # sharing: two replicas of each GPU
+    # sharing: two replicas of each GPU, down the open ListAndWatch; no
+    # registration again (a kubelet since 1.37 refuses one from a socket it
+    # is connected to: "device plugin already connected")
+    attempts = len(kubelet.attempts("nvidia.com/gpu"))
     cfg = dict(node.base, sharing={"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}})
     assert node.reload(cfg)[1:] == ("sharing", "reserve,outputs")
     kubelet.wait_for_snapshot("nvidia.com/gpu", lambda s: len(s.ids()) == 16, timeout=WAIT)
+    assert len(kubelet.attempts("nvidia.com/gpu")) == attempts
 
     # resources: the GPUs served under the pattern's name
     cfg = dict(node.base, resources={"gpus": [{"pattern": "*H100*", "name": "h100"}]})
@@ -268,6 +272,7 @@ def test_sharing_and_resources_are_live(devlet, nvml, dirs, kubelet):
     resp = kubelet.allocate("nvidia.com/gpu", [[sorted(snap.ids())[0]]])
     envs = dict(resp.container_responses[0].envs)
     assert re.fullmatch(r"\d", envs["NVIDIA_VISIBLE_DEVICES"]), envs
+    assert not [r for r in kubelet.attempts() if r.error], kubelet.attempts()
 
 
 def read_labels(path):

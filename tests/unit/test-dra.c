@@ -1,7 +1,7 @@
 /* dra/: what DRA decodes from the API server (a ResourceClaim's
  * allocation, refused with a message whenever it is not one for this
  * driver and node), the modes of --dra-resources, and the ResourceSlices a
- * device table calls for (healthy devices only, 128 per slice, a content
+ * device table calls for (an unhealthy device tainted, 64 per slice, a content
  * hash that changes with the content and only with it). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -134,17 +134,46 @@ static void test_slices(void **state)
         assert_non_null(dra_table_find(t, "fuse-299"));
         assert_int_equal(t->devs[0].alloc.n_nodes, 1);
         char h1[17], h2[17];
-        json_t *s = dra_slices_desired(t, "node-a", "node-a-hostdev-devlet-io", h1);
-        assert_int_equal(json_array_size(s), 3);
+        json_t *s = dra_slices_desired(t, "node-a", "node-a-hostdev-devlet-io", true, h1);
+        assert_int_equal(json_array_size(s), 5);
         size_t total = 0;
-        for (size_t i = 0; i < 3; i++) {
+        for (size_t i = 0; i < 5; i++) {
                 json_t *spec = json_object_get(json_array_get(s, i), "spec");
                 assert_string_equal(json_string_value(json_object_get(spec, "nodeName")), "node-a");
                 json_t *pool = json_object_get(spec, "pool");
-                assert_int_equal(json_integer_value(json_object_get(pool, "resourceSliceCount")), 3);
+                assert_int_equal(json_integer_value(json_object_get(pool, "resourceSliceCount")), 5);
                 total += json_array_size(json_object_get(spec, "devices"));
         }
-        assert_int_equal(total, 299); /* the unhealthy one left */
+        assert_int_equal(total, 300); /* the unhealthy one stays, tainted */
+        json_t *dev7 = json_array_get(json_object_get(json_object_get(json_array_get(s, 0), "spec"),
+                                                      "devices"),
+                                      7);
+        json_t *taint = json_array_get(json_object_get(dev7, "taints"), 0);
+        assert_string_equal(json_string_value(json_object_get(taint, "key")),
+                            "hostdev.devlet.io/unhealthy");
+        assert_string_equal(json_string_value(json_object_get(taint, "effect")), "NoSchedule");
+        assert_null(json_object_get(taint, "timeAdded"));
+        assert_null(json_object_get(json_array_get(json_object_get(json_object_get(
+                                                           json_array_get(s, 0), "spec"),
+                                                                           "devices"),
+                                                   6),
+                                    "taints"));
+        json_decref(s);
+        /* the family's key, value and time */
+        dra_table_unref(t);
+        snprintf(r->devices[7].taint.key, sizeof(r->devices[7].taint.key), "gpu.nvidia.com/xid");
+        snprintf(r->devices[7].taint.value, sizeof(r->devices[7].taint.value), "79");
+        r->devices[7].taint.since = 1796659200; /* 2026-12-07T16:00:00Z */
+        t = dra_table_build("hostdev.devlet.io", &r, 1);
+        s = dra_slices_desired(t, "node-a", "node-a-hostdev-devlet-io", true, h1);
+        dev7 = json_array_get(json_object_get(json_object_get(json_array_get(s, 0), "spec"),
+                                              "devices"),
+                              7);
+        taint = json_array_get(json_object_get(dev7, "taints"), 0);
+        assert_string_equal(json_string_value(json_object_get(taint, "key")), "gpu.nvidia.com/xid");
+        assert_string_equal(json_string_value(json_object_get(taint, "value")), "79");
+        assert_string_equal(json_string_value(json_object_get(taint, "timeAdded")),
+                            "2026-12-07T16:00:00Z");
         json_t *dev0 = json_array_get(json_object_get(json_object_get(json_array_get(s, 0), "spec"),
                                                       "devices"),
                                       0);
@@ -154,13 +183,13 @@ static void test_slices(void **state)
                          229);
         json_decref(s);
         /* the same content, the same hash; a health change, another */
-        s = dra_slices_desired(t, "node-a", "node-a-hostdev-devlet-io", h2);
+        s = dra_slices_desired(t, "node-a", "node-a-hostdev-devlet-io", true, h2);
         assert_string_equal(h1, h2);
         json_decref(s);
         dra_table_unref(t);
         r->devices[7].health = DEV_HEALTHY;
         t = dra_table_build("hostdev.devlet.io", &r, 1);
-        s = dra_slices_desired(t, "node-a", "node-a-hostdev-devlet-io", h2);
+        s = dra_slices_desired(t, "node-a", "node-a-hostdev-devlet-io", true, h2);
         assert_string_not_equal(h1, h2);
         json_decref(s);
         dra_table_unref(t);

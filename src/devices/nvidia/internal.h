@@ -18,6 +18,7 @@
 #include "alloc/alloc.h"
 #include "config/config.h"
 #include "devices/device.h"
+#include "devices/nvidia/health.h"
 #include "devices/nvidia/inventory.h"
 
 /* CDI names of allocated GPUs: "k8s.device-plugin.nvidia.com/gpu=<id>". */
@@ -186,6 +187,11 @@ struct nvidia_gpu_health {
         bool lasting;      /* lost, or waits failed: failing until seen answering, so
                             * its last failure may be as late as now */
         int64_t since;     /* its last failure reported (nvidia_health_now_ms) */
+        /* DRA's taint: the kind of the failure that made it unhealthy and,
+         * for an XID, its number; when (Unix seconds) */
+        enum nvidia_health_kind kind;
+        unsigned long long xid;
+        int64_t bad_since;
 };
 
 struct nvidia_backend {

@@ -39,9 +39,11 @@
 #include "devices/nvidia/nvidia.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/cleanup.h"
 #include "base/log.h"
@@ -128,11 +130,38 @@ uint64_t nvidia_backend_xid_count(struct dev_backend *db, unsigned long long xid
 static void gpu_set(struct nvidia_backend *b, size_t gpu, bool bad, const char *reason)
 {
         struct nvidia_gpu_health *g = &b->gpu_health[gpu];
+        if (bad && !g->bad) {
+                g->bad_since = (int64_t)time(NULL);
+                g->kind = NVIDIA_HEALTH_UNSUPPORTED; /* unmonitored, unless told why */
+                g->xid = 0;
+        }
         g->bad = bad;
         free(g->reason);
         g->reason = bad ? xstrdup(reason ? reason : "unhealthy") : NULL;
         if (!bad)
                 *g = (struct nvidia_gpu_health){ 0 };
+}
+
+/* The taint DRA publishes on an unhealthy device of GPU gh, as NVIDIA's
+ * DRA driver names them: gpu.nvidia.com/xid=<XID>, gpu.nvidia.com/gpu-lost;
+ * gpu.nvidia.com/unmonitored where its events cannot be watched (or the
+ * waits failed), gpu.nvidia.com/mps=not-ready for an MPS share whose
+ * control daemon is not up. */
+static void gpu_taint(const struct nvidia_gpu_health *gh, bool mps_down, struct dev_taint *t)
+{
+        const char *key = "gpu.nvidia.com/unmonitored";
+        t->value[0] = '\0';
+        if (!gh->bad && mps_down) {
+                key = "gpu.nvidia.com/mps";
+                snprintf(t->value, sizeof(t->value), "not-ready");
+        } else if (gh->kind == NVIDIA_HEALTH_XID) {
+                key = "gpu.nvidia.com/xid";
+                snprintf(t->value, sizeof(t->value), "%llu", gh->xid);
+        } else if (gh->kind == NVIDIA_HEALTH_LOST) {
+                key = "gpu.nvidia.com/gpu-lost";
+        }
+        snprintf(t->key, sizeof(t->key), "%s", key);
+        t->since = gh->bad ? gh->bad_since : 0;
 }
 
 /* Brings every device in line with its GPU; notifies each changed resource
@@ -150,8 +179,12 @@ static void health_sync(struct nvidia_backend *b, bool notify)
                         enum dev_health want = b->gpu_health[nd->gpu].bad || mps_down
                                                        ? DEV_UNHEALTHY
                                                        : DEV_HEALTHY;
-                        if (d->health != want) {
+                        struct dev_taint t = { 0 };
+                        if (want == DEV_UNHEALTHY)
+                                gpu_taint(&b->gpu_health[nd->gpu], mps_down, &t);
+                        if (d->health != want || memcmp(&d->taint, &t, sizeof(t)) != 0) {
                                 d->health = want;
+                                d->taint = t;
                                 changed = true;
                         }
                 }
@@ -188,6 +221,10 @@ static void on_health(void *ud, const struct nvidia_health_msg *msgs, size_t n)
                         dev_report(DEV_REPORT_WARN, "nvidia", "GPU unhealthy gpu=%zu uuid=%s reason=\"%s\"", m->gpu,
                                  uuid, m->reason);
                 gpu_set(b, m->gpu, !m->healthy, m->reason);
+                if (!m->healthy) {
+                        b->gpu_health[m->gpu].kind = m->kind;
+                        b->gpu_health[m->gpu].xid = m->kind == NVIDIA_HEALTH_XID ? m->xid : 0;
+                }
                 if (!m->healthy && m->kind != NVIDIA_HEALTH_UNSUPPORTED) {
                         struct nvidia_gpu_health *gh = &b->gpu_health[m->gpu];
                         gh->seen_failing = true;
@@ -514,8 +551,10 @@ int nvidia_backend_create_with(struct nvml_lib *lib, uv_loop_t *loop,
         }
         b->gpu_health = xcalloc(b->inv->n_gpus, sizeof(*b->gpu_health));
         for (size_t i = 0; i < b->inv->n_gpus; i++)
-                if (b->inv->gpus[i].lost)
+                if (b->inv->gpus[i].lost) {
                         gpu_set(b, i, true, "lost at start");
+                        b->gpu_health[i].kind = NVIDIA_HEALTH_LOST;
+                }
         if (b->ctx.pass_device_specs && !b->inv->mig_minors_found)
                 for (size_t i = 0; i < b->inv->n_gpus; i++)
                         if (b->inv->gpus[i].n_migs && strcmp(b->mig_strategy, "none") != 0) {
@@ -626,6 +665,9 @@ static void nvidia_inherit(struct dev_backend *db, struct dev_backend *dprev)
                         continue; /* gone, or unhealthy in the new scan for its own reason */
                 gpu_set(b, (size_t)j, true, old->reason);
                 struct nvidia_gpu_health *g = &b->gpu_health[j];
+                g->kind = old->kind;
+                g->xid = old->xid;
+                g->bad_since = old->bad_since;
                 g->seen_failing = true;
                 g->lasting = old->lasting;
                 g->since = old->lasting ? now : old->since;
