@@ -74,6 +74,7 @@ struct daemon {
         struct devset devs;
         struct kubelet_manager *kubelet;
         struct dra *dra;             /* NULL until a resource is served through DRA */
+        struct dra_driver_stats *dra_stats; /* metrics' last copy (metrics_dra_drivers) */
         struct labeler *labeler;
         struct cdi_writer *cdi;      /* NULL unless a CDI device-list strategy is on */
         uv_timer_t devices_changed; /* coalesces notifies into one refresh */
@@ -244,6 +245,7 @@ static void modules_stop(struct daemon *d)
         kubelet_manager_free(TAKE_PTR(d->kubelet));
         dra_stop(TAKE_PTR(d->dra));
         metrics_stop(TAKE_PTR(d->metrics));
+        free(TAKE_PTR(d->dra_stats));
         outputs_stop(d);
         devset_stop(&d->devs);
 }
@@ -352,6 +354,34 @@ static void metrics_reloads(void *ud, struct metrics_reloads *out)
                                          .last_successful = d->last_reload_ok };
 }
 
+/* DRA's stats as metrics' plain values; the buckets point into a copy
+ * that lives until the next call. */
+static size_t metrics_dra_drivers(void *ud, struct metrics_dra_driver *out, size_t max)
+{
+        struct daemon *d = ud;
+        size_t n = dra_stats(d->dra, NULL, 0);
+        if (!max || !n)
+                return n;
+        free(d->dra_stats);
+        struct dra_driver_stats *held = d->dra_stats = xcalloc(n, sizeof(*held));
+        n = dra_stats(d->dra, held, n);
+        for (size_t i = 0; i < n && i < max; i++) {
+                const struct dra_driver_stats *s = &held[i];
+                out[i] = (struct metrics_dra_driver){
+                        .driver = s->driver,
+                        .bounds = dra_duration_bounds,
+                        .n_bounds = DRA_DURATION_BUCKETS,
+                        .prepare = { s->prepare.buckets, s->prepare.count, s->prepare.sum_s,
+                                     s->prepare.claim_errors },
+                        .unprepare = { s->unprepare.buckets, s->unprepare.count,
+                                       s->unprepare.sum_s, s->unprepare.claim_errors },
+                        .in_flight = s->in_flight,
+                        .prepared_devices = s->prepared_devices,
+                };
+        }
+        return n;
+}
+
 static size_t metrics_events(void *ud, struct dev_event_count *out, size_t max)
 {
         struct daemon *d = ud;
@@ -398,6 +428,7 @@ static void metrics_restart(struct daemon *d)
                 .reloads = metrics_reloads,
                 .events = metrics_events,
                 .samplers = metrics_samplers,
+                .dra_drivers = metrics_dra_drivers,
         };
         /* failing to serve metrics (logged) leaves the plugins running */
         metrics_start(&d->loop, d->cfg, &src, &d->metrics);

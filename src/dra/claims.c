@@ -92,7 +92,8 @@ int dra_claim_decode(const json_t *claim, const char *uid, const char *driver, c
                 }
                 xgrow((void **)&c.devices, &cap, c.n_devices + 1, sizeof(*c.devices));
                 c.devices[c.n_devices++] = (struct dra_claim_device){
-                        xstrdup(req), xstrdup(p), xstrdup(dev)
+                        xstrdup(req), xstrdup(p), xstrdup(dev),
+                        json_is_true(json_object_get(r, "adminAccess"))
                 };
         }
         if (c.n_devices == 0)

@@ -81,6 +81,33 @@ void dra_update(struct dra *d, const struct devlet_config *cfg, const struct dra
  * complete on the loop. */
 void dra_stop(struct dra *d);
 
+/* What each driver answered the kubelet, for devlet's metrics: the
+ * durations of NodePrepareResources and NodeUnprepareResources (from the
+ * request's arrival to its answer, queueing included) in buckets whose
+ * upper bounds are dra_duration_bounds, the claims they refused, the
+ * requests not yet answered, and the devices its prepared claims hold now
+ * (the checkpoint's). */
+#define DRA_DURATION_BUCKETS 11
+extern const double dra_duration_bounds[DRA_DURATION_BUCKETS];
+
+struct dra_op_stats {
+        uint64_t buckets[DRA_DURATION_BUCKETS]; /* observations <= each bound (cumulative) */
+        uint64_t count;
+        double sum_s;
+        uint64_t claim_errors;
+};
+
+struct dra_driver_stats {
+        const char *driver; /* valid until the next dra_update or dra_stop */
+        struct dra_op_stats prepare, unprepare;
+        uint64_t in_flight;
+        uint64_t prepared_devices;
+};
+
+/* Fills at most max drivers' stats; returns how many drivers there are.
+ * Loop thread. NULL d: none. */
+size_t dra_stats(const struct dra *d, struct dra_driver_stats *out, size_t max);
+
 /* Whether d runs with what cfg says of the API server, the node, the
  * kubelet's directories and the CDI spec directory (else a reload
  * restarts DRA). */
@@ -98,6 +125,7 @@ struct dra_claim_device {
         char *request; /* "gpu", or "gpu/sub" for a subrequest */
         char *pool;
         char *device;
+        bool admin_access; /* the result's adminAccess: a monitoring or debugging claim */
 };
 
 struct dra_claim {

@@ -262,6 +262,17 @@ void dra_stop(struct dra *d)
         free(d);
 }
 
+size_t dra_stats(const struct dra *d, struct dra_driver_stats *out, size_t max)
+{
+        if (!d)
+                return 0;
+        for (size_t i = 0; i < d->n_drivers && i < max; i++) {
+                out[i] = d->drivers[i]->stats;
+                out[i].driver = d->drivers[i]->name;
+        }
+        return d->n_drivers;
+}
+
 bool dra_config_same(const struct dra *d, const struct devlet_config *cfg)
 {
         return strcmp(d->cdi_spec_dir, cfg->cdi_spec_dir) == 0 &&

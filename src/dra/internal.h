@@ -85,6 +85,8 @@ struct dra_job {
         uint8_t *reply; /* packed response, set by the thread */
         size_t reply_len;
         uint64_t queued_ns; /* when the loop queued it (uv_hrtime) */
+        size_t claim_errors;     /* set by the work: claims answered with an error */
+        size_t prepared_devices; /* set by the work: the checkpoint's devices after it */
 };
 
 struct dra_driver {
@@ -120,6 +122,7 @@ struct dra_driver {
         uv_timer_t health_timer;
         bool health_timer_open;
         bool closing;        /* the driver is freed: answers are dropped */
+        struct dra_driver_stats stats; /* loop's (plugin.c) */
 };
 
 /* The global state: dra.c. */

@@ -133,6 +133,7 @@ static void queue_job(struct dra_driver *drv, struct grpc_call *call, enum dra_j
         j->kind = kind;
         j->call = call;
         j->queued_ns = uv_hrtime();
+        drv->stats.in_flight++;
         j->claims = xcalloc(n ? n : 1, sizeof(*j->claims));
         for (size_t i = 0; i < n; i++) {
                 const Dra__V1__Claim *c = claims[i];
@@ -189,6 +190,27 @@ static const struct grpc_method dra_methods[] = {
         { "/v1alpha1.DRAResourceHealth/NodeWatchResources", true, dra_health_on_watch },
 };
 
+const double dra_duration_bounds[DRA_DURATION_BUCKETS] = {
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+};
+
+/* One answered job in the driver's stats. */
+static void account(struct dra_driver *drv, const struct dra_job *j)
+{
+        struct dra_op_stats *op =
+                j->kind == DRA_JOB_PREPARE ? &drv->stats.prepare : &drv->stats.unprepare;
+        double s = (double)(uv_hrtime() - j->queued_ns) / 1e9;
+        for (size_t i = 0; i < DRA_DURATION_BUCKETS; i++)
+                if (s <= dra_duration_bounds[i])
+                        op->buckets[i]++;
+        op->count++;
+        op->sum_s += s;
+        op->claim_errors += j->claim_errors;
+        if (drv->stats.in_flight)
+                drv->stats.in_flight--;
+        drv->stats.prepared_devices = j->prepared_devices;
+}
+
 /* The claims' work's answers, sent on the loop. */
 static void on_jobs_done(struct handoff *h, struct handoff_item *done)
 {
@@ -196,6 +218,7 @@ static void on_jobs_done(struct handoff *h, struct handoff_item *done)
         while (done) { /* in the order they were answered, which is the order they came */
                 struct dra_job *j = (struct dra_job *)done;
                 done = done->next;
+                account(drv, j);
                 if (j->call && !drv->closing) {
                         grpc_call_on_cancel(j->call, NULL, NULL);
                         if (j->reply)

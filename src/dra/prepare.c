@@ -147,7 +147,10 @@ static int prepare_devices(struct claims_state *s, const struct dra_claim *c, js
                 if (!devs[i])
                         r = diag_set(diag, -ENODEV, "device %s is not on this node any more",
                                      c->devices[i].device);
-                else if (!devs[i]->healthy)
+                else if (!devs[i]->healthy && !c->devices[i].admin_access)
+                        /* an admin-access claim (monitoring, debugging)
+                         * gets it all the same: a broken device is what
+                         * such a pod looks at */
                         r = diag_set(diag, -EIO, "device %s is unhealthy", devs[i]->name);
         }
 
@@ -213,7 +216,7 @@ static int prepare_devices(struct claims_state *s, const struct dra_claim *c, js
  * opaque config its author wrote) is skipped unparsed. */
 static const struct kapi_keep claim_keep = {
         .spec = "{metadata{namespace,name,uid},"
-                "status{allocation{devices{results[{driver,request,pool,device}]}}}}",
+                "status{allocation{devices{results[{driver,request,pool,device,adminAccess}]}}}}",
 };
 
 /* GET the claim, with a few tries for failures that may pass. */
@@ -336,6 +339,17 @@ static char **json_strv(const json_t *a, size_t *n)
         return v;
 }
 
+/* The devices the checkpoint's claims hold. */
+static size_t ckpt_devices(struct claims_state *s)
+{
+        size_t n = 0;
+        const char *uid;
+        json_t *c;
+        json_object_foreach(ckpt_claims(s), uid, c)
+                n += json_array_size(json_object_get(c, "devices"));
+        return n;
+}
+
 static void pack_prepare(struct claims_state *s, struct dra_job *j)
 {
         size_t n = j->n_claims;
@@ -354,6 +368,7 @@ static void pack_prepare(struct claims_state *s, struct dra_job *j)
                 ep[i] = &entries[i];
                 if (!answers[i]) {
                         rs[i].error = errors[i];
+                        j->claim_errors++;
                         continue;
                 }
                 size_t nd = json_array_size(answers[i]);
@@ -411,6 +426,8 @@ static void pack_unprepare(struct claims_state *s, struct dra_job *j)
                 dra__v1__node_unprepare_resources_response__claims_entry__init(&entries[i]);
                 dra__v1__node_unprepare_resource_response__init(&rs[i]);
                 rs[i].error = unprepare_one(s, &j->claims[i]);
+                if (rs[i].error != protobuf_c_empty_string)
+                        j->claim_errors++;
                 entries[i].key = j->claims[i].uid;
                 entries[i].value = &rs[i];
                 ep[i] = &entries[i];
@@ -461,6 +478,7 @@ static void claims_work(uv_work_t *req)
                         pack_prepare(s, j);
                 else
                         pack_unprepare(s, j);
+                j->prepared_devices = ckpt_devices(s);
                 log_info("dra", "answered method=%s driver=%s claims=%zu ms=%.2f",
                          j->kind == DRA_JOB_PREPARE ? "NodePrepareResources"
                                                     : "NodeUnprepareResources",

@@ -314,12 +314,16 @@ static bool sample_head(struct expo_family *f, const struct expo_labels *ls)
                 escape_help(b, f->help);
                 expo_buf_puts(b, "\n# TYPE ");
                 expo_buf_puts(b, f->name);
-                expo_buf_puts(b, f->type == EXPO_COUNTER ? " counter\n" : " gauge\n");
+                expo_buf_puts(b, f->type == EXPO_COUNTER     ? " counter\n"
+                                 : f->type == EXPO_HISTOGRAM ? " histogram\n"
+                                                             : " gauge\n");
         }
+        f->n_samples++;
+        if (f->type == EXPO_HISTOGRAM)
+                return true; /* its lines are written by expo_add_histogram */
         expo_buf_puts(b, f->name);
         expo_buf_put(b, ls->text, ls->text_len);
         expo_buf_put(b, " ", 1);
-        f->n_samples++;
         return true;
 }
 
@@ -336,6 +340,8 @@ static void put_double(struct expo_buf *b, double value)
 
 int expo_add_labels(struct expo_family *f, const struct expo_labels *ls, double value)
 {
+        if (f->type == EXPO_HISTOGRAM)
+                return -EINVAL; /* expo_add_histogram */
         if (!sample_head(f, ls))
                 return 0;
         struct expo_buf *b = &f->samples;
@@ -352,6 +358,8 @@ int expo_add_labels(struct expo_family *f, const struct expo_labels *ls, double 
 
 int expo_add_labels_u64(struct expo_family *f, const struct expo_labels *ls, uint64_t value)
 {
+        if (f->type == EXPO_HISTOGRAM)
+                return -EINVAL;
         if (!sample_head(f, ls))
                 return 0;
         expo_buf_printf(&f->samples, "%" PRIu64 "\n", value);
@@ -378,6 +386,60 @@ int expo_add_u64(struct expo_family *f, const struct expo_label *labels, size_t 
         r = expo_add_labels_u64(f, &ls, value);
         expo_labels_release(&ls);
         return r;
+}
+
+/* name<suffix>{labels,le="bound"}: ls's text with one more label. */
+static void put_bucket_head(struct expo_family *f, const struct expo_labels *ls, const char *le)
+{
+        struct expo_buf *b = &f->samples;
+        expo_buf_puts(b, f->name);
+        expo_buf_puts(b, "_bucket{");
+        if (ls->text_len > 2) {
+                expo_buf_put(b, ls->text + 1, ls->text_len - 2); /* without the braces */
+                expo_buf_put(b, ",", 1);
+        }
+        expo_buf_puts(b, "le=\"");
+        expo_buf_puts(b, le);
+        expo_buf_puts(b, "\"} ");
+}
+
+int expo_add_histogram(struct expo_family *f, const struct expo_label *labels, size_t n,
+                       const double *bounds, const uint64_t *counts, size_t n_bounds,
+                       uint64_t count, double sum)
+{
+        if (f->type != EXPO_HISTOGRAM)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(labels[i].name, "le") == 0)
+                        return -EINVAL;
+        struct expo_labels ls;
+        int r = expo_labels_prepare(f->owner, labels, n, &ls);
+        if (r < 0)
+                return r;
+        if (!sample_head(f, &ls)) {
+                expo_labels_release(&ls);
+                return 0;
+        }
+        struct expo_buf *b = &f->samples;
+        for (size_t i = 0; i < n_bounds; i++) {
+                char le[64];
+                snprintf(le, sizeof(le), "%.15g", bounds[i]);
+                put_bucket_head(f, &ls, le);
+                expo_buf_printf(b, "%" PRIu64 "\n", counts[i]);
+        }
+        put_bucket_head(f, &ls, "+Inf");
+        expo_buf_printf(b, "%" PRIu64 "\n", count);
+        expo_buf_puts(b, f->name);
+        expo_buf_puts(b, "_sum");
+        expo_buf_put(b, ls.text, ls.text_len);
+        expo_buf_put(b, " ", 1);
+        put_double(b, sum);
+        expo_buf_puts(b, f->name);
+        expo_buf_puts(b, "_count");
+        expo_buf_put(b, ls.text, ls.text_len);
+        expo_buf_printf(b, " %" PRIu64 "\n", count);
+        expo_labels_release(&ls);
+        return 1;
 }
 
 char *expo_render(const struct expo *e, size_t *len)

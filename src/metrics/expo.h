@@ -29,7 +29,7 @@ void expo_buf_printf(struct expo_buf *b, const char *fmt, ...) __attribute__((fo
 char *expo_buf_take(struct expo_buf *b, size_t *len);
 void expo_buf_release(struct expo_buf *b);
 
-enum expo_type { EXPO_GAUGE, EXPO_COUNTER };
+enum expo_type { EXPO_GAUGE, EXPO_COUNTER, EXPO_HISTOGRAM };
 
 struct expo_label {
         const char *name;
@@ -56,6 +56,14 @@ struct expo_family *expo_family(struct expo *e, const char *name, enum expo_type
 int expo_add(struct expo_family *f, const struct expo_label *labels, size_t n, double value);
 /* The same for an unsigned counter (prints every digit). */
 int expo_add_u64(struct expo_family *f, const struct expo_label *labels, size_t n, uint64_t value);
+/* One series of an EXPO_HISTOGRAM family: <name>_bucket with le="<bound>"
+ * for each of the n_bounds upper bounds (ascending; counts[i]: the
+ * observations <= bounds[i], cumulative) and le="+Inf" (count), then
+ * <name>_sum and <name>_count.  labels must not name "le".  Returns as
+ * expo_add. */
+int expo_add_histogram(struct expo_family *f, const struct expo_label *labels, size_t n,
+                       const double *bounds, const uint64_t *counts, size_t n_bounds,
+                       uint64_t count, double sum);
 
 /* A label set prepared once for samples in many families: validated,
  * escaped and keyed.  The rules and return values of expo_add apply. */

@@ -119,6 +119,44 @@ static void samplers_refresh(struct metrics *m)
 
 /* ---- devlet's own families ---- */
 
+/* The DRA drivers' families: what each answered the kubelet. */
+static void render_dra(struct metrics *m, struct expo *e)
+{
+        size_t n = m->src.dra_drivers(m->src.ud, NULL, 0);
+        if (!n)
+                return;
+        _cleanup_free_ struct metrics_dra_driver *drv = xcalloc(n + 1, sizeof(*drv));
+        n = m->src.dra_drivers(m->src.ud, drv, n);
+        struct expo_family *dur = expo_family(
+                e, "devlet_dra_operation_duration_seconds", EXPO_HISTOGRAM,
+                "Time from a DRA request's arrival to its answer, by driver and method.");
+        struct expo_family *err = expo_family(e, "devlet_dra_claim_errors_total", EXPO_COUNTER,
+                                              "Claims a DRA request was answered with an error for.");
+        struct expo_family *fl = expo_family(e, "devlet_dra_requests_in_flight", EXPO_GAUGE,
+                                             "DRA requests received and not yet answered.");
+        struct expo_family *pd = expo_family(e, "devlet_dra_prepared_devices", EXPO_GAUGE,
+                                             "Devices the driver's prepared claims hold.");
+        for (size_t i = 0; i < n; i++) {
+                const struct metrics_dra_driver *d = &drv[i];
+                if (!d->driver)
+                        continue;
+                const struct {
+                        const char *method;
+                        const struct metrics_dra_op *op;
+                } ops[] = { { "NodePrepareResources", &d->prepare },
+                            { "NodeUnprepareResources", &d->unprepare } };
+                for (size_t k = 0; k < 2; k++) {
+                        struct expo_label l[] = { { "driver", d->driver }, { "method", ops[k].method } };
+                        expo_add_histogram(dur, l, 2, d->bounds, ops[k].op->buckets, d->n_bounds,
+                                           ops[k].op->count, ops[k].op->sum_s);
+                        expo_add_u64(err, l, 2, ops[k].op->claim_errors);
+                }
+                struct expo_label l[] = { { "driver", d->driver } };
+                expo_add_u64(fl, l, 1, d->in_flight);
+                expo_add_u64(pd, l, 1, d->prepared_devices);
+        }
+}
+
 static char *render_devlet(struct metrics *m, struct collector *col, size_t *len)
 {
         struct expo *e = expo_new();
@@ -215,6 +253,8 @@ static char *render_devlet(struct metrics *m, struct collector *col, size_t *len
                         expo_add(d, NULL, 0, (double)collector_last_duration_us(col) / 1e6);
                 expo_add_u64(c, NULL, 0, done);
         }
+        if (m && m->src.dra_drivers)
+                render_dra(m, e);
         char *text = expo_render(e, len);
         expo_free(e);
         return text;

@@ -38,6 +38,23 @@ struct metrics_resource {
         uint64_t snapshots; /* ListAndWatch messages sent */
 };
 
+/* One DRA driver, for devlet's own families: plain values. */
+struct metrics_dra_op {
+        const uint64_t *buckets; /* cumulative, one per bound */
+        uint64_t count;
+        double sum_s;
+        uint64_t claim_errors;
+};
+
+struct metrics_dra_driver {
+        const char *driver; /* "gpu.nvidia.com" */
+        const double *bounds; /* the buckets' upper bounds, seconds */
+        size_t n_bounds;
+        struct metrics_dra_op prepare, unprepare;
+        uint64_t in_flight;
+        uint64_t prepared_devices;
+};
+
 /* The config reloads of `devlet run` since it started. */
 struct metrics_reloads {
         uint64_t applied, rejected;
@@ -60,6 +77,9 @@ struct metrics_sources {
         /* The config reloads: devlet_config_reloads_total and
          * devlet_config_last_reload_successful.  NULL: neither family. */
         void (*reloads)(void *ud, struct metrics_reloads *out);
+        /* The DRA drivers served; fills at most max, returns how many
+         * there are.  NULL: no DRA families. */
+        size_t (*dra_drivers)(void *ud, struct metrics_dra_driver *out, size_t max);
         /* The backends' event counters; fills at most max, returns how many there are. */
         size_t (*events)(void *ud, struct dev_event_count *out, size_t max);
         /* The backends' samplers as new references (the callee drops

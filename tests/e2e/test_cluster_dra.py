@@ -451,3 +451,40 @@ def test_a_node_writes_only_its_own_slices(dra):
         assert r.returncode != 0 and "may not write a ResourceSlice" in r.stderr, r.stderr
     finally:
         cluster.kubectl("delete", "resourceslice", name, "--ignore-not-found")
+
+
+def test_an_admin_access_claim_shares_a_held_gpu(dra, pods):
+    """Admin access (GA in 1.36): a claim with adminAccess, in a namespace
+    labelled for it, gets a GPU another pod holds, for monitoring or
+    debugging; devlet prepares it beside the holder's claim and the
+    holder keeps its GPU."""
+    uuid = gpu_uuids()[5]
+    cel = f'device.attributes["gpu.nvidia.com"].uuid == "{uuid}"'
+    holder = unique("held")
+    template(dra, holder, "gpu.nvidia.com", cel=cel)
+    pods.append(claim_pod(dra, holder, "echo $NVIDIA_VISIBLE_DEVICES; sleep 3600", template_name=holder))
+    dra.wait_phase(holder, ("Running",))
+    ns = unique("admin")
+    dra.apply({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": ns, "labels": {"resource.kubernetes.io/admin-access": "true"}}})
+    name = unique("admin-pod")
+    try:
+        dra.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                   "metadata": {"name": name, "namespace": ns},
+                   "spec": {"spec": {"devices": {"requests": [{"name": "dev", "exactly": {
+                       "deviceClassName": "gpu.nvidia.com", "adminAccess": True,
+                       "selectors": [{"cel": {"expression": cel}}]}}]}}}})
+        dra.apply({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "hostNetwork": True, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                "resourceClaims": [{"name": "dev", "resourceClaimTemplateName": name}],
+                "containers": [{"name": "main", "image": dra.busybox, "imagePullPolicy": "Never",
+                                "command": ["/bin/sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES"],
+                                "resources": {"claims": [{"name": "dev"}]}}]}})
+        dra.wait_phase(name, ("Succeeded",), namespace=ns)
+        assert uuid in dra.logs(name, namespace=ns), dra.logs(name, namespace=ns)
+        assert dra.phase(holder) == "Running"
+        assert uuid in dra.logs(holder)
+    finally:
+        dra.kubectl("delete", "namespace", ns, "--wait=false", check=False)

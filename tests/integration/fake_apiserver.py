@@ -829,8 +829,9 @@ class ApiServer:
             assert code == 201, obj
             return obj
 
-    def put_claim(self, ns, name, uid, results=None, allocated=True):
-        """A ResourceClaim; results: [(request, driver, pool, device)]."""
+    def put_claim(self, ns, name, uid, results=None, allocated=True, admin_access=False):
+        """A ResourceClaim; results: [(request, driver, pool, device)], each
+        with adminAccess when admin_access."""
         claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                  "metadata": {"namespace": ns, "name": name, "uid": uid,
                               "resourceVersion": "1"},
@@ -838,7 +839,9 @@ class ApiServer:
                  "status": {}}
         if allocated:
             claim["status"]["allocation"] = {"devices": {"results": [
-                {"request": r, "driver": d, "pool": p, "device": dev} for r, d, p, dev in results or []]}}
+                {"request": r, "driver": d, "pool": p, "device": dev,
+                 **({"adminAccess": True} if admin_access else {})}
+                for r, d, p, dev in results or []]}}
         with self.lock:
             self.claims[(ns, name)] = claim
         return claim

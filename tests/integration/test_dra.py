@@ -290,6 +290,11 @@ def test_hot_unplug_taints_the_device(dra):
     ref = claim_ref("late")
     s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-1")])
     assert s.k.prepare([ref])[ref[1]].error == "claim default/late: device a-1 is unhealthy"
+    # an admin-access claim (monitoring, debugging) gets it all the same
+    admin = claim_ref("admin")
+    s.api.put_claim(admin[0], admin[2], admin[1], [("dev", DRIVER, NODE, "a-1")], admin_access=True)
+    assert s.k.prepare([admin])[admin[1]].error == ""
+    assert s.k.unprepare([admin])[admin[1]] == ""
     make_node(f"{s.dirs.dev}/ttyA1", major=4, minor=65)
     sl = wait_slices(s.api, ["a-0", "a-1"], generation=3)
     assert taints(sl) == {}
@@ -325,6 +330,42 @@ def test_health_reaches_the_kubelet(dra, version):
     while health_of(msg)["a-1"][0] != "HEALTHY":
         msg = next(stream)
     stream.cancel()
+
+
+def test_driver_metrics(dra):
+    """The driver's families on devlet's endpoint (issue 29): prepare and
+    unprepare durations as histograms, the claims refused, the requests in
+    flight and the devices prepared claims hold, by driver; promtool reads
+    them."""
+    from metrics_sim import metrics_port, parse, promtool_check, scrape
+    s = dra.start(extra=["--metrics-address", "127.0.0.1:0", "--collect-interval", "100"])
+    port = metrics_port(s.d)
+    wait_slices(s.api, ["a-0", "a-1"])
+    ok, bad = claim_ref("m1"), claim_ref("m2")
+    s.api.put_claim(ok[0], ok[2], ok[1], [("dev", DRIVER, NODE, "a-0")])
+    assert s.k.prepare([ok])[ok[1]].error == ""
+    assert s.k.prepare([bad])[bad[1]].error != ""  # no such claim on the server
+
+    def sample(name, **labels):
+        got = [v for n, lab, v in parse(scrape(port)) if n == name and all(lab.get(k) == w for k, w in labels.items())]
+        return got[0] if got else None
+
+    prep = dict(driver=DRIVER, method="NodePrepareResources")
+    wait_until(lambda: sample("devlet_dra_operation_duration_seconds_count", **prep) == 2, 10,
+               "the prepares counted", interval=0.1)
+    assert sample("devlet_dra_operation_duration_seconds_bucket", le="+Inf", **prep) == 2
+    assert sample("devlet_dra_claim_errors_total", **prep) == 1
+    assert sample("devlet_dra_prepared_devices", driver=DRIVER) == 1
+    assert sample("devlet_dra_requests_in_flight", driver=DRIVER) == 0
+    assert s.k.unprepare([ok])[ok[1]] == ""
+    wait_until(lambda: sample("devlet_dra_prepared_devices", driver=DRIVER) == 0, 10,
+               "the unprepare counted", interval=0.1)
+    unprep = dict(driver=DRIVER, method="NodeUnprepareResources")
+    assert sample("devlet_dra_operation_duration_seconds_count", **unprep) == 1
+    text = scrape(port)
+    assert "# TYPE devlet_dra_operation_duration_seconds histogram" in text
+    rc, out = promtool_check(text)
+    assert rc in (0, 3), out
 
 
 def test_a_server_that_drops_taints_gets_no_unhealthy_device(dra):

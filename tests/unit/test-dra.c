@@ -34,7 +34,8 @@ static void test_claim_decode(void **state)
         json_t *j = claim("[{\"request\":\"gpu\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"n1\","
                           "\"device\":\"gpu-0\"},{\"request\":\"nic\",\"driver\":\"x.example.com\","
                           "\"pool\":\"n1\",\"device\":\"nic-0\"},{\"request\":\"gpu\",\"driver\":"
-                          "\"gpu.nvidia.com\",\"pool\":\"n1\",\"device\":\"gpu-1\"}]");
+                          "\"gpu.nvidia.com\",\"pool\":\"n1\",\"device\":\"gpu-1\","
+                          "\"adminAccess\":true}]");
         struct dra_claim c = { 0 };
         struct diag why = { 0 };
         assert_int_equal(dra_claim_decode(j, UID, "gpu.nvidia.com", "n1", &c, &why), 0);
@@ -42,6 +43,8 @@ static void test_claim_decode(void **state)
         assert_string_equal(c.devices[0].device, "gpu-0");
         assert_string_equal(c.devices[1].device, "gpu-1");
         assert_string_equal(c.devices[1].request, "gpu");
+        assert_false(c.devices[0].admin_access);
+        assert_true(c.devices[1].admin_access);
         assert_string_equal(c.namespace, "ns");
         dra_claim_release(&c);
 

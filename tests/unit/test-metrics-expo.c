@@ -93,6 +93,39 @@ static void test_duplicates_dropped(void **state)
         assert_int_equal(expo_add(g, ab, 2, 1), 1);
 }
 
+static void test_histogram(void **state)
+{
+        (void)state;
+        struct expo *e = expo_new();
+        struct expo_family *h = expo_family(e, "op_seconds", EXPO_HISTOGRAM, "Durations.");
+        const double bounds[] = { 0.005, 0.1, 2.5 };
+        const uint64_t counts[] = { 1, 3, 4 };
+        struct expo_label l[] = { { "driver", "gpu.nvidia.com" } };
+        assert_int_equal(expo_add_histogram(h, l, 1, bounds, counts, 3, 5, 7.25), 1);
+        assert_int_equal(expo_add_histogram(h, l, 1, bounds, counts, 3, 5, 7.25), 0); /* the same series */
+        struct expo_label bad[] = { { "le", "1" } };
+        assert_int_equal(expo_add_histogram(h, bad, 1, bounds, counts, 3, 5, 1), -EINVAL);
+        assert_int_equal(expo_add(h, l, 1, 1), -EINVAL);
+        struct expo_family *g = expo_family(e, "plain", EXPO_GAUGE, "A gauge.");
+        assert_int_equal(expo_add_histogram(g, l, 1, bounds, counts, 3, 5, 1), -EINVAL);
+        assert_int_equal(expo_add_histogram(h, NULL, 0, bounds, counts, 1, 1, 0.5), 1);
+        _cleanup_free_ char *text = expo_render(e, NULL);
+        assert_string_equal(text,
+                            "# HELP op_seconds Durations.\n"
+                            "# TYPE op_seconds histogram\n"
+                            "op_seconds_bucket{driver=\"gpu.nvidia.com\",le=\"0.005\"} 1\n"
+                            "op_seconds_bucket{driver=\"gpu.nvidia.com\",le=\"0.1\"} 3\n"
+                            "op_seconds_bucket{driver=\"gpu.nvidia.com\",le=\"2.5\"} 4\n"
+                            "op_seconds_bucket{driver=\"gpu.nvidia.com\",le=\"+Inf\"} 5\n"
+                            "op_seconds_sum{driver=\"gpu.nvidia.com\"} 7.25\n"
+                            "op_seconds_count{driver=\"gpu.nvidia.com\"} 5\n"
+                            "op_seconds_bucket{le=\"0.005\"} 1\n"
+                            "op_seconds_bucket{le=\"+Inf\"} 1\n"
+                            "op_seconds_sum 0.5\n"
+                            "op_seconds_count 1\n");
+        expo_free(e);
+}
+
 static void test_prepared_label_sets(void **state)
 {
         _cleanup_expo_ struct expo *e = expo_new();
@@ -230,6 +263,7 @@ int main(void)
                 cmocka_unit_test(test_empty_family_not_rendered),
                 cmocka_unit_test(test_duplicates_dropped),
                 cmocka_unit_test(test_prepared_label_sets),
+                cmocka_unit_test(test_histogram),
                 cmocka_unit_test(test_render_chunks),
                 cmocka_unit_test(test_many_series),
                 cmocka_unit_test(test_invalid_names),
