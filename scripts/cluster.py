@@ -73,14 +73,16 @@ PORTS = {
     "kubelet": [10250, 10248],
 }
 # The feature gates the tests need that are off by default, by Kubernetes
-# minor.  1.35: DRAExtendedResource (alpha), a DeviceClass's
-# extendedResourceName, which lets pods that ask for an extended resource
-# ("devlet.io/zero: 1") be served through DRA (devlet's --dra-resources
-# mode "both").  1.37: none; what the tests use is GA or beta and on by
-# default (DRAExtendedResource and DRADeviceTaints GA, DRAAdminAccess GA
-# since 1.36, ResourceHealthStatus, DRAConsumableCapacity and
-# DRAPartitionableDevices beta).
-FEATURE_GATES = {"1.35": "DRAExtendedResource=true", "1.37": ""}
+# minor.  1.35, all alpha there: DRAExtendedResource (a DeviceClass's
+# extendedResourceName, which lets pods that ask for an extended resource,
+# "devlet.io/zero: 1", be served through DRA: --dra-resources mode "both"),
+# DRADeviceTaints (an unhealthy device's taint in its slice) and
+# ResourceHealthStatus (a device's health in the pod's status, KEP-4680).
+# 1.37: none; what the tests use is GA or beta and on by default
+# (DRAExtendedResource and DRADeviceTaints GA, DRAAdminAccess GA since
+# 1.36, ResourceHealthStatus beta).
+FEATURE_GATES = {"1.35": "DRAExtendedResource=true,DRADeviceTaints=true,ResourceHealthStatus=true",
+                 "1.37": ""}
 # host paths the kubelet, containerd and devlet's DaemonSet create: removed
 # by `down` when `up` found them absent, emptied of what appeared in them
 # since when it found them
@@ -486,7 +488,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {{memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}}
 serializeImagePulls: false
-featureGates: {{{feature_gates().replace("=", ": ")}}}
+featureGates: {{{feature_gates().replace("=", ": ").replace(",", ", ")}}}
 """)
     p = start("kubelet", [os.path.join(bins["kubernetes"], "kubelet"), "--config", path("kubelet.yaml"),
                           "--kubeconfig", path("kubelet.kubeconfig"), "--hostname-override", NODE,

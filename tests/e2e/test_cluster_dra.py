@@ -488,3 +488,19 @@ def test_an_admin_access_claim_shares_a_held_gpu(dra, pods):
         assert uuid in dra.logs(holder)
     finally:
         dra.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_a_device_plugin_pod_gets_a_gpu_through_dra(dra, pods):
+    """The GPUs served through DRA (the module's mode "dra", the device
+    plugin's nvidia.com/gpu gone from the node): a pod written for the
+    device plugin ("nvidia.com/gpu: 1", no claim) runs, given a GPU by the
+    gpu.nvidia.com DeviceClass's extendedResourceName."""
+    assert dra.allocatable().get("nvidia.com/gpu", "0") == "0"
+    name = unique("dp-style")
+    pods.append(dra.pod(name, {"nvidia.com/gpu": 1}, "echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 3600"))
+    dra.wait_phase(name, ("Running",))
+    out = wait_output(dra, name, "gpu=GPU-")
+    assert out.strip().split("=", 1)[1] in gpu_uuids(), out
+    claim = dra.get("pod", name)["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+    results = dra.get("resourceclaim", claim)["status"]["allocation"]["devices"]["results"]
+    assert [r["driver"] for r in results] == ["gpu.nvidia.com"]
