@@ -26,6 +26,8 @@ from devlet_harness import hostdev_config, make_node, run_devlet, wait_until
 from mock_gpus import GPU, V100, start
 
 IGNORED_BY_DEFAULT = (13, 31, 43, 45, 68, 109)
+# the reload line (a reload keeps each resource's registration and stream)
+RELOADED = r"daemon: reloaded resources=\d+"
 
 
 def unhealthy(*ids):
@@ -166,11 +168,14 @@ def test_lost_gpu_and_preferred_allocation(kubelet, devlet, node):
     assert kubelet.preferred(GPU, V100, [], 2) == [V100[2], V100[3]]
 
     # re-enumerated while lost: NVML cannot say who GPU 0 is any more.  A
-    # reload registers every resource again; the kubelet then drops the old
-    # connection, so the calls below wait for the new one
+    # reload keeps the resource's registration and its stream (a kubelet
+    # since 1.37 refuses a second one while connected): the new devices come
+    # down the open ListAndWatch
+    since = d.log_size()
     d.sighup()
-    kubelet.wait_for_registration(GPU, count=2)
+    d.wait_log(RELOADED, since=since)
     snap = kubelet.wait_for_snapshot(GPU, lambda s: "lost-gpu-0" in s)
+    assert len(kubelet.accepted(GPU)) == 1
     assert snap.ids() == ["lost-gpu-0"] + V100[1:]
     assert snap.health("lost-gpu-0") == "Unhealthy" and snap.healthy_ids() == V100[1:]
     assert kubelet.preferred(GPU, snap.ids(), [], 4) == V100[4:]
@@ -229,7 +234,20 @@ def new_stream_snapshots(kubelet, resource, **registration):
     registration named (count=N or generation=G), once it is current."""
     ep = kubelet.wait_for_registration(resource, **registration).endpoint_obj
     assert kubelet.endpoint(resource) is ep
-    return ep.snapshots
+    return lambda: ep.snapshots
+
+
+def snapshots_after_reload(kubelet, resource, d, reload):
+    """reload() (a config reload), then the snapshots the open
+    ListAndWatch stream got since: a reload keeps the registration and its
+    stream."""
+    ep = kubelet.endpoint(resource)
+    first = len(ep.snapshots)
+    since = d.log_size()
+    reload()
+    d.wait_log(RELOADED, since=since)
+    assert kubelet.endpoint(resource) is ep
+    return lambda: ep.snapshots[first:]
 
 
 def test_unhealthy_gpu_stays_unhealthy_across_reloads(kubelet, devlet, node):
@@ -249,12 +267,13 @@ def test_unhealthy_gpu_stays_unhealthy_across_reloads(kubelet, devlet, node):
         bad.append(V100[sentinel])
         snap = kubelet.wait_for_snapshot(GPU, unhealthy(V100[sentinel]))
         assert snap.healthy_ids() == [u for u in V100 if u not in bad]
-        assert snapshots and all(s.health(u) == "Unhealthy" for s in snapshots for u in bad[:-1])
+        got = snapshots()
+        assert got and all(s.health(u) == "Unhealthy" for s in got for u in bad[:-1])
 
-    d.sighup()
-    check(5, new_stream_snapshots(kubelet, GPU, count=2))
-    d.write_config({"version": "v1", "flags": {"migStrategy": "none"}})  # content changed: reload
-    check(6, new_stream_snapshots(kubelet, GPU, count=3))
+    check(5, snapshots_after_reload(kubelet, GPU, d, d.sighup))
+    # content changed: reload
+    check(6, snapshots_after_reload(kubelet, GPU, d, lambda: d.write_config(
+        {"version": "v1", "flags": {"migStrategy": "none"}})))
     kubelet.restart()  # only a re-registration: the running monitor sees the sentinel
     check(0, new_stream_snapshots(kubelet, GPU, generation=2))
     assert len(re.findall(r"GPU still unhealthy after re-enumeration gpu=3 ", d.log_text())) == 2
@@ -271,7 +290,7 @@ def test_recovery_after_a_reload(kubelet, devlet, node):
     # the new monitor never sees that XID: it brings the GPU back because it
     # took over the XID's time, and the shorter quiet period has passed
     d.write_config(recovery("300ms"))
-    kubelet.wait_for_registration(GPU, count=2)
+    d.wait_log(RELOADED, since=since)
     kubelet.wait_for_snapshot(GPU, healthy(V100[2]))
     d.wait_log(r"GPU healthy again gpu=2 .*no critical event for \d+ ms", since=since)
 
@@ -280,7 +299,7 @@ def test_reload_does_not_wait_for_the_health_thread(kubelet, devlet, node, dirs)
     """nvmlEventSetWait blocks its thread for up to its timeout; the mock
     holds every wait for as long as a file exists (and says so in it), so
     the old health thread is provably still inside NVML while the reload
-    re-registers every resource."""
+    completes and the resources serve on."""
     fuse = "devlet.io/fuse"
     n = node("v100-dgx1")
     make_node(f"{dirs.dev}/fuse")
@@ -295,9 +314,11 @@ def test_reload_does_not_wait_for_the_health_thread(kubelet, devlet, node, dirs)
         with open(hold) as f:
             return f.read().count("held")
     wait_until(held, 10, "the health thread held in nvmlEventSetWait")
+    since = d.log_size()
     d.sighup()
-    kubelet.wait_for_registration(fuse, count=2)
-    kubelet.wait_for_registration(GPU, count=2)
+    d.wait_log(RELOADED, since=since)
+    resp = kubelet.allocate(fuse, [["fuse"]])
+    assert resp.container_responses[0].devices[0].host_path.endswith("/fuse")
     assert "health monitor stopped" not in d.log_text()
     os.unlink(hold)
     d.wait_log(r"health monitor stopped")
