@@ -372,6 +372,7 @@ def test_xid_counters_survive_a_reload(devlet, nvml, dirs):
                      "--pod-resources-socket", os.path.join(dirs.run, "absent.sock"),
                      "--container-state-dirs", dirs.run], env=nvml.env())
     d.wait_log(r"health monitoring started")
+    d.wait_log(r"serving metrics")  # listening: the port may be scraped
     nvml.config["events"] = [{"device": 4, "type": "xid", "xid": 79}, {"device": 4, "type": "xid", "xid": 79}]
     nvml.write()
     count = lambda s, gpu, xid: [v for _, v in select(s, "devlet_xid_events_total", UUID=nvml.uuid(gpu), xid=xid)]  # noqa: E731
