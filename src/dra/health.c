@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "base/cleanup.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "dra/internal.h"
@@ -27,18 +28,10 @@
 #include "grpc/grpc.h"
 
 struct dra_health_stream {
-        struct dra_health_stream *next, **pprev;
+        DLIST_FIELDS(struct dra_health_stream);
         struct dra_driver *drv;
         struct grpc_call *call;
 };
-
-static void unlink_stream(struct dra_health_stream *s)
-{
-        *s->pprev = s->next;
-        if (s->next)
-                s->next->pprev = s->pprev;
-        free(s);
-}
 
 /* The driver's devices as one packed NodeWatchResourcesResponse. */
 static struct grpc_msg *snapshot(const struct dra_driver *drv)
@@ -85,7 +78,9 @@ static struct grpc_msg *snapshot(const struct dra_driver *drv)
 static void on_cancel(struct grpc_call *call, void *ud)
 {
         (void)call;
-        unlink_stream(ud);
+        struct dra_health_stream *s = ud;
+        DLIST_REMOVE(s->drv->health_streams, s);
+        free(s);
 }
 
 void dra_health_on_watch(struct grpc_call *call, const uint8_t *req, size_t len, void *ud)
@@ -103,11 +98,7 @@ void dra_health_on_watch(struct grpc_call *call, const uint8_t *req, size_t len,
         struct dra_health_stream *s = xcalloc(1, sizeof(*s));
         s->drv = drv;
         s->call = call;
-        s->next = drv->health_streams;
-        s->pprev = &drv->health_streams;
-        if (s->next)
-                s->next->pprev = &s->next;
-        drv->health_streams = s;
+        DLIST_PREPEND(drv->health_streams, s);
         grpc_call_on_cancel(call, on_cancel, s);
         log_info("dra", "health watched driver=%s", drv->name);
 }
