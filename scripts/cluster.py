@@ -492,7 +492,7 @@ featureGates: {{{feature_gates().replace("=", ": ").replace(",", ", ")}}}
 """)
     p = start("kubelet", [os.path.join(bins["kubernetes"], "kubelet"), "--config", path("kubelet.yaml"),
                           "--kubeconfig", path("kubelet.kubeconfig"), "--hostname-override", NODE,
-                          "--node-ip", "127.0.0.1", "--v", "1"])
+                          "--node-ip", "127.0.0.1", "--v", "2"])
     wait_for("the Node to be Ready", node_ready, p, timeout=180)
 
 

@@ -4,6 +4,7 @@ tests (tests/e2e) and the real-kubelet benchmark (bench/bench-cluster.py)."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -209,6 +210,31 @@ def kubelet_log_count(text, resource):
     """How many lines of the kubelet's log hold text and name resource."""
     with open(cl.path("logs", "kubelet.log"), errors="replace") as f:
         return sum(1 for line in f if text in line and f'resource="{resource}"' in line)
+
+
+KLOG_TIME = re.compile(r"^[IWEF](\d{4} \d\d:\d\d:\d\d\.\d{6}) ")
+
+
+def kubelet_log_size():
+    return os.path.getsize(cl.path("logs", "kubelet.log"))
+
+
+def kubelet_log_since(offset):
+    """The kubelet's log lines written after offset (kubelet_log_size()),
+    each as (seconds since the epoch by its klog header, or None; line)."""
+    year = time.localtime().tm_year
+    out = []
+    with open(cl.path("logs", "kubelet.log"), "rb") as f:
+        f.seek(offset)
+        for raw in f:
+            line = raw.decode(errors="replace")
+            m = KLOG_TIME.match(line)
+            t = None
+            if m:
+                st = time.strptime(f"{year}{m.group(1)[:13]}", "%Y%m%d %H:%M:%S")
+                t = time.mktime(st) + float("0" + m.group(1)[13:])
+            out.append((t, line))
+    return out
 
 
 def kubelet_args():

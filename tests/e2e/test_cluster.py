@@ -21,7 +21,8 @@ import urllib.request
 
 import yaml
 
-from kube import DEVICES, REPO, cl, devlet_host_pid, kubelet_log_count, kubelet_restart, unique
+from kube import (DEVICES, REPO, cl, devlet_host_pid, kubelet_log_count, kubelet_log_since, kubelet_log_size,
+                  kubelet_restart, unique)
 
 H100 = os.path.join(REPO, "tests", "mock-nvml", "profiles", f"{cl.NVML_PROFILE}.yaml")
 
@@ -158,6 +159,18 @@ def test_metrics_attributed_by_real_pod_resources(cluster, pods):
 
 
 def test_kubelet_restart(cluster, pods, record_property):
+    """A kubelet restart: devlet registers every resource again at once,
+    running pods keep their devices, and the Node's capacity drops only
+    where the kubelet itself drops it.  A kubelet starts every resource of
+    its checkpoint at capacity 0 "till the corresponding device plugin
+    re-registers" (its device manager's readCheckpoint), so a status update
+    that falls between its start and devlet's first snapshot shows 0: that
+    window is the kubelet's (tens of milliseconds; `make bench` times
+    devlet's share of it), and our cluster's 1 s status updates fall in it
+    now and then.  What devlet answers for: one registration per resource
+    (a try at the old kubelet's socket, left behind while the new kubelet
+    clears the directory, is refused and superseded), and no zero after its
+    snapshot reached the kubelet."""
     name = unique("keeps-gpu")
     pods.append(name)
     cluster.pod(name, {"nvidia.com/gpu": 1, "devlet.io/fuse": 1},
@@ -167,20 +180,36 @@ def test_kubelet_restart(cluster, pods, record_property):
     pod_uid = cluster.get("pod", name)["metadata"]["uid"]
     log_before = cluster.devlet_log()
     n_registered = log_before.count("registered resource=")
+    kubelet_at = kubelet_log_size()
     with Watch(cluster, list(DEVICES)) as w:
         sock_at = kubelet_restart(cluster)
         # every resource once more (the log may hold earlier reloads' too)
         cluster.wait("devlet to register again", lambda: cluster.devlet_log().count(
             "registered resource=") >= n_registered + len(DEVICES))
         cluster.wait("the node Ready again", cl.node_ready)
-        cluster.wait("every GPU allocatable again", lambda: cluster.allocatable().get("nvidia.com/gpu") == "8")
+        cluster.wait("every resource's capacity and allocatable back", lambda: all(
+            cluster.capacity().get(r) == n and cluster.allocatable().get(r) == n for r, n in DEVICES.items()))
     assert w.samples > 0
-    # the Node's capacity, as the API server reports it, never dropped
-    assert w.low_cap == {r: int(n) for r, n in DEVICES.items()}, w.low_cap
+    log = cluster.devlet_log()
+    assert log.count("registered resource=") == n_registered + len(DEVICES), log[len(log_before):]
+    kubelet = kubelet_log_since(kubelet_at)
+    for r, n in DEVICES.items():
+        pushed = [t for t, line in kubelet if "State pushed for device plugin" in line
+                  and f'resource="{r}"' in line]
+        zeroed = [t for t, line in kubelet if "Updated capacity for device plugin" in line
+                  and f'plugin="{r}" capacity=0' in line]
+        assert pushed, r
+        # a zero the kubelet computed from its checkpoint, before devlet's
+        # first snapshot; never one after it
+        assert all(t < pushed[0] for t in zeroed), (r, zeroed, pushed[0])
+        # and the Node's capacity, as the API server reports it, dropped
+        # only by such a zero
+        assert w.low_cap[r] == int(n) or zeroed, (r, w.low_cap)
+        record_property(f"kubelet_socket_to_snapshot_s[{r}]", round(pushed[0] - sock_at, 4))
+        record_property(f"kubelet_zeroed[{r}]", len(zeroed))
     assert cluster.phase(name) == "Running"
     assert cluster.get("pod", name)["metadata"]["uid"] == pod_uid
     assert cluster.logs(name) == before  # no "lost": the container kept /dev/fuse
-    record_property("kubelet_socket_to_register_s", time.time() - sock_at)
 
 
 def test_devlet_killed_then_back(cluster):
