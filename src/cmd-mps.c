@@ -44,6 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -59,6 +61,8 @@
 #include "cmd.h"
 #include "config/config.h"
 #include "devices/device.h"
+
+#include <jansson.h>
 
 extern char **environ;
 
@@ -79,6 +83,7 @@ struct mps_daemon {
         char *marker_dir; /* the marker's directory (heap) */
         const char *marker_name;
         bool ready;
+        char *claim_uid; /* a claim's daemon (spec owned); NULL: a resource's */
 };
 
 struct mps_sup {
@@ -92,6 +97,11 @@ struct mps_sup {
         pid_t client;     /* the control program running, 0 when none */
         bool client_exited;
         int client_status;
+        /* DRA claims' daemons: their requests' directory, watched */
+        struct dev_sidecar_claims *claims;
+        int claims_ifd; /* inotify on claims->dir; -1 */
+        bool claims_shm_ready;
+        char **claims_refused; /* requests refused once, not logged again */
 };
 
 static int64_t now_ms(void)
@@ -452,12 +462,22 @@ static int shm_prepare(const struct mps_daemon *d)
         return 0;
 }
 
+static void claims_scan(struct mps_sup *s);
+
 static void supervise(struct mps_sup *s)
 {
         for (unsigned turn = 1;; turn++) {
                 int64_t next = now_ms() + TURN_MS;
                 while (!s->stop_signal && now_ms() < next)
-                        wait_events(s, next, -1);
+                        if (wait_events(s, next, s->claims_ifd)) {
+                                /* a claim's request came or went: at once */
+                                char buf[4096];
+                                while (read(s->claims_ifd, buf, sizeof(buf)) > 0)
+                                        ;
+                                break;
+                        }
+                if (!s->stop_signal)
+                        claims_scan(s);
                 for (size_t i = 0; i < s->n && !s->stop_signal; i++) {
                         struct mps_daemon *d = &s->d[i];
                         bool check = !d->ready || turn % HEALTH_EVERY_TURNS == 0;
@@ -549,14 +569,295 @@ static int daemon_init(struct mps_daemon *d, const struct dev_sidecar_daemon *sp
         return 0;
 }
 
+static void spec_release(struct dev_sidecar_daemon *spec)
+{
+        free(spec->root);
+        free(spec->resource);
+        free(spec->visible_devices);
+        strv_free(spec->setup);
+        free(spec->pipe_dir);
+        free(spec->log_dir);
+        free(spec->marker);
+        free(spec->shm_dir);
+        strv_free(spec->program_roots);
+}
+
+static void daemon_release(struct mps_daemon *d)
+{
+        if (d->root_fd >= 0)
+                close(d->root_fd);
+        free(d->marker_dir);
+        if (d->claim_uid) {
+                spec_release(&d->spec);
+                free(d->claim_uid);
+        }
+}
+
 static void sup_free(struct mps_sup *s)
 {
-        for (size_t i = 0; i < s->n; i++) {
-                if (s->d[i].root_fd >= 0)
-                        close(s->d[i].root_fd);
-                free(s->d[i].marker_dir);
-        }
+        for (size_t i = 0; i < s->n; i++)
+                daemon_release(&s->d[i]);
         free(s->d);
+        if (s->claims_ifd >= 0)
+                close(s->claims_ifd);
+        dev_sidecar_claims_free(s->claims);
+        strv_free(s->claims_refused);
+}
+
+/* ---- DRA claims' daemons ---- */
+
+#define CLAIMS_MAX 256
+#define CLAIM_REQUEST_MAX 16384
+#define CLAIM_DEVICES_MAX 64
+
+static bool uid_valid(const char *s, size_t n)
+{
+        if (n == 0 || n > 64)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+                        return false;
+        return true;
+}
+
+static bool device_valid(const char *s)
+{
+        size_t n = strlen(s);
+        if (n == 0 || n > 96)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+                      (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+                        return false;
+        return true;
+}
+
+/* One of the two commands a claim may ask for, with sane numbers; its
+ * thread percentage in *pct when it is that one. */
+static bool command_valid(const char *c, size_t n_devices, unsigned *pct)
+{
+        unsigned a = 0, dev = 0;
+        unsigned long long mib = 0;
+        int end = 0;
+        if (sscanf(c, "set_default_active_thread_percentage %u%n", &a, &end) == 1 &&
+            c[end] == '\0' && a <= 100) {
+                *pct = a;
+                return true;
+        }
+        end = 0;
+        if (sscanf(c, "set_default_device_pinned_mem_limit %u %lluM%n", &dev, &mib, &end) == 2 &&
+            end > 0 && c[end] == '\0' && dev < n_devices && mib > 0 && mib < (1ULL << 40))
+                return true;
+        return false;
+}
+
+/* The claim's request, read without following a link and bounded, as a
+ * daemon's spec; -EINVAL with diag for one that is not a request. */
+static int claim_request(struct mps_sup *s, int dfd, const char *name, const char *uid,
+                         struct dev_sidecar_daemon *spec, struct diag *diag)
+{
+        _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return diag_set(diag, -errno, "cannot open it: %s", strerror(errno));
+        if (!S_ISREG(st.st_mode) || st.st_size > CLAIM_REQUEST_MAX)
+                return diag_set(diag, -EINVAL, "not a regular file of at most %d bytes",
+                                CLAIM_REQUEST_MAX);
+        json_error_t jerr;
+        json_t *req = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+        if (!req)
+                return diag_set(diag, -EINVAL, "not JSON: %s", jerr.text);
+        const json_t *devs = json_object_get(req, "devices");
+        const json_t *cmds = json_object_get(req, "commands");
+        int r = 0;
+        if (!json_is_array(devs) || json_array_size(devs) == 0 ||
+            json_array_size(devs) > CLAIM_DEVICES_MAX || !json_is_array(cmds) ||
+            json_array_size(cmds) > CLAIM_DEVICES_MAX + 1)
+                r = diag_set(diag, -EINVAL, "devices (1 to %d) or commands missing",
+                             CLAIM_DEVICES_MAX);
+        *spec = (struct dev_sidecar_daemon){ .thread_percentage = 100, .max_clients = 48 };
+        spec->visible_devices = xstrdup("");
+        spec->setup = xcalloc(1, sizeof(char *));
+        size_t i;
+        const json_t *v;
+        json_array_foreach(devs, i, v) {
+                if (r < 0)
+                        break;
+                if (!json_is_string(v) || !device_valid(json_string_value(v))) {
+                        r = diag_set(diag, -EINVAL, "devices[%zu] is not a device UUID", i);
+                        break;
+                }
+                char *t = xasprintf("%s%s%s", spec->visible_devices, i ? "," : "",
+                                    json_string_value(v));
+                free(spec->visible_devices);
+                spec->visible_devices = t;
+        }
+        json_array_foreach(cmds, i, v) {
+                if (r < 0)
+                        break;
+                if (!json_is_string(v) ||
+                    !command_valid(json_string_value(v), json_array_size(devs),
+                                   &spec->thread_percentage)) {
+                        r = diag_set(diag, -EINVAL, "commands[%zu] is not a limit devlet sends", i);
+                        break;
+                }
+                spec->setup = strv_push(spec->setup, json_string_value(v));
+        }
+        json_decref(req);
+        const struct dev_sidecar_claims *c = s->claims;
+        spec->root = xstrdup(c->root);
+        spec->resource = xasprintf("claim/%s", uid);
+        spec->pipe_dir = xasprintf("%s%s/pipe", c->daemon_prefix, uid);
+        spec->log_dir = xasprintf("%s%s/log", c->daemon_prefix, uid);
+        spec->marker = xasprintf("%s%s/%s", c->daemon_prefix, uid, c->marker_name);
+        spec->shm_dir = xstrdup(c->shm_dir);
+        if (r < 0) {
+                spec_release(spec);
+                return r;
+        }
+        return 0;
+}
+
+/* Removes what is below rel (files, fifos, and one more level of
+ * directories), then rel; no symlink followed. */
+static void remove_below(int root_fd, const char *rel, int depth)
+{
+        int pfd = fs_open_dir(root_fd, rel, FS_NO_SYMLINKS, 0755, NULL);
+        if (pfd < 0)
+                return;
+        int fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        close(pfd);
+        if (fd < 0)
+                return;
+        DIR *dir = fdopendir(fd);
+        if (!dir) {
+                close(fd);
+                return;
+        }
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                        continue;
+                if (e->d_type == DT_DIR && depth > 0) {
+                        _cleanup_free_ char *sub = xasprintf("%s/%s", rel, e->d_name);
+                        remove_below(root_fd, sub, depth - 1);
+                } else if (e->d_type != DT_DIR) {
+                        unlinkat(dirfd(dir), e->d_name, 0);
+                }
+        }
+        closedir(dir);
+        unlinkat(root_fd, rel, AT_REMOVEDIR);
+}
+
+static void claim_stop(struct mps_sup *s, size_t i)
+{
+        struct mps_daemon *d = &s->d[i];
+        marker_remove(d);
+        if (d->ready && control_cmd(s, d, "quit", now_ms() + CONTROL_TIMEOUT_MS) == 0)
+                log_info("mps", "MPS control daemon stopped resource=%s", d->spec.resource);
+        /* <prefix><uid>: the marker's directory */
+        if (d->root_fd >= 0)
+                remove_below(d->root_fd, d->marker_dir, 1);
+        daemon_release(d);
+        memmove(&s->d[i], &s->d[i + 1], (s->n - i - 1) * sizeof(*s->d));
+        s->n--;
+}
+
+static void claim_add(struct mps_sup *s, int dfd, const char *name, const char *uid)
+{
+        struct dev_sidecar_daemon spec;
+        struct diag diag = { 0 };
+        int r = claim_request(s, dfd, name, uid, &spec, &diag);
+        if (r < 0) {
+                if (!strv_contains(s->claims_refused, uid)) {
+                        log_error("mps", "refusing a claim's MPS request file=%s/%s error=\"%s\"",
+                                  s->claims->dir, name, diag.message);
+                        if (!s->claims_refused)
+                                s->claims_refused = xcalloc(1, sizeof(char *));
+                        s->claims_refused = strv_push(s->claims_refused, uid);
+                }
+                return;
+        }
+        s->d = xrealloc(s->d, (s->n + 1) * sizeof(*s->d));
+        struct mps_daemon *d = &s->d[s->n++];
+        memset(d, 0, sizeof(*d));
+        d->claim_uid = xstrdup(uid);
+        if (daemon_init(d, &spec) < 0) {
+                d->spec = spec; /* daemon_init copied it; released with d */
+                daemon_release(d);
+                s->n--;
+                return;
+        }
+        if (!s->claims_shm_ready && shm_prepare(d) == 0)
+                s->claims_shm_ready = true;
+        log_info("mps", "MPS control daemon asked for by a claim resource=%s gpus=%s",
+                 d->spec.resource, d->spec.visible_devices);
+        daemon_start(s, d);
+}
+
+static void claims_scan(struct mps_sup *s)
+{
+        if (!s->claims)
+                return;
+        struct diag diag = { 0 };
+        int dfd = fs_open_dir(AT_FDCWD, s->claims->dir, FS_CREATE, 0755, &diag);
+        if (dfd < 0) {
+                log_debug("mps", "cannot open the claims' directory path=%s error=\"%s\"",
+                          s->claims->dir, diag.message);
+                return;
+        }
+        /* fs_open_dir's is an O_PATH descriptor: a readable one to list */
+        int lfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *dir = lfd >= 0 ? fdopendir(lfd) : NULL;
+        if (!dir) {
+                if (lfd >= 0)
+                        close(lfd);
+                close(dfd);
+                return;
+        }
+        _cleanup_strv_free_ char **uids = xcalloc(1, sizeof(char *));
+        _cleanup_strv_free_ char **names = xcalloc(1, sizeof(char *));
+        size_t n = 0;
+        struct dirent *e;
+        while ((e = readdir(dir)) && n < CLAIMS_MAX) {
+                size_t len = strlen(e->d_name);
+                if (len <= 5 || strcmp(e->d_name + len - 5, ".json") != 0 ||
+                    !uid_valid(e->d_name, len - 5))
+                        continue;
+                _cleanup_free_ char *uid = xstrndup(e->d_name, len - 5);
+                uids = strv_push(uids, uid);
+                names = strv_push(names, e->d_name);
+                n++;
+        }
+        closedir(dir);
+        /* gone requests: their daemons quit */
+        for (size_t i = 0; i < s->n && !s->stop_signal;) {
+                if (s->d[i].claim_uid && !strv_contains(uids, s->d[i].claim_uid)) {
+                        claim_stop(s, i);
+                        continue;
+                }
+                i++;
+        }
+        for (size_t k = 0; s->claims_refused && s->claims_refused[k];)
+                if (!strv_contains(uids, s->claims_refused[k])) {
+                        size_t left = 0;
+                        while (s->claims_refused[k + left])
+                                left++;
+                        free(s->claims_refused[k]);
+                        /* the rest and the NULL */
+                        memmove(&s->claims_refused[k], &s->claims_refused[k + 1],
+                                left * sizeof(char *));
+                } else {
+                        k++;
+                }
+        for (size_t k = 0; k < n && !s->stop_signal; k++) {
+                bool have = false;
+                for (size_t i = 0; i < s->n && !have; i++)
+                        have = s->d[i].claim_uid && strcmp(s->d[i].claim_uid, uids[k]) == 0;
+                if (!have)
+                        claim_add(s, dfd, names[k], uids[k]);
+        }
+        close(dfd);
 }
 
 DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
@@ -565,11 +866,14 @@ DEFINE_CLEANUP_FUNC(struct devlet_config, config_free)
 struct mps_specs {
         struct dev_sidecar_daemon *v;
         size_t n;
+        struct dev_sidecar_claims *claims; /* the first backend's that has them */
 };
 
 static void collect_specs(const struct dev_backend_ops *ops, struct dev_backend *b, void *ud)
 {
         struct mps_specs *acc = ud;
+        if (!acc->claims && ops->sidecar_claims)
+                acc->claims = ops->sidecar_claims(b);
         _cleanup_free_ struct dev_sidecar_daemon *v = NULL;
         size_t n = ops->sidecar_daemons ? ops->sidecar_daemons(b, &v) : 0;
         if (!n)
@@ -612,20 +916,63 @@ int cmd_mps(int argc, char **argv)
                 log_error_errno(-errno, "mps", "cannot create a signalfd");
                 return 1;
         }
-        struct mps_sup s = { .sigfd = sigfd };
+        struct mps_sup s = { .sigfd = sigfd, .claims_ifd = -1 };
 
-        if (cfg->sharing.strategy != SHARING_MPS) {
-                log_info("mps", "sharing strategy is not MPS: no control daemon to run, idle "
-                                "until stopped");
-                return idle_until_signal(&s);
-        }
+        if (cfg->sharing.strategy != SHARING_MPS)
+                log_info("mps", "sharing strategy is not MPS: no control daemon to run for a "
+                                "resource; DRA claims may ask for theirs");
         struct mps_specs specs = { 0 };
         r = cmd_each_backend("mps-control-daemon", cfg, collect_specs, &specs);
+        if (cfg->sharing.strategy != SHARING_MPS) {
+                dev_sidecar_daemons_free(specs.v, specs.n);
+                specs = (struct mps_specs){ .claims = specs.claims };
+                _cleanup_free_ char *found = specs.claims ? find_control(specs.claims->program_roots)
+                                                          : NULL;
+                if (!found) {
+                        log_info("mps", "%s, idle until stopped",
+                                 specs.claims ? CONTROL_BIN " not found under the driver roots "
+                                                "nor on PATH: no claim's daemon can run either"
+                                              : "no backend takes MPS claims");
+                        dev_sidecar_claims_free(specs.claims);
+                        return idle_until_signal(&s);
+                }
+        }
+        if (specs.claims) {
+                s.claims = specs.claims;
+                s.claims_ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+                if (s.claims_ifd >= 0) {
+                        fs_mkdir_p(s.claims->dir, 0755);
+                        if (inotify_add_watch(s.claims_ifd, s.claims->dir,
+                                              IN_CREATE | IN_DELETE | IN_MOVED_TO |
+                                                  IN_MOVED_FROM | IN_CLOSE_WRITE) < 0) {
+                                close(s.claims_ifd);
+                                s.claims_ifd = -1;
+                        }
+                }
+        }
+        if (!r && specs.n == 0 && s.claims) {
+                _cleanup_free_ char *cbin = find_control(s.claims->program_roots);
+                if (!cbin) {
+                        log_error("mps", "%s not found under the driver roots nor on PATH: no "
+                                         "claim's MPS daemon can run",
+                                  CONTROL_BIN);
+                        sup_free(&s);
+                        return 1;
+                }
+                s.bin = cbin;
+                log_info("mps", "supervising the DRA claims' daemons control=%s requests=%s",
+                         cbin, s.claims->dir);
+                supervise(&s);
+                stop_all(&s);
+                sup_free(&s);
+                return 0;
+        }
         if (r || specs.n == 0) {
                 if (!r)
                         log_error("mps", "no GPUs to share: no resource of a running backend "
                                          "is shared by MPS");
                 dev_sidecar_daemons_free(specs.v, specs.n);
+                sup_free(&s);
                 return 1;
         }
         size_t n = specs.n;
@@ -636,6 +983,7 @@ int cmd_mps(int argc, char **argv)
                                   specs.v[i].replicas, specs.v[i].max_clients,
                                   specs.v[i].resource);
                         dev_sidecar_daemons_free(specs.v, n);
+                        sup_free(&s);
                         return 1;
                 }
         _cleanup_free_ char *bin = find_control(specs.v[0].program_roots);
@@ -647,6 +995,7 @@ int cmd_mps(int argc, char **argv)
                 log_error("mps", "%s not found under the driver root (%s) nor on PATH",
                           CONTROL_BIN, roots);
                 dev_sidecar_daemons_free(specs.v, n);
+                sup_free(&s);
                 return 1;
         }
         s.bin = bin;
@@ -659,6 +1008,8 @@ int cmd_mps(int argc, char **argv)
                         seen |= strcmp(specs.v[j].shm_dir, specs.v[i].shm_dir) == 0;
                 if (r == 0 && !seen)
                         r = shm_prepare(&s.d[i]);
+                if (r == 0 && s.claims && strcmp(s.claims->shm_dir, specs.v[i].shm_dir) == 0)
+                        s.claims_shm_ready = true;
                 if (r < 0) {
                         sup_free(&s);
                         dev_sidecar_daemons_free(specs.v, n);

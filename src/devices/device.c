@@ -735,3 +735,16 @@ void dev_sidecar_daemons_free(struct dev_sidecar_daemon *v, size_t n)
         }
         free(v);
 }
+
+void dev_sidecar_claims_free(struct dev_sidecar_claims *c)
+{
+        if (!c)
+                return;
+        free(c->root);
+        free(c->dir);
+        free(c->daemon_prefix);
+        free(c->marker_name);
+        free(c->shm_dir);
+        strv_free(c->program_roots);
+        free(c);
+}

@@ -163,7 +163,43 @@ struct dev_device {
 
 struct dev_resource;
 
+/* A DRA claim's opaque configuration (its `opaque.parameters`, for the
+ * family's driver), for the devices of one resource it applies to. */
+struct dev_claim_config {
+        const char *claim_uid;
+        /* where its author wrote it, for messages: "the claim's config[0]",
+         * "the DeviceClass's config[1]" */
+        const char *where;
+        const struct json_t *parameters;
+        char *const *ids; /* the resource's device IDs it applies to */
+        size_t n;
+        /* it names no request: a device of a kind it does not configure is
+         * left alone rather than refused */
+        bool all_requests;
+};
+
+struct dev_claim_config_ops {
+        /* On the loop thread: what configure needs of r, copied (heap; any
+         * thread frees it with ctx_free). */
+        void *(*ctx_new)(const struct dev_resource *r);
+        void (*ctx_free)(void *ctx);
+        /* On DRA's claims work (a worker thread; may block for seconds,
+         * reads only ctx and c): checks c and applies it to its devices,
+         * adding to out what the claim's containers need.  Returns 0, or
+         * -EINVAL with diag naming the field (".sharing.strategy: ...") and
+         * other -errno for what could not be done. */
+        int (*configure)(const void *ctx, const struct dev_claim_config *c, struct dev_alloc *out,
+                         struct diag *diag);
+        /* Optional, on the same thread: the claim is unprepared; undoes what
+         * configure left running for it (any config, any of its devices). */
+        void (*unconfigure)(const void *ctx, const char *claim_uid);
+};
+
 struct dev_resource_ops {
+        /* Optional: DRA claims' opaque configurations for the family's
+         * driver; NULL: the driver takes none (a claim that has one is
+         * refused). */
+        const struct dev_claim_config_ops *claim_config;
         /* Fills out for one container holding ids.  On an unknown or unhealthy
          * ID returns -EINVAL with diag naming it.  NULL: the
          * generic merge of each device's nodes and mounts. */
@@ -352,6 +388,19 @@ struct dev_sidecar_daemon {
 };
 void dev_sidecar_daemons_free(struct dev_sidecar_daemon *v, size_t n);
 
+/* Where DRA claims ask the sidecar for daemons of their own (NVIDIA: MPS
+ * per claim, claim-config.c), and the layout such a daemon gets. */
+struct dev_sidecar_claims {
+        char *root;          /* the sidecars' host directory; all below is below it */
+        char *dir;           /* the requests: <claim uid>.json, {"devices": [UUIDs],
+                              * "commands": [control commands]} */
+        char *daemon_prefix; /* a claim's daemon: <daemon_prefix><uid>/{pipe,log,<marker>} */
+        char *marker_name;
+        char *shm_dir;
+        char **program_roots;
+};
+void dev_sidecar_claims_free(struct dev_sidecar_claims *c);
+
 /* ---- backends ---- */
 
 struct dev_backend;
@@ -412,6 +461,9 @@ struct dev_backend_ops {
          * (dev_sidecar_daemons_free), NULL when there is none.  Returns how
          * many. */
         size_t (*sidecar_daemons)(struct dev_backend *b, struct dev_sidecar_daemon **out);
+        /* Optional: where DRA claims ask the sidecar for daemons (heap,
+         * dev_sidecar_claims_free; NULL: nowhere). */
+        struct dev_sidecar_claims *(*sidecar_claims)(struct dev_backend *b);
 };
 
 /* Every backend devlet knows, in start-up order; NULL-terminated. */

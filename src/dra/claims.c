@@ -5,6 +5,7 @@
  * length or a count in what it sends. */
 #include <errno.h>
 #include <fnmatch.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,9 @@
 /* The most devices one claim may hold for one driver (the API allows 32
  * per request and 32 requests). */
 #define CLAIM_DEVICES_MAX 1024
+/* The API's bounds on a claim's and a class's configs and their requests. */
+#define CLAIM_CONFIGS_MAX 64
+#define CONFIG_REQUESTS_MAX 32
 
 bool dra_uid_valid(const char *s)
 {
@@ -41,10 +45,88 @@ void dra_claim_release(struct dra_claim *c)
                 free(c->devices[i].device);
         }
         free(c->devices);
+        for (size_t i = 0; i < c->n_configs; i++) {
+                strv_free(c->configs[i].requests);
+                json_decref(c->configs[i].parameters);
+        }
+        free(c->configs);
         free(c->uid);
         free(c->namespace);
         free(c->name);
         memset(c, 0, sizeof(*c));
+}
+
+bool dra_claim_config_applies(const struct dra_claim_config *config, const char *request)
+{
+        if (!config->requests)
+                return true;
+        for (size_t i = 0; config->requests[i]; i++) {
+                size_t n = strlen(config->requests[i]);
+                if (strncmp(request, config->requests[i], n) == 0 &&
+                    (request[n] == '\0' || request[n] == '/'))
+                        return true;
+        }
+        return false;
+}
+
+/* status.allocation.devices.config: driver's opaque configs into c, the
+ * class's first (the API server lists them so; sorted anyway). */
+static int configs_decode(const json_t *list, const char *driver, struct dra_claim *c,
+                          struct diag *diag)
+{
+        if (!list)
+                return 0;
+        if (!json_is_array(list))
+                return diag_set(diag, -EINVAL, "status.allocation.devices.config is not a list");
+        if (json_array_size(list) > CLAIM_CONFIGS_MAX)
+                return diag_set(diag, -EINVAL, "more than %d configs", CLAIM_CONFIGS_MAX);
+        size_t seen[2] = { 0, 0 }; /* per source: FromClaim, FromClass */
+        for (int pass = 1; pass >= 0; pass--) {
+                size_t i;
+                const json_t *e;
+                json_array_foreach(list, i, e) {
+                        const char *source = str_at(e, "source");
+                        bool from_class = source && strcmp(source, "FromClass") == 0;
+                        if (!source || (!from_class && strcmp(source, "FromClaim") != 0))
+                                return diag_set(diag, -EINVAL,
+                                                "config %zu: source is not FromClass or FromClaim",
+                                                i);
+                        if ((int)from_class != pass)
+                                continue;
+                        size_t index = seen[from_class]++;
+                        const json_t *opaque = json_object_get(e, "opaque");
+                        const char *drv = str_at(opaque, "driver");
+                        if (!drv || strcmp(drv, driver) != 0)
+                                continue; /* another driver's, or not opaque */
+                        const json_t *params = json_object_get(opaque, "parameters");
+                        const json_t *reqs = json_object_get(e, "requests");
+                        if (reqs && !json_is_array(reqs))
+                                return diag_set(diag, -EINVAL, "config %zu: requests is not a list",
+                                                i);
+                        if (json_array_size(reqs) > CONFIG_REQUESTS_MAX)
+                                return diag_set(diag, -EINVAL, "config %zu: more than %d requests",
+                                                i, CONFIG_REQUESTS_MAX);
+                        char **rv = NULL;
+                        size_t k;
+                        const json_t *q;
+                        json_array_foreach(reqs, k, q) {
+                                if (!json_is_string(q)) {
+                                        strv_free(rv);
+                                        return diag_set(diag, -EINVAL,
+                                                        "config %zu: a request is not a string", i);
+                                }
+                                if (!rv)
+                                        rv = xcalloc(1, sizeof(char *));
+                                rv = strv_push(rv, json_string_value(q));
+                        }
+                        c->configs = xrealloc(c->configs, (c->n_configs + 1) * sizeof(*c->configs));
+                        c->configs[c->n_configs++] = (struct dra_claim_config){
+                                from_class, index, rv,
+                                params ? json_incref((json_t *)(uintptr_t)params) : json_null()
+                        };
+                }
+        }
+        return 0;
 }
 
 int dra_claim_decode(const json_t *claim, const char *uid, const char *driver, const char *pool,
@@ -98,6 +180,12 @@ int dra_claim_decode(const json_t *claim, const char *uid, const char *driver, c
         }
         if (c.n_devices == 0)
                 return diag_set(diag, -EINVAL, "no device of driver %s is allocated", driver);
+        int rc = configs_decode(json_is_object(devs) ? json_object_get(devs, "config") : NULL,
+                                driver, &c, diag);
+        if (rc < 0) {
+                dra_claim_release(&c);
+                return rc;
+        }
         c.uid = xstrdup(uid);
         c.namespace = xstrdup(ns);
         c.name = xstrdup(name);

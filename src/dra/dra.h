@@ -128,11 +128,27 @@ struct dra_claim_device {
         bool admin_access; /* the result's adminAccess: a monitoring or debugging claim */
 };
 
+/* An opaque configuration of the claim's allocation for the driver. */
+struct dra_claim_config {
+        bool from_class; /* source FromClass (else FromClaim) */
+        size_t index;    /* its place among its source's configs */
+        char **requests; /* strv; NULL: it applies to every request */
+        json_t *parameters; /* opaque.parameters (a reference) */
+};
+
 struct dra_claim {
         char *uid, *namespace, *name;
         struct dra_claim_device *devices;
         size_t n_devices;
+        /* the driver's opaque configs, the class's first, each source's in
+         * its order: a device takes the last one that applies to it */
+        struct dra_claim_config *configs;
+        size_t n_configs;
 };
+
+/* Whether config applies to a device of request ("gpu", or "gpu/sub" of a
+ * config naming "gpu"). */
+bool dra_claim_config_applies(const struct dra_claim_config *config, const char *request);
 
 /* Decodes a ResourceClaim (API JSON) for driver on pool: its uid must be
  * uid, it must be allocated, and the results for driver must name pool.

@@ -26,11 +26,21 @@ struct dra_dev {
         struct dev_alloc alloc;
 };
 
+/* A resource's appliers of claims' opaque configurations, with its
+ * snapshot (dev_claim_config_ops). */
+struct dra_res_config {
+        char *resource;
+        const struct dev_claim_config_ops *ops;
+        void *ctx;
+};
+
 struct dra_table {
         atomic_int refs;
         char *driver;
         struct dra_dev *devs;
         size_t n;
+        struct dra_res_config *configs; /* the resources that take opaque configs */
+        size_t n_configs;
 };
 
 /* Builds the table of driver's devices from res (loop thread: calls the
@@ -40,6 +50,8 @@ struct dra_table *dra_table_build(const char *driver, struct dev_resource *const
 struct dra_table *dra_table_ref(struct dra_table *t);
 void dra_table_unref(struct dra_table *t);
 const struct dra_dev *dra_table_find(const struct dra_table *t, const char *name);
+/* resource's applier of opaque configs; NULL: it takes none. */
+const struct dra_res_config *dra_table_config(const struct dra_table *t, const char *resource);
 
 /* The slices of one pool: the table's devices, an unhealthy one with a
  * NoSchedule taint (its family's key and value, else "<driver>/unhealthy";

@@ -23,6 +23,7 @@
  * thread; owns the checkpoint. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -130,6 +131,81 @@ static void merge_alloc(struct dev_alloc *dst, const struct dev_alloc *src)
 
 DEFINE_CLEANUP_FUNC(struct cdi_spec, cdi_spec_free)
 
+/* The claim's opaque configs, applied: each device takes the last config
+ * that applies to its request; each config goes to its resources' families
+ * once per resource, with the devices it won.  What a config gives the
+ * containers becomes a CDI device of the claim's spec, "<uid>-config-<k>",
+ * whose name goes into extra[i] of each device i it applies to. */
+static int apply_configs(const struct dra_table *t, const struct dra_claim *c,
+                         const struct dra_dev **devs, struct cdi_spec *spec, const char *kind,
+                         const struct dra_cdi_ops *cdi, char **extra, struct diag *diag)
+{
+        if (c->n_configs == 0)
+                return 0;
+        _cleanup_free_ size_t *winner = xcalloc(c->n_devices, sizeof(size_t));
+        for (size_t i = 0; i < c->n_devices; i++) {
+                winner[i] = SIZE_MAX;
+                for (size_t k = 0; k < c->n_configs; k++)
+                        if (dra_claim_config_applies(&c->configs[k], c->devices[i].request))
+                                winner[i] = k;
+        }
+        _cleanup_free_ const char **ids = xcalloc(c->n_devices + 1, sizeof(char *));
+        for (size_t k = 0; k < c->n_configs; k++) {
+                const struct dra_claim_config *cc = &c->configs[k];
+                _cleanup_free_ char *where = xasprintf("the %s's config[%zu]",
+                                                       cc->from_class ? "DeviceClass" : "claim",
+                                                       cc->index);
+                struct dev_alloc merged = { 0 };
+                int r = 0;
+                /* once per resource, in the order devices name them */
+                for (size_t i = 0; i < c->n_devices && r == 0; i++) {
+                        if (winner[i] != k)
+                                continue;
+                        bool done = false;
+                        for (size_t j = 0; j < i; j++)
+                                done = done || (winner[j] == k &&
+                                                strcmp(devs[j]->resource, devs[i]->resource) == 0);
+                        if (done)
+                                continue;
+                        const struct dra_res_config *rc = dra_table_config(t, devs[i]->resource);
+                        if (!rc) {
+                                r = diag_set(diag, -EINVAL,
+                                             "%s: driver %s takes no opaque configuration "
+                                             "for %s (device %s)",
+                                             where, t->driver, devs[i]->resource, devs[i]->name);
+                                break;
+                        }
+                        size_t n = 0;
+                        for (size_t j = i; j < c->n_devices; j++)
+                                if (winner[j] == k &&
+                                    strcmp(devs[j]->resource, devs[i]->resource) == 0)
+                                        ids[n++] = devs[j]->id;
+                        ids[n] = NULL;
+                        struct dev_claim_config dc = {
+                                .claim_uid = c->uid,
+                                .where = where,
+                                .parameters = cc->parameters,
+                                .ids = (char *const *)(uintptr_t)ids,
+                                .n = n,
+                                .all_requests = cc->requests == NULL,
+                        };
+                        r = rc->ops->configure(rc->ctx, &dc, &merged, diag);
+                }
+                if (r == 0 && (merged.n_envs || merged.n_mounts || merged.n_nodes)) {
+                        _cleanup_free_ char *dev_name = xasprintf("%s-config-%zu", c->uid, k);
+                        struct cdi_device *cd = cdi_spec_add_device(spec, dev_name);
+                        cdi->edits_from_alloc(&merged, &cd->edits);
+                        for (size_t i = 0; i < c->n_devices; i++)
+                                if (winner[i] == k)
+                                        extra[i] = xasprintf("%s=%s", kind, dev_name);
+                }
+                dev_alloc_release(&merged);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* The claim's devices in the table, its spec written; the answer's devices
  * (JSON, for the checkpoint and the reply) in *out. */
 static int prepare_devices(struct claims_state *s, const struct dra_claim *c, json_t **out,
@@ -156,6 +232,9 @@ static int prepare_devices(struct claims_state *s, const struct dra_claim *c, js
 
         _cleanup_free_ char *kind = xasprintf("k8s.%s/claim", drv->name);
         _cleanup_(cdi_spec_freep) struct cdi_spec *spec = r == 0 ? cdi_spec_new(kind) : NULL;
+        char **extra = xcalloc(c->n_devices, sizeof(char *));
+        if (r == 0)
+                r = apply_configs(t, c, devs, spec, kind, &drv->dra->cdi, extra, diag);
         json_t *answer = json_array();
         /* one CDI device per (request, resource), named after its first device */
         for (size_t i = 0; i < c->n_devices && r == 0; i++) {
@@ -184,6 +263,20 @@ static int prepare_devices(struct claims_state *s, const struct dra_claim *c, js
                         for (size_t k = 0; merged.cdi_devices && merged.cdi_devices[k]; k++)
                                 json_array_append_new(ids, json_string(merged.cdi_devices[k]));
                         dev_alloc_release(&merged);
+                        /* the configs' CDI devices of the group, each once */
+                        for (size_t k = i; k < c->n_devices; k++) {
+                                if (!extra[k] || strcmp(c->devices[k].request,
+                                                        c->devices[i].request) != 0 ||
+                                    strcmp(devs[k]->resource, devs[i]->resource) != 0)
+                                        continue;
+                                bool have = false;
+                                size_t x;
+                                json_t *v;
+                                json_array_foreach(ids, x, v)
+                                        have = have || strcmp(json_string_value(v), extra[k]) == 0;
+                                if (!have)
+                                        json_array_append_new(ids, json_string(extra[k]));
+                        }
                 }
                 json_array_append_new(answer,
                                       json_pack("{s:[s], s:s, s:s, s:o}", "requests",
@@ -202,6 +295,9 @@ static int prepare_devices(struct claims_state *s, const struct dra_claim *c, js
                                 diag_prefix(diag, r, "cannot write the CDI spec %s", path);
                 }
         }
+        for (size_t i = 0; i < c->n_devices; i++)
+                free(extra[i]);
+        free(extra);
         free(devs);
         dra_table_unref(t);
         if (r < 0) {
@@ -212,11 +308,12 @@ static int prepare_devices(struct claims_state *s, const struct dra_claim *c, js
         return 0;
 }
 
-/* What dra_claim_decode reads of a claim; the rest (the requests, the
- * opaque config its author wrote) is skipped unparsed. */
+/* What dra_claim_decode reads of a claim; the rest (its spec, the
+ * requests) is skipped unparsed. */
 static const struct kapi_keep claim_keep = {
         .spec = "{metadata{namespace,name,uid},"
-                "status{allocation{devices{results[{driver,request,pool,device,adminAccess}]}}}}",
+                "status{allocation{devices{results[{driver,request,pool,device,adminAccess}],"
+                "config[{source,requests*32,opaque{driver,parameters}}]}}}}",
 };
 
 /* GET the claim, with a few tries for failures that may pass. */
@@ -254,6 +351,19 @@ static int claim_get(struct claims_state *s, const struct dra_job_claim *jc, str
         return r;
 }
 
+/* What the families left running for the claim's configs (an MPS daemon)
+ * is stopped, whatever they were: unknown or none, it costs a lookup. */
+static void unconfigure(struct dra_driver *drv, const char *uid)
+{
+        pthread_mutex_lock(&drv->mu);
+        struct dra_table *t = dra_table_ref(drv->table);
+        pthread_mutex_unlock(&drv->mu);
+        for (size_t i = 0; t && i < t->n_configs; i++)
+                if (t->configs[i].ops->unconfigure)
+                        t->configs[i].ops->unconfigure(t->configs[i].ctx, uid);
+        dra_table_unref(t);
+}
+
 static json_t *prepare_one(struct claims_state *s, const struct dra_job_claim *jc, char **error)
 {
         struct dra_driver *drv = s->drv;
@@ -289,6 +399,7 @@ static json_t *prepare_one(struct claims_state *s, const struct dra_job_claim *j
         }
         dra_claim_release(&c);
         if (r < 0) {
+                unconfigure(drv, jc->uid); /* a config that was applied before the failure */
                 json_decref(devices);
                 *error = xasprintf("claim %s/%s: %s", jc->namespace, jc->name,
                                    why.message[0] ? why.message : strerror(-r));
@@ -303,6 +414,7 @@ static json_t *prepare_one(struct claims_state *s, const struct dra_job_claim *j
 
 static char *unprepare_one(struct claims_state *s, const struct dra_job_claim *jc)
 {
+        unconfigure(s->drv, jc->uid);
         _cleanup_free_ char *path = spec_path(s->drv, jc->uid);
         if (unlink(path) < 0 && errno != ENOENT)
                 return xasprintf("claim %s/%s: cannot remove %s: %s", jc->namespace, jc->name,

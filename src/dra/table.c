@@ -81,6 +81,13 @@ struct dra_table *dra_table_build(const char *driver, struct dev_resource *const
                         x->slice_device = dev_model_json(m);
                         t->n++;
                 }
+                const struct dev_claim_config_ops *cc = r->ops ? r->ops->claim_config : NULL;
+                if (cc) {
+                        t->configs = xrealloc(t->configs, (t->n_configs + 1) * sizeof(*t->configs));
+                        t->configs[t->n_configs++] = (struct dra_res_config){
+                                xstrdup(r->name), cc, cc->ctx_new(r)
+                        };
+                }
         }
         return t;
 }
@@ -99,8 +106,21 @@ void dra_table_unref(struct dra_table *t)
         for (size_t i = 0; i < t->n; i++)
                 dev_release(&t->devs[i]);
         free(t->devs);
+        for (size_t i = 0; i < t->n_configs; i++) {
+                t->configs[i].ops->ctx_free(t->configs[i].ctx);
+                free(t->configs[i].resource);
+        }
+        free(t->configs);
         free(t->driver);
         free(t);
+}
+
+const struct dra_res_config *dra_table_config(const struct dra_table *t, const char *resource)
+{
+        for (size_t i = 0; i < t->n_configs; i++)
+                if (strcmp(t->configs[i].resource, resource) == 0)
+                        return &t->configs[i];
+        return NULL;
 }
 
 const struct dra_dev *dra_table_find(const struct dra_table *t, const char *name)

@@ -13,6 +13,7 @@ prints, the files on the node), never devlet's word.
 
 import json
 import os
+import re
 
 import pytest
 import yaml
@@ -504,3 +505,56 @@ def test_a_device_plugin_pod_gets_a_gpu_through_dra(dra, pods):
     claim = dra.get("pod", name)["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
     results = dra.get("resourceclaim", claim)["status"]["allocation"]["devices"]["results"]
     assert [r["driver"] for r in results] == ["gpu.nvidia.com"]
+
+
+def configured_claim(cluster, name, sharing):
+    """A claim for one GPU carrying NVIDIA's opaque GpuConfig, as written
+    for NVIDIA's DRA driver."""
+    cluster.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"devices": {
+                       "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}],
+                       "config": [{"requests": ["gpu"], "opaque": {"driver": "gpu.nvidia.com", "parameters": {
+                           "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+                           "sharing": sharing}}}]}}})
+
+
+def test_a_time_slicing_claim_shared_by_two_pods(dra, pods):
+    """NVIDIA's TimeSlicing GpuConfig, unchanged: two pods share the claim's
+    GPU; the interval goes to nvidia-smi compute-policy, which the mock
+    machine lacks, and devlet says it was not applied."""
+    name = unique("ts-shared")
+    configured_claim(dra, name, {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}})
+    try:
+        a, b = f"{name}-a", f"{name}-b"
+        for p in (a, b):
+            pods.append(claim_pod(dra, p, "echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 3600", claim_name=name))
+        got = []
+        for p in (a, b):
+            dra.wait_phase(p, ("Running",))
+            got.append(wait_output(dra, p, "gpu=").split("gpu=")[1].split()[0])
+        assert got[0] == got[1] and got[0] in gpu_uuids(), got
+        uid = dra.get("resourceclaim", name)["metadata"]["uid"]
+        dra.wait("devlet to say the interval was not applied", lambda: re.search(
+            rf"time-slice not applied claim_uid={uid} device={got[0]} reason=\"nvidia-smi not found",
+            dra.devlet_log()))
+    finally:
+        dra.delete_pods(*pods)
+        dra.kubectl("delete", "resourceclaim", name, "--wait=true", check=False)
+
+
+def test_a_wrong_claim_config_shows_in_the_pods_events(dra, pods):
+    """A GpuConfig devlet cannot apply: the pod does not start, and its
+    events carry devlet's message with the field's path."""
+    name = unique("bad-config")
+    configured_claim(dra, name, {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Forever"}})
+    try:
+        pods.append(claim_pod(dra, name, "echo ran", claim_name=name))
+        ev = dra.wait("the kubelet's FailedPrepareDynamicResources event", lambda: [
+            m for r, m in dra.events(name) if r == "FailedPrepareDynamicResources"])
+        assert (f"claim default/{name}: the claim's config[0]: "
+                ".sharing.timeSlicingConfig.interval: unknown time-slice interval \"Forever\"") in ev[0], ev
+        assert dra.phase(name) == "Pending"
+    finally:
+        dra.delete_pods(*pods)
+        dra.kubectl("delete", "resourceclaim", name, "--wait=true", check=False)

@@ -829,9 +829,12 @@ class ApiServer:
             assert code == 201, obj
             return obj
 
-    def put_claim(self, ns, name, uid, results=None, allocated=True, admin_access=False):
+    def put_claim(self, ns, name, uid, results=None, allocated=True, admin_access=False,
+                  config=None):
         """A ResourceClaim; results: [(request, driver, pool, device)], each
-        with adminAccess when admin_access."""
+        with adminAccess when admin_access; config: the allocation's
+        configs, as the API server writes them ({"source", "requests",
+        "opaque": {"driver", "parameters"}})."""
         claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                  "metadata": {"namespace": ns, "name": name, "uid": uid,
                               "resourceVersion": "1"},
@@ -842,6 +845,8 @@ class ApiServer:
                 {"request": r, "driver": d, "pool": p, "device": dev,
                  **({"adminAccess": True} if admin_access else {})}
                 for r, d, p, dev in results or []]}}
+            if config is not None:
+                claim["status"]["allocation"]["devices"]["config"] = copy.deepcopy(config)
         with self.lock:
             self.claims[(ns, name)] = claim
         return claim

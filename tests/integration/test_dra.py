@@ -1096,3 +1096,17 @@ def test_fifo_as_a_tls_file_of_the_kubeconfig(dra, certs, field):
     os.rename(fifo + ".new", fifo)
     wait_slices(s.api, ["a-0", "a-1"], timeout=15)
     assert s.k.prepare([ref])[ref[1]].error == ""
+
+
+def test_an_opaque_config_for_a_driver_that_takes_none_is_refused(dra):
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    ref = claim_ref("configured")
+    s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")], config=[
+        {"source": "FromClaim", "opaque": {"driver": "other.example.com", "parameters": {}}},
+        {"source": "FromClaim", "requests": ["dev"],
+         "opaque": {"driver": DRIVER, "parameters": {"kind": "Anything"}}}])
+    got = s.k.prepare([ref])[ref[1]]
+    assert got.error == (f"claim default/configured: the claim's config[1]: driver {DRIVER} takes "
+                         f"no opaque configuration for {A} (device a-0)"), got.error
+    assert not os.path.exists(s.spec(ref[1]))

@@ -933,6 +933,35 @@ static void test_preferred_lost_and_replicas(void **state)
         config_free(cfg);
 }
 
+/* Kubernetes quantities, as claims' MPS limits spell them. */
+static void test_quantities(void **state)
+{
+        (void)state;
+        static const struct {
+                const char *text;
+                bool ok;
+                unsigned long long bytes;
+        } cases[] = {
+                { "10Gi", true, 10737418240ULL }, { "512Mi", true, 536870912ULL },
+                { "1.5Gi", true, 1610612736ULL }, { "1G", true, 1000000000ULL },
+                { "1e9", true, 1000000000ULL },   { "2E3", true, 2000ULL },
+                { "1E", true, 1000000000000000000ULL }, { "+4Ki", true, 4096ULL },
+                { "1024", true, 1024ULL },        { "1500m", true, 2ULL },
+                { ".5Ki", true, 512ULL },         { "", false, 0 },
+                { "Gi", false, 0 },               { "-1Gi", false, 0 },
+                { "10GB", false, 0 },             { "10 Gi", false, 0 },
+                { "1e99", false, 0 },             { "8Ei", false, 0 },
+                { "1.2.3", false, 0 },            { "ten", false, 0 },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                unsigned long long got = 0;
+                bool ok = nvidia_quantity_bytes(cases[i].text, &got);
+                if (ok != cases[i].ok || (ok && got != cases[i].bytes))
+                        fail_msg("%s: ok=%d bytes=%llu, want ok=%d bytes=%llu", cases[i].text, ok,
+                                 got, cases[i].ok, cases[i].bytes);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -942,6 +971,7 @@ int main(void)
                 cmocka_unit_test(test_inventory_nvswitch),
                 cmocka_unit_test(test_inventory_mig),
                 cmocka_unit_test(test_pure_helpers),
+                cmocka_unit_test(test_quantities),
                 cmocka_unit_test(test_mig_strategies),
                 cmocka_unit_test(test_mig_errors),
                 cmocka_unit_test(test_no_library_no_gpus),

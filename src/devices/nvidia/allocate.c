@@ -406,6 +406,7 @@ static int nvidia_preferred(struct dev_resource *r, char *const *available, size
 }
 
 const struct dev_resource_ops nvidia_resource_ops = {
+        .claim_config = &nvidia_claim_config_ops,
         .allocate = nvidia_allocate,
         .preferred = nvidia_preferred,
 };

@@ -111,6 +111,12 @@ struct nvidia_res {
         bool whole_gpus_only; /* whole GPUs and nothing else: topology-aware choice */
 };
 
+/* gpu.nvidia.com's opaque claim configurations (claim-config.c). */
+extern const struct dev_claim_config_ops nvidia_claim_config_ops;
+/* A Kubernetes quantity ("10Gi", "1.5G", "1e9") in bytes, rounded up;
+ * false for what is not one, is negative, or passes 2^62. */
+bool nvidia_quantity_bytes(const char *s, unsigned long long *out);
+
 /* The resources one configuration makes of one inventory. */
 struct nvidia_layout {
         struct dev_resource **res;

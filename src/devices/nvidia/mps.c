@@ -162,3 +162,20 @@ size_t nvidia_backend_mps_daemons(struct dev_backend *db, struct dev_sidecar_dae
         *out = v;
         return n;
 }
+
+struct dev_sidecar_claims *nvidia_backend_mps_claims(struct dev_backend *db)
+{
+        struct nvidia_backend *b = (struct nvidia_backend *)db;
+        if (!b || !b->ctx.mps_root || !b->ctx.mps_root[0])
+                return NULL;
+        struct dev_sidecar_claims *c = xcalloc(1, sizeof(*c));
+        c->root = xstrdup(b->ctx.mps_root);
+        c->dir = nvidia_mps_path(b->ctx.mps_root, NULL, NVIDIA_MPS_CLAIMS_DIR);
+        c->daemon_prefix = nvidia_mps_path(b->ctx.mps_root, NULL, NVIDIA_MPS_CLAIM_PREFIX);
+        c->marker_name = xstrdup(NVIDIA_MPS_MARKER);
+        c->shm_dir = nvidia_mps_path(b->ctx.mps_root, NULL, "shm");
+        c->program_roots = xcalloc(1, sizeof(char *));
+        for (size_t k = 0; b->ctx.program_roots && b->ctx.program_roots[k]; k++)
+                c->program_roots = strv_push(c->program_roots, b->ctx.program_roots[k]);
+        return c;
+}

@@ -721,4 +721,5 @@ const struct dev_backend_ops nvidia_backend_ops = {
         .events = nvidia_events,
         .attr_hints = &nvidia_attr_hints,
         .sidecar_daemons = nvidia_backend_mps_daemons,
+        .sidecar_claims = nvidia_backend_mps_claims,
 };

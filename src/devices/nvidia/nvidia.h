@@ -44,6 +44,10 @@ size_t nvidia_backend_xid_events(struct dev_backend *b, struct nvidia_xid_event 
 #define NVIDIA_MPS_MARKER ".started" /* <root>/<resource>/.started: the daemon is ready */
 #define NVIDIA_MPS_STALE_MS 5000     /* a marker not touched for this long is stale */
 #define NVIDIA_MPS_CONTAINER_ROOT "/mps" /* where containers see the MPS root */
+/* per-claim MPS (claim-config.c): <root>/claims/<uid>.json is a claim's
+ * request to the sidecar, <root>/claim-<uid>/ its daemon's directory */
+#define NVIDIA_MPS_CLAIMS_DIR "claims"
+#define NVIDIA_MPS_CLAIM_PREFIX "claim-"
 
 /* <root>/<resource>/<leaf>, or <root>/<leaf> when resource is NULL. */
 char *nvidia_mps_path(const char *root, const char *resource, const char *leaf);
@@ -58,6 +62,9 @@ unsigned long long nvidia_mps_pinned_mib(unsigned long long memory_bytes, unsign
  * NVIDIA's layout under --mps-root and limits (max_clients 48, 16 on GPUs
  * older than compute capability 7.5). */
 size_t nvidia_backend_mps_daemons(struct dev_backend *b, struct dev_sidecar_daemon **out);
+/* The backend's `sidecar_claims` member: MPS per claim, <mps-root>/claims;
+ * NULL without an MPS root. */
+struct dev_sidecar_claims *nvidia_backend_mps_claims(struct dev_backend *b);
 /* Every MPS resource's daemon is ready (false when there is none). */
 bool nvidia_backend_mps_ready(struct dev_backend *b);
 
