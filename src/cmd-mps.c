@@ -39,7 +39,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,10 +56,12 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/run.h"
 #include "base/xalloc.h"
 #include "cmd.h"
 #include "config/config.h"
 #include "devices/device.h"
+#include "dra/dra.h"
 
 #include <jansson.h>
 
@@ -163,29 +164,7 @@ static bool wait_events(struct mps_sup *s, int64_t deadline, int fd)
  * PATH. */
 static char *find_control(char *const *roots)
 {
-        static const char *const dirs[] = { "usr/bin", "usr/local/bin", "bin", "usr/sbin", "sbin" };
-        for (size_t r = 0; roots && roots[r]; r++) {
-                if (!roots[r][0])
-                        continue;
-                for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-                        size_t n = strlen(roots[r]);
-                        while (n > 0 && roots[r][n - 1] == '/')
-                                n--;
-                        _cleanup_free_ char *p =
-                                xasprintf("%.*s/%s/%s", (int)n, roots[r], dirs[i], CONTROL_BIN);
-                        if (access(p, X_OK) == 0)
-                                return TAKE_PTR(p);
-                }
-        }
-        const char *path = getenv("PATH");
-        _cleanup_free_ char *copy = xstrdup(path ? path : "/usr/bin:/bin");
-        char *save = NULL;
-        for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-                _cleanup_free_ char *p = xasprintf("%s/%s", dir, CONTROL_BIN);
-                if (access(p, X_OK) == 0)
-                        return TAKE_PTR(p);
-        }
-        return NULL;
+        return run_find_program(roots, CONTROL_BIN);
 }
 
 /* Reads what the non-blocking fd holds now (at most 64 KiB a call), keeping
@@ -241,35 +220,14 @@ static int control_run(struct mps_sup *s, const struct mps_daemon *d, const char
          * writing cannot hold us */
         fcntl(in[1], F_SETFL, O_NONBLOCK);
         fcntl(outp[0], F_SETFL, O_NONBLOCK);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-        posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
-        /* its own process group, our blocked and ignored signals undone */
-        posix_spawnattr_t attr;
-        posix_spawnattr_init(&attr);
-        sigset_t none, dfl;
-        sigemptyset(&none);
-        sigemptyset(&dfl);
-        sigaddset(&dfl, SIGTERM);
-        sigaddset(&dfl, SIGINT);
-        sigaddset(&dfl, SIGCHLD);
-        sigaddset(&dfl, SIGPIPE);
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                POSIX_SPAWN_SETSIGDEF);
-        posix_spawnattr_setpgroup(&attr, 0);
-        posix_spawnattr_setsigmask(&attr, &none);
-        posix_spawnattr_setsigdefault(&attr, &dfl);
         pid_t pid;
-        int r = posix_spawn(&pid, s->bin, &fa, &attr, argv, envp);
-        posix_spawnattr_destroy(&attr);
-        posix_spawn_file_actions_destroy(&fa);
+        int r = run_spawn(argv, envp, in[0], outp[1], &pid);
         close(in[0]);
         close(outp[1]);
-        if (r != 0) {
+        if (r < 0) {
                 close(in[1]);
                 close(outp[0]);
-                return -r;
+                return r;
         }
         s->client = pid;
         s->client_exited = false;
@@ -569,26 +527,13 @@ static int daemon_init(struct mps_daemon *d, const struct dev_sidecar_daemon *sp
         return 0;
 }
 
-static void spec_release(struct dev_sidecar_daemon *spec)
-{
-        free(spec->root);
-        free(spec->resource);
-        free(spec->visible_devices);
-        strv_free(spec->setup);
-        free(spec->pipe_dir);
-        free(spec->log_dir);
-        free(spec->marker);
-        free(spec->shm_dir);
-        strv_free(spec->program_roots);
-}
-
 static void daemon_release(struct mps_daemon *d)
 {
         if (d->root_fd >= 0)
                 close(d->root_fd);
         free(d->marker_dir);
         if (d->claim_uid) {
-                spec_release(&d->spec);
+                dev_sidecar_daemon_release(&d->spec);
                 free(d->claim_uid);
         }
 }
@@ -609,16 +554,6 @@ static void sup_free(struct mps_sup *s)
 #define CLAIMS_MAX 256
 #define CLAIM_REQUEST_MAX 16384
 #define CLAIM_DEVICES_MAX 64
-
-static bool uid_valid(const char *s, size_t n)
-{
-        if (n == 0 || n > 64)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-                        return false;
-        return true;
-}
 
 static bool device_valid(const char *s)
 {
@@ -712,7 +647,7 @@ static int claim_request(struct mps_sup *s, int dfd, const char *name, const cha
         spec->marker = xasprintf("%s%s/%s", c->daemon_prefix, uid, c->marker_name);
         spec->shm_dir = xstrdup(c->shm_dir);
         if (r < 0) {
-                spec_release(spec);
+                dev_sidecar_daemon_release(spec);
                 return r;
         }
         return 0;
@@ -821,10 +756,11 @@ static void claims_scan(struct mps_sup *s)
         struct dirent *e;
         while ((e = readdir(dir)) && n < CLAIMS_MAX) {
                 size_t len = strlen(e->d_name);
-                if (len <= 5 || strcmp(e->d_name + len - 5, ".json") != 0 ||
-                    !uid_valid(e->d_name, len - 5))
+                if (len <= 5 || strcmp(e->d_name + len - 5, ".json") != 0)
                         continue;
                 _cleanup_free_ char *uid = xstrndup(e->d_name, len - 5);
+                if (!dra_uid_valid(uid))
+                        continue;
                 uids = strv_push(uids, uid);
                 names = strv_push(names, e->d_name);
                 n++;

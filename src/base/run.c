@@ -48,21 +48,18 @@ static bool drain(int fd, char *buf, size_t *len)
         }
 }
 
-int run_program(char *const *argv, char *const *envp, long timeout_ms, char **output,
-                struct diag *diag)
+int run_spawn(char *const *argv, char *const *envp, int in_fd, int out_fd, pid_t *pid)
 {
-        const char *path = argv[0];
-        int outp[2];
-        if (pipe2(outp, O_CLOEXEC) < 0)
-                return diag_set(diag, -errno, "cannot start %s: %s", path, strerror(errno));
-        fcntl(outp[0], F_SETFL, O_NONBLOCK);
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
-        posix_spawn_file_actions_adddup2(&fa, outp[1], 2);
+        if (in_fd >= 0)
+                posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
+        else
+                posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+        posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
         /* its own process group; the signals our threads block unblocked,
-         * and the ones we ignore back to their defaults */
+         * and the ones we ignore or catch back to their defaults */
         posix_spawnattr_t attr;
         posix_spawnattr_init(&attr);
         sigset_t none, dfl;
@@ -77,10 +74,22 @@ int run_program(char *const *argv, char *const *envp, long timeout_ms, char **ou
         posix_spawnattr_setsigdefault(&attr, &dfl);
         static char path_env[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
         char *const path_only[] = { path_env, NULL };
-        pid_t pid;
-        int r = posix_spawn(&pid, path, &fa, &attr, argv, envp ? envp : path_only);
+        int r = posix_spawn(pid, argv[0], &fa, &attr, argv, envp ? envp : path_only);
         posix_spawnattr_destroy(&attr);
         posix_spawn_file_actions_destroy(&fa);
+        return -r;
+}
+
+int run_program(char *const *argv, char *const *envp, long timeout_ms, char **output,
+                struct diag *diag)
+{
+        const char *path = argv[0];
+        int outp[2];
+        if (pipe2(outp, O_CLOEXEC) < 0)
+                return diag_set(diag, -errno, "cannot start %s: %s", path, strerror(errno));
+        fcntl(outp[0], F_SETFL, O_NONBLOCK);
+        pid_t pid;
+        int r = -run_spawn(argv, envp, -1, outp[1], &pid);
         close(outp[1]);
         if (r != 0) {
                 close(outp[0]);

@@ -7,9 +7,17 @@
 #ifndef DEVLET_BASE_RUN_H
 #define DEVLET_BASE_RUN_H
 
+#include <sys/types.h>
+
 #include "base/diag.h"
 
 #define RUN_OUTPUT_MAX 4096
+
+/* posix_spawn of argv (argv[0] the program's path) with envp (NULL: PATH
+ * only) in a process group of its own, with an empty signal mask and every
+ * signal's default disposition: stdin from in_fd (-1: /dev/null), stdout
+ * and stderr to out_fd.  Returns 0 and *pid, or -errno. */
+int run_spawn(char *const *argv, char *const *envp, int in_fd, int out_fd, pid_t *pid);
 
 /* Runs argv (argv[0] the program's path) with envp (NULL: PATH only) for at
  * most timeout_ms.  Returns the exit status (0..255; 128 + the signal for a

@@ -720,19 +720,23 @@ void dev_request_rebuild(const char *backend, const char *fmt, ...)
                 log_debug(backend, "devices changed, nothing to rebuild them: %s", why);
 }
 
+void dev_sidecar_daemon_release(struct dev_sidecar_daemon *d)
+{
+        free(d->root);
+        free(d->resource);
+        free(d->visible_devices);
+        strv_free(d->setup);
+        free(d->pipe_dir);
+        free(d->log_dir);
+        free(d->marker);
+        free(d->shm_dir);
+        strv_free(d->program_roots);
+}
+
 void dev_sidecar_daemons_free(struct dev_sidecar_daemon *v, size_t n)
 {
-        for (size_t i = 0; i < n; i++) {
-                free(v[i].root);
-                free(v[i].resource);
-                free(v[i].visible_devices);
-                strv_free(v[i].setup);
-                free(v[i].pipe_dir);
-                free(v[i].log_dir);
-                free(v[i].marker);
-                free(v[i].shm_dir);
-                strv_free(v[i].program_roots);
-        }
+        for (size_t i = 0; i < n; i++)
+                dev_sidecar_daemon_release(&v[i]);
         free(v);
 }
 

@@ -142,6 +142,9 @@ struct dev_taint {
         char key[64];
         char value[64];
         int64_t since;
+        /* the pods holding the device are evicted (effect NoExecute), not
+         * only new claims kept off it (NoSchedule); the family's option */
+        bool no_execute;
 };
 
 struct dev_device {
@@ -386,6 +389,8 @@ struct dev_sidecar_daemon {
         char **program_roots;  /* roots whose bin directories hold the control program,
                                 * searched in order before PATH (may be NULL) */
 };
+/* Frees what one daemon holds (not the daemon itself). */
+void dev_sidecar_daemon_release(struct dev_sidecar_daemon *d);
 void dev_sidecar_daemons_free(struct dev_sidecar_daemon *v, size_t n);
 
 /* Where DRA claims ask the sidecar for daemons of their own (NVIDIA: MPS

@@ -152,7 +152,8 @@ static json_t *tainted(const struct dra_table *t, const struct dra_dev *d)
                 json_object_set_new(taint, "key", json_sprintf("%s/unhealthy", t->driver));
         if (d->taint.value[0])
                 json_object_set_new(taint, "value", json_string(d->taint.value));
-        json_object_set_new(taint, "effect", json_string(DRA_TAINT_EFFECT));
+        json_object_set_new(taint, "effect",
+                            json_string(d->taint.no_execute ? "NoExecute" : DRA_TAINT_EFFECT));
         if (d->taint.since > 0) {
                 time_t since = (time_t)d->taint.since;
                 struct tm tm;

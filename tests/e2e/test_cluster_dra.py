@@ -156,18 +156,23 @@ def test_claim_by_cel_runs_and_unprepares(dra, pods):
     dra.wait("the claim's CDI spec removed", lambda: not os.path.exists(claim_spec(uid)))
 
 
+def two_pods_on(cluster, pods, name):
+    """Two running pods on the claim name; the GPU each says it has."""
+    got = []
+    for p in (f"{name}-a", f"{name}-b"):
+        pods.append(claim_pod(cluster, p, "echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 3600", claim_name=name))
+    for p in (f"{name}-a", f"{name}-b"):
+        cluster.wait_phase(p, ("Running",))
+        got.append(wait_output(cluster, p, "gpu=").split("gpu=")[1].split()[0])
+    return got
+
+
 def test_shared_claim_two_pods(dra, pods):
     """One ResourceClaim, two pods: both run with the same GPU."""
     name = unique("dra-shared")
     claim(dra, name, "gpu.nvidia.com")
     try:
-        a, b = f"{name}-a", f"{name}-b"
-        for p in (a, b):
-            pods.append(claim_pod(dra, p, "echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 3600", claim_name=name))
-        got = []
-        for p in (a, b):
-            dra.wait_phase(p, ("Running",))
-            got.append(wait_output(dra, p, "gpu=").split("gpu=")[1].split()[0])
+        got = two_pods_on(dra, pods, name)
         assert got[0] == got[1] and got[0] in gpu_uuids(), got
     finally:
         dra.delete_pods(*pods)
@@ -526,13 +531,7 @@ def test_a_time_slicing_claim_shared_by_two_pods(dra, pods):
     name = unique("ts-shared")
     configured_claim(dra, name, {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}})
     try:
-        a, b = f"{name}-a", f"{name}-b"
-        for p in (a, b):
-            pods.append(claim_pod(dra, p, "echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 3600", claim_name=name))
-        got = []
-        for p in (a, b):
-            dra.wait_phase(p, ("Running",))
-            got.append(wait_output(dra, p, "gpu=").split("gpu=")[1].split()[0])
+        got = two_pods_on(dra, pods, name)
         assert got[0] == got[1] and got[0] in gpu_uuids(), got
         uid = dra.get("resourceclaim", name)["metadata"]["uid"]
         dra.wait("devlet to say the interval was not applied", lambda: re.search(

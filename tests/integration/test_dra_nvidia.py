@@ -67,12 +67,12 @@ def gpus(dirs, api, certs, devlet, node):
     ns.dra_socket = os.path.join(ns.plugins, DRIVER, "dra.sock")
     ns.reg_socket = os.path.join(ns.registry, f"{DRIVER}-reg.sock")
 
-    def start():
-        ns.d = devlet(None, env=n.env(**QUIET), args=[
+    def start(extra=(), env=QUIET):
+        ns.d = devlet(None, env=n.env(**env), args=[
             "--backends", "nvidia", "--metrics-address", "", "--kubeconfig", str(kc),
             "--node-name", NODE, "--kubelet-registrar-directory-path", ns.registry,
             "--kubelet-plugins-directory-path", ns.plugins, "--cdi-spec-dir", ns.cdi,
-            "--dra-resources", "nvidia.com/gpu", *ns.flags])
+            "--dra-resources", "nvidia.com/gpu", *ns.flags, *extra])
         wait_until(lambda: os.path.exists(ns.dra_socket) and os.path.exists(ns.reg_socket),
                    10, "the DRA sockets")
         ns.k = DraKubelet(ns.reg_socket, ns.dra_socket)
@@ -266,3 +266,34 @@ def test_configs_of_other_drivers_and_requests_are_left_alone(gpus):
     got = s.k.prepare([ref])[ref[1]]
     assert got.error == "", got.error
     assert smi_calls(s) == []
+
+
+def gpu_taints(api):
+    """{device: [(key, value, effect)]} over the node's gpu.nvidia.com slices."""
+    out = {}
+    for sl in list(api.slices.values()):
+        if sl["spec"]["nodeName"] == NODE and sl["spec"]["driver"] == DRIVER:
+            for d in sl["spec"]["devices"]:
+                if d.get("taints"):
+                    out[d["name"]] = [(t["key"], t.get("value"), t["effect"]) for t in d["taints"]]
+    return out
+
+
+def test_the_xids_named_taint_noexecute_the_others_noschedule(gpus):
+    """--nvidia-dra-no-execute 79: an XID 79 evicts (NoExecute), an XID 48
+    only keeps new claims off (NoSchedule, the default)."""
+    s = gpus.start(["--nvidia-dra-no-execute", "79"], env={})
+    s.api.wait_for(lambda: len([1 for sl in s.api.slices.values() if sl["spec"]["driver"] == DRIVER]) == 1,
+                   10, "the slice")
+    s.node.xids([(1, 79), (2, 48)])
+    got = s.api.wait_for(lambda: len(gpu_taints(s.api)) == 2 and gpu_taints(s.api), 10, "two taints")
+    assert got == {"gpu-1": [("gpu.nvidia.com/xid", "79", "NoExecute")],
+                   "gpu-2": [("gpu.nvidia.com/xid", "48", "NoSchedule")]}
+
+
+def test_a_wrong_no_execute_entry_is_refused_at_start(gpus, node):
+    from devlet_harness import run_devlet
+    r = run_devlet(["run", "--backends", "nvidia", "--nvidia-dra-no-execute", "79,lost"],
+                   env=gpus.node.env(**QUIET))
+    assert r.returncode == 2, r.stderr
+    assert 'invalid --nvidia-dra-no-execute entry "lost": an XID number, gpu-lost or all' in r.stderr

@@ -43,6 +43,7 @@ struct nvidia_options {
         char *mps_root;                  /* --mps-root, default /run/nvidia/mps */
         char *device_discovery_strategy; /* auto|nvml (tegra and vfio are refused) */
         char **imex_channel_ids;         /* --imex-channel-ids: empty or ["0"] */
+        char **dra_no_execute;           /* --nvidia-dra-no-execute: XIDs, gpu-lost, all */
         bool imex_required;              /* --imex-required */
         char **cdi_feature_flags;        /* --cdi-feature-flags (may be empty) */
         char **cdi_disable_hooks;        /* --cdi-disable-hooks: hook names (may be empty) */
@@ -88,6 +89,7 @@ struct nvidia_ctx {
         bool fail_requests_greater_than_one;
         enum alloc_replica_policy replica_policy;
         char *mps_root; /* --mps-root, the host's */
+        char **no_execute; /* --nvidia-dra-no-execute */
         char **program_roots; /* --driver-root-ctr-path, --nvidia-driver-root: where
                                * the MPS control program is looked for */
 };

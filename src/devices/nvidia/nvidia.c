@@ -146,8 +146,10 @@ static void gpu_set(struct nvidia_backend *b, size_t gpu, bool bad, const char *
  * DRA driver names them: gpu.nvidia.com/xid=<XID>, gpu.nvidia.com/gpu-lost;
  * gpu.nvidia.com/unmonitored where its events cannot be watched (or the
  * waits failed), gpu.nvidia.com/mps=not-ready for an MPS share whose
- * control daemon is not up. */
-static void gpu_taint(const struct nvidia_gpu_health *gh, bool mps_down, struct dev_taint *t)
+ * control daemon is not up.  NoExecute for the XIDs and losses
+ * --nvidia-dra-no-execute names; NoSchedule otherwise. */
+static void gpu_taint(const struct nvidia_gpu_health *gh, bool mps_down, char *const *no_execute,
+                      struct dev_taint *t)
 {
         const char *key = "gpu.nvidia.com/unmonitored";
         t->value[0] = '\0';
@@ -162,6 +164,14 @@ static void gpu_taint(const struct nvidia_gpu_health *gh, bool mps_down, struct 
         }
         snprintf(t->key, sizeof(t->key), "%s", key);
         t->since = gh->bad ? gh->bad_since : 0;
+        /* --nvidia-dra-no-execute: the XIDs and gpu-lost it names, or all */
+        bool failure = gh->bad && (gh->kind == NVIDIA_HEALTH_XID || gh->kind == NVIDIA_HEALTH_LOST);
+        for (size_t i = 0; failure && no_execute && no_execute[i]; i++)
+                t->no_execute |= strcmp(no_execute[i], "all") == 0 ||
+                                 (gh->kind == NVIDIA_HEALTH_LOST &&
+                                  strcmp(no_execute[i], "gpu-lost") == 0) ||
+                                 (gh->kind == NVIDIA_HEALTH_XID &&
+                                  strcmp(no_execute[i], t->value) == 0);
 }
 
 /* Brings every device in line with its GPU; notifies each changed resource
@@ -181,7 +191,8 @@ static void health_sync(struct nvidia_backend *b, bool notify)
                                                        : DEV_HEALTHY;
                         struct dev_taint t = { 0 };
                         if (want == DEV_UNHEALTHY)
-                                gpu_taint(&b->gpu_health[nd->gpu], mps_down, &t);
+                                gpu_taint(&b->gpu_health[nd->gpu], mps_down, b->ctx.no_execute,
+                                          &t);
                         if (d->health != want || memcmp(&d->taint, &t, sizeof(t)) != 0) {
                                 d->health = want;
                                 d->taint = t;
@@ -332,6 +343,7 @@ static void backend_free(struct nvidia_backend *b)
         free(b->ctx.dev_root);
         free(b->ctx.cdi_annotation_prefix);
         free(b->ctx.mps_root);
+        strv_free(b->ctx.no_execute);
         strv_free(b->ctx.program_roots);
         if (b->mps_timer)
                 uv_close((uv_handle_t *)TAKE_PTR(b->mps_timer), mps_timer_free);
@@ -388,6 +400,9 @@ static void ctx_fill(struct nvidia_ctx *c, const struct nvidia_backend *b,
         c->sharing = cfg->sharing.strategy;
         c->fail_requests_greater_than_one = cfg->sharing.fail_requests_greater_than_one;
         c->mps_root = xstrdup(o->mps_root);
+        c->no_execute = xcalloc(1, sizeof(char *));
+        for (size_t i = 0; o->dra_no_execute && o->dra_no_execute[i]; i++)
+                c->no_execute = strv_push(c->no_execute, o->dra_no_execute[i]);
         if (o->container_driver_root[0])
                 c->program_roots = strv_push(c->program_roots, o->container_driver_root);
         if (o->driver_root[0])

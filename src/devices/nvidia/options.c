@@ -157,6 +157,17 @@ static const struct config_option rows[] = {
                 .apply = CONFIG_APPLY_RESERVE | CONFIG_APPLY_OUTPUTS,
         },
         {
+                .flag = "nvidia-dra-no-execute",
+                .envs = { "DEVLET_NVIDIA_DRA_NO_EXECUTE" },
+                .key = "flags.nvidiaDraNoExecute",
+                .type = CONFIG_LIST,
+                .default_value = "",
+                .offset = FIELD(dra_no_execute),
+                .help = "GPU failures whose DRA taint is NoExecute (the pods holding the GPU "
+                        "are evicted) rather than NoSchedule: XID numbers, gpu-lost, or all",
+                .apply = CONFIG_APPLY_RESERVE,
+        },
+        {
                 .flag = "imex-required",
                 .envs = { "IMEX_REQUIRED" },
                 .key = "imex.required",
@@ -227,6 +238,22 @@ static int check_imex(struct nvidia_options *o, struct diag *diag)
                            found);
 }
 
+static int check_no_execute(const struct nvidia_options *o, struct diag *diag)
+{
+        for (size_t i = 0; o->dra_no_execute && o->dra_no_execute[i]; i++) {
+                const char *s = o->dra_no_execute[i];
+                char *end = NULL;
+                unsigned long xid = strtoul(s, &end, 10);
+                bool number = s[0] >= '0' && s[0] <= '9' && !*end && xid > 0 && xid < 1000000;
+                if (!number && strcmp(s, "gpu-lost") != 0 && strcmp(s, "all") != 0)
+                        return diag_set_at(diag, -EINVAL, NULL, 0, 0,
+                                           "invalid --nvidia-dra-no-execute entry \"%.32s\": an "
+                                           "XID number, gpu-lost or all",
+                                           s);
+        }
+        return 0;
+}
+
 static void check_cdi(struct nvidia_options *o, char ***warnings)
 {
         static const char *const hooks[] = { "update-ldcache", "create-symlinks",
@@ -263,6 +290,8 @@ static int finish(const struct devlet_config *cfg, void *values, char ***warning
                                    "finds GPUs through NVML only (use auto or nvml)",
                                    dds);
         int r = check_imex(o, diag);
+        if (r == 0)
+                r = check_no_execute(o, diag);
         if (r < 0)
                 return r;
         if (cfg->sharing.strategy == SHARING_MPS) {
