@@ -15,10 +15,11 @@ API server, scheduler and containerd; devlet's DaemonSet on mock hardware).
   - DRA (the GPUs and devlet.io/zero switched to DRA by a config reload):
     from a new devlet's first log line to its ResourceSlices complete in the
     API server (devlet's pod deleted with its slices); from an XID written
-    to the mock NVML's event log to the GPU gone from the slice;
-    NodePrepareResources as the kubelet calls it for N pods with a claim
-    (devlet's `answered ... ms=` lines: p50, p99; the kubelet's own mean
-    from its dra_grpc_operations_duration_seconds); devlet's RSS, idle, in
+    to the mock NVML's event log to the GPU's taint in its slice;
+    NodePrepareResources as the kubelet calls it for N pods with a host
+    device's claim and N with a whole GPU's (devlet's `answered ... ms=`
+    lines: p50, p99; the kubelet's own mean from its
+    dra_grpc_operations_duration_seconds); devlet's RSS, idle, in
     a fresh pod with DRA on and with it off.
 
 Uses the cluster `make cluster` left running, or brings one up and takes it
