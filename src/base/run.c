@@ -84,6 +84,10 @@ int run_program(char *const *argv, char *const *envp, long timeout_ms, char **ou
                 struct diag *diag)
 {
         const char *path = argv[0];
+        /* said here, not as the child's exit 127: where fork stands in for
+         * vfork (qemu-user), posix_spawn cannot report a failed exec */
+        if (access(path, X_OK) < 0)
+                return diag_set(diag, -errno, "cannot start %s: %s", path, strerror(errno));
         int outp[2];
         if (pipe2(outp, O_CLOEXEC) < 0)
                 return diag_set(diag, -errno, "cannot start %s: %s", path, strerror(errno));
