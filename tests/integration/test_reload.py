@@ -101,6 +101,7 @@ def new_value(opt, dirs, port):
         "collect-interval": 250,
         "metrics-address": f"127.0.0.1:{port}",
         "imex-channel-ids": ["0"],
+        "nvidia-dra-no-execute": ["79", "gpu-lost"],
         "cdi-feature-flags": ["enable-explicit-driver-libraries"],
         "cdi-disable-hooks": ["update-ldcache"],
         "container-state-dirs": [dirs.run],
