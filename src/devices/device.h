@@ -11,6 +11,7 @@
 #ifndef DEVLET_DEVICES_DEVICE_H
 #define DEVLET_DEVICES_DEVICE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -179,6 +180,8 @@ struct dev_claim_config {
         /* it names no request: a device of a kind it does not configure is
          * left alone rather than refused */
         bool all_requests;
+        /* set when devlet stops: a configure that waits gives up */
+        const atomic_bool *stop;
 };
 
 struct dev_claim_config_ops {

@@ -138,7 +138,8 @@ DEFINE_CLEANUP_FUNC(struct cdi_spec, cdi_spec_free)
  * whose name goes into extra[i] of each device i it applies to. */
 static int apply_configs(const struct dra_table *t, const struct dra_claim *c,
                          const struct dra_dev **devs, struct cdi_spec *spec, const char *kind,
-                         const struct dra_cdi_ops *cdi, char **extra, struct diag *diag)
+                         const struct dra_cdi_ops *cdi, const atomic_bool *stop, char **extra,
+                         struct diag *diag)
 {
         if (c->n_configs == 0)
                 return 0;
@@ -188,6 +189,7 @@ static int apply_configs(const struct dra_table *t, const struct dra_claim *c,
                                 .ids = (char *const *)(uintptr_t)ids,
                                 .n = n,
                                 .all_requests = cc->requests == NULL,
+                                .stop = stop,
                         };
                         r = rc->ops->configure(rc->ctx, &dc, &merged, diag);
                 }
@@ -234,7 +236,7 @@ static int prepare_devices(struct claims_state *s, const struct dra_claim *c, js
         _cleanup_(cdi_spec_freep) struct cdi_spec *spec = r == 0 ? cdi_spec_new(kind) : NULL;
         char **extra = xcalloc(c->n_devices, sizeof(char *));
         if (r == 0)
-                r = apply_configs(t, c, devs, spec, kind, &drv->dra->cdi, extra, diag);
+                r = apply_configs(t, c, devs, spec, kind, &drv->dra->cdi, &drv->stop, extra, diag);
         json_t *answer = json_array();
         /* one CDI device per (request, resource), named after its first device */
         for (size_t i = 0; i < c->n_devices && r == 0; i++) {

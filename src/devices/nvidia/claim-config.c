@@ -82,9 +82,7 @@ static void *cc_ctx_new(const struct dev_resource *r)
                         xstrdup(nd->mig < 0 ? g->uuid : g->migs[nd->mig].uuid), nd->mig >= 0
                 };
         }
-        x->program_roots = xcalloc(1, sizeof(char *));
-        for (size_t i = 0; c->program_roots && c->program_roots[i]; i++)
-                x->program_roots = strv_push(x->program_roots, c->program_roots[i]);
+        x->program_roots = strv_copy((const char *const *)c->program_roots);
         x->mps_root = xstrdup(c->mps_root ? c->mps_root : "");
         return x;
 }
@@ -496,6 +494,8 @@ static int mps_start(const struct cc_ctx *x, const struct cc_config *cfg,
         for (;;) {
                 if (nvidia_mps_ready(x->mps_root, sub))
                         break;
+                if (c->stop && atomic_load(c->stop))
+                        return diag_set(diag, -ECANCELED, "%s: devlet is stopping", c->where);
                 struct timespec now;
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 long ms = (long)(now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;

@@ -174,8 +174,6 @@ struct dev_sidecar_claims *nvidia_backend_mps_claims(struct dev_backend *db)
         c->daemon_prefix = nvidia_mps_path(b->ctx.mps_root, NULL, NVIDIA_MPS_CLAIM_PREFIX);
         c->marker_name = xstrdup(NVIDIA_MPS_MARKER);
         c->shm_dir = nvidia_mps_path(b->ctx.mps_root, NULL, "shm");
-        c->program_roots = xcalloc(1, sizeof(char *));
-        for (size_t k = 0; b->ctx.program_roots && b->ctx.program_roots[k]; k++)
-                c->program_roots = strv_push(c->program_roots, b->ctx.program_roots[k]);
+        c->program_roots = strv_copy((const char *const *)b->ctx.program_roots);
         return c;
 }

@@ -400,9 +400,7 @@ static void ctx_fill(struct nvidia_ctx *c, const struct nvidia_backend *b,
         c->sharing = cfg->sharing.strategy;
         c->fail_requests_greater_than_one = cfg->sharing.fail_requests_greater_than_one;
         c->mps_root = xstrdup(o->mps_root);
-        c->no_execute = xcalloc(1, sizeof(char *));
-        for (size_t i = 0; o->dra_no_execute && o->dra_no_execute[i]; i++)
-                c->no_execute = strv_push(c->no_execute, o->dra_no_execute[i]);
+        c->no_execute = strv_copy((const char *const *)o->dra_no_execute);
         if (o->container_driver_root[0])
                 c->program_roots = strv_push(c->program_roots, o->container_driver_root);
         if (o->driver_root[0])
