@@ -36,6 +36,7 @@
 #include "base/cleanup.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/ossl.h"
 #include "base/pool.h"
 #include "base/watchdog.h"
 #include "base/xalloc.h"
@@ -79,6 +80,7 @@ struct daemon {
         struct cdi_writer *cdi;      /* NULL unless a CDI device-list strategy is on */
         uv_timer_t devices_changed; /* coalesces notifies into one refresh */
         uv_timer_t rebuild;         /* a backend's rebuild request, on a fresh loop turn */
+        uv_timer_t tls_trim;        /* OpenSSL's pages dropped once TLS goes quiet */
         char *rebuild_why;          /* the requests' reasons, until it runs */
         size_t rebuild_asks;
         struct metrics *metrics;
@@ -104,6 +106,7 @@ struct daemon {
 #define SHUTDOWN_DEADLINE_MS 1500 /* from SIGTERM to exit, whatever a thread does */
 #define CONFIG_DEBOUNCE_MS 100
 #define REBUILD_WHY_MAX 512 /* the reasons logged; more are counted */
+#define TLS_TRIM_MS 1000    /* the idle trim's pace (base/ossl.h) */
 
 /* Destroys the backends; their handles finish closing on the loop. */
 static void devset_stop(struct devset *set)
@@ -778,11 +781,22 @@ static void close_own(struct daemon *d)
                 (uv_handle_t *)&d->sig_hup,       (uv_handle_t *)&d->sig_term,
                 (uv_handle_t *)&d->sig_int,       (uv_handle_t *)&d->cfg_watch,
                 (uv_handle_t *)&d->cfg_debounce,  (uv_handle_t *)&d->devices_changed,
-                (uv_handle_t *)&d->rebuild,
+                (uv_handle_t *)&d->rebuild,       (uv_handle_t *)&d->tls_trim,
         };
         for (size_t i = 0; i < ARRAY_SIZE(own); i++)
                 if (!uv_is_closing(own[i]))
                         uv_close(own[i], NULL);
+}
+
+/* The API client's watches and calls, the metrics endpoint's TLS
+ * connections and the claims' reads all run OpenSSL's record layer, which
+ * faults in some 2 MB of its libraries' pages (fault-around maps 64 KiB
+ * around each): once TLS has been quiet for a pace they go back to the page
+ * cache, so an idle devlet holds only what it uses between two events. */
+static void on_tls_trim(uv_timer_t *t)
+{
+        (void)t;
+        ossl_trim_idle();
 }
 
 static void close_any(uv_handle_t *h, void *arg)
@@ -857,6 +871,9 @@ int daemon_run(struct devlet_config *cfg, int argc, char **argv)
         d.devices_changed.data = &d;
         uv_timer_init(&d.loop, &d.rebuild);
         d.rebuild.data = &d;
+        uv_timer_init(&d.loop, &d.tls_trim);
+        uv_timer_start(&d.tls_trim, on_tls_trim, TLS_TRIM_MS, TLS_TRIM_MS);
+        uv_unref((uv_handle_t *)&d.tls_trim);
         dev_rebuild_handler(on_rebuild_request, &d);
         d.cfg_content = config_content(cfg);
         config_watch_start(&d);

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,30 @@ void ossl_trim(void)
 {
         if (lib_base[0])
                 dl_iterate_phdr(trim_object, NULL);
+}
+
+static _Atomic unsigned long uses;
+
+void ossl_note_use(void)
+{
+        atomic_fetch_add_explicit(&uses, 1, memory_order_relaxed);
+}
+
+bool ossl_trim_idle(void)
+{
+        static unsigned long seen;
+        static bool dirty;
+        unsigned long now = atomic_load_explicit(&uses, memory_order_relaxed);
+        if (now != seen) {
+                seen = now;
+                dirty = true;
+                return false;
+        }
+        if (!dirty)
+                return false;
+        dirty = false;
+        ossl_trim();
+        return true;
 }
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;

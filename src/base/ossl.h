@@ -134,6 +134,18 @@ int ossl_load(struct diag *diag);
  * never touched. */
 void ossl_trim(void);
 
+/* Counts one use of the libraries: a TLS read, write, handshake or free.
+ * Any thread; an atomic increment, nothing more. */
+void ossl_note_use(void);
+
+/* The idle trim, for one owner to call at a steady pace (each second):
+ * ossl_trim() once, at the first call that finds no use since the call
+ * before while some came before that, so the record layer's pages (a
+ * watch's reads, a call's round trip) go 1 to 2 paces after the last use
+ * instead of staying until the next handshake.  Returns whether it
+ * trimmed.  One thread only. */
+bool ossl_trim_idle(void);
+
 /* The latest OpenSSL error of this thread as text (its queue cleared), or
  * fallback when there is none. */
 const char *ossl_error(char *buf, size_t size, const char *fallback);

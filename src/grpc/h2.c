@@ -6,6 +6,7 @@
  * completion and never blocks. */
 #include "grpc/h2.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -86,10 +87,30 @@ void h2_ignore_sigpipe(void)
                 signal(SIGPIPE, SIG_IGN);
 }
 
+/* The read buffer is one per thread that reads (its loop's reads are
+ * consumed before the next): allocated at the first read and freed when
+ * the thread ends.  Not a _Thread_local array: glibc zeroes a thread's
+ * whole static TLS when it starts, so 64 KiB there would be resident in
+ * every thread devlet starts, readers or not. */
+static pthread_key_t rbuf_key;
+static bool rbuf_key_ok; /* without the key (none left) a reader's buffer outlives it */
+static pthread_once_t rbuf_once = PTHREAD_ONCE_INIT;
+
+static void rbuf_key_make(void)
+{
+        rbuf_key_ok = pthread_key_create(&rbuf_key, free) == 0;
+}
+
 void h2_io_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
-        static _Thread_local uint8_t rbuf[H2_READ_BUF];
-        *buf = uv_buf_init((char *)rbuf, sizeof(rbuf));
+        static _Thread_local char *rbuf;
+        if (!rbuf) {
+                pthread_once(&rbuf_once, rbuf_key_make);
+                rbuf = xmalloc(H2_READ_BUF);
+                if (rbuf_key_ok)
+                        pthread_setspecific(rbuf_key, rbuf);
+        }
+        *buf = uv_buf_init(rbuf, H2_READ_BUF);
 }
 
 struct h2_chunk *h2_chunk_new(const uint8_t *msg, size_t len)

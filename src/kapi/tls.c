@@ -185,6 +185,7 @@ void kapi_tls_free(struct kapi_tls *t)
                 return;
         /* no close_notify: HTTP frames every response, and the write could
          * block or meet a closed socket */
+        ossl_note_use();
         ossl.SSL_free(t->ssl);
         free(t);
 }
@@ -223,6 +224,7 @@ int kapi_tls_handshake(struct kapi_tls *t, short *want, struct diag *diag)
 {
         char err[256];
         ossl.ERR_clear_error();
+        ossl_note_use();
         int n = ossl.SSL_connect(t->ssl);
         if (n == 1) {
                 ossl_trim();
@@ -246,6 +248,7 @@ int kapi_tls_handshake(struct kapi_tls *t, short *want, struct diag *diag)
 ssize_t kapi_tls_read(struct kapi_tls *t, void *buf, size_t len, short *want, struct diag *diag)
 {
         ossl.ERR_clear_error();
+        ossl_note_use();
         int n = ossl.SSL_read(t->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
         return outcome(t, n, want, -ECONNRESET, "read from", diag);
 }
@@ -254,6 +257,7 @@ ssize_t kapi_tls_write(struct kapi_tls *t, const void *buf, size_t len, short *w
                        struct diag *diag)
 {
         ossl.ERR_clear_error();
+        ossl_note_use();
         int n = ossl.SSL_write(t->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
         ssize_t r = outcome(t, n, want, -ECONNRESET, "write to", diag);
         return r == 0 ? diag_set(diag, -ECONNRESET, "TLS write to %s: the connection closed",

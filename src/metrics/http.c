@@ -152,6 +152,7 @@ struct http_write {
 
 struct metrics_http {
         uv_loop_t loop;
+        char rbuf[HTTP_REQUEST_MAX]; /* every read lands here first (conn_alloc) */
         uv_tcp_t listener;
         struct handoff stop; /* poked by metrics_http_stop */
         pthread_t thread;
@@ -782,13 +783,13 @@ static void conn_handle_buffered(struct http_conn *c)
  * being dropped.  While lingering, bytes are read to be dropped. */
 static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
-        static _Thread_local char rbuf[HTTP_REQUEST_MAX];
         const struct http_conn *c = handle->data;
-        size_t room = c->state == CONN_LINGER ? sizeof(rbuf) : HTTP_REQUEST_MAX - c->len;
+        char *rbuf = c->h->rbuf;
+        size_t room = c->state == CONN_LINGER ? HTTP_REQUEST_MAX : HTTP_REQUEST_MAX - c->len;
         if (c->tls && c->state != CONN_LINGER) {
                 size_t pending = web_tls_input_pending(c->tls);
                 room = pending < WEB_TLS_INPUT_MAX ? WEB_TLS_INPUT_MAX - pending : 0;
-                room = room < sizeof(rbuf) ? room : sizeof(rbuf);
+                room = room < HTTP_REQUEST_MAX ? room : HTTP_REQUEST_MAX;
         }
         *buf = uv_buf_init(rbuf, (unsigned)room);
 }

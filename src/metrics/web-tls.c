@@ -337,6 +337,7 @@ int web_tls_handshake(struct web_tls *t, struct diag *diag)
         if (t->done)
                 return 1;
         ossl.ERR_clear_error();
+        ossl_note_use();
         int n = ossl.SSL_do_handshake(t->ssl);
         if (n == 1) {
                 ossl_trim();
@@ -361,6 +362,7 @@ int web_tls_handshake(struct web_tls *t, struct diag *diag)
 ssize_t web_tls_read(struct web_tls *t, char *buf, size_t len)
 {
         ossl.ERR_clear_error();
+        ossl_note_use();
         int n = ossl.SSL_read(t->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
         if (n > 0)
                 return n;
@@ -372,6 +374,7 @@ ssize_t web_tls_read(struct web_tls *t, char *buf, size_t len)
 int web_tls_write(struct web_tls *t, const char *buf, size_t len)
 {
         ossl.ERR_clear_error();
+        ossl_note_use();
         while (len) {
                 int n = ossl.SSL_write(t->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
                 if (n <= 0) {

@@ -18,6 +18,7 @@ import os
 import pathlib
 import re
 import stat
+import struct
 import time
 import uuid
 from types import SimpleNamespace
@@ -28,8 +29,8 @@ import pytest
 import dra_pb2
 import drahealth_pb2
 import pluginregistration_pb2 as regpb
-from devlet_harness import (closed_by_peer, devlet_cli, hostdev_config, make_node, raw_connect,
-                            send_quietly, wait_until)
+from devlet_harness import (DEVLET_BIN, closed_by_peer, devlet_cli, hostdev_config, make_node,
+                            raw_connect, send_quietly, wait_until)
 from fake_apiserver import b64, write_kubeconfig
 from kubelet_sim import CHANNEL_OPTIONS, PluginClient, unix_target
 
@@ -513,6 +514,67 @@ def test_dra_adds_no_thread(dra, devlet):
     s.kubelet.wait_for_registration(B)
     off = threads(d.pid)
     assert on <= off + 1, (on, off)
+
+
+def library_text_kib(pid, names):
+    """Resident KiB of the executable mappings of the named libraries."""
+    kib, cur = 0, None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            p = line.split()
+            if "-" in p[0] and len(p) >= 5 and ":" in p[3]:
+                cur = p[1] == "r-xp" and len(p) > 5 and any(n in p[5] for n in names)
+            elif cur and p[0] == "Rss:":
+                kib += int(p[1])
+    return kib
+
+
+def test_openssl_pages_go_back_once_tls_is_quiet(dra):
+    """The record layer's reads and writes (the slice watch, a claim's
+    read) fault in OpenSSL's code 64 KiB at a time; once TLS has been quiet
+    for a second or two devlet gives those pages back to the page cache,
+    instead of holding them until the next handshake (2 MiB of its 8)."""
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    ref = claim_ref("trim")
+    s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")])
+    assert s.k.prepare([ref])[ref[1]].error == ""
+    libs = ("libcrypto.so", "libssl.so")
+    deadline = time.monotonic() + 15
+    seen = []
+    while time.monotonic() < deadline:
+        seen.append(library_text_kib(s.d.pid, libs))
+        if seen[-1] == 0:
+            break
+        time.sleep(0.2)
+    assert seen[-1] == 0, seen
+    # and used again: the next claim's read maps them back and works
+    ref2 = claim_ref("trim2")
+    s.api.put_claim(ref2[0], ref2[2], ref2[1], [("dev", DRIVER, NODE, "a-1")])
+    assert s.k.prepare([ref2])[ref2[1]].error == ""
+
+
+def static_tls_bytes(path):
+    """The PT_TLS segment's memory size of an ELF64 file: what glibc copies
+    and zeroes at the top of every thread's stack when it starts."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:4] == b"\x7fELF" and data[4] == 2
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    for i in range(phnum):
+        p_type, = struct.unpack_from("<I", data, phoff + i * phentsize)
+        if p_type == 7:  # PT_TLS
+            return struct.unpack_from("<Q", data, phoff + i * phentsize + 0x28)[0]
+    return 0
+
+
+def test_threads_start_without_large_thread_locals():
+    """Every thread devlet starts gets its own zeroed copy of the binary's
+    thread-local data, touched whether the thread uses it or not: a read
+    buffer there (64 KiB for HTTP/2, 8 KiB for the metrics endpoint) made
+    each of a node's ten threads hold 80 KiB of stack."""
+    assert static_tls_bytes(DEVLET_BIN) <= 1024
 
 
 def test_a_moved_watch_cache_costs_one_relist(dra):
