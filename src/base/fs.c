@@ -353,7 +353,7 @@ int fs_write_atomic_at(int dirfd, const char *path, const void *data, size_t len
         int r = write_all(fd, data, len);
         if (r == 0 && fchmod(fd, mode) < 0)
                 r = -errno;
-        if (r == 0 && fsync(fd) < 0)
+        if (r == 0 && !(flags & FS_NO_FSYNC) && fsync(fd) < 0)
                 r = -errno;
         if (r == 0 && renameat(dfd, tmp, dfd, base) < 0)
                 r = -errno;

@@ -54,6 +54,9 @@ enum {
         FS_NO_SYMLINKS = 1 << 1, /* refuse every symlink, even one only root could have made */
         FS_STICKY_LAST = 1 << 2, /* the last directory may be sticky and writable by all, as a
                                   * parent may (a tmpfs mount point: nothing is written there) */
+        FS_NO_FSYNC = 1 << 3,    /* fs_write_atomic_at: no fsync before the rename, for a file
+                                  * made again from state kept durably elsewhere, whose
+                                  * reader checks it (a crash may leave it empty) */
 };
 
 /* Opens the directory path (relative paths from dirfd, which may be
@@ -92,7 +95,7 @@ int fs_mkdir_p(const char *path, mode_t mode);
  * may write; data goes into a new file there with a random name
  * (".<name>.XXXXXXXXXXXX", created O_CREAT|O_EXCL|O_NOFOLLOW: never a
  * link, a FIFO or anything that was there before), which gets mode (fchmod
- * on the descriptor), is fsynced and renamed over path, so readers see the
+ * on the descriptor), is fsynced (unless FS_NO_FSYNC) and renamed over path, so readers see the
  * old or the new content, never a mix, and a symlink at path is replaced,
  * not followed.  Returns 0, fs_open_dir's errors, -EISDIR when path names
  * no file, or -errno, with diag as fs_open_dir sets it; on failure the

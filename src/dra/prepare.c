@@ -11,7 +11,9 @@
  * devices one request takes from one resource are merged into one CDI
  * device, so values such as NVIDIA_VISIBLE_DEVICES list every device.
  * Both calls are idempotent: a claim in the checkpoint is answered from
- * it (its spec written again if it went missing), and unpreparing an
+ * it (its spec written again if it went missing, or a crash left it
+ * empty or torn: specs are written without fsync, the checkpoint with
+ * one), and unpreparing an
  * unknown claim succeeds.  The checkpoint (<plugins>/<driver>/
  * checkpoint.json) is written atomically, never through a link, before
  * the answer goes, so a restart in between loses nothing and leaks
@@ -37,6 +39,7 @@
 #include "kapi/json-filter.h"
 
 #define CHECKPOINT_MAX (16u * 1024 * 1024)
+#define CDI_SPEC_MAX (4u * 1024 * 1024) /* a claim's spec: its devices' edits, a few KiB */
 /* Values the checkpoint's tree may hold: a node's claims, a few dozen each. */
 #define CHECKPOINT_VALUES_MAX (128u << 10)
 #define CLAIM_GET_MS 10000
@@ -292,7 +295,10 @@ static int prepare_devices(struct claims_state *s, const struct dra_claim *c, js
                 r = drv->dra->cdi.render_json(spec, &text, &len, diag);
                 _cleanup_free_ char *path = spec_path(drv, c->uid);
                 if (r == 0) {
-                        r = fs_write_atomic_at(AT_FDCWD, path, text, len, 0644, FS_CREATE, diag);
+                        /* no fsync: the checkpoint's is the one that counts, and a
+                         * spec a crash left empty or torn is made again (spec_intact) */
+                        r = fs_write_atomic_at(AT_FDCWD, path, text, len, 0644,
+                                               FS_CREATE | FS_NO_FSYNC, diag);
                         if (r < 0)
                                 diag_prefix(diag, r, "cannot write the CDI spec %s", path);
                 }
@@ -366,6 +372,25 @@ static void unconfigure(struct dra_driver *drv, const char *uid)
         dra_table_unref(t);
 }
 
+/* Whether the claim's CDI spec at path is there and whole: a regular file
+ * that parses as JSON (it is written without fsync, so after a crash it
+ * may be empty or cut short). */
+static bool spec_intact(const char *path)
+{
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        if (fs_read_file_nofollow(path, CDI_SPEC_MAX, &text, &len) < 0 || len == 0)
+                return false;
+        json_t *j = NULL;
+        int r = kapi_json_load(text, len, NULL,
+                               &(struct kapi_json_budget){ .max_values = CHECKPOINT_VALUES_MAX,
+                                                           .max_bytes = CDI_SPEC_MAX },
+                               JSON_REJECT_DUPLICATES, &j, NULL);
+        bool ok = r == 0 && json_is_object(j);
+        json_decref(j);
+        return ok;
+}
+
 static json_t *prepare_one(struct claims_state *s, const struct dra_job_claim *jc, char **error)
 {
         struct dra_driver *drv = s->drv;
@@ -373,7 +398,7 @@ static json_t *prepare_one(struct claims_state *s, const struct dra_job_claim *j
         struct diag why = { 0 };
         if (json_is_object(known)) {
                 _cleanup_free_ char *path = spec_path(drv, jc->uid);
-                if (access(path, F_OK) == 0)
+                if (spec_intact(path))
                         return json_incref(json_object_get(known, "devices"));
         }
         struct dra_claim c = { 0 };

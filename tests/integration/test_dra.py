@@ -17,6 +17,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import stat
 import struct
 import time
@@ -367,6 +368,51 @@ def test_driver_metrics(dra):
     assert "# TYPE devlet_dra_operation_duration_seconds histogram" in text
     rc, out = promtool_check(text)
     assert rc in (0, 3), out
+
+
+def test_amd_failures_taint_by_kind_evicting_those_named(dirs, api, certs, devlet):
+    """An AMD GPU's failure taints its device gpu.amd.com/<kind>: uncorrectable
+    RAS errors (ras), a KFD node gone (kfd); --amd-dra-no-execute ras makes
+    the RAS taint NoExecute (the pods holding the GPU are evicted), the
+    others stay NoSchedule; recovery removes them."""
+    from test_amd import AmdNode
+    n = AmdNode(dirs.run, "mi210-pair")
+    kc = write_kubeconfig(pathlib.Path(dirs.work, "kubeconfig"), api.url,
+                          f"    certificate-authority-data: {b64(certs / 'ca.crt')}",
+                          "    token: dra-token")
+    cfg = {"version": "v1", "health": {"recovery": {"enabled": True, "quietPeriod": "2s"}}}
+    devlet(cfg, args=n.args(
+        "--amd-health-interval", "50ms", "--metrics-address", "", "--kubeconfig", str(kc),
+        "--node-name", NODE, "--kubelet-registrar-directory-path", os.path.join(dirs.root, "reg"),
+        "--kubelet-plugins-directory-path", os.path.join(dirs.root, "draplug"),
+        "--cdi-spec-dir", os.path.join(dirs.root, "cdi"), "--dra-resources", "amd.com/gpu",
+        "--amd-dra-no-execute", "ras"))
+    names = [f"gpu-{g['devices'][0]['card']}-{g['devices'][0]['render']}" for g in n.m["gpus"]]
+
+    def amd_taints(want):
+        def check():
+            got = [sl for sl in api.slices.values()
+                   if sl["spec"]["nodeName"] == NODE and sl["spec"]["driver"] == "gpu.amd.com"]
+            if len(got) != 1 or sorted(device_names(got[0])) != sorted(names):
+                return None
+            t = {name: [(x["key"], x["effect"]) for x in v]
+                 for name, v in taints(got[0]).items()}
+            return got[0] if t == want else None
+        return api.wait_for(check, 15, f"the AMD slice's taints to be {want}")
+
+    amd_taints({})
+    n.write(os.path.relpath(n.gpu_dir(2), n.sys) + "/ras/umc_err_count", "ue: 2\nce: 0\n")
+    sl = amd_taints({names[2]: [("gpu.amd.com/ras", "NoExecute")]})
+    added = taints(sl)[names[2]][0]["timeAdded"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", added), added
+    node = n.m["gpus"][1]["devices"][0]["kfd_node"]
+    kfd = os.path.join(n.sys, "class/kfd/kfd/topology/nodes", str(node))
+    saved = os.path.join(dirs.work, "kfd-node")
+    shutil.move(kfd, saved)
+    amd_taints({names[2]: [("gpu.amd.com/ras", "NoExecute")],
+                names[1]: [("gpu.amd.com/kfd", "NoSchedule")]})
+    shutil.move(saved, kfd)
+    amd_taints({})
 
 
 def test_a_server_that_drops_taints_gets_no_unhealthy_device(dra):
@@ -779,6 +825,29 @@ def test_restart_between_prepare_and_unprepare(dra):
     assert not os.path.exists(s.spec(ref[1]))
     with open(s.checkpoint) as f:
         assert json.load(f)["claims"] == {}
+
+
+@pytest.mark.parametrize("damage", ["empty", "torn"])
+def test_a_spec_a_crash_damaged_is_made_again(dra, damage):
+    """Claims' CDI specs are written without fsync (the checkpoint's is the
+    one that counts): after a crash one may be empty or cut short, and the
+    kubelet's next prepare of that claim writes it again rather than
+    answering CDI IDs the runtime cannot resolve."""
+    s = dra.start()
+    wait_slices(s.api, ["a-0", "a-1"])
+    ref = claim_ref("c1")
+    s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")])
+    first = s.k.prepare([ref])[ref[1]]
+    assert first.error == ""
+    with open(s.spec(ref[1])) as f:
+        whole = f.read()
+    assert s.d.terminate() == 0
+    with open(s.spec(ref[1]), "w") as f:
+        f.write("" if damage == "empty" else whole[:len(whole) // 2])
+    s.start()
+    assert s.k.prepare([ref])[ref[1]] == first
+    with open(s.spec(ref[1])) as f:
+        assert json.load(f) == json.loads(whole)
 
 
 def test_prepare_errors(dra):

@@ -63,6 +63,17 @@ static int64_t now_ms(const struct amd_backend *b)
         return b->loop ? (int64_t)uv_now(b->loop) : 0;
 }
 
+/* The taint DRA publishes on an unhealthy partition of GPU w: the kind of
+ * failure in NVIDIA's DRA driver's style, gpu.amd.com/<kind> (gone, kfd,
+ * ras, unresponsive), NoExecute for the kinds --amd-dra-no-execute names,
+ * NoSchedule otherwise. */
+static void gpu_taint(const struct amd_gpu_watch *w, unsigned no_execute, struct dev_taint *t)
+{
+        snprintf(t->key, sizeof(t->key), "gpu.amd.com/%s", amd_health_kind_name(w->kind));
+        t->since = w->bad_since;
+        t->no_execute = (w->kind & no_execute) != 0;
+}
+
 /* Brings every device in line with its GPU; notifies changed resources. */
 static void health_sync(struct amd_backend *b, bool notify)
 {
@@ -74,9 +85,14 @@ static void health_sync(struct amd_backend *b, bool notify)
                 for (size_t k = 0; k < r->n_devices; k++) {
                         struct dev_device *d = &r->devices[k];
                         const struct amd_dev *ad = d->priv;
-                        enum dev_health want = b->watch[ad->gpu].bad ? DEV_UNHEALTHY : DEV_HEALTHY;
-                        if (d->health != want) {
+                        const struct amd_gpu_watch *w = &b->watch[ad->gpu];
+                        enum dev_health want = w->bad ? DEV_UNHEALTHY : DEV_HEALTHY;
+                        struct dev_taint t = { 0 };
+                        if (w->bad)
+                                gpu_taint(w, b->policy.no_execute, &t);
+                        if (d->health != want || memcmp(&d->taint, &t, sizeof(t)) != 0) {
                                 d->health = want;
+                                d->taint = t;
                                 changed = true;
                         }
                 }
@@ -129,7 +145,7 @@ static void poll_once(struct amd_backend *b, bool notify)
 
 void amd_gpu_fail(struct amd_backend *b, size_t gpu, unsigned kind, char *why)
 {
-        struct amd_health_obs obs = { .why = why };
+        struct amd_health_obs obs = { .why = why, .kind = kind };
         if (gpu >= b->inv->n_gpus || b->poll_ms <= 0 || (b->policy.ignore & kind)) {
                 free(why);
                 return;
@@ -169,6 +185,7 @@ static void on_poll(uv_timer_t *t)
                         .why = xasprintf("sysfs reads stalled for more than %d ms: in reset "
                                          "or wedged",
                                          AMD_HEALTH_STALL_MS),
+                        .kind = AMD_HEALTH_UNRESPONSIVE,
                 };
                 if (amd_health_apply(&b->watch[i], &obs, &b->policy, now_ms(b))) {
                         report_change(b, i);
@@ -280,6 +297,7 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
         b->policy.quiet_ms = cfg->health.recovery_quiet_ms;
         b->poll_ms = opts->health_interval_ms;
         b->policy.ignore = amd_health_ignore_mask((const char *const *)opts->health_disabled);
+        b->policy.no_execute = amd_health_ignore_mask((const char *const *)opts->dra_no_execute);
         health_env_note(b->policy.ignore);
         ctx_fill(&b->ctx, b->inv, cfg);
         r = amd_layout_build(b->inv, cfg, &b->ctx, &b->layout, &why);
@@ -306,7 +324,8 @@ static int amd_create(uv_loop_t *loop, const struct devlet_config *cfg, struct d
                 /* what needs no read now; the first reads set the RAS baselines */
                 for (size_t i = 0; i < b->inv->n_gpus; i++) {
                         const char *problem = b->inv->gpus[i].problem;
-                        struct amd_health_obs obs = { .why = problem ? xstrdup(problem) : NULL };
+                        struct amd_health_obs obs = { .why = problem ? xstrdup(problem) : NULL,
+                                                      .kind = AMD_HEALTH_GONE };
                         amd_health_apply(&b->watch[i], &obs, &b->policy, now_ms(b));
                 }
                 health_sync(b, false);
@@ -399,7 +418,9 @@ static void amd_inherit(struct dev_backend *db, struct dev_backend *dprev)
                         }
                         if (o->bad && !stale && !w->bad) {
                                 w->bad = true;
+                                w->kind = o->kind;
                                 w->since = o->since;
+                                w->bad_since = o->bad_since;
                                 w->reason = xstrdup(o->reason);
                         } else if (o->bad && !stale && o->since > w->since) {
                                 w->since = o->since;

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/cleanup.h"
 #include "base/xalloc.h"
@@ -63,19 +64,29 @@ static char *part_render_dir(const struct amd_inventory *inv, const struct amd_g
         return xasprintf("%s/devices/platform/%s/drm/renderD%d", inv->sysfs_root, p->id, p->render);
 }
 
+static const struct {
+        const char *name;
+        unsigned bit;
+} kind_bits[] = { { "gone", AMD_HEALTH_GONE },
+                  { "kfd", AMD_HEALTH_KFD },
+                  { "ras", AMD_HEALTH_RAS },
+                  { "unresponsive", AMD_HEALTH_UNRESPONSIVE },
+                  { "all", AMD_HEALTH_ALL } };
+
+const char *amd_health_kind_name(unsigned kind)
+{
+        for (size_t k = 0; k < sizeof(kind_bits) / sizeof(kind_bits[0]); k++)
+                if (kind_bits[k].bit == kind)
+                        return kind_bits[k].name;
+        return "unhealthy";
+}
+
 unsigned amd_health_ignore_mask(const char *const *kinds)
 {
-        static const struct {
-                const char *name;
-                unsigned bit;
-        } bits[] = { { "gone", AMD_HEALTH_GONE },
-                     { "kfd", AMD_HEALTH_KFD },
-                     { "ras", AMD_HEALTH_RAS },
-                     { "unresponsive", AMD_HEALTH_UNRESPONSIVE },
-                     { "all", AMD_HEALTH_ALL } };
+        const __typeof__(kind_bits[0]) *bits = kind_bits;
         unsigned mask = 0;
         for (size_t i = 0; kinds && kinds[i]; i++)
-                for (size_t k = 0; k < sizeof(bits) / sizeof(bits[0]); k++)
+                for (size_t k = 0; k < sizeof(kind_bits) / sizeof(kind_bits[0]); k++)
                         if (strcmp(bits[k].name, kinds[i]) == 0)
                                 mask |= bits[k].bit;
         return mask;
@@ -87,6 +98,7 @@ void amd_health_observe(const struct amd_inventory *inv, size_t gpu, unsigned ig
         const struct amd_gpu *g = &inv->gpus[gpu];
         *out = (struct amd_health_obs){ 0 };
         out->rescan_sees = true; /* until the reads below are what fails */
+        out->kind = AMD_HEALTH_GONE;
         if (g->problem) {
                 out->why = xstrdup(g->problem);
                 return;
@@ -114,6 +126,7 @@ void amd_health_observe(const struct amd_inventory *inv, size_t gpu, unsigned ig
                         if (amd_read_text(pp, &t) < 0 ||
                             amd_kfd_property(t, "drm_render_minor", &minor) < 0 ||
                             minor != (uint64_t)p->render) {
+                                out->kind = AMD_HEALTH_KFD;
                                 out->why = xasprintf("KFD topology node %d of %s gone",
                                                      p->kfd_node, p->id);
                                 return;
@@ -132,22 +145,29 @@ bool amd_health_apply(struct amd_gpu_watch *w, struct amd_health_obs *obs,
                       const struct amd_health_policy *p, int64_t now_ms)
 {
         char *why = TAKE_PTR(obs->why);
+        unsigned kind = obs->kind ? obs->kind : AMD_HEALTH_GONE;
         bool rescan_sees = why && obs->rescan_sees;
         if (!why && obs->ue_known) {
                 bool rose = w->ue_known && obs->ue_total > w->ue_total;
                 uint64_t before = w->ue_total;
                 w->ue_total = obs->ue_total;
                 w->ue_known = true;
+                kind = AMD_HEALTH_RAS;
                 if (rose && !(p->ignore & AMD_HEALTH_RAS))
                         why = xasprintf("uncorrectable RAS errors rose from %" PRIu64 " to %" PRIu64,
                                         before, obs->ue_total);
         }
-        if (!why && obs->busy_err && !(p->ignore & AMD_HEALTH_UNRESPONSIVE))
+        if (!why && obs->busy_err && !(p->ignore & AMD_HEALTH_UNRESPONSIVE)) {
+                kind = AMD_HEALTH_UNRESPONSIVE;
                 why = xasprintf("not answering (gpu_busy_percent: %s): in reset or wedged",
                                 strerror(obs->busy_err));
+        }
         if (why) {
-                bool changed = !w->bad;
+                bool changed = !w->bad || w->kind != kind;
+                if (!w->bad)
+                        w->bad_since = (int64_t)time(NULL);
                 w->bad = true;
+                w->kind = kind;
                 w->since = now_ms;
                 w->rescan_sees = rescan_sees;
                 free(w->reason);
@@ -156,6 +176,8 @@ bool amd_health_apply(struct amd_gpu_watch *w, struct amd_health_obs *obs,
         }
         if (w->bad && p->recovery && now_ms - w->since >= p->quiet_ms) {
                 w->bad = false;
+                w->kind = 0;
+                w->bad_since = 0;
                 free(w->reason);
                 w->reason = NULL;
                 return true;

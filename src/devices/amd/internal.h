@@ -40,6 +40,7 @@ struct amd_options {
         char *resource_naming_strategy; /* single|mixed */
         int64_t health_interval_ms;     /* --amd-health-interval (AMD's --pulse); 0 = no polling */
         char **health_disabled;         /* --amd-disable-healthchecks: gone, kfd, ras, ... all */
+        char **dra_no_execute;          /* --amd-dra-no-execute: the same kinds */
         long device_count;              /* AMD_GPU_DEVICE_COUNT: serve the first N GPUs; 0 all */
 #define AMD_LABEL_FIELD(g) bool label_##g;
         AMD_LABEL_GROUPS(AMD_LABEL_FIELD)
@@ -107,6 +108,8 @@ struct dev_model *amd_model(const struct amd_inventory *inv, size_t gpu, size_t 
 /* What one poll saw of a GPU, compared with the previous poll. */
 struct amd_gpu_watch {
         bool bad;
+        unsigned kind;     /* the failure's AMD_HEALTH_* bit, 0 when healthy */
+        int64_t bad_since; /* s since the epoch it turned bad (its DRA taint's timeAdded) */
         char *reason;      /* heap, NULL when healthy */
         uint64_t ue_total; /* uncorrectable RAS errors, summed over blocks */
         bool ue_known;
@@ -130,20 +133,25 @@ struct amd_health_policy {
         bool recovery;    /* health.recovery.enabled */
         int64_t quiet_ms; /* health.recovery.quietPeriod */
         unsigned ignore;  /* AMD_HEALTH_* kinds not judged */
+        unsigned no_execute; /* AMD_HEALTH_* kinds whose DRA taint is NoExecute */
 };
 
 /* How many of inv's GPUs are served (--amd-device-count: the first N in
  * PCI order; the rest are left to workloads outside Kubernetes). */
 size_t amd_served_gpus(const struct amd_inventory *inv, const struct devlet_config *cfg);
 
-/* The AMD_HEALTH_* bits of --amd-disable-healthchecks' kinds (a strv the
- * option's choices checked; NULL: none). */
+/* The AMD_HEALTH_* bits of --amd-disable-healthchecks' (or
+ * --amd-dra-no-execute's) kinds (a strv the option's choices checked;
+ * NULL: none). */
 unsigned amd_health_ignore_mask(const char *const *kinds);
+/* The name of one AMD_HEALTH_* kind ("gone", "kfd", "ras", "unresponsive"). */
+const char *amd_health_kind_name(unsigned kind);
 
 /* What one look at a GPU's sysfs found: the reads, apart from judging. */
 struct amd_health_obs {
         char *why;         /* heap: a problem found at start-up, the GPU or one of its
                             * render or KFD nodes gone; NULL when none */
+        unsigned kind;     /* why's AMD_HEALTH_* kind */
         bool ue_known;     /* its RAS counts were read (why NULL only) */
         uint64_t ue_total; /* uncorrectable RAS errors, summed over blocks */
         int busy_err;      /* errno reading gpu_busy_percent (not ENOENT); 0 read */

@@ -67,6 +67,19 @@ static const struct config_option rows[] = {
                 .apply = CONFIG_APPLY_RESERVE,
         },
         {
+                .flag = "amd-dra-no-execute",
+                .envs = { "DEVLET_AMD_DRA_NO_EXECUTE" },
+                .key = "flags.amd.draNoExecute",
+                .type = CONFIG_LIST,
+                .default_value = "",
+                .offset = FIELD(dra_no_execute),
+                .choices = health_check_choices,
+                .help = "AMD GPU failures whose DRA taint is NoExecute (the pods holding the "
+                        "GPU are evicted) rather than NoSchedule: gone, kfd, ras, unresponsive, "
+                        "all",
+                .apply = CONFIG_APPLY_RESERVE,
+        },
+        {
                 .flag = "amd-device-count",
                 .envs = { "AMD_GPU_DEVICE_COUNT" },
                 .key = "flags.amd.deviceCount",
