@@ -808,13 +808,20 @@ def test_prepare_and_unprepare(dra):
     assert os.listdir(s.cdi) == []
 
 
-def test_restart_between_prepare_and_unprepare(dra):
+def started_with_a_claim(dra):
+    """devlet started, its slice published, claim c1 on a-0 prepared:
+    (the namespace, the claim's ref, the kubelet's answer)."""
     s = dra.start()
     wait_slices(s.api, ["a-0", "a-1"])
     ref = claim_ref("c1")
     s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")])
     first = s.k.prepare([ref])[ref[1]]
     assert first.error == ""
+    return s, ref, first
+
+
+def test_restart_between_prepare_and_unprepare(dra):
+    s, ref, first = started_with_a_claim(dra)
     assert s.d.terminate() == 0
     s.api.remove_claim(ref[0], ref[2])
 
@@ -833,12 +840,7 @@ def test_a_spec_a_crash_damaged_is_made_again(dra, damage):
     one that counts): after a crash one may be empty or cut short, and the
     kubelet's next prepare of that claim writes it again rather than
     answering CDI IDs the runtime cannot resolve."""
-    s = dra.start()
-    wait_slices(s.api, ["a-0", "a-1"])
-    ref = claim_ref("c1")
-    s.api.put_claim(ref[0], ref[2], ref[1], [("dev", DRIVER, NODE, "a-0")])
-    first = s.k.prepare([ref])[ref[1]]
-    assert first.error == ""
+    s, ref, first = started_with_a_claim(dra)
     with open(s.spec(ref[1])) as f:
         whole = f.read()
     assert s.d.terminate() == 0
