@@ -114,6 +114,10 @@ def status_object(code, reason, message):
 
 class JSONHandler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # an answer's head and body go out as separate writes: with Nagle on, the
+    # body waits for the client's delayed ACK (40 ms) on a kept-alive
+    # connection, as a real API server (Go sets TCP_NODELAY) never makes it
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass

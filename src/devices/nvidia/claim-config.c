@@ -53,7 +53,7 @@
 #define API_VERSION "resource.nvidia.com/v1beta1"
 #define SMI_TIMEOUT_MS 10000
 #define MPS_START_MS 20000 /* the sidecar's turn is a second; its start takes a few */
-#define MPS_POLL_MS 50
+#define MPS_POLL_MS 50 /* the wait's longest pause; it starts at 1 ms and doubles */
 
 struct cc_dev {
         char *id;
@@ -491,7 +491,7 @@ static int mps_start(const struct cc_ctx *x, const struct cc_config *cfg,
         _cleanup_free_ char *sub = xasprintf(NVIDIA_MPS_CLAIM_PREFIX "%s", c->claim_uid);
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (;;) {
+        for (long wait_ms = 1;; wait_ms = wait_ms * 2 < MPS_POLL_MS ? wait_ms * 2 : MPS_POLL_MS) {
                 if (nvidia_mps_ready(x->mps_root, sub))
                         break;
                 if (c->stop && atomic_load(c->stop))
@@ -504,7 +504,7 @@ static int mps_start(const struct cc_ctx *x, const struct cc_config *cfg,
                                         "%s: the claim's MPS control daemon was not ready within "
                                         "%d s (devlet's mps-control-daemon sidecar reads %s/%s)",
                                         c->where, MPS_START_MS / 1000, dir, file);
-                struct timespec pause = { 0, MPS_POLL_MS * 1000000L };
+                struct timespec pause = { 0, wait_ms * 1000000L };
                 nanosleep(&pause, NULL);
         }
         _cleanup_free_ char *ctr_pipe = nvidia_mps_path(NVIDIA_MPS_CONTAINER_ROOT, sub, "pipe");
