@@ -75,7 +75,7 @@ static const struct {
 
 const char *amd_health_kind_name(unsigned kind)
 {
-        for (size_t k = 0; k < sizeof(kind_bits) / sizeof(kind_bits[0]); k++)
+        for (size_t k = 0; k < ARRAY_SIZE(kind_bits); k++)
                 if (kind_bits[k].bit == kind)
                         return kind_bits[k].name;
         return "unhealthy";
@@ -83,12 +83,11 @@ const char *amd_health_kind_name(unsigned kind)
 
 unsigned amd_health_ignore_mask(const char *const *kinds)
 {
-        const __typeof__(kind_bits[0]) *bits = kind_bits;
         unsigned mask = 0;
         for (size_t i = 0; kinds && kinds[i]; i++)
-                for (size_t k = 0; k < sizeof(kind_bits) / sizeof(kind_bits[0]); k++)
-                        if (strcmp(bits[k].name, kinds[i]) == 0)
-                                mask |= bits[k].bit;
+                for (size_t k = 0; k < ARRAY_SIZE(kind_bits); k++)
+                        if (strcmp(kind_bits[k].name, kinds[i]) == 0)
+                                mask |= kind_bits[k].bit;
         return mask;
 }
 
@@ -145,17 +144,18 @@ bool amd_health_apply(struct amd_gpu_watch *w, struct amd_health_obs *obs,
                       const struct amd_health_policy *p, int64_t now_ms)
 {
         char *why = TAKE_PTR(obs->why);
-        unsigned kind = obs->kind ? obs->kind : AMD_HEALTH_GONE;
+        unsigned kind = obs->kind;
         bool rescan_sees = why && obs->rescan_sees;
         if (!why && obs->ue_known) {
                 bool rose = w->ue_known && obs->ue_total > w->ue_total;
                 uint64_t before = w->ue_total;
                 w->ue_total = obs->ue_total;
                 w->ue_known = true;
-                kind = AMD_HEALTH_RAS;
-                if (rose && !(p->ignore & AMD_HEALTH_RAS))
+                if (rose && !(p->ignore & AMD_HEALTH_RAS)) {
+                        kind = AMD_HEALTH_RAS;
                         why = xasprintf("uncorrectable RAS errors rose from %" PRIu64 " to %" PRIu64,
                                         before, obs->ue_total);
+                }
         }
         if (!why && obs->busy_err && !(p->ignore & AMD_HEALTH_UNRESPONSIVE)) {
                 kind = AMD_HEALTH_UNRESPONSIVE;

@@ -144,7 +144,8 @@ size_t amd_served_gpus(const struct amd_inventory *inv, const struct devlet_conf
  * --amd-dra-no-execute's) kinds (a strv the option's choices checked;
  * NULL: none). */
 unsigned amd_health_ignore_mask(const char *const *kinds);
-/* The name of one AMD_HEALTH_* kind ("gone", "kfd", "ras", "unresponsive"). */
+/* The name of one AMD_HEALTH_* kind ("gone", "kfd", "ras", "unresponsive";
+ * "unhealthy" for none). */
 const char *amd_health_kind_name(unsigned kind);
 
 /* What one look at a GPU's sysfs found: the reads, apart from judging. */
